@@ -1,0 +1,27 @@
+#ifndef CFILESTAT_H
+#define CFILESTAT_H
+
+#include <stdint.h>
+
+/// The attributes imagecache needs of one directory entry, read with statx(2) without following
+/// symbolic links. Times are nanoseconds since the epoch.
+typedef struct ic_file_stat {
+  uint32_t mode;
+  uint64_t size;
+  uint64_t blocks;  // 512-byte units, as st_blocks
+  int64_t access_ns;
+  int64_t modification_ns;
+  int64_t change_ns;
+  int64_t birth_ns;
+  int has_birth;  // 1 when the filesystem reported a birth time
+} ic_file_stat;
+
+/// statx(dirfd, path, AT_SYMLINK_NOFOLLOW) into `out`. Returns 0, or -1 with errno set.
+int ic_stat_at(int dirfd, const char *path, ic_file_stat *out);
+
+/// Sets the access time of `path` to now and leaves the modification time alone
+/// (utimensat with UTIME_NOW and UTIME_OMIT, not following a final symbolic link).
+/// Returns 0, or -1 with errno set.
+int ic_touch_access_time(const char *path);
+
+#endif

@@ -1,0 +1,97 @@
+import Crypto
+import Foundation
+
+/// How SDWebImage names the file that holds a cache key (SPEC section 1).
+///
+/// The current scheme (SD 5) is `md5(key)` in lowercase hex, then `.` and the key's path
+/// extension when it has one. Older SD versions used other schemes; they are listed in
+/// ``LegacyScheme`` so that reads and migrations can find files written by them.
+public enum CacheFileName {
+  /// The longest extension SD appends: NAME_MAX (255) minus the 32 hex digits and the dot.
+  public static let maxExtensionLength = 255 - 32 - 1
+
+  /// The file name SD 5 uses for `key`.
+  public static func fileName(forKey key: String) -> String {
+    join(md5Hex(key), currentExtension(forKey: key))
+  }
+
+  /// The file name an older SD version used for `key`.
+  public static func fileName(forKey key: String, scheme: LegacyScheme) -> String {
+    let digest = md5Hex(key)
+    switch scheme {
+    case .noExtension:
+      return digest
+    case .rawStringExtension:
+      return join(digest, rawStringExtension(key))
+    case .uncappedURLExtension:
+      return join(digest, urlExtension(forKey: key) ?? rawStringExtension(key))
+    }
+  }
+
+  /// Every distinct legacy name of `key` that differs from its current name.
+  public static func legacyFileNames(forKey key: String) -> [String] {
+    let current = fileName(forKey: key)
+    var names: [String] = []
+    for scheme in LegacyScheme.allCases {
+      let name = fileName(forKey: key, scheme: scheme)
+      if name != current && !names.contains(name) { names.append(name) }
+    }
+    return names
+  }
+
+  /// Lowercase hex MD5 of the key's UTF-8 bytes.
+  ///
+  /// SD hashes `key.UTF8String` with `strlen`, so a key with an embedded NUL is hashed only up
+  /// to that NUL; we do the same so that such keys land on the same file.
+  public static func md5Hex(_ key: String) -> String {
+    let bytes = Array(key.utf8.prefix { $0 != 0 })
+    let digest = Insecure.MD5.hash(data: bytes)
+    return digest.map { byte in
+      let hex = String(byte, radix: 16)
+      return byte < 16 ? "0" + hex : hex
+    }.joined()
+  }
+
+  /// The extension SD 5 appends for `key`, or `nil` for none.
+  ///
+  /// It is the path extension of the key parsed as a URL (from the percent-decoded path, never
+  /// the query or fragment); only a key that does not parse as a URL uses the raw string's
+  /// path extension. NUL and `:` are removed, and an extension longer than
+  /// ``maxExtensionLength`` UTF-16 units (NSString's length, as SD measures it) is dropped.
+  public static func currentExtension(forKey key: String) -> String? {
+    let raw = urlExtension(forKey: key) ?? rawStringExtension(key)
+    let cleaned = String(raw.unicodeScalars.filter { $0 != "\0" && $0 != ":" })
+    guard !cleaned.isEmpty, cleaned.utf16.count <= maxExtensionLength else { return nil }
+    return cleaned
+  }
+
+  /// The path extension of `key` as a URL, or `nil` when `key` does not parse as one.
+  ///
+  /// Foundation on Linux shares its URL parser with Apple's current Foundation, which is what
+  /// SD's `[NSURL URLWithString:]` runs on, including its encoding of invalid characters.
+  static func urlExtension(forKey key: String) -> String? {
+    guard let url = URL(string: key) else { return nil }
+    return url.pathExtension
+  }
+
+  /// `-[NSString pathExtension]` of the raw key: what follows the last `.` of the last path
+  /// component, query and all.
+  static func rawStringExtension(_ key: String) -> String {
+    (key as NSString).pathExtension
+  }
+
+  private static func join(_ digest: String, _ ext: String?) -> String {
+    guard let ext, !ext.isEmpty else { return digest }
+    return digest + "." + ext
+  }
+}
+
+/// File-name schemes of older SD versions (SPEC section 1, legacy layouts).
+public enum LegacyScheme: String, CaseIterable, Sendable {
+  /// Up to SD 3.7.3: the MD5 alone. SD 5 still reads it as a fallback.
+  case noExtension
+  /// SD 3.7.4 to 4.1.x: the raw string's extension, so query text can end up in it.
+  case rawStringExtension
+  /// SD 4.2 to 4.4.2: the URL path extension, with no length cap and nothing removed.
+  case uncappedURLExtension
+}

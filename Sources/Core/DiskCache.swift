@@ -1,0 +1,167 @@
+import Foundation
+
+/// Where a cache lives: the disk cache directory (which holds namespaces) and a namespace.
+/// The disk cache path is `<directory>/<namespace>` (SPEC section 1).
+public struct CacheLocation: Sendable, Equatable, Codable {
+  /// The folder SD calls the disk cache directory, e.g. `~/.cache/com.hackemist.SDImageCache`.
+  public var directory: String
+  /// The sub-folder for one cache; SD's default is `default`.
+  public var namespace: String
+
+  public static let defaultNamespace = "default"
+  public static let directoryName = "com.hackemist.SDImageCache"
+
+  public init(directory: String, namespace: String = CacheLocation.defaultNamespace) {
+    self.directory = directory
+    self.namespace = namespace
+  }
+
+  /// `<directory>/<namespace>`.
+  public var diskCachePath: String {
+    (directory as NSString).appendingPathComponent(namespace)
+  }
+
+  /// The tool's own hidden state folder inside the disk cache path (SPEC section 8).
+  public var stateDirectory: String {
+    (diskCachePath as NSString).appendingPathComponent(".imagecache")
+  }
+
+  /// `$XDG_CACHE_HOME/com.hackemist.SDImageCache`, falling back to
+  /// `~/.cache/com.hackemist.SDImageCache` when `XDG_CACHE_HOME` is unset or empty.
+  public static func defaultDirectory(
+    environment: [String: String] = ProcessInfo.processInfo.environment
+  ) -> String {
+    let base: String
+    if let xdg = environment["XDG_CACHE_HOME"], !xdg.isEmpty {
+      base = xdg
+    } else {
+      let home = environment["HOME"].flatMap { $0.isEmpty ? nil : $0 } ?? NSHomeDirectory()
+      base = (home as NSString).appendingPathComponent(".cache")
+    }
+    return (base as NSString).appendingPathComponent(directoryName)
+  }
+}
+
+/// Totals over the files of a disk cache, hidden entries excluded.
+public struct DiskUsage: Sendable, Equatable {
+  public var fileCount = 0
+  public var logicalBytes: UInt64 = 0
+  public var allocatedBytes: UInt64 = 0
+
+  public init() {}
+}
+
+/// The disk tier, laid out exactly as SD's `SDDiskCache`: one file a key, named by
+/// ``CacheFileName``, in one folder. It knows nothing of HTTP.
+public struct DiskCache: Sendable {
+  /// The disk cache path (`<directory>/<namespace>`).
+  public let path: String
+
+  public init(path: String) {
+    self.path = path
+  }
+
+  public init(location: CacheLocation) {
+    self.init(path: location.diskCachePath)
+  }
+
+  /// Where `key` is stored under the current naming scheme.
+  public func cachePath(forKey key: String) -> String {
+    path + "/" + CacheFileName.fileName(forKey: key)
+  }
+
+  /// SD's fallback: the name without extension (SD 3.7.3 and earlier, and SD 5 still reads it).
+  func fallbackPath(forKey key: String) -> String {
+    path + "/" + CacheFileName.md5Hex(key)
+  }
+
+  /// The path holding `key`'s data (the current name, else the legacy name without extension),
+  /// or `nil`.
+  public func existingPath(forKey key: String) throws -> String? {
+    for candidate in candidatePaths(forKey: key) {
+      if let attributes = try FileSystem.attributes(atPath: candidate), attributes.isRegularFile {
+        return candidate
+      }
+    }
+    return nil
+  }
+
+  /// Whether `key` is on disk, under its current or its legacy name. Not a hit: the access time
+  /// is left alone.
+  public func containsData(forKey key: String) throws -> Bool {
+    try existingPath(forKey: key) != nil
+  }
+
+  /// Reads `key`'s data, falling back to the legacy name without extension, and sets the file's
+  /// access time to now on a hit.
+  public func data(forKey key: String) throws -> Data? {
+    for candidate in candidatePaths(forKey: key) {
+      guard let data = FileManager.default.contents(atPath: candidate) else { continue }
+      try FileSystem.setAccessTimeToNow(path: candidate)
+      return data
+    }
+    return nil
+  }
+
+  /// Records a hit without reading the data: sets the access time of `key`'s file to now.
+  /// Returns `false` on a miss. One system call on the common path, which is what keeps a warm
+  /// run close to `touch -a`.
+  public func touch(forKey key: String) throws -> Bool {
+    for candidate in candidatePaths(forKey: key) {
+      if try FileSystem.setAccessTimeToNow(path: candidate) { return true }
+    }
+    return false
+  }
+
+  /// Stores `data` under `key`'s current name, atomically (SPEC section 1).
+  public func store(_ data: Data, forKey key: String) throws {
+    try FileSystem.writeAtomically(data, toPath: cachePath(forKey: key))
+  }
+
+  /// Removes `key`'s file under its current name and its legacy fallback name, so that a
+  /// later read cannot find stale data. Returns whether anything was removed.
+  @discardableResult
+  public func removeData(forKey key: String) throws -> Bool {
+    var removed = false
+    for candidate in candidatePaths(forKey: key) {
+      if try FileSystem.removeFile(path: candidate) { removed = true }
+    }
+    return removed
+  }
+
+  /// Removes every non-hidden entry of the disk cache path. Unlike SD, which deletes the whole
+  /// folder, the tool's hidden `.imagecache/` state is kept.
+  public func removeAllData() throws {
+    let entries: [String]
+    do {
+      entries = try FileManager.default.contentsOfDirectory(atPath: path)
+    } catch CocoaError.fileReadNoSuchFile {
+      return
+    }
+    for entry in entries where !entry.hasPrefix(".") {
+      let entryPath = path + "/" + entry
+      do {
+        try FileManager.default.removeItem(atPath: entryPath)
+      } catch {
+        throw FileSystemError("remove", path: entryPath, errno: EIO)
+      }
+    }
+  }
+
+  /// File count and logical and allocated bytes of every regular, non-hidden file.
+  public func usage() throws -> DiskUsage {
+    var usage = DiskUsage()
+    try CacheScanner(root: path).forEachFile { file in
+      usage.fileCount += 1
+      usage.logicalBytes += file.attributes.size
+      usage.allocatedBytes += file.attributes.allocatedSize
+    }
+    return usage
+  }
+
+  private func candidatePaths(forKey key: String) -> [String] {
+    let current = cachePath(forKey: key)
+    let fallback = fallbackPath(forKey: key)
+    return current == fallback ? [current] : [current, fallback]
+  }
+}

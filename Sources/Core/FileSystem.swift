@@ -1,0 +1,177 @@
+import CFileStat
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A failed file-system call, with the path and the operation a user needs to act on it.
+public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
+  public let operation: String
+  public let path: String
+  public let errno: Int32
+
+  public init(_ operation: String, path: String, errno: Int32) {
+    self.operation = operation
+    self.path = path
+    self.errno = errno
+  }
+
+  public var description: String {
+    "\(operation) \(path): \(String(cString: strerror(errno)))"
+  }
+}
+
+/// The attributes of one file, read without following symbolic links.
+public struct FileAttributes: Sendable, Equatable {
+  public var mode: UInt32
+  /// Logical size in bytes.
+  public var size: UInt64
+  /// Allocated size in bytes: `st_blocks * 512` (Foundation on Linux gets this wrong).
+  public var allocatedSize: UInt64
+  public var accessDate: Date
+  public var modificationDate: Date
+  /// The inode change time (`ctime`), SD's `changeDate` (NSURLAttributeModificationDateKey).
+  public var changeDate: Date
+  /// The birth time, where `statx` reports one.
+  public var creationDate: Date?
+
+  public var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+  public var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+  public var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+
+  init(_ stat: ic_file_stat) {
+    mode = stat.mode
+    size = stat.size
+    allocatedSize = stat.blocks * 512
+    accessDate = Date(nanosecondsSince1970: stat.access_ns)
+    modificationDate = Date(nanosecondsSince1970: stat.modification_ns)
+    changeDate = Date(nanosecondsSince1970: stat.change_ns)
+    creationDate = stat.has_birth != 0 ? Date(nanosecondsSince1970: stat.birth_ns) : nil
+  }
+}
+
+extension Date {
+  init(nanosecondsSince1970 ns: Int64) {
+    self.init(timeIntervalSince1970: Double(ns) / 1_000_000_000)
+  }
+}
+
+/// Thin, throwing wrappers over the POSIX calls the cache relies on.
+public enum FileSystem {
+  /// The attributes of `path` (not following a final symbolic link), or `nil` if it does not
+  /// exist.
+  public static func attributes(atPath path: String) throws -> FileAttributes? {
+    try attributes(directoryFD: AT_FDCWD, name: path)
+  }
+
+  /// The attributes of `name` relative to an open directory, or `nil` if it does not exist.
+  public static func attributes(directoryFD: Int32, name: String) throws -> FileAttributes? {
+    var stat = ic_file_stat()
+    guard ic_stat_at(directoryFD, name, &stat) == 0 else {
+      if errno == ENOENT || errno == ENOTDIR { return nil }
+      throw FileSystemError("stat", path: name, errno: errno)
+    }
+    return FileAttributes(stat)
+  }
+
+  /// Sets the access time of `path` to now, leaving the modification time alone. Returns
+  /// `false` when the file does not exist.
+  ///
+  /// Linux mounts with relatime or noatime do not update it on reads, so SD 5.20+ sets it
+  /// explicitly on every hit, and so do we (SPEC section 1).
+  @discardableResult
+  public static func setAccessTimeToNow(path: String) throws -> Bool {
+    guard ic_touch_access_time(path) == 0 else {
+      if errno == ENOENT || errno == ENOTDIR { return false }
+      throw FileSystemError("set access time of", path: path, errno: errno)
+    }
+    return true
+  }
+
+  /// Sets the access and modification times of `path` (used by tests and migrations).
+  public static func setTimes(path: String, access: Date, modification: Date) throws {
+    var times = [timespec(access), timespec(modification)]
+    guard utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
+      throw FileSystemError("set times of", path: path, errno: errno)
+    }
+  }
+
+  /// Creates `path` and its missing parents (`mkdir -p`).
+  public static func createDirectory(path: String) throws {
+    do {
+      try FileManager.default.createDirectory(
+        atPath: path, withIntermediateDirectories: true)
+    } catch {
+      throw FileSystemError("create directory", path: path, errno: errno == 0 ? EIO : errno)
+    }
+  }
+
+  /// Writes `data` to `path` atomically: a hidden temporary file in the same directory, then
+  /// `rename(2)` over the target. A reader sees the old file or the new one, never a partial
+  /// one; a crash leaves at most a hidden temporary file, which no pass counts or serves.
+  /// Missing directories are created.
+  public static func writeAtomically(_ data: Data, toPath path: String) throws {
+    let directory = (path as NSString).deletingLastPathComponent
+    let name = (path as NSString).lastPathComponent
+    let temporary = directory + "/." + name + "." + randomSuffix() + ".tmp"
+    var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    if fd < 0 && errno == ENOENT {
+      try createDirectory(path: directory)
+      fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    }
+    guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
+    do {
+      try writeAll(fd: fd, data: data, path: temporary)
+      guard close(fd) == 0 else {
+        throw FileSystemError("close", path: temporary, errno: errno)
+      }
+      fd = -1
+      guard rename(temporary, path) == 0 else {
+        throw FileSystemError("rename to \(path)", path: temporary, errno: errno)
+      }
+    } catch {
+      if fd >= 0 { close(fd) }
+      unlink(temporary)
+      throw error
+    }
+  }
+
+  /// Removes the file at `path`. Returns `false` when there was none.
+  @discardableResult
+  public static func removeFile(path: String) throws -> Bool {
+    guard unlink(path) == 0 else {
+      if errno == ENOENT { return false }
+      throw FileSystemError("remove", path: path, errno: errno)
+    }
+    return true
+  }
+
+  private static func writeAll(fd: Int32, data: Data, path: String) throws {
+    try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
+      var offset = 0
+      while offset < buffer.count {
+        let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
+        if written < 0 {
+          if errno == EINTR { continue }
+          throw FileSystemError("write", path: path, errno: errno)
+        }
+        offset += written
+      }
+    }
+  }
+
+  private static func randomSuffix() -> String {
+    String(UInt64.random(in: 0...UInt64.max), radix: 36)
+  }
+}
+
+extension timespec {
+  init(_ date: Date) {
+    let seconds = date.timeIntervalSince1970.rounded(.down)
+    let nanoseconds = (date.timeIntervalSince1970 - seconds) * 1_000_000_000
+    self.init(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
+  }
+}

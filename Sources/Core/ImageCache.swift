@@ -1,0 +1,69 @@
+import Foundation
+
+/// SD's `SDImageCacheType`, used both for where to query and where to store
+/// (`queryCacheType`, `storeCacheType`; SPEC section 3).
+public enum CacheType: String, Sendable, Codable, CaseIterable {
+  case none
+  case disk
+  case memory
+  case all
+
+  var includesMemory: Bool { self == .memory || self == .all }
+  var includesDisk: Bool { self == .disk || self == .all }
+}
+
+/// Where a query found its data.
+public enum CacheHitSource: String, Sendable, Codable {
+  case memory
+  case disk
+}
+
+/// A cache hit: the data (when it was read) and the tier it came from.
+public struct CacheHit: Sendable {
+  public var source: CacheHitSource
+  public var data: Data?
+}
+
+/// The two tiers behind one facade, as SD's `SDImageCache`: memory first, then disk.
+public struct ImageCache: Sendable {
+  public let memory: MemoryCache
+  public let disk: DiskCache
+
+  public init(memory: MemoryCache, disk: DiskCache) {
+    self.memory = memory
+    self.disk = disk
+  }
+
+  /// Looks `key` up in the tiers `cacheType` allows, memory first, and says where it was found.
+  ///
+  /// With `readData` false a disk hit only sets the file's access time (the prefetcher needs
+  /// to know that the image is there, not its bytes). With it true the bytes are read, and a
+  /// disk hit is copied into memory when `promoteToMemory` is set, as SD does.
+  public func query(
+    key: String, cacheType: CacheType = .all, readData: Bool = true,
+    promoteToMemory: Bool = true
+  ) throws -> CacheHit? {
+    if cacheType.includesMemory, let data = memory.data(forKey: key) {
+      return CacheHit(source: .memory, data: data)
+    }
+    guard cacheType.includesDisk else { return nil }
+    if !readData {
+      return try disk.touch(forKey: key) ? CacheHit(source: .disk, data: nil) : nil
+    }
+    guard let data = try disk.data(forKey: key) else { return nil }
+    if promoteToMemory && cacheType.includesMemory { memory.setData(data, forKey: key) }
+    return CacheHit(source: .disk, data: data)
+  }
+
+  /// Stores `data` in the tiers `cacheType` names.
+  public func store(_ data: Data, forKey key: String, cacheType: CacheType = .all) throws {
+    if cacheType.includesMemory { memory.setData(data, forKey: key) }
+    if cacheType.includesDisk { try disk.store(data, forKey: key) }
+  }
+
+  /// Removes `key` from both tiers.
+  public func removeData(forKey key: String) throws {
+    memory.removeData(forKey: key)
+    try disk.removeData(forKey: key)
+  }
+}

@@ -1,0 +1,145 @@
+/// SD's error codes (SPEC section 2), with the stable names reports use.
+public enum SDErrorCode: Int, Sendable, Codable, CaseIterable {
+  case invalidURL = 1000
+  case badImageData = 1001
+  case cacheNotModified = 1002
+  case blackListed = 1003
+  case invalidDownloadOperation = 2000
+  case invalidDownloadStatusCode = 2001
+  case cancelled = 2002
+  case invalidDownloadResponse = 2003
+  case invalidDownloadContentType = 2004
+
+  /// SD's name for the code, as it appears in reports.
+  public var name: String {
+    switch self {
+    case .invalidURL: "invalidURL"
+    case .badImageData: "badImageData"
+    case .cacheNotModified: "cacheNotModified"
+    case .blackListed: "blackListed"
+    case .invalidDownloadOperation: "invalidDownloadOperation"
+    case .invalidDownloadStatusCode: "invalidDownloadStatusCode"
+    case .cancelled: "cancelled"
+    case .invalidDownloadResponse: "invalidDownloadResponse"
+    case .invalidDownloadContentType: "invalidDownloadContentType"
+    }
+  }
+}
+
+/// Network failures below HTTP, reported with a stable name (SPEC section 2).
+public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
+  case timedOut
+  case cannotConnectToHost
+  case cannotFindHost
+  case networkConnectionLost
+  case notConnectedToInternet
+  case secureConnectionFailed
+  case tooManyRedirects
+  case responseTooLarge
+  case cancelled
+  case other
+
+  /// SD 5's transient errors, which never put a URL on the blacklist.
+  public var isTransient: Bool {
+    switch self {
+    case .timedOut, .cannotConnectToHost, .cannotFindHost, .networkConnectionLost,
+      .notConnectedToInternet, .cancelled:
+      true
+    case .secureConnectionFailed, .tooManyRedirects, .responseTooLarge, .other:
+      false
+    }
+  }
+
+  /// URLError-style numeric codes, so that every failure in a report carries a number.
+  public var code: Int {
+    switch self {
+    case .timedOut: -1001
+    case .cannotFindHost: -1003
+    case .cannotConnectToHost: -1004
+    case .networkConnectionLost: -1005
+    case .notConnectedToInternet: -1009
+    case .tooManyRedirects: -1007
+    case .responseTooLarge: -1103
+    case .secureConnectionFailed: -1200
+    case .cancelled: -999
+    case .other: -1
+    }
+  }
+}
+
+/// Every way loading one image can fail, carrying SD's code and name and what a user needs to
+/// act on it (SPEC section 2).
+public enum ImageCacheError: Error, Sendable, Equatable {
+  case invalidURL(String, reason: String)
+  case badImageData(reason: String)
+  case blackListed(String)
+  case invalidDownloadStatusCode(Int)
+  case invalidDownloadResponse(reason: String)
+  case invalidDownloadContentType(String)
+  case cancelled
+  case network(NetworkFailure, message: String)
+
+  /// SD's numeric code (URLError-style negative numbers for network failures).
+  public var code: Int {
+    switch self {
+    case .invalidURL: SDErrorCode.invalidURL.rawValue
+    case .badImageData: SDErrorCode.badImageData.rawValue
+    case .blackListed: SDErrorCode.blackListed.rawValue
+    case .invalidDownloadStatusCode: SDErrorCode.invalidDownloadStatusCode.rawValue
+    case .invalidDownloadResponse: SDErrorCode.invalidDownloadResponse.rawValue
+    case .invalidDownloadContentType: SDErrorCode.invalidDownloadContentType.rawValue
+    case .cancelled: SDErrorCode.cancelled.rawValue
+    case .network(let failure, _): failure.code
+    }
+  }
+
+  /// The stable name reports use.
+  public var name: String {
+    switch self {
+    case .invalidURL: SDErrorCode.invalidURL.name
+    case .badImageData: SDErrorCode.badImageData.name
+    case .blackListed: SDErrorCode.blackListed.name
+    case .invalidDownloadStatusCode: SDErrorCode.invalidDownloadStatusCode.name
+    case .invalidDownloadResponse: SDErrorCode.invalidDownloadResponse.name
+    case .invalidDownloadContentType: SDErrorCode.invalidDownloadContentType.name
+    case .cancelled: SDErrorCode.cancelled.name
+    case .network(let failure, _): failure.rawValue
+    }
+  }
+
+  /// The HTTP status, for status failures.
+  public var httpStatus: Int? {
+    if case .invalidDownloadStatusCode(let status) = self { return status }
+    return nil
+  }
+
+  /// SD 5's blacklist rule: invalid URLs, bad image data and non-transient network errors put a
+  /// URL on the failed-URL blacklist; HTTP status failures and transient errors do not.
+  public var blacklistsURL: Bool {
+    switch self {
+    case .invalidURL, .badImageData: true
+    case .network(let failure, _): !failure.isTransient
+    case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
+      .invalidDownloadContentType, .cancelled:
+      false
+    }
+  }
+
+  /// A sentence for people.
+  public var message: String {
+    switch self {
+    case .invalidURL(let url, let reason): "invalid URL \(url.debugDescription): \(reason)"
+    case .badImageData(let reason): "not a valid image: \(reason)"
+    case .blackListed(let url): "\(url) is on the failed-URL blacklist (use retryFailed)"
+    case .invalidDownloadStatusCode(let status): "unacceptable HTTP status \(status)"
+    case .invalidDownloadResponse(let reason): "invalid response: \(reason)"
+    case .invalidDownloadContentType(let type): "unacceptable content type \(type)"
+    case .cancelled: "cancelled"
+    case .network(let failure, let message): "\(failure.rawValue): \(message)"
+    }
+  }
+}
+
+extension ImageCacheError: CustomStringConvertible {
+  public var description: String { "\(name) (\(code)): \(message)" }
+}

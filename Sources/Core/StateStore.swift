@@ -1,0 +1,270 @@
+import Foundation
+import GRDB
+
+/// One URL on the failed-URL blacklist (SPEC section 2). Unlike SD's in-memory set it persists
+/// across runs and remembers when and why the URL failed.
+public struct BlacklistEntry: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+  public static let databaseTableName = "blacklist"
+
+  public var url: String
+  public var code: Int
+  public var name: String
+  public var reason: String
+  public var firstFailedAt: Date
+  public var lastFailedAt: Date
+  public var failureCount: Int
+
+  public init(
+    url: String, code: Int, name: String, reason: String, firstFailedAt: Date,
+    lastFailedAt: Date, failureCount: Int
+  ) {
+    self.url = url
+    self.code = code
+    self.name = name
+    self.reason = reason
+    self.firstFailedAt = firstFailedAt
+    self.lastFailedAt = lastFailedAt
+    self.failureCount = failureCount
+  }
+
+  /// Whether the entry still counts at `now`, given an optional time-to-live after the last
+  /// failure.
+  public func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
+    guard let timeToLive else { return true }
+    return lastFailedAt.addingTimeInterval(timeToLive) > now
+  }
+}
+
+/// The HTTP validators stored for a cache key, used by `refreshCached` to revalidate
+/// (SPEC section 3).
+public struct CacheValidators: Codable, Sendable, Equatable, FetchableRecord, PersistableRecord {
+  public static let databaseTableName = "validators"
+
+  public var cacheKey: String
+  public var etag: String?
+  public var lastModified: String?
+  public var updatedAt: Date
+
+  public init(cacheKey: String, etag: String?, lastModified: String?, updatedAt: Date) {
+    self.cacheKey = cacheKey
+    self.etag = etag
+    self.lastModified = lastModified
+    self.updatedAt = updatedAt
+  }
+}
+
+/// One run of the tool against a cache.
+public struct RunRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
+  public static let databaseTableName = "runs"
+
+  public var id: Int64?
+  public var job: String
+  public var startedAt: Date
+  public var finishedAt: Date?
+  public var status: String
+  public var summary: String?
+
+  public init(job: String, startedAt: Date, status: String = "running") {
+    self.job = job
+    self.startedAt = startedAt
+    self.status = status
+  }
+
+  public mutating func didInsert(_ inserted: InsertionSuccess) {
+    id = inserted.rowID
+  }
+}
+
+/// The tool's state (SPEC section 8): `<disk cache path>/.imagecache/state.sqlite` in WAL mode,
+/// holding the blacklist, each key's validators and a row per run. Deleting it loses history,
+/// never cache data; a corrupt file is moved aside and a fresh one created.
+public final class StateStore: Sendable {
+  public static let fileName = "state.sqlite"
+
+  /// The database file.
+  public let path: String
+  /// What opening had to say to the user, such as a corrupt file moved aside.
+  public let warnings: [String]
+  private let database: DatabasePool
+
+  /// Opens (creating and migrating as needed) the state of the cache at `location`.
+  public convenience init(location: CacheLocation, now: Date = Date()) throws {
+    try self.init(directory: location.stateDirectory, now: now)
+  }
+
+  /// Opens (creating and migrating as needed) the state file in `directory`.
+  public init(directory: String, now: Date = Date()) throws {
+    try FileSystem.createDirectory(path: directory)
+    let path = (directory as NSString).appendingPathComponent(Self.fileName)
+    self.path = path
+    var warnings: [String] = []
+    do {
+      database = try Self.openAndMigrate(path: path)
+    } catch let error as DatabaseError where Self.isCorruption(error) {
+      let aside = try Self.moveAside(path: path, now: now)
+      warnings.append(
+        "state file \(path) was corrupt (\(error.message ?? "\(error.resultCode)")); "
+          + "moved it to \(aside) and started a fresh one")
+      database = try Self.openAndMigrate(path: path)
+    }
+    self.warnings = warnings
+  }
+
+  // MARK: Blacklist
+
+  /// Records a failure of `url`: a new row, or the count and last failure of an existing one.
+  public func recordFailure(url: String, code: Int, name: String, reason: String, at date: Date)
+    throws
+  {
+    try database.write { db in
+      if var entry = try BlacklistEntry.fetchOne(db, key: url) {
+        entry.code = code
+        entry.name = name
+        entry.reason = reason
+        entry.lastFailedAt = date
+        entry.failureCount += 1
+        try entry.update(db)
+      } else {
+        try BlacklistEntry(
+          url: url, code: code, name: name, reason: reason, firstFailedAt: date,
+          lastFailedAt: date, failureCount: 1
+        ).insert(db)
+      }
+    }
+  }
+
+  /// The blacklist entry of `url` if it is still active at `now`.
+  public func blacklistEntry(url: String, now: Date = Date(), timeToLive: TimeInterval? = nil)
+    throws -> BlacklistEntry?
+  {
+    let entry = try database.read { db in try BlacklistEntry.fetchOne(db, key: url) }
+    guard let entry, entry.isActive(at: now, timeToLive: timeToLive) else { return nil }
+    return entry
+  }
+
+  /// Every active entry, oldest failure first.
+  public func blacklist(now: Date = Date(), timeToLive: TimeInterval? = nil) throws
+    -> [BlacklistEntry]
+  {
+    try database.read { db in
+      try BlacklistEntry.order(Column("firstFailedAt"), Column("url")).fetchAll(db)
+    }.filter { $0.isActive(at: now, timeToLive: timeToLive) }
+  }
+
+  /// Takes `url` off the blacklist; returns whether it was there.
+  @discardableResult
+  public func removeFromBlacklist(url: String) throws -> Bool {
+    try database.write { db in try BlacklistEntry.deleteOne(db, key: url) }
+  }
+
+  /// Empties the blacklist; returns how many entries were removed.
+  @discardableResult
+  public func clearBlacklist() throws -> Int {
+    try database.write { db in try BlacklistEntry.deleteAll(db) }
+  }
+
+  // MARK: Validators
+
+  public func validators(forKey cacheKey: String) throws -> CacheValidators? {
+    try database.read { db in try CacheValidators.fetchOne(db, key: cacheKey) }
+  }
+
+  public func setValidators(_ validators: CacheValidators) throws {
+    try database.write { db in try validators.upsert(db) }
+  }
+
+  public func removeValidators(forKey cacheKey: String) throws {
+    _ = try database.write { db in try CacheValidators.deleteOne(db, key: cacheKey) }
+  }
+
+  // MARK: Runs
+
+  /// Records the start of a run and returns its id.
+  public func beginRun(job: String, at date: Date) throws -> Int64 {
+    try database.write { db in
+      var run = RunRecord(job: job, startedAt: date)
+      try run.insert(db)
+      return run.id!
+    }
+  }
+
+  /// Records the end of run `id` with its status and a short summary.
+  public func finishRun(id: Int64, at date: Date, status: String, summary: String?) throws {
+    try database.write { db in
+      guard var run = try RunRecord.fetchOne(db, key: id) else { return }
+      run.finishedAt = date
+      run.status = status
+      run.summary = summary
+      try run.update(db)
+    }
+  }
+
+  /// The most recent runs, newest first.
+  public func recentRuns(limit: Int = 20) throws -> [RunRecord] {
+    try database.read { db in
+      try RunRecord.order(Column("id").desc).limit(limit).fetchAll(db)
+    }
+  }
+
+  // MARK: Opening
+
+  private static func openAndMigrate(path: String) throws -> DatabasePool {
+    var configuration = Configuration()
+    configuration.busyMode = .timeout(10)
+    let pool = try DatabasePool(path: path, configuration: configuration)
+    try pool.read { db in
+      let result = try String.fetchOne(db, sql: "PRAGMA quick_check")
+      guard result == "ok" else {
+        throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: result ?? "quick_check failed")
+      }
+    }
+    try migrator.migrate(pool)
+    return pool
+  }
+
+  private static var migrator: DatabaseMigrator {
+    var migrator = DatabaseMigrator()
+    migrator.registerMigration("v1") { db in
+      try db.create(table: BlacklistEntry.databaseTableName) { table in
+        table.primaryKey("url", .text)
+        table.column("code", .integer).notNull()
+        table.column("name", .text).notNull()
+        table.column("reason", .text).notNull()
+        table.column("firstFailedAt", .datetime).notNull()
+        table.column("lastFailedAt", .datetime).notNull()
+        table.column("failureCount", .integer).notNull()
+      }
+      try db.create(table: CacheValidators.databaseTableName) { table in
+        table.primaryKey("cacheKey", .text)
+        table.column("etag", .text)
+        table.column("lastModified", .text)
+        table.column("updatedAt", .datetime).notNull()
+      }
+      try db.create(table: RunRecord.databaseTableName) { table in
+        table.autoIncrementedPrimaryKey("id")
+        table.column("job", .text).notNull()
+        table.column("startedAt", .datetime).notNull()
+        table.column("finishedAt", .datetime)
+        table.column("status", .text).notNull()
+        table.column("summary", .text)
+      }
+    }
+    return migrator
+  }
+
+  private static func isCorruption(_ error: DatabaseError) -> Bool {
+    [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
+  }
+
+  /// Renames the database and its WAL and shared-memory files to `<name>.corrupt-<time>`.
+  private static func moveAside(path: String, now: Date) throws -> String {
+    let stamp = Int(now.timeIntervalSince1970)
+    let aside = "\(path).corrupt-\(stamp)"
+    for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+      guard rename(path + suffix, aside + suffix) == 0 else {
+        throw FileSystemError("move aside", path: path + suffix, errno: errno)
+      }
+    }
+    return aside
+  }
+}
