@@ -65,7 +65,9 @@ let package = Package(
         .product(name: "NIOHTTP1", package: "swift-nio"),
       ],
       path: "Tests/TestSupport"),
-    .testTarget(name: "CoreTests", dependencies: ["Core", "TestSupport"]),
+    // Stores under one key in a loop until killed: the atomic-store test's victim.
+    .executableTarget(name: "cache-writer", dependencies: ["Core"], path: "Tests/CacheWriter"),
+    .testTarget(name: "CoreTests", dependencies: ["Core", "TestSupport", "cache-writer"]),
     .testTarget(name: "PrefetcherTests", dependencies: ["Prefetcher", "Core", "TestSupport"]),
     .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "TestSupport"]),
     .testTarget(name: "imagecacheTests", dependencies: ["Core", "TestSupport"]),

@@ -1,0 +1,187 @@
+import Core
+import TestSupport
+import XCTest
+
+final class DiskCacheTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  private var location: CacheLocation { CacheLocation(directory: temporary.path) }
+
+  func testStoreLandsUnderNamespaceWithSDFileName() throws {
+    let cache = DiskCache(location: location)
+    try cache.store(Fixtures.jpeg, forKey: "https://example.com/img/photo.jpg?size=large")
+    let expected = temporary.appending("default/4d71d9e1d36571b22d5dd89b751927a9.jpg")
+    XCTAssertEqual(FileManager.default.contents(atPath: expected), Fixtures.jpeg)
+  }
+
+  func testLegacyNameWithoutExtensionIsFoundOnRead() throws {
+    let key = "https://example.com/img/photo.jpg?size=large"
+    try FileSystem.createDirectory(path: temporary.appending("default"))
+    let legacy = temporary.appending("default/4d71d9e1d36571b22d5dd89b751927a9")
+    XCTAssertTrue(FileManager.default.createFile(atPath: legacy, contents: Fixtures.png))
+
+    let cache = DiskCache(location: location)
+    XCTAssertEqual(try cache.data(forKey: key), Fixtures.png)
+    XCTAssertTrue(try cache.containsData(forKey: key))
+    XCTAssertEqual(try cache.existingPath(forKey: key), legacy)
+  }
+
+  func testCurrentNameWinsOverLegacyName() throws {
+    let key = "https://example.com/a.png"
+    let cache = DiskCache(location: location)
+    try FileSystem.createDirectory(path: cache.path)
+    XCTAssertTrue(FileManager.default.createFile(
+      atPath: cache.path + "/8c11d92f07c76baf29e49afd2301deb2", contents: Data("old".utf8)))
+    try cache.store(Fixtures.png, forKey: key)
+    XCTAssertEqual(try cache.data(forKey: key), Fixtures.png)
+  }
+
+  func testReadSetsAccessTimeToNowAndKeepsModificationTime() throws {
+    let key = "https://example.com/a.png"
+    let cache = DiskCache(location: location)
+    try cache.store(Fixtures.png, forKey: key)
+    let path = cache.cachePath(forKey: key)
+    let old = Date(timeIntervalSince1970: 1_000_000_000)
+    try FileSystem.setTimes(path: path, access: old, modification: old)
+
+    _ = try cache.data(forKey: key)
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: path))
+    XCTAssertGreaterThan(attributes.accessDate, Date().addingTimeInterval(-60))
+    XCTAssertEqual(attributes.modificationDate, old)
+  }
+
+  func testTouchIsAHitWithoutReadingAndAMissOtherwise() throws {
+    let cache = DiskCache(location: location)
+    let key = "https://example.com/a.png"
+    XCTAssertFalse(try cache.touch(forKey: key))
+    try cache.store(Fixtures.png, forKey: key)
+    let old = Date(timeIntervalSince1970: 1_000_000_000)
+    try FileSystem.setTimes(path: cache.cachePath(forKey: key), access: old, modification: old)
+    XCTAssertTrue(try cache.touch(forKey: key))
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: cache.cachePath(forKey: key)))
+    XCTAssertGreaterThan(attributes.accessDate, old)
+  }
+
+  func testContainsDoesNotCountAsAHit() throws {
+    let cache = DiskCache(location: location)
+    let key = "https://example.com/a.png"
+    try cache.store(Fixtures.png, forKey: key)
+    let old = Date(timeIntervalSince1970: 1_000_000_000)
+    try FileSystem.setTimes(path: cache.cachePath(forKey: key), access: old, modification: old)
+    XCTAssertTrue(try cache.containsData(forKey: key))
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: cache.cachePath(forKey: key)))
+    XCTAssertEqual(attributes.accessDate, old)
+  }
+
+  func testRemoveDeletesCurrentAndLegacyNames() throws {
+    let cache = DiskCache(location: location)
+    let key = "https://example.com/a.png"
+    try cache.store(Fixtures.png, forKey: key)
+    XCTAssertTrue(FileManager.default.createFile(
+      atPath: cache.path + "/8c11d92f07c76baf29e49afd2301deb2", contents: Data("old".utf8)))
+    XCTAssertTrue(try cache.removeData(forKey: key))
+    XCTAssertFalse(try cache.containsData(forKey: key))
+    XCTAssertFalse(try cache.removeData(forKey: key))
+  }
+
+  func testRemoveAllKeepsTheToolsHiddenState() throws {
+    let cache = DiskCache(location: location)
+    try cache.store(Fixtures.png, forKey: "https://example.com/a.png")
+    try cache.store(Fixtures.jpeg, forKey: "https://example.com/b.jpg")
+    try FileSystem.createDirectory(path: cache.path + "/sub")
+    XCTAssertTrue(FileManager.default.createFile(atPath: cache.path + "/sub/x", contents: Data("x".utf8)))
+    _ = try StateStore(location: location)
+
+    try cache.removeAllData()
+    XCTAssertEqual(try cache.usage().fileCount, 0)
+    XCTAssertTrue(FileManager.default.fileExists(atPath: location.stateDirectory + "/state.sqlite"))
+  }
+
+  func testUsageCountsLogicalAndAllocatedBytesOfVisibleFilesOnly() throws {
+    let cache = DiskCache(location: location)
+    try cache.store(Data(repeating: 1, count: 10_000), forKey: "https://example.com/a.png")
+    try cache.store(Data(repeating: 2, count: 1), forKey: "https://example.com/b.png")
+    try FileSystem.createDirectory(path: cache.path + "/nested")
+    XCTAssertTrue(FileManager.default.createFile(atPath: cache.path + "/nested/c", contents: Data(count: 100)))
+    XCTAssertTrue(FileManager.default.createFile(atPath: cache.path + "/.hidden", contents: Data(count: 5000)))
+    _ = try StateStore(location: location)
+
+    let usage = try cache.usage()
+    XCTAssertEqual(usage.fileCount, 3)
+    XCTAssertEqual(usage.logicalBytes, 10_101)
+    // Allocated sizes are st_blocks * 512: whole blocks, at least the logical size here.
+    XCTAssertEqual(usage.allocatedBytes % 512, 0)
+    XCTAssertGreaterThanOrEqual(usage.allocatedBytes, 10_101)
+    var expectedAllocated: UInt64 = 0
+    for name in [
+      "8c11d92f07c76baf29e49afd2301deb2.png", "85efc80e9f4d19b93a614ce5927f9e7a.png", "nested/c",
+    ] {
+      var info = stat()
+      if stat(cache.path + "/" + name, &info) == 0 { expectedAllocated += UInt64(info.st_blocks) * 512 }
+    }
+    XCTAssertEqual(usage.allocatedBytes, expectedAllocated)
+  }
+
+  func testEmptyCacheHasNoUsage() throws {
+    XCTAssertEqual(try DiskCache(location: location).usage(), DiskUsage())
+  }
+
+  func testDefaultDirectoryFollowsXDGCacheHome() {
+    XCTAssertEqual(
+      CacheLocation.defaultDirectory(environment: ["XDG_CACHE_HOME": "/var/cache/x", "HOME": "/h"]),
+      "/var/cache/x/com.hackemist.SDImageCache")
+    XCTAssertEqual(
+      CacheLocation.defaultDirectory(environment: ["XDG_CACHE_HOME": "", "HOME": "/home/u"]),
+      "/home/u/.cache/com.hackemist.SDImageCache")
+    XCTAssertEqual(
+      CacheLocation.defaultDirectory(environment: ["HOME": "/home/u"]),
+      "/home/u/.cache/com.hackemist.SDImageCache")
+    XCTAssertEqual(CacheLocation(directory: "/d", namespace: "avatars").diskCachePath, "/d/avatars")
+  }
+
+  func testStoreFailureLeavesNothingBehind() throws {
+    let cache = DiskCache(location: location)
+    try FileSystem.createDirectory(path: cache.path)
+    // A directory under the cache name makes the final rename fail.
+    let key = "https://example.com/a.png"
+    try FileSystem.createDirectory(path: cache.cachePath(forKey: key) + "/blocker")
+    XCTAssertThrowsError(try cache.store(Fixtures.png, forKey: key))
+    let leftovers = try FileManager.default.contentsOfDirectory(atPath: cache.path)
+    XCTAssertEqual(leftovers, ["8c11d92f07c76baf29e49afd2301deb2.png"])
+  }
+
+  /// A store killed at any moment leaves the old file or the new one, never a partial file under
+  /// the cache name (SPEC section 1). The writer alternates two 8 MiB payloads under one key.
+  func testKillDuringStoreNeverLeavesAPartialFile() throws {
+    let cache = DiskCache(location: location)
+    let key = "https://example.com/big.jpg"
+    let payloadSize = 8 << 20
+    for round in 0..<12 {
+      let writer = Process()
+      writer.executableURL = URL(fileURLWithPath: BuiltProducts.executable("cache-writer"))
+      writer.arguments = [cache.path, key]
+      let output = Pipe()
+      writer.standardOutput = output
+      try writer.run()
+      _ = output.fileHandleForReading.availableData  // "stored": one full store has landed
+      usleep(UInt32.random(in: 0...40_000))
+      kill(writer.processIdentifier, SIGKILL)
+      writer.waitUntilExit()
+
+      let data = try XCTUnwrap(try cache.data(forKey: key), "round \(round)")
+      XCTAssertEqual(data.count, payloadSize, "round \(round)")
+      XCTAssertTrue(
+        data.allSatisfy { $0 == data.first } && [0x41, 0x42].contains(data.first!),
+        "round \(round): mixed content")
+      XCTAssertEqual(try cache.usage().fileCount, 1, "round \(round)")
+    }
+  }
+}

@@ -1,0 +1,165 @@
+@testable import Core
+import TestSupport
+import XCTest
+
+final class ImageFormatTests: XCTestCase {
+  func testDetectsFormatsByMagicBytes() {
+    XCTAssertEqual(ImageFormat.detect(Fixtures.jpeg), .jpeg)
+    XCTAssertEqual(ImageFormat.detect(Fixtures.png), .png)
+    XCTAssertEqual(ImageFormat.detect(Fixtures.gif), .gif)
+    XCTAssertEqual(ImageFormat.detect(Fixtures.webpLossless), .webp)
+    XCTAssertEqual(ImageFormat.detect(Data("II*\0\u{8}\0\0\0".utf8)), .tiff)
+    XCTAssertEqual(ImageFormat.detect(Data([0x4D, 0x4D, 0x00, 0x2A, 0, 0, 0, 8])), .tiff)
+    XCTAssertEqual(ImageFormat.detect(Data("BM\0\0\0\0".utf8)), .bmp)
+    XCTAssertEqual(ImageFormat.detect(Data("%PDF-1.4\n".utf8)), .pdf)
+    XCTAssertEqual(
+      ImageFormat.detect(Data("<?xml version=\"1.0\"?>\n<svg xmlns=\"x\"></svg>".utf8)), .svg)
+    XCTAssertEqual(ImageFormat.detect(isoMedia(brand: "heic")), .heic)
+    XCTAssertEqual(ImageFormat.detect(isoMedia(brand: "mif1")), .heif)
+    XCTAssertEqual(ImageFormat.detect(isoMedia(brand: "avif")), .avif)
+    XCTAssertNil(ImageFormat.detect(Data("<!DOCTYPE html><html></html>".utf8)))
+    XCTAssertNil(ImageFormat.detect(Data()))
+  }
+}
+
+final class ImageValidatorTests: XCTestCase {
+  private func assertBadImageData(
+    _ data: Data, level: ValidationLevel, containing text: String,
+    file: StaticString = #filePath, line: UInt = #line
+  ) {
+    XCTAssertThrowsError(try ImageValidator(level: level).validate(data), file: file, line: line) {
+      error in
+      guard case .badImageData(let reason) = error as? ImageCacheError else {
+        return XCTFail("expected badImageData, got \(error)", file: file, line: line)
+      }
+      XCTAssertTrue(reason.contains(text), "\(reason)", file: file, line: line)
+      XCTAssertEqual((error as? ImageCacheError)?.code, 1001, file: file, line: line)
+    }
+  }
+
+  func testValidImagesPassEveryLevelWithDimensions() throws {
+    for level in [ValidationLevel.structure, .full] {
+      let validator = ImageValidator(level: level)
+      XCTAssertEqual(try validator.validate(Fixtures.jpeg), ImageInfo(format: .jpeg, width: 64, height: 48))
+      XCTAssertEqual(try validator.validate(Fixtures.png), ImageInfo(format: .png, width: 64, height: 48))
+      XCTAssertEqual(try validator.validate(Fixtures.gif), ImageInfo(format: .gif, width: 1, height: 1))
+      XCTAssertEqual(
+        try validator.validate(Fixtures.webpLossless), ImageInfo(format: .webp, width: 1, height: 1))
+      XCTAssertEqual(
+        try validator.validate(Fixtures.webpLossy), ImageInfo(format: .webp, width: 1, height: 1))
+    }
+  }
+
+  func testEmptyBodyFailsAtEveryLevel() {
+    for level in ValidationLevel.allCases {
+      assertBadImageData(Data(), level: level, containing: "empty")
+    }
+  }
+
+  func testLevelNoneAcceptsAnyNonEmptyBody() throws {
+    XCTAssertEqual(
+      try ImageValidator(level: .none).validate(Data("<html>".utf8)), ImageInfo(format: nil))
+  }
+
+  func testHTMLServedAsAnImageIsRejected() {
+    assertBadImageData(
+      Data("<!DOCTYPE html><html><body>Not found</body></html>".utf8), level: .structure,
+      containing: "unrecognised image format")
+  }
+
+  func testTruncatedJPEGIsCaughtByStructure() {
+    let truncated = Fixtures.jpeg.prefix(Fixtures.jpeg.count - 300)
+    assertBadImageData(Data(truncated), level: .structure, containing: "truncated")
+    assertBadImageData(Data(Fixtures.jpeg.prefix(Fixtures.jpeg.count - 2)), level: .structure, containing: "EOI")
+  }
+
+  func testTruncatedJPEGWithForgedEOIIsCaughtOnlyByFullDecode() throws {
+    // Cut into the scan data and append EOI: the container looks whole, the decoder sees
+    // premature end of data, a warning that the full level treats as a failure.
+    var forged = Data(Fixtures.jpeg.prefix(Fixtures.jpeg.count / 2))
+    forged.append(contentsOf: [0xFF, 0xD9])
+    XCTAssertNoThrow(try ImageValidator(level: .structure).validate(forged))
+    assertBadImageData(forged, level: .full, containing: "jpeg:")
+  }
+
+  func testCorruptJPEGHeaderIsRejected() {
+    var corrupt = Fixtures.jpeg
+    corrupt[4] = 0x00  // the APP0 segment claims a length of 1 byte
+    corrupt[5] = 0x01
+    assertBadImageData(corrupt, level: .structure, containing: "segment length 1")
+  }
+
+  func testTruncatedPNGIsCaughtByStructure() {
+    assertBadImageData(Data(Fixtures.png.prefix(Fixtures.png.count - 12)), level: .structure, containing: "truncated")
+    assertBadImageData(Data(Fixtures.png.prefix(100)), level: .structure, containing: "truncated")
+  }
+
+  func testPNGWithBadCRCIsRejected() {
+    var corrupt = Fixtures.png
+    corrupt[Fixtures.png.count / 2] ^= 0xFF  // inside the IDAT chunk
+    assertBadImageData(corrupt, level: .structure, containing: "CRC")
+    assertBadImageData(corrupt, level: .full, containing: "CRC")
+  }
+
+  func testTruncatedGIFIsCaughtByStructure() {
+    assertBadImageData(Data(Fixtures.gif.dropLast()), level: .structure, containing: "truncated")
+    assertBadImageData(Data(Fixtures.gif.prefix(30)), level: .structure, containing: "truncated")
+  }
+
+  func testCorruptGIFBlockIsRejected() {
+    var corrupt = Fixtures.gif
+    corrupt[19] = 0x99  // after the 6-byte global colour table: where the first block starts
+    assertBadImageData(corrupt, level: .structure, containing: "unknown block")
+  }
+
+  func testTruncatedWebPIsRejected() {
+    assertBadImageData(Data(Fixtures.webpLossy.dropLast(4)), level: .structure, containing: "truncated")
+  }
+
+  func testOtherFormatsChecked() throws {
+    let svg = Data("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\"><rect/></svg>".utf8)
+    XCTAssertEqual(try ImageValidator().validate(svg).format, .svg)
+    assertBadImageData(Data("<svg xmlns=\"http://www.w3.org/2000/svg\"><rect".utf8), level: .structure, containing: "</svg>")
+
+    let pdf = Data("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n%%EOF\n".utf8)
+    XCTAssertEqual(try ImageValidator().validate(pdf).format, .pdf)
+    assertBadImageData(Data("%PDF-1.4\n1 0 obj\n".utf8), level: .structure, containing: "%%EOF")
+
+    let bmp = Self.bmp(width: 2, height: 3)
+    XCTAssertEqual(try ImageValidator().validate(bmp), ImageInfo(format: .bmp, width: 2, height: 3))
+    assertBadImageData(Data(bmp.dropLast(5)), level: .structure, containing: "truncated")
+
+    let heic = isoMedia(brand: "heic", width: 640, height: 480)
+    XCTAssertEqual(try ImageValidator().validate(heic), ImageInfo(format: .heic, width: 640, height: 480))
+    assertBadImageData(Data(heic.dropLast(3)), level: .structure, containing: "truncated")
+  }
+
+  /// A minimal 24-bit BMP with a BITMAPINFOHEADER.
+  static func bmp(width: Int, height: Int) -> Data {
+    let rowSize = (width * 3 + 3) / 4 * 4
+    let pixels = rowSize * height
+    var data = Data("BM".utf8)
+    func le32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { data.append(contentsOf: $0) } }
+    func le16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { data.append(contentsOf: $0) } }
+    le32(54 + pixels); le32(0); le32(54)
+    le32(40); le32(width); le32(height); le16(1); le16(24); le32(0); le32(pixels); le32(2835); le32(2835); le32(0); le32(0)
+    data.append(Data(count: pixels))
+    return data
+  }
+}
+
+/// A minimal ISO base media file: `ftyp` with `brand`, and a `meta` box holding an `ispe`.
+func isoMedia(brand: String, width: Int = 1, height: Int = 1) -> Data {
+  func box(_ type: String, _ payload: Data) -> Data {
+    var data = Data()
+    withUnsafeBytes(of: UInt32(8 + payload.count).bigEndian) { data.append(contentsOf: $0) }
+    data.append(Data(type.utf8))
+    data.append(payload)
+    return data
+  }
+  func be32(_ v: Int) -> Data { withUnsafeBytes(of: UInt32(v).bigEndian) { Data($0) } }
+  let ftyp = box("ftyp", Data(brand.utf8) + be32(0) + Data("mif1".utf8) + Data(brand.utf8))
+  let ispe = box("ispe", be32(0) + be32(width) + be32(height))
+  let meta = box("meta", be32(0) + box("iprp", box("ipco", ispe)))
+  return ftyp + meta + box("mdat", Data(count: 16))
+}

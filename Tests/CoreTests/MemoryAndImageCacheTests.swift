@@ -1,0 +1,119 @@
+import Core
+import TestSupport
+import XCTest
+
+final class MemoryCacheTests: XCTestCase {
+  func testEvictsLeastRecentlyUsedByCount() {
+    let cache = MemoryCache(countLimit: 2)
+    cache.setData(Data("a".utf8), forKey: "a")
+    cache.setData(Data("b".utf8), forKey: "b")
+    XCTAssertNotNil(cache.data(forKey: "a"))  // a is now the most recent
+    cache.setData(Data("c".utf8), forKey: "c")
+    XCTAssertNotNil(cache.data(forKey: "a"))
+    XCTAssertNil(cache.data(forKey: "b"))
+    XCTAssertNotNil(cache.data(forKey: "c"))
+    XCTAssertEqual(cache.count, 2)
+  }
+
+  func testEvictsByTotalCost() {
+    let cache = MemoryCache(totalCostLimit: 100)
+    cache.setData(Data(count: 40), forKey: "a")
+    cache.setData(Data(count: 40), forKey: "b")
+    cache.setData(Data(count: 40), forKey: "c")
+    XCTAssertNil(cache.data(forKey: "a"))
+    XCTAssertEqual(cache.totalCost, 80)
+  }
+
+  func testEntryLargerThanTheCostLimitIsNotKept() {
+    let cache = MemoryCache(totalCostLimit: 10)
+    cache.setData(Data(count: 5), forKey: "small")
+    cache.setData(Data(count: 11), forKey: "big")
+    XCTAssertNil(cache.data(forKey: "big"))
+    XCTAssertNotNil(cache.data(forKey: "small"))
+  }
+
+  func testReplacingAnEntryUpdatesItsCost() {
+    let cache = MemoryCache()
+    cache.setData(Data(count: 10), forKey: "a")
+    cache.setData(Data(count: 3), forKey: "a")
+    XCTAssertEqual(cache.totalCost, 3)
+    XCTAssertEqual(cache.count, 1)
+    cache.removeData(forKey: "a")
+    XCTAssertEqual(cache.totalCost, 0)
+  }
+
+  func testConcurrentUseKeepsTheLimits() async {
+    let cache = MemoryCache(totalCostLimit: 1000, countLimit: 50)
+    await withTaskGroup(of: Void.self) { group in
+      for worker in 0..<8 {
+        group.addTask {
+          for i in 0..<2000 {
+            let key = "k\((worker * 7 + i) % 300)"
+            if i % 3 == 0 {
+              _ = cache.data(forKey: key)
+            } else {
+              cache.setData(Data(count: (i % 40) + 1), forKey: key)
+            }
+          }
+        }
+      }
+    }
+    XCTAssertLessThanOrEqual(cache.count, 50)
+    XCTAssertLessThanOrEqual(cache.totalCost, 1000)
+  }
+}
+
+final class ImageCacheTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var cache: ImageCache!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    cache = ImageCache(
+      memory: MemoryCache(), disk: DiskCache(location: CacheLocation(directory: temporary.path)))
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  func testQuerySaysWhereTheHitCameFrom() throws {
+    let key = "https://example.com/a.png"
+    XCTAssertNil(try cache.query(key: key))
+    try cache.store(Fixtures.png, forKey: key, cacheType: .disk)
+    XCTAssertEqual(try cache.query(key: key)?.source, .disk)
+    // The disk hit was promoted to memory, as SD does.
+    XCTAssertEqual(try cache.query(key: key)?.source, .memory)
+  }
+
+  func testStoreCacheTypeChoosesTheTiers() throws {
+    try cache.store(Fixtures.png, forKey: "m", cacheType: .memory)
+    XCTAssertTrue(cache.memory.containsData(forKey: "m"))
+    XCTAssertFalse(try cache.disk.containsData(forKey: "m"))
+
+    try cache.store(Fixtures.png, forKey: "n", cacheType: .none)
+    XCTAssertNil(try cache.query(key: "n"))
+
+    try cache.store(Fixtures.png, forKey: "all", cacheType: .all)
+    XCTAssertTrue(cache.memory.containsData(forKey: "all"))
+    XCTAssertTrue(try cache.disk.containsData(forKey: "all"))
+  }
+
+  func testQueryCacheTypeLimitsWhereToLook() throws {
+    try cache.store(Fixtures.png, forKey: "d", cacheType: .disk)
+    try cache.store(Fixtures.png, forKey: "m", cacheType: .memory)
+    XCTAssertNil(try cache.query(key: "d", cacheType: .memory))
+    XCTAssertNil(try cache.query(key: "m", cacheType: .disk))
+    XCTAssertNil(try cache.query(key: "d", cacheType: .none))
+    XCTAssertEqual(try cache.query(key: "d", cacheType: .disk)?.source, .disk)
+    XCTAssertEqual(try cache.query(key: "m", cacheType: .memory)?.source, .memory)
+  }
+
+  func testQueryWithoutReadingDataOnlyTouchesTheFile() throws {
+    try cache.store(Fixtures.png, forKey: "d", cacheType: .disk)
+    let hit = try XCTUnwrap(try cache.query(key: "d", readData: false))
+    XCTAssertEqual(hit.source, .disk)
+    XCTAssertNil(hit.data)
+    XCTAssertFalse(cache.memory.containsData(forKey: "d"))
+  }
+}

@@ -1,0 +1,118 @@
+import Core
+import TestSupport
+import XCTest
+
+final class StateStoreTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var location: CacheLocation!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.path, namespace: "default")
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  func testStateLivesInTheHiddenFolderInWALMode() throws {
+    let store = try StateStore(location: location)
+    XCTAssertEqual(store.path, temporary.appending("default/.imagecache/state.sqlite"))
+    XCTAssertTrue(store.warnings.isEmpty)
+    var header = [UInt8](repeating: 0, count: 20)
+    let handle = try XCTUnwrap(FileHandle(forReadingAtPath: store.path))
+    header = [UInt8](handle.readData(ofLength: 20))
+    // Bytes 18 and 19 of the SQLite header are 2 in WAL mode.
+    XCTAssertEqual(header[18], 2)
+    XCTAssertEqual(header[19], 2)
+  }
+
+  func testBlacklistRecordsFirstAndLastFailureAndCountAcrossReopens() throws {
+    let first = Date(timeIntervalSince1970: 1_700_000_000)
+    let later = first.addingTimeInterval(3600)
+    do {
+      let store = try StateStore(location: location)
+      try store.recordFailure(
+        url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: first)
+    }
+    let store = try StateStore(location: location)
+    try store.recordFailure(
+      url: "https://x/a.png", code: 1000, name: "invalidURL", reason: "again", at: later)
+    let entry = try XCTUnwrap(try store.blacklistEntry(url: "https://x/a.png", now: later))
+    XCTAssertEqual(entry.firstFailedAt, first)
+    XCTAssertEqual(entry.lastFailedAt, later)
+    XCTAssertEqual(entry.failureCount, 2)
+    XCTAssertEqual(entry.code, 1000)
+    XCTAssertEqual(entry.reason, "again")
+    XCTAssertNil(try store.blacklistEntry(url: "https://x/other.png"))
+  }
+
+  func testBlacklistEntriesExpireAfterTheirTimeToLive() throws {
+    let store = try StateStore(location: location)
+    let failed = Date(timeIntervalSince1970: 1_700_000_000)
+    try store.recordFailure(url: "u", code: 1001, name: "badImageData", reason: "r", at: failed)
+    XCTAssertNotNil(
+      try store.blacklistEntry(url: "u", now: failed.addingTimeInterval(59), timeToLive: 60))
+    XCTAssertNil(
+      try store.blacklistEntry(url: "u", now: failed.addingTimeInterval(60), timeToLive: 60))
+    XCTAssertNotNil(try store.blacklistEntry(url: "u", now: failed.addingTimeInterval(1e9)))
+  }
+
+  func testBlacklistListRemoveAndClear() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    for (i, url) in ["b", "a", "c"].enumerated() {
+      try store.recordFailure(
+        url: url, code: 1001, name: "badImageData", reason: "r", at: date.addingTimeInterval(Double(i)))
+    }
+    XCTAssertEqual(try store.blacklist().map(\.url), ["b", "a", "c"])
+    XCTAssertTrue(try store.removeFromBlacklist(url: "a"))
+    XCTAssertFalse(try store.removeFromBlacklist(url: "a"))
+    XCTAssertEqual(try store.blacklist().map(\.url), ["b", "c"])
+    XCTAssertEqual(try store.clearBlacklist(), 2)
+    XCTAssertEqual(try store.blacklist(), [])
+  }
+
+  func testValidatorsAreStoredReplacedAndRemoved() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    try store.setValidators(
+      CacheValidators(cacheKey: "k", etag: "\"v1\"", lastModified: nil, updatedAt: date))
+    try store.setValidators(
+      CacheValidators(
+        cacheKey: "k", etag: "\"v2\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", updatedAt: date))
+    XCTAssertEqual(try store.validators(forKey: "k")?.etag, "\"v2\"")
+    XCTAssertEqual(try store.validators(forKey: "k")?.lastModified, "Wed, 21 Oct 2015 07:28:00 GMT")
+    try store.removeValidators(forKey: "k")
+    XCTAssertNil(try store.validators(forKey: "k"))
+  }
+
+  func testRunsAreRecorded() throws {
+    let store = try StateStore(location: location)
+    let start = Date(timeIntervalSince1970: 1_700_000_000)
+    let id = try store.beginRun(job: "nightly", at: start)
+    try store.finishRun(id: id, at: start.addingTimeInterval(5), status: "completed", summary: "{}")
+    let run = try XCTUnwrap(try store.recentRuns().first)
+    XCTAssertEqual(run.id, id)
+    XCTAssertEqual(run.job, "nightly")
+    XCTAssertEqual(run.status, "completed")
+    XCTAssertEqual(run.finishedAt, start.addingTimeInterval(5))
+  }
+
+  func testCorruptStateFileIsMovedAsideAndRecreated() throws {
+    try FileSystem.createDirectory(path: location.stateDirectory)
+    let path = location.stateDirectory + "/state.sqlite"
+    let garbage = Data(repeating: 0x5A, count: 8192)
+    XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: garbage))
+
+    let now = Date(timeIntervalSince1970: 1_700_000_000)
+    let store = try StateStore(location: location, now: now)
+    XCTAssertEqual(store.warnings.count, 1)
+    XCTAssertTrue(store.warnings[0].contains("corrupt"), store.warnings[0])
+    XCTAssertEqual(
+      FileManager.default.contents(atPath: path + ".corrupt-1700000000"), garbage,
+      "the corrupt file is kept, not deleted")
+    try store.recordFailure(url: "u", code: 1001, name: "badImageData", reason: "r", at: now)
+    XCTAssertEqual(try store.blacklist(now: now).count, 1)
+  }
+}

@@ -1,0 +1,75 @@
+import Foundation
+
+/// The sample images under `Tests/Fixtures`, shared by every test target.
+public enum Fixtures {
+  /// `Tests/Fixtures`, found from this file's location so that no resource bundle is needed.
+  public static let directory: String = {
+    let here = URL(fileURLWithPath: #filePath)
+    return here.deletingLastPathComponent().deletingLastPathComponent()
+      .appendingPathComponent("Fixtures").path
+  }()
+
+  /// The bytes of the fixture `name` (e.g. `photo.jpg`); a missing fixture stops the test run.
+  public static func data(_ name: String) -> Data {
+    let path = (directory as NSString).appendingPathComponent(name)
+    guard let data = FileManager.default.contents(atPath: path) else {
+      fatalError("missing test fixture \(path)")
+    }
+    return data
+  }
+
+  /// A 64x48 baseline JPEG.
+  public static var jpeg: Data { data("photo.jpg") }
+  /// A 64x48 RGB PNG.
+  public static var png: Data { data("image.png") }
+  /// A 1x1 GIF with two frames.
+  public static var gif: Data { data("anim.gif") }
+  /// A 1x1 lossless WebP.
+  public static let webpLossless = Data(
+    base64Encoded: "UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")!
+  /// A 1x1 lossy WebP.
+  public static let webpLossy = Data(
+    base64Encoded: "UklGRiIAAABXRUJQVlA4IBYAAAAwAQCdASoBAAEADsD+JaQAA3AAAAAA")!
+}
+
+/// A fresh directory under the system temporary folder, removed by ``remove()``.
+public struct TemporaryDirectory: Sendable {
+  public let path: String
+
+  public init(prefix: String = "imagecache-test") throws {
+    var template = Array((NSTemporaryDirectory() + "/\(prefix)-XXXXXX").utf8CString)
+    guard let made = mkdtemp(&template) else {
+      throw CocoaError(.fileWriteUnknown)
+    }
+    path = String(cString: made)
+  }
+
+  /// `path/relative`.
+  public func appending(_ relative: String) -> String {
+    (path as NSString).appendingPathComponent(relative)
+  }
+
+  public func remove() {
+    try? FileManager.default.removeItem(atPath: path)
+  }
+}
+
+/// Where SwiftPM put the products of this build (the test bundle's folder), so that tests can
+/// run the built executables.
+public enum BuiltProducts {
+  public static let directory: String = {
+    let bundle = URL(fileURLWithPath: CommandLine.arguments[0]).resolvingSymlinksInPath()
+    var folder = bundle.deletingLastPathComponent()
+    while folder.path != "/" && !folder.lastPathComponent.hasSuffix("debug")
+      && !folder.lastPathComponent.hasSuffix("release")
+      && !FileManager.default.fileExists(atPath: folder.appendingPathComponent("imagecache").path)
+    {
+      folder = folder.deletingLastPathComponent()
+    }
+    return folder.path
+  }()
+
+  public static func executable(_ name: String) -> String {
+    (directory as NSString).appendingPathComponent(name)
+  }
+}
