@@ -18,6 +18,7 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+    .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
   ],
   targets: [
     // C system libraries, wrapped once by Swift types in Core (STYLE: nothing else imports them).
@@ -48,7 +49,11 @@ let package = Package(
       ]),
     .target(
       name: "Maintenance",
-      dependencies: ["Core", .product(name: "Logging", package: "swift-log")]),
+      dependencies: [
+        "Core",
+        .product(name: "HeapModule", package: "swift-collections"),
+        .product(name: "Logging", package: "swift-log"),
+      ]),
     .executableTarget(
       name: "imagecache",
       dependencies: [

@@ -11,6 +11,11 @@ import Foundation
 public struct ScannedFile: Sendable, Equatable {
   /// The path relative to the scanned root, `/`-separated.
   public var relativePath: String
+  /// The last component of the path.
+  public var name: String
+  /// The open directory that holds the file, valid only while the visitor runs: act on the
+  /// file with `*at` calls on it rather than by path, so that nothing is resolved twice.
+  public var directoryFD: Int32
   public var attributes: FileAttributes
 }
 
@@ -89,7 +94,10 @@ public struct CacheScanner: Sendable {
         try descend(
           parentFD: directoryFD, name: name, relativePath: relativePath, onError: onError, visit)
       } else if attributes.isRegularFile {
-        try visit(ScannedFile(relativePath: relativePath, attributes: attributes))
+        try visit(
+          ScannedFile(
+            relativePath: relativePath, name: name, directoryFD: directoryFD,
+            attributes: attributes))
       }
     }
   }

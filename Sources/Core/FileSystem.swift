@@ -24,19 +24,26 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   }
 }
 
-/// The attributes of one file, read without following symbolic links.
+/// The attributes of one file, read without following symbolic links. Times are kept in
+/// nanoseconds since the epoch, as the kernel gives them, so that comparisons at a cutoff are
+/// exact; the `Date` views are for people.
 public struct FileAttributes: Sendable, Equatable {
   public var mode: UInt32
   /// Logical size in bytes.
   public var size: UInt64
   /// Allocated size in bytes: `st_blocks * 512` (Foundation on Linux gets this wrong).
   public var allocatedSize: UInt64
-  public var accessDate: Date
-  public var modificationDate: Date
+  public var accessTime: Int64
+  public var modificationTime: Int64
   /// The inode change time (`ctime`), SD's `changeDate` (NSURLAttributeModificationDateKey).
-  public var changeDate: Date
+  public var changeTime: Int64
   /// The birth time, where `statx` reports one.
-  public var creationDate: Date?
+  public var creationTime: Int64?
+
+  public var accessDate: Date { Date(nanosecondsSince1970: accessTime) }
+  public var modificationDate: Date { Date(nanosecondsSince1970: modificationTime) }
+  public var changeDate: Date { Date(nanosecondsSince1970: changeTime) }
+  public var creationDate: Date? { creationTime.map { Date(nanosecondsSince1970: $0) } }
 
   public var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
   public var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
@@ -46,16 +53,23 @@ public struct FileAttributes: Sendable, Equatable {
     mode = stat.mode
     size = stat.size
     allocatedSize = stat.blocks * 512
-    accessDate = Date(nanosecondsSince1970: stat.access_ns)
-    modificationDate = Date(nanosecondsSince1970: stat.modification_ns)
-    changeDate = Date(nanosecondsSince1970: stat.change_ns)
-    creationDate = stat.has_birth != 0 ? Date(nanosecondsSince1970: stat.birth_ns) : nil
+    accessTime = stat.access_ns
+    modificationTime = stat.modification_ns
+    changeTime = stat.change_ns
+    creationTime = stat.has_birth != 0 ? stat.birth_ns : nil
   }
 }
 
 extension Date {
-  init(nanosecondsSince1970 ns: Int64) {
+  public init(nanosecondsSince1970 ns: Int64) {
     self.init(timeIntervalSince1970: Double(ns) / 1_000_000_000)
+  }
+
+  /// Nanoseconds since the epoch, rounded down.
+  public var nanosecondsSince1970: Int64 {
+    let seconds = timeIntervalSince1970.rounded(.down)
+    return Int64(seconds) * 1_000_000_000
+      + Int64(((timeIntervalSince1970 - seconds) * 1_000_000_000).rounded(.down))
   }
 }
 
@@ -71,7 +85,7 @@ public enum FileSystem {
   public static func attributes(directoryFD: Int32, name: String) throws -> FileAttributes? {
     var stat = ic_file_stat()
     guard ic_stat_at(directoryFD, name, &stat) == 0 else {
-      if errno == ENOENT || errno == ENOTDIR { return nil }
+      if errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG { return nil }
       throw FileSystemError("stat", path: name, errno: errno)
     }
     return FileAttributes(stat)
@@ -93,7 +107,14 @@ public enum FileSystem {
 
   /// Sets the access and modification times of `path` (used by tests and migrations).
   public static func setTimes(path: String, access: Date, modification: Date) throws {
-    var times = [timespec(access), timespec(modification)]
+    try setTimes(
+      path: path, accessTime: access.nanosecondsSince1970,
+      modificationTime: modification.nanosecondsSince1970)
+  }
+
+  /// Sets the access and modification times of `path`, in nanoseconds since the epoch.
+  public static func setTimes(path: String, accessTime: Int64, modificationTime: Int64) throws {
+    var times = [timespec(nanoseconds: accessTime), timespec(nanoseconds: modificationTime)]
     guard utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
       throw FileSystemError("set times of", path: path, errno: errno)
     }
@@ -170,8 +191,11 @@ public enum FileSystem {
 
 extension timespec {
   init(_ date: Date) {
-    let seconds = date.timeIntervalSince1970.rounded(.down)
-    let nanoseconds = (date.timeIntervalSince1970 - seconds) * 1_000_000_000
-    self.init(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds))
+    self.init(nanoseconds: date.nanosecondsSince1970)
+  }
+
+  init(nanoseconds: Int64) {
+    let seconds = nanoseconds >= 0 ? nanoseconds / 1_000_000_000 : (nanoseconds - 999_999_999) / 1_000_000_000
+    self.init(tv_sec: Int(seconds), tv_nsec: Int(nanoseconds - seconds * 1_000_000_000))
   }
 }

@@ -1,0 +1,162 @@
+import Core
+import Foundation
+import HeapModule
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// The settings of SD's `removeExpiredData` (SPEC section 4), with SD's defaults.
+public struct CleanupConfiguration: Sendable, Equatable {
+  /// Files whose date is at or before `now - maxDiskAge` expire. Negative: never; zero:
+  /// everything. SD's default is one week.
+  public var maxDiskAge: TimeInterval
+  /// When the remaining allocated total is strictly above this, trim to strictly below half of
+  /// it, oldest first. Zero: no limit (SD's default).
+  public var maxDiskSize: UInt64
+  public var expireType: ExpireType
+
+  public static let defaultMaxDiskAge: TimeInterval = 7 * 24 * 3600
+
+  public init(
+    maxDiskAge: TimeInterval = CleanupConfiguration.defaultMaxDiskAge, maxDiskSize: UInt64 = 0,
+    expireType: ExpireType = .accessDate
+  ) {
+    self.maxDiskAge = maxDiskAge
+    self.maxDiskSize = maxDiskSize
+    self.expireType = expireType
+  }
+}
+
+/// What the user asked for cannot be done on this cache.
+public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// `creationDate` was chosen, but the filesystem reports no birth time.
+  case creationDateUnavailable(path: String)
+
+  public var description: String {
+    switch self {
+    case .creationDateUnavailable(let path):
+      "expireType creationDate needs file birth times, and this filesystem reports none "
+        + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"
+    }
+  }
+}
+
+/// Expire and trim in one walk, with SD's exact semantics (SPEC section 4):
+///
+/// 1. Expire: delete every regular file whose date (by `expireType`) is at or before
+///    `now - maxDiskAge`.
+/// 2. Trim: if `maxDiskSize > 0` and the allocated total of what remains is strictly greater,
+///    delete files oldest first by the same date until the total is strictly below
+///    `maxDiskSize / 2`. Only a delete that succeeded is subtracted.
+///
+/// Only the files that must go are ordered: the survivors of the expire pass go into a heap
+/// (built in linear time) from which the oldest are taken one at a time, instead of sorting
+/// every file. Paths are kept in one byte arena so that a million files stay small in memory.
+public struct CacheCleaner: Sendable {
+  public let diskCachePath: String
+  public let configuration: CleanupConfiguration
+
+  public init(diskCachePath: String, configuration: CleanupConfiguration) {
+    self.diskCachePath = diskCachePath
+    self.configuration = configuration
+  }
+
+  /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
+  /// delete succeeds). Per-file errors are recorded in the reports and the passes go on.
+  public func run(now: Date = Date(), dryRun: Bool) throws -> (
+    expire: MaintenancePassReport, trim: MaintenancePassReport
+  ) {
+    var expire = MaintenancePassReport(pass: .expire, dryRun: dryRun)
+    var trim = MaintenancePassReport(pass: .trim, dryRun: dryRun)
+    let cutoff: Int64? =
+      configuration.maxDiskAge < 0
+      ? nil
+      : now.nanosecondsSince1970 - Int64((configuration.maxDiskAge * 1e9).rounded())
+    let expireType = configuration.expireType
+    let trimming = configuration.maxDiskSize > 0
+
+    var survivors = Survivors()
+    var remainingBytes: UInt64 = 0
+    try CacheScanner(root: diskCachePath).forEachFile(onError: { expire.errors.append("\($0)") }) {
+      file in
+      guard let date = Self.dateNanoseconds(of: file.attributes, expireType) else {
+        throw MaintenanceError.creationDateUnavailable(path: diskCachePath + "/" + file.relativePath)
+      }
+      let size = file.attributes.allocatedSize
+      if let cutoff, date <= cutoff {
+        if dryRun || unlinkat(file.directoryFD, file.name, 0) == 0 {
+          expire.recordDelete(path: file.relativePath, bytes: size, date: Self.date(date))
+          return
+        }
+        expire.errors.append(
+          "\(FileSystemError("remove", path: diskCachePath + "/" + file.relativePath, errno: errno))")
+        remainingBytes += size
+        return
+      }
+      remainingBytes += size
+      if trimming { survivors.append(path: file.relativePath, date: date, size: size) }
+    }
+
+    guard trimming, remainingBytes > configuration.maxDiskSize else { return (expire, trim) }
+    let desired = configuration.maxDiskSize / 2
+    var heap = Heap(survivors.entries)
+    survivors.entries = []
+    while remainingBytes >= desired, let oldest = heap.popMin() {
+      let relativePath = survivors.path(of: oldest)
+      let path = diskCachePath + "/" + relativePath
+      if !dryRun && unlink(path) != 0 {
+        trim.errors.append("\(FileSystemError("remove", path: path, errno: errno))")
+        continue
+      }
+      trim.recordDelete(path: relativePath, bytes: oldest.size, date: Self.date(oldest.date))
+      remainingBytes -= oldest.size
+    }
+    return (expire, trim)
+  }
+
+  /// The file's date for `expireType`, in nanoseconds; `nil` when there is no birth time.
+  static func dateNanoseconds(of attributes: FileAttributes, _ expireType: ExpireType) -> Int64? {
+    switch expireType {
+    case .accessDate: attributes.accessTime
+    case .modificationDate: attributes.modificationTime
+    case .changeDate: attributes.changeTime
+    case .creationDate: attributes.creationTime
+    }
+  }
+
+  static func date(_ nanoseconds: Int64) -> Date {
+    Date(nanosecondsSince1970: nanoseconds)
+  }
+}
+
+/// The files that survived expiry, compactly: fixed-size entries plus one byte arena of paths.
+struct Survivors {
+  struct Entry: Comparable {
+    var date: Int64
+    var size: UInt64
+    /// Where the path starts in the arena; also the walk order, which breaks ties in date.
+    var pathStart: Int
+    var pathLength: Int32
+
+    static func < (lhs: Entry, rhs: Entry) -> Bool {
+      (lhs.date, lhs.pathStart) < (rhs.date, rhs.pathStart)
+    }
+  }
+
+  var entries: [Entry] = []
+  private var arena: [UInt8] = []
+
+  mutating func append(path: String, date: Int64, size: UInt64) {
+    let start = arena.count
+    arena.append(contentsOf: path.utf8)
+    entries.append(
+      Entry(date: date, size: size, pathStart: start, pathLength: Int32(arena.count - start)))
+  }
+
+  func path(of entry: Entry) -> String {
+    String(decoding: arena[entry.pathStart..<(entry.pathStart + Int(entry.pathLength))], as: UTF8.self)
+  }
+}

@@ -1,0 +1,168 @@
+import Core
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Brings caches written by older SD versions into the current layout without losing a file
+/// (SPEC section 4):
+///
+/// - ``mergeDirectory(from:dryRun:now:)`` moves a legacy disk cache folder (SD 3/4:
+///   `<Caches>/default/com.hackemist.SDWebImageCache.<ns>`) into `<directory>/<ns>`;
+/// - ``renameLegacyFileNames(keys:dryRun:now:)`` renames the files of the given keys from every
+///   legacy naming scheme to the current name.
+///
+/// On a name collision the newer file (by modification date) takes the name and the other is
+/// moved to `.imagecache/collisions/<time>/` and reported: nothing is deleted. Running either
+/// pass a second time changes nothing.
+public struct CacheMigrator: Sendable {
+  public let location: CacheLocation
+  private var disk: DiskCache { DiskCache(location: location) }
+
+  public init(location: CacheLocation) {
+    self.location = location
+  }
+
+  /// Where SD 3.x and 4.x kept this namespace: beside the current directory, under
+  /// `default/com.hackemist.SDWebImageCache.<namespace>` (SD 5 migrates from there itself).
+  public var legacyDirectory: String {
+    let caches = (location.directory as NSString).deletingLastPathComponent
+    return (caches as NSString).appendingPathComponent(
+      "default/com.hackemist.SDWebImageCache.\(location.namespace)")
+  }
+
+  /// Moves every regular, non-hidden file of `source` to the same relative path under the disk
+  /// cache path, then removes the folders it emptied. A missing source is nothing to do.
+  public func mergeDirectory(from source: String, dryRun: Bool, now: Date = Date()) throws
+    -> MaintenancePassReport
+  {
+    var report = MaintenancePassReport(pass: .migrate, dryRun: dryRun)
+    let sourcePath = (source as NSString).standardizingPath
+    guard sourcePath != (disk.path as NSString).standardizingPath else { return report }
+    let files = try CacheScanner(root: sourcePath).files()
+    for file in files {
+      let from = sourcePath + "/" + file.relativePath
+      let to = disk.path + "/" + file.relativePath
+      do {
+        try place(
+          from: from, attributes: file.attributes, to: to,
+          existing: try FileSystem.attributes(atPath: to), relativeName: file.relativePath,
+          dryRun: dryRun, now: now, report: &report)
+      } catch {
+        report.errors.append("\(error)")
+      }
+    }
+    if !dryRun { removeEmptyDirectories(under: sourcePath) }
+    return report
+  }
+
+  /// For each key, moves a file found under a legacy name (no extension; the raw string's
+  /// extension; the uncapped URL extension) to the key's current name.
+  public func renameLegacyFileNames<Keys: Sequence<String>>(
+    keys: Keys, dryRun: Bool, now: Date = Date()
+  ) -> MaintenancePassReport {
+    var report = MaintenancePassReport(pass: .migrate, dryRun: dryRun)
+    for key in keys {
+      let to = disk.path + "/" + CacheFileName.fileName(forKey: key)
+      // In a dry run nothing moves, so remember what would now hold the current name.
+      var plannedCurrent: FileAttributes?
+      for legacyName in CacheFileName.legacyFileNames(forKey: key) {
+        let from = disk.path + "/" + legacyName
+        do {
+          guard let attributes = try FileSystem.attributes(atPath: from), attributes.isRegularFile
+          else { continue }
+          let existing = try plannedCurrent ?? FileSystem.attributes(atPath: to)
+          try place(
+            from: from, attributes: attributes, to: to, existing: existing,
+            relativeName: legacyName, dryRun: dryRun, now: now, report: &report)
+          if let existing, existing.modificationTime >= attributes.modificationTime {
+            plannedCurrent = existing
+          } else {
+            plannedCurrent = attributes
+          }
+        } catch {
+          report.errors.append("\(error)")
+        }
+      }
+    }
+    return report
+  }
+
+  /// Moves `from` to `to`, or resolves the collision when `to` is taken (by `existing`): the
+  /// newer file takes the name, the older goes aside.
+  private func place(
+    from: String, attributes: FileAttributes, to: String, existing: FileAttributes?,
+    relativeName: String, dryRun: Bool, now: Date, report: inout MaintenancePassReport
+  ) throws {
+    let target = relative(to)
+    guard let existing else {
+      if !dryRun { try move(from: from, to: to) }
+      report.recordMove(from: relativeName, to: target, bytes: attributes.size)
+      return
+    }
+    let aside = asideRelativePath(relativeName, now)
+    if attributes.modificationTime > existing.modificationTime {
+      // The incoming file is newer: the one in place goes aside, the incoming takes its name.
+      if !dryRun {
+        try move(from: to, to: location.diskCachePath + "/" + aside)
+        try move(from: from, to: to)
+      }
+      report.recordKeptAside(path: target, aside: aside, bytes: existing.size)
+      report.recordMove(from: relativeName, to: target, bytes: attributes.size)
+    } else {
+      if !dryRun { try move(from: from, to: location.diskCachePath + "/" + aside) }
+      report.recordKeptAside(path: relativeName, aside: aside, bytes: attributes.size)
+    }
+  }
+
+  /// `.imagecache/collisions/<UTC time>/<relative path>`, relative to the disk cache path.
+  private func asideRelativePath(_ relativeName: String, _ now: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
+    return ".imagecache/collisions/\(formatter.string(from: now))/\(relativeName)"
+  }
+
+  private func relative(_ path: String) -> String {
+    let prefix = disk.path + "/"
+    return path.hasPrefix(prefix) ? String(path.dropFirst(prefix.count)) : path
+  }
+
+  /// `rename(2)`, creating the destination's folders; across filesystems, a copy (atomic at the
+  /// destination, times kept) and then the source's removal.
+  private func move(from: String, to: String) throws {
+    if rename(from, to) == 0 { return }
+    var failure = errno
+    if failure == ENOENT {
+      try FileSystem.createDirectory(path: (to as NSString).deletingLastPathComponent)
+      if rename(from, to) == 0 { return }
+      failure = errno
+    }
+    guard failure == EXDEV else {
+      throw FileSystemError("move to \(to)", path: from, errno: failure)
+    }
+    guard let data = FileManager.default.contents(atPath: from),
+      let attributes = try FileSystem.attributes(atPath: from)
+    else { throw FileSystemError("read", path: from, errno: EIO) }
+    try FileSystem.writeAtomically(data, toPath: to)
+    try FileSystem.setTimes(
+      path: to, accessTime: attributes.accessTime, modificationTime: attributes.modificationTime)
+    try FileSystem.removeFile(path: from)
+  }
+
+  /// Removes the folders under `root` (and `root`) that are now empty, deepest first. A folder
+  /// that still holds anything stays.
+  private func removeEmptyDirectories(under root: String) {
+    let enumerator = FileManager.default.enumerator(atPath: root)
+    var directories: [String] = []
+    while let relativePath = enumerator?.nextObject() as? String {
+      if let type = enumerator?.fileAttributes?[.type] as? FileAttributeType, type == .typeDirectory {
+        directories.append(root + "/" + relativePath)
+      }
+    }
+    for directory in directories.sorted(by: { $0.count > $1.count }) { rmdir(directory) }
+    rmdir(root)
+  }
+}
