@@ -37,7 +37,8 @@ public struct TemporaryDirectory: Sendable {
   public let path: String
 
   public init(prefix: String = "imagecache-test") throws {
-    var template = Array((NSTemporaryDirectory() + "/\(prefix)-XXXXXX").utf8CString)
+    let pattern = (NSTemporaryDirectory() as NSString).appendingPathComponent("\(prefix)-XXXXXX")
+    var template = Array(pattern.utf8CString)
     guard let made = mkdtemp(&template) else {
       throw CocoaError(.fileWriteUnknown)
     }

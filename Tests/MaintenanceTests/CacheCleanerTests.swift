@@ -1,0 +1,242 @@
+import Core
+import Maintenance
+import TestSupport
+import XCTest
+
+final class CacheCleanerTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var builder: CacheBuilder!
+  let now: Int64 = 1_700_000_000
+  var nowDate: Date { Date(timeIntervalSince1970: TimeInterval(now)) }
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    builder = CacheBuilder(root: temporary.appending("default"))
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  private func clean(
+    maxAge: TimeInterval, maxSize: UInt64 = 0, expireType: ExpireType = .accessDate,
+    dryRun: Bool = false, at date: Date? = nil
+  ) throws -> (expire: MaintenancePassReport, trim: MaintenancePassReport) {
+    try CacheCleaner(
+      diskCachePath: builder.root,
+      configuration: CleanupConfiguration(
+        maxDiskAge: maxAge, maxDiskSize: maxSize, expireType: expireType)
+    ).run(now: date ?? nowDate, dryRun: dryRun)
+  }
+
+  func testExpiresFilesAtOrBeforeTheCutoff() throws {
+    try builder.file("before", accessTime: now - 101)
+    try builder.file("at", accessTime: now - 100)
+    try builder.file("after", accessTime: now - 99)
+    try builder.file("sub/deep", accessTime: now - 5000)
+    let (expire, trim) = try clean(maxAge: 100)
+    XCTAssertEqual(try builder.remainingFiles(), ["after"])
+    XCTAssertEqual(expire.filesRemoved, 3)
+    XCTAssertEqual(Set(expire.actions.map(\.path)), ["before", "at", "sub/deep"])
+    XCTAssertEqual(trim.filesRemoved, 0)
+  }
+
+  func testNanosecondBoundary() throws {
+    let path = try builder.file("edge", accessTime: now - 100)
+    try FileSystem.setTimes(
+      path: path, accessTime: (now - 100) * 1_000_000_000 + 1, modificationTime: 0)
+    _ = try clean(maxAge: 100)
+    XCTAssertEqual(try builder.remainingFiles(), ["edge"], "one nanosecond after the cutoff stays")
+  }
+
+  func testModificationDateIsUsedWhenChosen() throws {
+    try builder.file("old-content", accessTime: now, modificationTime: now - 1000)
+    try builder.file("old-access", accessTime: now - 1000, modificationTime: now)
+    _ = try clean(maxAge: 500, expireType: .modificationDate)
+    XCTAssertEqual(try builder.remainingFiles(), ["old-access"])
+  }
+
+  func testChangeDateIsTheInodeChangeTime() throws {
+    // ctime cannot be set; it is "now" for a fresh file, whatever atime and mtime say.
+    try builder.file("a", accessTime: 0, modificationTime: 0)
+    let real = Date()
+    _ = try clean(maxAge: 500, expireType: .changeDate, at: real)
+    XCTAssertEqual(try builder.remainingFiles(), ["a"])
+    _ = try clean(maxAge: 500, expireType: .changeDate, at: real.addingTimeInterval(1000))
+    XCTAssertEqual(try builder.remainingFiles(), [])
+  }
+
+  func testCreationDateUsesBirthTimeOrSaysItIsUnavailable() throws {
+    let path = try builder.file("a", accessTime: 0, modificationTime: 0)
+    let real = Date()
+    guard try FileSystem.attributes(atPath: path)?.creationDate != nil else {
+      XCTAssertThrowsError(try clean(maxAge: 500, expireType: .creationDate)) { error in
+        XCTAssertEqual(error as? MaintenanceError, .creationDateUnavailable(path: path))
+        XCTAssertTrue("\(error)".contains("birth time"))
+      }
+      XCTAssertEqual(try builder.remainingFiles(), ["a"], "nothing deleted")
+      return
+    }
+    _ = try clean(maxAge: 500, expireType: .creationDate, at: real)
+    XCTAssertEqual(try builder.remainingFiles(), ["a"])
+    _ = try clean(maxAge: 500, expireType: .creationDate, at: real.addingTimeInterval(1000))
+    XCTAssertEqual(try builder.remainingFiles(), [])
+  }
+
+  func testNegativeAgeNeverExpiresAndZeroExpiresEverything() throws {
+    try builder.file("a", accessTime: now - 10_000_000)
+    try builder.file("b", accessTime: now)
+    _ = try clean(maxAge: -1)
+    XCTAssertEqual(try builder.remainingFiles(), ["a", "b"])
+    _ = try clean(maxAge: 0)
+    XCTAssertEqual(try builder.remainingFiles(), [])
+  }
+
+  func testTrimOnlyWhenStrictlyAboveTheLimitAndThenOldestFirstToBelowHalf() throws {
+    for i in 0..<10 { try builder.file("f\(i)", size: 4096, accessTime: now - 1000 + Int64(i)) }
+    let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
+    let total = sizes.reduce(0, +)
+    let each = sizes[0]
+    XCTAssertTrue(sizes.allSatisfy { $0 == each })
+
+    var (_, trim) = try clean(maxAge: -1, maxSize: total)
+    XCTAssertEqual(trim.filesRemoved, 0, "equal to the limit is not above it")
+
+    (_, trim) = try clean(maxAge: -1, maxSize: total - 1)
+    // Delete oldest until strictly below (total - 1) / 2.
+    let desired = (total - 1) / 2
+    var remaining = total
+    var expectedRemoved = 0
+    while remaining >= desired {
+      remaining -= each
+      expectedRemoved += 1
+    }
+    XCTAssertEqual(trim.filesRemoved, expectedRemoved)
+    XCTAssertEqual(trim.bytesFreed, UInt64(expectedRemoved) * each)
+    XCTAssertEqual(
+      try builder.remainingFiles(), (expectedRemoved..<10).map { "f\($0)" }.sorted())
+    XCTAssertEqual(trim.actions.map(\.path), (0..<expectedRemoved).map { "f\($0)" })
+  }
+
+  func testTrimCountsWhatExpiryLeft() throws {
+    try builder.file("expired", size: 100_000, accessTime: now - 10_000)
+    try builder.file("young", size: 4096, accessTime: now)
+    let (expire, trim) = try clean(maxAge: 100, maxSize: 50_000)
+    XCTAssertEqual(expire.filesRemoved, 1)
+    XCTAssertEqual(trim.filesRemoved, 0)
+    XCTAssertEqual(try builder.remainingFiles(), ["young"])
+  }
+
+  func testSymbolicLinksAreNeverFollowedOrDeleted() throws {
+    let outside = try TemporaryDirectory(prefix: "imagecache-outside")
+    defer { outside.remove() }
+    let outsideBuilder = CacheBuilder(root: outside.path)
+    let target = try outsideBuilder.file("precious.jpg", accessTime: 0)
+    try outsideBuilder.file("dir/also-precious.jpg", accessTime: 0)
+    try builder.file("old", accessTime: 0)
+    try FileManager.default.createSymbolicLink(atPath: builder.root + "/link", withDestinationPath: target)
+    try FileManager.default.createSymbolicLink(
+      atPath: builder.root + "/linkdir", withDestinationPath: outside.path + "/dir")
+
+    _ = try clean(maxAge: 0, maxSize: 1)
+    XCTAssertTrue(FileManager.default.fileExists(atPath: target))
+    XCTAssertTrue(FileManager.default.fileExists(atPath: outside.path + "/dir/also-precious.jpg"))
+    XCTAssertNotNil(try FileSystem.attributes(atPath: builder.root + "/link"))
+    XCTAssertEqual(try builder.remainingFiles(), [])
+  }
+
+  func testHiddenEntriesAndToolStateAreUntouched() throws {
+    try builder.file(".hidden", accessTime: 0)
+    try builder.file(".imagecache/state.sqlite", size: 50_000, accessTime: 0)
+    try builder.file(".dotdir/inside", accessTime: 0)
+    try builder.file("visible", accessTime: 0)
+    let (expire, _) = try clean(maxAge: 0, maxSize: 1)
+    XCTAssertEqual(expire.filesRemoved, 1)
+    for hidden in [".hidden", ".imagecache/state.sqlite", ".dotdir/inside"] {
+      XCTAssertTrue(FileManager.default.fileExists(atPath: builder.root + "/" + hidden), hidden)
+    }
+  }
+
+  func testDryRunDeletesNothingAndPlansExactlyWhatARunDoes() throws {
+    for i in 0..<20 {
+      try builder.file("f\(i)", size: 4096 * (i % 3 + 1), accessTime: now - Int64(i * 37))
+    }
+    let before = try builder.remainingFiles()
+    let plan = try clean(maxAge: 400, maxSize: 40_000, dryRun: true)
+    XCTAssertEqual(try builder.remainingFiles(), before)
+    XCTAssertTrue(plan.expire.dryRun && plan.trim.dryRun)
+    let done = try clean(maxAge: 400, maxSize: 40_000)
+    XCTAssertEqual(Set(plan.expire.actions.map(\.path)), Set(done.expire.actions.map(\.path)))
+    XCTAssertEqual(plan.trim.actions.map(\.path), done.trim.actions.map(\.path))
+    XCTAssertEqual(plan.trim.bytesFreed, done.trim.bytesFreed)
+  }
+
+  func testMissingCacheIsEmpty() throws {
+    let report = try clean(maxAge: 0, maxSize: 1)
+    XCTAssertEqual(report.expire.filesRemoved + report.trim.filesRemoved, 0)
+  }
+
+  /// Compares the pass with a deliberately simple implementation (sort everything) on random
+  /// caches: random sizes, distinct random dates, random limits.
+  func testMatchesASimpleImplementationOnRandomCaches() throws {
+    var generator = SeededGenerator(seed: 0x5EED)
+    for round in 0..<40 {
+      try? FileManager.default.removeItem(atPath: builder.root)
+      let count = Int.random(in: 0...30, using: &generator)
+      var dates = Set<Int64>()
+      while dates.count < count { dates.insert(now - Int64.random(in: 0...10_000, using: &generator)) }
+      for (i, date) in dates.enumerated() {
+        let directory = ["", "a/", "a/b/"].randomElement(using: &generator)!
+        try builder.file("\(directory)f\(i)", size: Int.random(in: 0...20_000, using: &generator), accessTime: date)
+      }
+      let files = try CacheScanner(root: builder.root).files()
+      let maxAge = TimeInterval(Int.random(in: -1...12_000, using: &generator))
+      let total = files.map(\.attributes.allocatedSize).reduce(0, +)
+      let maxSize = [0, UInt64.random(in: 0...max(total, 1), using: &generator)].randomElement(using: &generator)!
+
+      let expected = simpleCleanup(files: files, maxAge: maxAge, maxSize: maxSize)
+      let (expire, trim) = try clean(maxAge: maxAge, maxSize: maxSize)
+      XCTAssertEqual(Set(expire.actions.map(\.path)), expected.expired, "round \(round)")
+      XCTAssertEqual(trim.actions.map(\.path), expected.trimmed, "round \(round)")
+      let survivors = Set(files.map(\.relativePath)).subtracting(expected.expired).subtracting(expected.trimmed)
+      XCTAssertEqual(Set(try builder.remainingFiles()), survivors, "round \(round)")
+    }
+  }
+
+  private func simpleCleanup(files: [ScannedFile], maxAge: TimeInterval, maxSize: UInt64)
+    -> (expired: Set<String>, trimmed: [String])
+  {
+    var expired = Set<String>()
+    var kept: [ScannedFile] = []
+    for file in files {
+      if maxAge >= 0 && file.attributes.accessDate <= nowDate.addingTimeInterval(-maxAge) {
+        expired.insert(file.relativePath)
+      } else {
+        kept.append(file)
+      }
+    }
+    var total = kept.map(\.attributes.allocatedSize).reduce(0, +)
+    var trimmed: [String] = []
+    if maxSize > 0 && total > maxSize {
+      for file in kept.sorted(by: { $0.attributes.accessTime < $1.attributes.accessTime }) {
+        trimmed.append(file.relativePath)
+        total -= file.attributes.allocatedSize
+        if total < maxSize / 2 { break }
+      }
+    }
+    return (expired, trimmed)
+  }
+}
+
+/// A small deterministic generator (SplitMix64), so that a failing round can be replayed.
+struct SeededGenerator: RandomNumberGenerator {
+  var state: UInt64
+  init(seed: UInt64) { state = seed }
+  mutating func next() -> UInt64 {
+    state &+= 0x9E37_79B9_7F4A_7C15
+    var z = state
+    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+    return z ^ (z >> 31)
+  }
+}

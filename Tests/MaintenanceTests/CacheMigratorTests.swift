@@ -1,0 +1,150 @@
+import Core
+import Maintenance
+import TestSupport
+import XCTest
+
+final class CacheMigratorTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var location: CacheLocation!
+  var cache: CacheBuilder!
+  var legacy: CacheBuilder!
+  let now = Date(timeIntervalSince1970: 1_700_000_000)
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("com.hackemist.SDImageCache"))
+    cache = CacheBuilder(root: location.diskCachePath)
+    legacy = CacheBuilder(root: CacheMigrator(location: location).legacyDirectory)
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
+
+  func testLegacyDirectoryIsTheSD4LayoutBesideTheCurrentOne() {
+    XCTAssertEqual(
+      CacheMigrator(location: location).legacyDirectory,
+      temporary.appending("default/com.hackemist.SDWebImageCache.default"))
+  }
+
+  func testMergeMovesEveryFileAndResolvesCollisionsKeepingTheNewer() throws {
+    try legacy.file("a", size: 1, accessTime: 100)
+    try legacy.file("b", size: 2, accessTime: 300)  // newer than the b in place
+    try legacy.file("c", size: 3, accessTime: 100)  // older than the c in place
+    try legacy.file("sub/d", size: 4, accessTime: 100)
+    try cache.file("b", size: 20, accessTime: 200)
+    try cache.file("c", size: 30, accessTime: 200)
+    try cache.file("e", size: 50, accessTime: 200)
+
+    let migrator = CacheMigrator(location: location)
+    let report = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    XCTAssertEqual(try cache.remainingFiles(), ["a", "b", "c", "e", "sub/d"])
+    XCTAssertEqual(contents(cache.root + "/b")?.count, 2, "the newer b won")
+    XCTAssertEqual(contents(cache.root + "/c")?.count, 30, "the newer c stayed")
+    XCTAssertEqual(report.filesMoved, 3)
+    XCTAssertEqual(report.filesRemoved, 0)
+    XCTAssertTrue(report.errors.isEmpty, "\(report.errors)")
+
+    // Nothing is lost: both losers are kept aside, with their contents.
+    let aside = report.actions.filter { $0.kind == .keptAside }
+    XCTAssertEqual(Set(aside.map(\.path)), ["b", "c"])
+    for action in aside {
+      let path = location.diskCachePath + "/" + action.destination!
+      XCTAssertTrue(action.destination!.hasPrefix(".imagecache/collisions/"))
+      XCTAssertEqual(contents(path)?.count, action.path == "b" ? 20 : 3)
+    }
+    XCTAssertFalse(FileManager.default.fileExists(atPath: legacy.root), "the emptied legacy folder is gone")
+  }
+
+  func testMergeKeepsTimestamps() throws {
+    try legacy.file("a", accessTime: 123, modificationTime: 456)
+    let migrator = CacheMigrator(location: location)
+    _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: cache.root + "/a"))
+    XCTAssertEqual(attributes.modificationTime, 456_000_000_000)
+    XCTAssertEqual(attributes.accessTime, 123_000_000_000)
+  }
+
+  func testMergeDryRunChangesNothingAndPlansWhatARunDoes() throws {
+    try legacy.file("a", accessTime: 100)
+    try legacy.file("b", accessTime: 300)
+    try cache.file("b", accessTime: 200)
+    let migrator = CacheMigrator(location: location)
+    let plan = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: true, now: now)
+    XCTAssertEqual(try legacy.remainingFiles(), ["a", "b"])
+    XCTAssertEqual(try cache.remainingFiles(), ["b"])
+    let done = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    XCTAssertEqual(plan.actions, done.actions)
+    XCTAssertTrue(plan.dryRun)
+  }
+
+  func testMergeTwiceChangesNothingTheSecondTime() throws {
+    try legacy.file("a", accessTime: 100)
+    let migrator = CacheMigrator(location: location)
+    _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    let second = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    XCTAssertEqual(second.actions, [])
+    XCTAssertEqual(try cache.remainingFiles(), ["a"])
+  }
+
+  func testMergeSkipsHiddenEntriesAndLeavesTheirFolder() throws {
+    try legacy.file(".DS_Store", accessTime: 100)
+    try legacy.file("a", accessTime: 100)
+    let migrator = CacheMigrator(location: location)
+    _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    XCTAssertTrue(FileManager.default.fileExists(atPath: legacy.root + "/.DS_Store"))
+    XCTAssertEqual(try cache.remainingFiles(), ["a"])
+  }
+
+  func testRenamesEveryLegacyFileNameScheme() throws {
+    let noExtensionKey = "https://example.com/a.png"
+    let rawKey = "https://example.com/img/photo.jpg?size=large"
+    // Path extension "p:ng" (SD 4.2-4.4.2 kept the colon), raw string extension "2".
+    let uncappedKey = "https://example.com/a.p:ng?v=1.2"
+    let md5 = CacheFileName.md5Hex
+    try cache.file(md5(noExtensionKey), size: 1, accessTime: 100)
+    try cache.file(md5(rawKey) + ".jpg?size=large", size: 2, accessTime: 100)
+    try cache.file(md5(uncappedKey) + ".p:ng", size: 3, accessTime: 100)
+    try cache.file("unrelated", accessTime: 100)
+
+    let migrator = CacheMigrator(location: location)
+    let report = migrator.renameLegacyFileNames(
+      keys: [noExtensionKey, rawKey, uncappedKey, "https://example.com/absent.gif"], dryRun: false, now: now)
+    XCTAssertEqual(report.filesMoved, 3)
+    XCTAssertTrue(report.errors.isEmpty, "\(report.errors)")
+    XCTAssertEqual(
+      try cache.remainingFiles(),
+      [
+        CacheFileName.fileName(forKey: noExtensionKey), CacheFileName.fileName(forKey: rawKey),
+        CacheFileName.fileName(forKey: uncappedKey), "unrelated",
+      ].sorted())
+    XCTAssertEqual(CacheFileName.fileName(forKey: uncappedKey), md5(uncappedKey) + ".png")
+    let disk = DiskCache(location: location)
+    XCTAssertEqual(try disk.data(forKey: rawKey)?.count, 2)
+
+    let second = migrator.renameLegacyFileNames(keys: [noExtensionKey, rawKey, uncappedKey], dryRun: false, now: now)
+    XCTAssertEqual(second.actions, [], "a second run changes nothing")
+  }
+
+  func testFileNameCollisionKeepsTheNewerUnderTheCurrentName() throws {
+    let key = "https://example.com/img/photo.jpg?size=large"
+    let md5 = CacheFileName.md5Hex(key)
+    try cache.file(md5 + ".jpg", size: 10, accessTime: 100)
+    try cache.file(md5, size: 20, accessTime: 300)  // newest
+    try cache.file(md5 + ".jpg?size=large", size: 30, accessTime: 200)
+
+    let migrator = CacheMigrator(location: location)
+    let plan = migrator.renameLegacyFileNames(keys: [key], dryRun: true, now: now)
+    XCTAssertEqual(try cache.remainingFiles().count, 3, "a dry run moves nothing")
+    let report = migrator.renameLegacyFileNames(keys: [key], dryRun: false, now: now)
+    XCTAssertEqual(plan.actions, report.actions)
+    XCTAssertEqual(try cache.remainingFiles(), [md5 + ".jpg"])
+    XCTAssertEqual(contents(cache.root + "/" + md5 + ".jpg")?.count, 20)
+    let aside = report.actions.filter { $0.kind == .keptAside }
+    XCTAssertEqual(aside.count, 2)
+    let keptSizes = aside.map { contents(location.diskCachePath + "/" + $0.destination!)?.count }
+    XCTAssertEqual(Set(keptSizes), [10, 30])
+  }
+}
