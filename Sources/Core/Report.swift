@@ -87,3 +87,115 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable {
     record(MaintenanceAction(kind: .keptAside, path: path, destination: aside, bytes: bytes))
   }
 }
+
+/// One URL that failed, in a report.
+public struct FailureReport: Sendable, Codable, Equatable {
+  public var url: String
+  public var code: Int
+  public var name: String
+  public var httpStatus: Int?
+  public var message: String
+  public var attempts: Int
+  public var blacklisted: Bool
+  /// Where the URL came from, for manifest line errors.
+  public var source: String?
+
+  public init(
+    url: String, code: Int, name: String, httpStatus: Int?, message: String, attempts: Int,
+    blacklisted: Bool, source: String? = nil
+  ) {
+    self.url = url
+    self.code = code
+    self.name = name
+    self.httpStatus = httpStatus
+    self.message = message
+    self.attempts = attempts
+    self.blacklisted = blacklisted
+    self.source = source
+  }
+}
+
+/// The prefetch part of a report.
+public struct PrefetchReport: Sendable, Codable, Equatable {
+  public var total = 0
+  public var memoryHits = 0
+  public var diskHits = 0
+  public var downloaded = 0
+  public var notModified = 0
+  public var failed = 0
+  public var blacklisted = 0
+  public var skipped = 0
+  public var bytesDownloaded: UInt64 = 0
+  public var durationSeconds = 0.0
+  public var failures: [FailureReport] = []
+  public var blacklistedURLs: [String] = []
+
+  public init() {}
+}
+
+/// The JSON report of one run, schema version 1 (SPEC section 6; `docs/report-schema.json`).
+public struct RunReport: Sendable, Codable, Equatable {
+  public enum Status: String, Sendable, Codable {
+    case completed
+    case interrupted
+    case failed
+  }
+
+  public struct Cache: Sendable, Codable, Equatable {
+    public var path: String
+    public var namespace: String
+  }
+
+  public var schemaVersion = 1
+  public var job: String
+  public var status: Status
+  public var startedAt: Date
+  public var finishedAt: Date
+  public var cache: Cache
+  public var prefetch: PrefetchReport?
+  public var maintenance: [MaintenancePassReport] = []
+  /// Warnings for people (a corrupt state file moved aside, ignored options...).
+  public var warnings: [String] = []
+
+  public init(job: String, location: CacheLocation, startedAt: Date) {
+    self.job = job
+    status = .completed
+    self.startedAt = startedAt
+    finishedAt = startedAt
+    cache = Cache(path: location.directory, namespace: location.namespace)
+  }
+
+  /// Pretty, key-sorted JSON with ISO 8601 dates.
+  public func jsonData() throws -> Data {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .custom { date, encoder in
+      var container = encoder.singleValueContainer()
+      try container.encode(Self.iso8601(date))
+    }
+    var data = try encoder.encode(self)
+    data.append(UInt8(ascii: "\n"))
+    return data
+  }
+
+  public static func decode(_ data: Data) throws -> RunReport {
+    let decoder = JSONDecoder()
+    decoder.dateDecodingStrategy = .custom { decoder in
+      let text = try decoder.singleValueContainer().decode(String.self)
+      let formatter = ISO8601DateFormatter()
+      formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+      if let date = formatter.date(from: text) { return date }
+      formatter.formatOptions = [.withInternetDateTime]
+      if let date = formatter.date(from: text) { return date }
+      throw DecodingError.dataCorrupted(
+        .init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 date: \(text)"))
+    }
+    return try decoder.decode(RunReport.self, from: data)
+  }
+
+  static func iso8601(_ date: Date) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    return formatter.string(from: date)
+  }
+}

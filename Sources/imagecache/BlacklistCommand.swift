@@ -1,0 +1,84 @@
+import ArgumentParser
+import Core
+import Foundation
+
+struct BlacklistCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "blacklist",
+    abstract: "List, remove or clear the URLs on the failed-URL blacklist.",
+    discussion: """
+      A URL goes on the blacklist after a failure SDWebImage would blacklist it for (an \
+      invalid URL, data that is not an image, a non-transient network error) and is then \
+      refused without a request until it is removed, cleared, or fetched with the retryFailed \
+      option. The blacklist lives in <cache>/<namespace>/.imagecache/state.sqlite.
+
+      Examples:
+        imagecache blacklist list --cache /var/cache/images
+        imagecache blacklist remove https://example.com/a.png --cache /var/cache/images
+        imagecache blacklist clear --cache /var/cache/images
+      """,
+    subcommands: [List.self, Remove.self, Clear.self])
+
+  struct List: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "List the blacklisted URLs with why and when they failed.")
+    @OptionGroup var cacheOptions: CacheOptions
+    @Flag(name: .long, help: "Print the entries as JSON on stdout.")
+    var json = false
+
+    func run() throws {
+      let store = try openState(cacheOptions.location)
+      let entries = try store.blacklist()
+      if json {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        encoder.dateEncodingStrategy = .iso8601
+        FileHandle.standardOutput.write(try encoder.encode(entries) + Data("\n".utf8))
+        return
+      }
+      let formatter = ISO8601DateFormatter()
+      for entry in entries {
+        Console.say(
+          "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(formatter.string(from: entry.lastFailedAt))\t\(entry.reason)")
+      }
+      Console.say("\(entries.count) URLs on the blacklist")
+    }
+  }
+
+  struct Remove: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Take URLs off the blacklist.")
+    @OptionGroup var cacheOptions: CacheOptions
+    @Argument(help: ArgumentHelp("The URLs to remove, exactly as they were requested.", valueName: "url"))
+    var urls: [String]
+
+    func run() throws {
+      let store = try openState(cacheOptions.location)
+      var missing = 0
+      for url in urls {
+        if try store.removeFromBlacklist(url: url) {
+          Console.say("removed \(url)")
+        } else {
+          Console.say("not on the blacklist: \(url)")
+          missing += 1
+        }
+      }
+      if missing > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+    }
+  }
+
+  struct Clear: ParsableCommand {
+    static let configuration = CommandConfiguration(abstract: "Remove every URL from the blacklist.")
+    @OptionGroup var cacheOptions: CacheOptions
+
+    func run() throws {
+      let removed = try openState(cacheOptions.location).clearBlacklist()
+      Console.say("removed \(removed) URLs from the blacklist")
+    }
+  }
+}
+
+/// Opens the cache's state, printing any warning (such as a corrupt file moved aside).
+func openState(_ location: CacheLocation) throws -> StateStore {
+  let store = try StateStore(location: location)
+  for warning in store.warnings { Console.say("warning: \(warning)") }
+  return store
+}

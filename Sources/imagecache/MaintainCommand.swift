@@ -1,0 +1,75 @@
+import ArgumentParser
+import Core
+import Foundation
+import Maintenance
+
+struct MaintainCommand: ParsableCommand {
+  static let configuration = CommandConfiguration(
+    commandName: "maintain",
+    abstract: "Expire files by age, then trim the cache to half its size limit, oldest first.",
+    discussion: """
+      SDWebImage's removeExpiredData: every file whose date (chosen by --expire-type) is at or \
+      before now minus --max-age is deleted; then, if --max-size is set and the remaining \
+      allocated size is above it, the oldest files are deleted until the total is below half \
+      of it. Hidden entries and the tool's own .imagecache/ state are never touched, and \
+      symbolic links are never followed.
+
+      Examples:
+        imagecache maintain --cache /var/cache/images --max-age 30d --max-size 2GB
+        imagecache maintain --cache /var/cache/images --max-age 0 --dry-run
+      """)
+
+  @OptionGroup var cacheOptions: CacheOptions
+  @OptionGroup var reportOptions: ReportOptions
+
+  @Option(
+    name: .customLong("max-age"), parsing: .unconditional,
+    help: ArgumentHelp(
+      "Expire files older than this (30s, 15m, 12h, 7d; negative: never; 0: everything).",
+      valueName: "duration"))
+  var maxAge = Duration(seconds: CleanupConfiguration.defaultMaxDiskAge)
+
+  @Option(
+    name: .customLong("max-size"),
+    help: ArgumentHelp("Trim when the cache is above this size (500MB, 2GiB; 0: no limit).", valueName: "size"))
+  var maxSize = ByteCount(bytes: 0)
+
+  @Option(
+    name: .customLong("expire-type"),
+    help: ArgumentHelp(
+      "Which file date counts: accessDate, modificationDate, creationDate or changeDate.",
+      valueName: "type"))
+  var expireType = ExpireType.accessDate
+
+  @Flag(name: .customLong("dry-run"), help: "Print what would be deleted and delete nothing.")
+  var dryRun = false
+
+  @Flag(name: .shortAndLong, help: "List every file deleted.")
+  var verbose = false
+
+  func run() throws {
+    let location = cacheOptions.location
+    let lock = try RunLock(location: location, wait: reportOptions.wait)
+    defer { withExtendedLifetime(lock) {} }
+    var report = RunReport(job: "maintain", location: location, startedAt: Date())
+    let cleaner = CacheCleaner(
+      diskCachePath: location.diskCachePath,
+      configuration: CleanupConfiguration(
+        maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType))
+    let (expire, trim) = try runMaintenance { try cleaner.run(dryRun: dryRun) }
+    report.maintenance = [expire, trim]
+    report.finishedAt = Date()
+    describe(expire, verbose: verbose)
+    describe(trim, verbose: verbose)
+    try reportOptions.emit(report)
+  }
+}
+
+/// Maps maintenance's configuration errors to exit code 2.
+func runMaintenance<T>(_ body: () throws -> T) throws -> T {
+  do {
+    return try body()
+  } catch let error as MaintenanceError {
+    throw CommandFailure(status: .usage, description: "\(error)")
+  }
+}
