@@ -51,16 +51,24 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable {
   public var bytesFreed: UInt64 = 0
   /// Per-file errors; the pass went on after each.
   public var errors: [String] = []
-  /// Every action taken (or, in a dry run, planned), in order.
+  /// Every action taken (or, in a dry run, planned), in order, when ``listsActions`` is set;
+  /// the counts are kept either way.
   public var actions: [MaintenanceAction] = []
+  /// Whether ``actions`` is filled. A pass over a million files need not hold a million rows.
+  public var listsActions = true
 
-  public init(pass: Pass, dryRun: Bool) {
+  private enum CodingKeys: String, CodingKey {
+    case pass, dryRun, filesRemoved, filesMoved, bytesFreed, errors, actions
+  }
+
+  public init(pass: Pass, dryRun: Bool, listsActions: Bool = true) {
     self.pass = pass
     self.dryRun = dryRun
+    self.listsActions = listsActions
   }
 
   mutating func record(_ action: MaintenanceAction) {
-    actions.append(action)
+    if listsActions { actions.append(action) }
     switch action.kind {
     case .delete:
       filesRemoved += 1
@@ -169,9 +177,10 @@ public struct RunReport: Sendable, Codable, Equatable {
   public func jsonData() throws -> Data {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
     encoder.dateEncodingStrategy = .custom { date, encoder in
       var container = encoder.singleValueContainer()
-      try container.encode(Self.iso8601(date))
+      try container.encode(date.formatted(format))
     }
     var data = try encoder.encode(self)
     data.append(UInt8(ascii: "\n"))
@@ -191,11 +200,5 @@ public struct RunReport: Sendable, Codable, Equatable {
         .init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 date: \(text)"))
     }
     return try decoder.decode(RunReport.self, from: data)
-  }
-
-  static func iso8601(_ date: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    return formatter.string(from: date)
   }
 }

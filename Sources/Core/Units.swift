@@ -45,14 +45,17 @@ public func parseByteCount(_ text: String) throws -> UInt64 {
     value: text, expected: "a size such as 500MB or 2GiB (a bare number is bytes)")
 }
 
-/// A byte count for people: `1.5 MB`.
+/// A byte count for people: `1.5 MB` (decimal units, one decimal). Plain arithmetic: on Linux
+/// `String(format:)` builds ICU formatters, which is slow in a loop over a million files.
 public func formatBytes(_ bytes: UInt64) -> String {
-  let units = ["B", "KB", "MB", "GB", "TB"]
-  var value = Double(bytes)
+  let units = ["B", "KB", "MB", "GB", "TB", "PB"]
   var unit = 0
-  while value >= 1000 && unit < units.count - 1 {
-    value /= 1000
+  var scale: UInt64 = 1
+  while bytes / scale >= 1000 && unit < units.count - 1 {
+    scale *= 1000
     unit += 1
   }
-  return unit == 0 ? "\(bytes) B" : String(format: "%.1f %@", value, units[unit])
+  guard unit > 0 else { return "\(bytes) B" }
+  let tenths = (bytes * 10 + scale / 2) / scale
+  return "\(tenths / 10).\(tenths % 10) \(units[unit])"
 }

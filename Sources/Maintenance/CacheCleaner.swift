@@ -66,11 +66,12 @@ public struct CacheCleaner: Sendable {
 
   /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
   /// delete succeeds). Per-file errors are recorded in the reports and the passes go on.
-  public func run(now: Date = Date(), dryRun: Bool) throws -> (
+  /// With `listActions` false only counts and bytes are kept, not a row per file.
+  public func run(now: Date = Date(), dryRun: Bool, listActions: Bool = true) throws -> (
     expire: MaintenancePassReport, trim: MaintenancePassReport
   ) {
-    var expire = MaintenancePassReport(pass: .expire, dryRun: dryRun)
-    var trim = MaintenancePassReport(pass: .trim, dryRun: dryRun)
+    var expire = MaintenancePassReport(pass: .expire, dryRun: dryRun, listsActions: listActions)
+    var trim = MaintenancePassReport(pass: .trim, dryRun: dryRun, listsActions: listActions)
     let cutoff: Int64? =
       configuration.maxDiskAge < 0
       ? nil

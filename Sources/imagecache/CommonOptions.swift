@@ -39,6 +39,7 @@ struct ReportOptions: ParsableArguments {
 
   /// Writes the report where the user asked (atomically for a file).
   func emit(_ report: RunReport) throws {
+    guard self.report != nil || json else { return }
     let data = try report.jsonData()
     if let path = self.report { try FileSystem.writeAtomically(data, toPath: path) }
     if json { FileHandle.standardOutput.write(data) }

@@ -44,7 +44,7 @@ struct MaintainCommand: ParsableCommand {
   @Flag(name: .customLong("dry-run"), help: "Print what would be deleted and delete nothing.")
   var dryRun = false
 
-  @Flag(name: .shortAndLong, help: "List every file deleted.")
+  @Flag(name: .shortAndLong, help: "List every file deleted, here and in the report.")
   var verbose = false
 
   func run() throws {
@@ -56,7 +56,9 @@ struct MaintainCommand: ParsableCommand {
       diskCachePath: location.diskCachePath,
       configuration: CleanupConfiguration(
         maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType))
-    let (expire, trim) = try runMaintenance { try cleaner.run(dryRun: dryRun) }
+    let (expire, trim) = try runMaintenance {
+      try cleaner.run(dryRun: dryRun, listActions: dryRun || verbose)
+    }
     report.maintenance = [expire, trim]
     report.finishedAt = Date()
     describe(expire, verbose: verbose)
