@@ -75,6 +75,6 @@ let package = Package(
     .testTarget(name: "CoreTests", dependencies: ["Core", "TestSupport", "cache-writer"]),
     .testTarget(name: "PrefetcherTests", dependencies: ["Prefetcher", "Core", "TestSupport"]),
     .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "TestSupport"]),
-    .testTarget(name: "imagecacheTests", dependencies: ["Core", "TestSupport"]),
+    .testTarget(name: "imagecacheTests", dependencies: ["Core", "TestSupport", "imagecache"]),
   ]
 )

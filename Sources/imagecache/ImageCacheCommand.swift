@@ -54,7 +54,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func fail(with error: Error) -> Never {
     let status: ExitStatus
     switch error {
-    case is ExitCode, is CleanExit:
+    case _ where exitCode(for: error).isSuccess, is ExitCode:
       exit(withError: error)  // help, --version and explicit exit codes
     case RunLock.Failure.held:
       status = .locked

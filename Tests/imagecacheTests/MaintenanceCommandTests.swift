@@ -1,0 +1,151 @@
+import Core
+import TestSupport
+import XCTest
+
+/// End-to-end: the built binary on real folders.
+final class MaintenanceCommandTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var location: CacheLocation!
+  var builder: CacheBuilder!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    builder = CacheBuilder(root: location.diskCachePath)
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  func testMaintainTrimsToASmallLimitAndWritesTheReport() throws {
+    let now = Int64(Date().timeIntervalSince1970)
+    for i in 0..<10 { try builder.file("f\(i)", size: 4096, accessTime: now - 100 + Int64(i)) }
+    let reportPath = temporary.appending("out/report.json")
+    let result = try ImageCacheBinary.run([
+      "maintain", "--cache", location.directory, "--max-age", "-1", "--max-size", "20KB",
+      "--report", reportPath,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.schemaVersion, 1)
+    XCTAssertEqual(report.status, .completed)
+    XCTAssertEqual(report.cache.namespace, "default")
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire, .trim])
+    let trim = report.maintenance[1]
+    // 10 files of (typically) 4 KiB allocated: above 20 kB; trim to below 10 kB.
+    let remaining = try builder.remainingFiles()
+    XCTAssertEqual(trim.filesRemoved, 10 - remaining.count)
+    XCTAssertEqual(remaining, (10 - remaining.count..<10).map { "f\($0)" }.sorted(), "oldest went first")
+    let usage = try DiskCache(location: location).usage()
+    XCTAssertLessThan(usage.allocatedBytes, 10_000)
+    XCTAssertTrue(result.stderr.contains("trim: removed"), result.stderr)
+  }
+
+  func testDryRunPrintsThePlanAndJSONOnStdout() throws {
+    try builder.file("old", accessTime: 1_000)
+    let result = try ImageCacheBinary.run([
+      "maintain", "--cache", location.directory, "--max-age", "1d", "--dry-run", "--json",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertTrue(result.stderr.contains("expire: would delete old"), result.stderr)
+    let report = try RunReport.decode(Data(result.stdout.utf8))
+    XCTAssertEqual(report.maintenance[0].actions.map(\.path), ["old"])
+    XCTAssertTrue(report.maintenance[0].dryRun)
+    XCTAssertEqual(try builder.remainingFiles(), ["old"])
+  }
+
+  func testSecondRunWhileTheLockIsHeldExitsThree() throws {
+    let lock = try RunLock(location: location, wait: false)
+    let result = try ImageCacheBinary.run(["maintain", "--cache", location.directory])
+    XCTAssertEqual(result.status, 3)
+    XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
+    withExtendedLifetime(lock) {}
+  }
+
+  func testWaitWaitsForTheLock() throws {
+    var lock: RunLock? = try RunLock(location: location, wait: false)
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "maintain", "--cache", location.directory, "--wait",
+    ])
+    usleep(300_000)
+    XCTAssertTrue(process.isRunning, "still waiting for the lock")
+    lock = nil
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertNil(lock)
+  }
+
+  func testBadValuesAreUsageErrorsNamingTheOption() throws {
+    let size = try ImageCacheBinary.run(["maintain", "--cache", location.directory, "--max-size", "lots"])
+    XCTAssertEqual(size.status, 2)
+    XCTAssertTrue(size.stderr.contains("--max-size"), size.stderr)
+    let type = try ImageCacheBinary.run(["maintain", "--cache", location.directory, "--expire-type", "birth"])
+    XCTAssertEqual(type.status, 2)
+    XCTAssertTrue(type.stderr.contains("--expire-type"), type.stderr)
+    let namespace = try ImageCacheBinary.run(["stats", "--cache", location.directory, "--namespace", "../x"])
+    XCTAssertEqual(namespace.status, 2)
+  }
+
+  func testMigrateMergesTheSD4FolderAndRenamesLegacyNames() throws {
+    let legacy = CacheBuilder(
+      root: temporary.appending("default/com.hackemist.SDWebImageCache.default"))
+    let key = "https://example.com/img/photo.jpg?size=large"
+    try legacy.file(CacheFileName.md5Hex(key), size: 10, accessTime: 1_000)
+    let manifest = temporary.appending("urls.txt")
+    try "# a comment\n\n\(key)\n".write(toFile: manifest, atomically: true, encoding: .utf8)
+
+    let result = try ImageCacheBinary.run([
+      "migrate", "--cache", location.directory, "--manifest", manifest, "--json",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try builder.remainingFiles(), ["4d71d9e1d36571b22d5dd89b751927a9.jpg"])
+    let report = try RunReport.decode(Data(result.stdout.utf8))
+    XCTAssertEqual(report.maintenance.map(\.filesMoved), [1, 1])
+
+    let again = try ImageCacheBinary.run(["migrate", "--cache", location.directory, "--manifest", manifest, "--json"])
+    XCTAssertEqual(again.status, 0, again.stderr)
+    XCTAssertEqual(try RunReport.decode(Data(again.stdout.utf8)).maintenance.map(\.filesMoved), [0])
+  }
+
+  func testBlacklistListRemoveAndClear() throws {
+    let store = try StateStore(location: location)
+    try store.recordFailure(url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: Date())
+    try store.recordFailure(url: "https://x/b.png", code: 1000, name: "invalidURL", reason: "bad", at: Date())
+
+    let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", location.directory, "--json"])
+    XCTAssertEqual(list.status, 0, list.stderr)
+    XCTAssertTrue(list.stdout.contains("https://x/a.png") && list.stdout.contains("badImageData"))
+
+    let remove = try ImageCacheBinary.run(["blacklist", "remove", "https://x/a.png", "--cache", location.directory])
+    XCTAssertEqual(remove.status, 0, remove.stderr)
+    XCTAssertEqual(try store.blacklist().map(\.url), ["https://x/b.png"])
+    let missing = try ImageCacheBinary.run(["blacklist", "remove", "https://x/a.png", "--cache", location.directory])
+    XCTAssertEqual(missing.status, 1)
+
+    let clear = try ImageCacheBinary.run(["blacklist", "clear", "--cache", location.directory])
+    XCTAssertEqual(clear.status, 0, clear.stderr)
+    XCTAssertEqual(try store.blacklist(), [])
+  }
+
+  func testStatsCountsFilesAndLegacyNames() throws {
+    try builder.file("8c11d92f07c76baf29e49afd2301deb2", size: 10, accessTime: 1_000)
+    try builder.file("4d71d9e1d36571b22d5dd89b751927a9.jpg?size=large", size: 20, accessTime: 2_000)
+    try builder.file("e53566be7e08af71a1135ac4a1830724.png", size: 30, accessTime: 3_000)
+    let result = try ImageCacheBinary.run(["stats", "--cache", location.directory, "--json"])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let stats = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    XCTAssertEqual(stats["files"] as? Int, 3)
+    XCTAssertEqual(stats["logicalBytes"] as? Int, 60)
+    XCTAssertEqual(stats["legacyNames"] as? Int, 2)
+    XCTAssertEqual(stats["oldestAccess"] as? String, "1970-01-01T00:16:40Z")
+  }
+
+  func testEverySubcommandHasHelp() throws {
+    for command in [["maintain"], ["migrate"], ["stats"], ["blacklist"], ["blacklist", "list"]] {
+      let result = try ImageCacheBinary.run(command + ["--help"])
+      XCTAssertEqual(result.status, 0, "\(command)")
+      XCTAssertTrue(result.stdout.contains("USAGE: imagecache \(command.joined(separator: " "))"), result.stdout)
+    }
+  }
+}
