@@ -78,6 +78,8 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   case invalidDownloadContentType(String)
   case cancelled
   case network(NetworkFailure, message: String)
+  /// The image downloaded but could not be written to the cache.
+  case storeFailed(reason: String)
 
   /// SD's numeric code (URLError-style negative numbers for network failures).
   public var code: Int {
@@ -90,6 +92,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadContentType: SDErrorCode.invalidDownloadContentType.rawValue
     case .cancelled: SDErrorCode.cancelled.rawValue
     case .network(let failure, _): failure.code
+    case .storeFailed: -3000
     }
   }
 
@@ -104,6 +107,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadContentType: SDErrorCode.invalidDownloadContentType.name
     case .cancelled: SDErrorCode.cancelled.name
     case .network(let failure, _): failure.rawValue
+    case .storeFailed: "storeFailed"
     }
   }
 
@@ -113,6 +117,15 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     return nil
   }
 
+  /// Worth another attempt (SPEC section 5): timeouts, connection errors, 429 and 502-504.
+  public var isTransient: Bool {
+    switch self {
+    case .network(let failure, _): failure.isTransient && failure != .cancelled
+    case .invalidDownloadStatusCode(let status): [429, 502, 503, 504].contains(status)
+    default: false
+    }
+  }
+
   /// SD 5's blacklist rule: invalid URLs, bad image data and non-transient network errors put a
   /// URL on the failed-URL blacklist; HTTP status failures and transient errors do not.
   public var blacklistsURL: Bool {
@@ -120,7 +133,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidURL, .badImageData: true
     case .network(let failure, _): !failure.isTransient
     case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
-      .invalidDownloadContentType, .cancelled:
+      .invalidDownloadContentType, .cancelled, .storeFailed:
       false
     }
   }
@@ -136,6 +149,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadContentType(let type): "unacceptable content type \(type)"
     case .cancelled: "cancelled"
     case .network(let failure, let message): "\(failure.rawValue): \(message)"
+    case .storeFailed(let reason): "could not store in the cache: \(reason)"
     }
   }
 }

@@ -137,6 +137,8 @@ public struct PrefetchReport: Sendable, Codable, Equatable {
   public var durationSeconds = 0.0
   public var failures: [FailureReport] = []
   public var blacklistedURLs: [String] = []
+  /// Manifest lines that could not be used (counted as skipped), as `file:line: message`.
+  public var lineErrors: [String] = []
 
   public init() {}
 }

@@ -1,0 +1,228 @@
+import Foundation
+
+/// A configuration mistake in a job, a manifest line or the command line: names where it is and
+/// which field, so that a user can fix it (exit code 2).
+public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
+  public var source: String
+  public var line: Int?
+  public var field: String?
+  public var message: String
+
+  public init(source: String, line: Int? = nil, field: String? = nil, message: String) {
+    self.source = source
+    self.line = line
+    self.field = field
+    self.message = message
+  }
+
+  public var description: String {
+    var location = source
+    if let line { location += ":\(line)" }
+    return location + ": " + (field.map { "field '\($0)': " } ?? "") + message
+  }
+}
+
+/// SD's `SDWebImageOptions` that mean something to a cache warmer (SPEC section 3).
+public enum ImageOption: String, Sendable, Codable, CaseIterable {
+  case retryFailed
+  case refreshCached
+  case fromCacheOnly
+  case fromLoaderOnly
+  case highPriority
+  case lowPriority
+  case handleCookies
+  case allowInvalidSSLCertificates
+  case scaleDownLargeImages
+  case queryMemoryData
+  case waitStoreCache
+
+  /// SD options that only matter to a UI: accepted with a warning, then ignored.
+  public static let uiOnly: Set<String> = [
+    "progressiveLoad", "continueInBackground", "delayPlaceholder", "transformAnimatedImage",
+    "avoidAutoSetImage", "queryMemoryDataSync", "queryDiskDataSync", "forceTransition",
+    "avoidDecodeImage", "decodeFirstFrameOnly", "preloadAllFrames", "matchAnimatedImageClass",
+    "transformVectorImage", "avoidAutoCancelImage", "waitTransition",
+  ]
+
+  /// Options a later version brings; refused rather than silently ignored.
+  public static let notSupportedYet: Set<ImageOption> = [.scaleDownLargeImages]
+}
+
+/// A set of ``ImageOption``s.
+public struct ImageOptions: Sendable, Equatable {
+  public var set: Set<ImageOption>
+
+  public init(_ options: Set<ImageOption> = []) {
+    set = options
+  }
+
+  public func contains(_ option: ImageOption) -> Bool { set.contains(option) }
+
+  /// Parses option names (SD's names without the `SDWebImage` prefix, any case of the first
+  /// letter). Unknown names are errors, UI-only names give warnings, and options that are not
+  /// supported yet are refused.
+  public static func parse(
+    _ names: [String], source: String, line: Int? = nil, field: String = "options"
+  ) throws(ConfigurationError) -> (ImageOptions, warnings: [String]) {
+    var options = ImageOptions()
+    var warnings: [String] = []
+    for rawName in names {
+      var name = rawName.trimmingCharacters(in: .whitespaces)
+      if name.hasPrefix("SDWebImage") { name.removeFirst("SDWebImage".count) }
+      name = name.prefix(1).lowercased() + name.dropFirst()
+      if let option = ImageOption(rawValue: name) {
+        if ImageOption.notSupportedYet.contains(option) {
+          throw ConfigurationError(
+            source: source, line: line, field: field,
+            message: "option \(name) is not supported yet")
+        }
+        options.set.insert(option)
+      } else if ImageOption.uiOnly.contains(name) {
+        warnings.append(
+          ConfigurationError(
+            source: source, line: line, field: field,
+            message: "option \(name) only matters to a UI; ignored"
+          ).description)
+      } else {
+        throw ConfigurationError(
+          source: source, line: line, field: field,
+          message: "unknown option \(rawName.debugDescription) (known: "
+            + ImageOption.allCases.map(\.rawValue).joined(separator: ", ") + ")")
+      }
+    }
+    if options.contains(.fromCacheOnly) && options.contains(.fromLoaderOnly) {
+      throw ConfigurationError(
+        source: source, line: line, field: field,
+        message: "fromCacheOnly and fromLoaderOnly cannot be used together")
+    }
+    return (options, warnings)
+  }
+
+  public func union(_ other: ImageOptions) -> ImageOptions { ImageOptions(set.union(other.set)) }
+}
+
+/// SD's cache-key filter (`SDWebImageCacheKeyFilter`): how a URL becomes a cache key.
+public enum CacheKeyFilter: Sendable, Equatable {
+  /// The URL's absolute string, query included (SD's default).
+  case url
+  /// The URL without its query.
+  case stripQuery
+  /// The URL without the named query parameters (say, signatures and tokens).
+  case stripQueryParameters([String])
+
+  /// The cache key of `url`.
+  public func cacheKey(for url: URL) -> String {
+    switch self {
+    case .url:
+      return url.absoluteString
+    case .stripQuery:
+      guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false) else {
+        return url.absoluteString
+      }
+      components.percentEncodedQuery = nil
+      return components.url?.absoluteString ?? url.absoluteString
+    case .stripQueryParameters(let names):
+      guard var components = URLComponents(url: url, resolvingAgainstBaseURL: false),
+        let items = components.percentEncodedQueryItems
+      else { return url.absoluteString }
+      let kept = items.filter { !names.contains($0.name) }
+      components.percentEncodedQueryItems = kept.isEmpty ? nil : kept
+      return components.url?.absoluteString ?? url.absoluteString
+    }
+  }
+}
+
+/// SD's `SDWebImageContext` keys that a cache warmer uses (SPEC section 3).
+public struct ImageContext: Sendable, Equatable {
+  public var cacheKeyFilter: CacheKeyFilter = .url
+  /// Extra request headers (SD's request modifier).
+  public var headers: [String: String] = [:]
+  public var storeCacheType: CacheType = .all
+  public var queryCacheType: CacheType = .all
+  /// Another namespace of the same cache directory for this URL.
+  public var namespace: String?
+  /// The idle timeout of the download; the job's timeout when unset.
+  public var downloadTimeout: TimeInterval?
+
+  public init() {}
+
+  public static let knownKeys = [
+    "cacheKeyFilter", "headers", "storeCacheType", "queryCacheType", "namespace",
+    "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio",
+  ]
+
+  /// This context with the keys of `object` applied on top (headers are merged). Unknown keys
+  /// and bad values are errors naming the key.
+  public func applying(
+    _ object: [String: JSONValue], source: String, line: Int? = nil
+  ) throws(ConfigurationError) -> ImageContext {
+    var context = self
+    func fail(_ key: String, _ message: String) -> ConfigurationError {
+      ConfigurationError(source: source, line: line, field: "context.\(key)", message: message)
+    }
+    for (key, value) in object.sorted(by: { $0.key < $1.key }) {
+      switch key {
+      case "cacheKeyFilter":
+        switch value {
+        case .string("url"), .string("none"): context.cacheKeyFilter = .url
+        case .string("stripQuery"): context.cacheKeyFilter = .stripQuery
+        case .object(let filter) where filter.keys.sorted() == ["stripQueryParameters"]:
+          guard case .array(let names)? = filter["stripQueryParameters"],
+            let strings = names.stringValues, !strings.isEmpty
+          else { throw fail(key, "stripQueryParameters takes a list of parameter names") }
+          context.cacheKeyFilter = .stripQueryParameters(strings)
+        default:
+          throw fail(
+            key, "expected \"url\", \"stripQuery\" or {\"stripQueryParameters\": [names]}")
+        }
+      case "headers":
+        guard case .object(let headers) = value else { throw fail(key, "expected an object of header names to values") }
+        for (name, headerValue) in headers {
+          guard case .string(let string) = headerValue else {
+            throw fail("\(key).\(name)", "a header value must be a string")
+          }
+          guard !name.isEmpty, !name.contains(where: { $0 == ":" || $0.isNewline || $0 == " " }),
+            !string.contains(where: \.isNewline)
+          else { throw fail("\(key).\(name)", "not a valid header") }
+          context.headers[name] = string
+        }
+      case "storeCacheType", "queryCacheType":
+        guard case .string(let name) = value, let type = CacheType(rawValue: name) else {
+          throw fail(key, "expected one of none, disk, memory, all")
+        }
+        if key == "storeCacheType" { context.storeCacheType = type } else { context.queryCacheType = type }
+      case "namespace":
+        guard case .string(let name) = value, !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+          throw fail(key, "expected a single folder name")
+        }
+        context.namespace = name
+      case "downloadTimeout":
+        switch value {
+        case .number(let seconds) where seconds > 0: context.downloadTimeout = seconds
+        case .string(let text):
+          guard let seconds = try? parseDuration(text), seconds > 0 else {
+            throw fail(key, "expected a positive duration such as 15s")
+          }
+          context.downloadTimeout = seconds
+        default: throw fail(key, "expected a positive duration such as 15s")
+        }
+      case "imageThumbnailPixelSize", "imagePreserveAspectRatio":
+        throw fail(key, "not supported yet")
+      default:
+        throw fail(key, "unknown context key (known: \(Self.knownKeys.joined(separator: ", ")))")
+      }
+    }
+    return context
+  }
+}
+
+extension Array where Element == JSONValue {
+  var stringValues: [String]? {
+    var strings: [String] = []
+    for element in self {
+      guard case .string(let string) = element else { return nil }
+      strings.append(string)
+    }
+    return strings
+  }
+}

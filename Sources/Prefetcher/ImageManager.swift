@@ -1,0 +1,250 @@
+import Core
+import Foundation
+import Synchronization
+
+/// How one load ended (SPEC section 2).
+public enum LoadOutcome: Sendable, Equatable {
+  case memoryHit
+  case diskHit
+  /// Downloaded, validated and stored.
+  case downloaded(bytes: Int, info: ImageInfo)
+  /// A `refreshCached` revalidation answered 304: the cached file stays.
+  case notModified
+  /// `fromCacheOnly` and not in the cache: a miss, not an error.
+  case cacheMiss
+  /// Refused up front: the URL is on the failed-URL blacklist.
+  case blacklisted
+  case failed(ImageCacheError, blacklisted: Bool)
+}
+
+/// One load's outcome plus what the prefetcher needs to decide on a retry.
+public struct LoadResult: Sendable {
+  public var outcome: LoadOutcome
+  /// The server's `Retry-After`, for a failed download that sent one.
+  public var retryAfter: TimeInterval?
+}
+
+/// Settings of the manager that are not per URL.
+public struct ManagerConfiguration: Sendable {
+  public var validation: ValidationLevel = .structure
+  /// A blacklisted URL counts as blacklisted for this long after its last failure; `nil`: forever.
+  public var blacklistTimeToLive: TimeInterval?
+
+  public init() {}
+}
+
+/// SD's `SDWebImageManager` for one cache directory: the pipeline of SPEC section 2 (URL check,
+/// blacklist, cache key, cache query, download, validation, store) and SD 5's blacklist rules,
+/// with the blacklist and the HTTP validators persisted in the state store.
+public final class ImageManager: Sendable {
+  public let directory: String
+  public let defaultNamespace: String
+  public let configuration: ManagerConfiguration
+  private let downloader: Downloader
+  private let memory: MemoryCache
+  private let states: Mutex<[String: NamespaceState]>
+  private let inFlight = InFlightLoads()
+
+  /// The state of one namespace: its cache, its state store, and the blacklist in memory (so
+  /// that checking a URL needs no database read).
+  final class NamespaceState: Sendable {
+    let cache: ImageCache
+    let store: StateStore
+    let blacklist: Mutex<[String: Date]>
+
+    init(cache: ImageCache, store: StateStore, timeToLive: TimeInterval?) throws {
+      self.cache = cache
+      self.store = store
+      let entries = try store.blacklist(timeToLive: timeToLive)
+      blacklist = Mutex(Dictionary(entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
+    }
+  }
+
+  /// - Parameters:
+  ///   - location: the cache directory and the default namespace.
+  ///   - store: the default namespace's state store, when the caller opened it already.
+  public init(
+    location: CacheLocation, downloader: Downloader, memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20),
+    store: StateStore? = nil, configuration: ManagerConfiguration = ManagerConfiguration()
+  ) throws {
+    directory = location.directory
+    defaultNamespace = location.namespace
+    self.downloader = downloader
+    self.memory = memory
+    self.configuration = configuration
+    let state = try NamespaceState(
+      cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
+      store: store ?? StateStore(location: location), timeToLive: configuration.blacklistTimeToLive)
+    states = Mutex([location.namespace: state])
+  }
+
+  /// The state store of `namespace` (the default one when `nil`).
+  public func stateStore(namespace: String? = nil) throws -> StateStore {
+    try state(for: namespace).store
+  }
+
+  /// Every blacklisted URL of the default namespace, after the run.
+  public func blacklistedURLs() throws -> [String] {
+    try state(for: nil).store.blacklist(timeToLive: configuration.blacklistTimeToLive).map(\.url)
+  }
+
+  /// Loads one URL once (no retries: that is the prefetcher's job).
+  public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async -> LoadResult {
+    let trimmed = rawURL.trimmingCharacters(in: .whitespaces)
+    guard !trimmed.isEmpty else {
+      return LoadResult(outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false))
+    }
+    let namespace: NamespaceState
+    do {
+      namespace = try state(for: context.namespace)
+    } catch {
+      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+    }
+    let blacklistKey = URL(string: trimmed)?.absoluteString ?? trimmed
+    if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
+      return LoadResult(outcome: .blacklisted)
+    }
+    guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased() else {
+      return fail(.invalidURL(trimmed, reason: "not a URL"), url: blacklistKey, in: namespace)
+    }
+    guard scheme == "http" || scheme == "https" else {
+      return fail(.invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"), url: blacklistKey, in: namespace)
+    }
+    guard let host = url.host, !host.isEmpty else {
+      return fail(.invalidURL(trimmed, reason: "no host"), url: blacklistKey, in: namespace)
+    }
+
+    let key = context.cacheKeyFilter.cacheKey(for: url)
+    let cache = namespace.cache
+    var cachedOnDisk = false
+    if !options.contains(.fromLoaderOnly) {
+      do {
+        if let hit = try cache.query(key: key, cacheType: context.queryCacheType, readData: false) {
+          guard options.contains(.refreshCached) else {
+            return LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit)
+          }
+          cachedOnDisk = try hit.source == .disk || cache.disk.containsData(forKey: key)
+        }
+      } catch {
+        return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+      }
+      if options.contains(.fromCacheOnly) && !cachedOnDisk { return LoadResult(outcome: .cacheMiss) }
+    }
+
+    let revalidate = cachedOnDisk
+    return await inFlight.run(key: "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)") {
+      await self.download(
+        url: url, blacklistKey: blacklistKey, key: key, cachedOnDisk: revalidate, options: options,
+        context: context, in: namespace)
+    }
+  }
+
+  private func download(
+    url: URL, blacklistKey: String, key: String, cachedOnDisk: Bool, options: ImageOptions,
+    context: ImageContext, in namespace: NamespaceState
+  ) async -> LoadResult {
+    var request = DownloadRequest(url: url)
+    request.headers = context.headers
+    request.timeout = context.downloadTimeout
+    request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
+    request.handleCookies = options.contains(.handleCookies)
+    if options.contains(.refreshCached) && cachedOnDisk {
+      request.validators = try? namespace.store.validators(forKey: key)
+    }
+
+    let response: DownloadResponse
+    do {
+      response = try await downloader.download(request)
+    } catch {
+      var result = fail(error.error, url: blacklistKey, in: namespace)
+      result.retryAfter = error.retryAfter
+      return result
+    }
+    let cache = namespace.cache
+    if response.notModified {
+      _ = try? cache.disk.touch(forKey: key)
+      return LoadResult(outcome: .notModified)
+    }
+    let info: ImageInfo
+    do {
+      info = try ImageValidator(level: configuration.validation).validate(response.body)
+    } catch {
+      return fail(error, url: blacklistKey, in: namespace)
+    }
+    do {
+      try cache.store(response.body, forKey: key, cacheType: context.storeCacheType)
+      if response.etag != nil || response.lastModified != nil {
+        try namespace.store.setValidators(
+          CacheValidators(cacheKey: key, etag: response.etag, lastModified: response.lastModified, updatedAt: Date()))
+      } else if options.contains(.refreshCached) {
+        try namespace.store.removeValidators(forKey: key)
+      }
+      if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
+    } catch {
+      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+    }
+    return LoadResult(outcome: .downloaded(bytes: response.body.count, info: info))
+  }
+
+  /// Records a failure, blacklisting the URL when SD 5 would.
+  private func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState) -> LoadResult {
+    guard error.blacklistsURL else { return LoadResult(outcome: .failed(error, blacklisted: false)) }
+    let now = Date()
+    namespace.blacklist.withLock { $0[url] = now }
+    do {
+      try namespace.store.recordFailure(url: url, code: error.code, name: error.name, reason: error.message, at: now)
+    } catch {
+      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: true))
+    }
+    return LoadResult(outcome: .failed(error, blacklisted: true))
+  }
+
+  private func isBlacklisted(_ url: String, in namespace: NamespaceState) -> Bool {
+    guard let lastFailure = namespace.blacklist.withLock({ $0[url] }) else { return false }
+    guard let ttl = configuration.blacklistTimeToLive else { return true }
+    return lastFailure.addingTimeInterval(ttl) > Date()
+  }
+
+  private func unblacklist(_ url: String, in namespace: NamespaceState) throws {
+    guard namespace.blacklist.withLock({ $0.removeValue(forKey: url) }) != nil else { return }
+    try namespace.store.removeFromBlacklist(url: url)
+  }
+
+  private func state(for namespace: String?) throws -> NamespaceState {
+    let name = namespace ?? defaultNamespace
+    if let existing = states.withLock({ $0[name] }) { return existing }
+    let location = CacheLocation(directory: directory, namespace: name)
+    let created = try NamespaceState(
+      cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
+      store: StateStore(location: location), timeToLive: configuration.blacklistTimeToLive)
+    return states.withLock { states in
+      if let existing = states[name] { return existing }
+      states[name] = created
+      return created
+    }
+  }
+}
+
+/// One load per URL and cache key at a time: a duplicate that arrives while the first is in
+/// flight waits for it and shares its result instead of making a second request.
+actor InFlightLoads {
+  private var tasks: [String: Task<LoadResult, Never>] = [:]
+
+  func run(key: String, _ body: @escaping @Sendable () async -> LoadResult) async -> LoadResult {
+    if let existing = tasks[key] {
+      let shared = await existing.value
+      // The first caller reports the download; a duplicate finds the image in place.
+      if case .downloaded = shared.outcome { return LoadResult(outcome: .diskHit) }
+      return shared
+    }
+    let task = Task { await body() }
+    tasks[key] = task
+    let result = await withTaskCancellationHandler {
+      await task.value
+    } onCancel: {
+      task.cancel()
+    }
+    tasks[key] = nil
+    return result
+  }
+}

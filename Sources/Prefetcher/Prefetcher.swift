@@ -1,0 +1,173 @@
+import Core
+import Foundation
+import Synchronization
+
+/// One URL to prefetch, with its options and context resolved.
+public struct PrefetchItem: Sendable {
+  public var url: String
+  public var options: ImageOptions
+  public var context: ImageContext
+  /// `file:line`, for reports.
+  public var source: String?
+
+  public init(url: String, options: ImageOptions = ImageOptions(), context: ImageContext = ImageContext(), source: String? = nil) {
+    self.url = url
+    self.options = options
+    self.context = context
+    self.source = source
+  }
+
+  var priority: Int {
+    options.contains(.highPriority) ? 0 : options.contains(.lowPriority) ? 2 : 1
+  }
+
+  var host: String { URL(string: url)?.host ?? "" }
+}
+
+/// Prefetch settings (SPEC section 5), with the spec's defaults.
+public struct PrefetchConfiguration: Sendable {
+  /// Downloads at once in total.
+  public var concurrency = 16
+  /// Downloads at once to one host (SD's downloader default).
+  public var perHostConcurrency = 6
+  /// Further attempts after a transient failure.
+  public var retries = 2
+  /// The first retry waits about this long; each further one twice as long (with jitter).
+  public var retryBaseDelay: TimeInterval = 0.5
+  /// No wait, `Retry-After` included, is longer than this.
+  public var maxRetryDelay: TimeInterval = 60
+
+  public init() {}
+}
+
+/// Set from a signal handler: stop starting new work.
+public final class StopFlag: Sendable {
+  private let stopped = Atomic<Bool>(false)
+  public init() {}
+  public func stop() { stopped.store(true, ordering: .relaxed) }
+  public var isStopped: Bool { stopped.load(ordering: .relaxed) }
+}
+
+/// Receives progress as the prefetcher goes.
+public protocol PrefetchProgress: Sendable {
+  func update(_ report: PrefetchReport, elapsed: TimeInterval)
+  func finish(_ report: PrefetchReport, elapsed: TimeInterval)
+}
+
+/// SD's prefetcher, bounded: at most `concurrency` loads at once and `perHostConcurrency` per
+/// host, reading items as it needs them (so memory stays bounded whatever the manifest size),
+/// starting `highPriority` items before others and `lowPriority` ones after, among the items
+/// read ahead, as SD's operation queue orders only the operations it holds. Transient failures
+/// are retried with exponential backoff and jitter, honouring `Retry-After`.
+public struct Prefetcher: Sendable {
+  public let manager: ImageManager
+  public let configuration: PrefetchConfiguration
+
+  public init(manager: ImageManager, configuration: PrefetchConfiguration = PrefetchConfiguration()) {
+    self.manager = manager
+    self.configuration = configuration
+  }
+
+  private struct Finished: Sendable {
+    var item: PrefetchItem
+    var result: LoadResult
+    var attempts: Int
+  }
+
+  /// Prefetches every item. Errors in the input (bad manifest lines) are counted as skipped and
+  /// reported. Stops starting new items once `stop` is set; the loads in flight finish.
+  public func run<Items: Sequence>(
+    _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil
+  ) async -> PrefetchReport where Items.Element == Result<PrefetchItem, ConfigurationError> {
+    let started = Date()
+    var report = PrefetchReport()
+    var iterator = items.makeIterator()
+    var exhausted = false
+    var window: [PrefetchItem] = []
+    let windowSize = max(configuration.concurrency * 4, 64)
+    var perHost: [String: Int] = [:]
+    var running = 0
+
+    await withTaskGroup(of: Finished.self) { group in
+      while true {
+        while !exhausted && !stop.isStopped && window.count < windowSize {
+          guard let next = iterator.next() else {
+            exhausted = true
+            break
+          }
+          switch next {
+          case .success(let item): window.append(item)
+          case .failure(let error):
+            report.total += 1
+            report.skipped += 1
+            report.lineErrors.append(error.description)
+          }
+        }
+        if stop.isStopped { window.removeAll() }
+        if running < configuration.concurrency, let index = pick(from: window, perHost: perHost) {
+          let item = window.remove(at: index)
+          perHost[item.host, default: 0] += 1
+          running += 1
+          group.addTask { await self.load(item, stop: stop) }
+          continue
+        }
+        guard running > 0, let finished = await group.next() else { break }
+        running -= 1
+        perHost[finished.item.host, default: 1] -= 1
+        record(finished, into: &report)
+        progress?.update(report, elapsed: Date().timeIntervalSince(started))
+      }
+    }
+    report.durationSeconds = Date().timeIntervalSince(started)
+    progress?.finish(report, elapsed: report.durationSeconds)
+    return report
+  }
+
+  /// The first item of the best priority whose host has room.
+  private func pick(from window: [PrefetchItem], perHost: [String: Int]) -> Int? {
+    var best: Int?
+    for (index, item) in window.enumerated() where perHost[item.host, default: 0] < configuration.perHostConcurrency {
+      if best == nil || item.priority < window[best!].priority {
+        best = index
+        if item.priority == 0 { break }
+      }
+    }
+    return best
+  }
+
+  private func load(_ item: PrefetchItem, stop: StopFlag) async -> Finished {
+    var attempts = 0
+    while true {
+      attempts += 1
+      let result = await manager.load(item.url, options: item.options, context: item.context)
+      guard case .failed(let error, _) = result.outcome, error.isTransient,
+        attempts <= configuration.retries, !stop.isStopped
+      else { return Finished(item: item, result: result, attempts: attempts) }
+      let backoff = configuration.retryBaseDelay * pow(2, Double(attempts - 1)) * Double.random(in: 0.5...1.5)
+      let wait = min(configuration.maxRetryDelay, max(backoff, result.retryAfter ?? 0))
+      try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+    }
+  }
+
+  private func record(_ finished: Finished, into report: inout PrefetchReport) {
+    report.total += 1
+    switch finished.result.outcome {
+    case .memoryHit: report.memoryHits += 1
+    case .diskHit: report.diskHits += 1
+    case .downloaded(let bytes, _):
+      report.downloaded += 1
+      report.bytesDownloaded += UInt64(bytes)
+    case .notModified: report.notModified += 1
+    case .cacheMiss: report.skipped += 1
+    case .blacklisted: report.blacklisted += 1
+    case .failed(.cancelled, _): report.skipped += 1
+    case .failed(let error, let blacklisted):
+      report.failed += 1
+      report.failures.append(
+        FailureReport(
+          url: finished.item.url, code: error.code, name: error.name, httpStatus: error.httpStatus,
+          message: error.message, attempts: finished.attempts, blacklisted: blacklisted,
+          source: finished.item.source))
+    }
+  }
+}

@@ -1,0 +1,194 @@
+import Foundation
+import NIOCore
+import NIOHTTP1
+import NIOPosix
+import Synchronization
+
+/// A request as the loopback server saw it.
+public struct ServerRequest: Sendable {
+  public var path: String
+  public var query: String?
+  public var headers: [(String, String)]
+  /// 1 for the first request to this path, 2 for the second...
+  public var attempt: Int
+
+  public func header(_ name: String) -> String? {
+    headers.first { $0.0.lowercased() == name.lowercased() }?.1
+  }
+}
+
+/// What the loopback server answers, and how slowly.
+public struct ServerResponse: Sendable {
+  public var status: Int
+  public var headers: [(String, String)]
+  public var body: Data
+  /// Wait this long before sending the response head.
+  public var headDelay: TimeAmount?
+  /// Send the body in pieces of `dripChunk` bytes, one every `dripInterval`.
+  public var dripInterval: TimeAmount?
+  public var dripChunk = 1
+
+  public init(
+    status: Int = 200, headers: [(String, String)] = [], body: Data = Data(),
+    headDelay: TimeAmount? = nil, dripInterval: TimeAmount? = nil, dripChunk: Int = 1
+  ) {
+    self.status = status
+    self.headers = headers
+    self.body = body
+    self.headDelay = headDelay
+    self.dripInterval = dripInterval
+    self.dripChunk = dripChunk
+  }
+
+  public static func image(_ data: Data, type: String) -> ServerResponse {
+    ServerResponse(headers: [("Content-Type", type)], body: data)
+  }
+
+  public static func redirect(to location: String, status: Int = 302) -> ServerResponse {
+    ServerResponse(status: status, headers: [("Location", location)])
+  }
+}
+
+public typealias Route = @Sendable (ServerRequest) -> ServerResponse
+
+/// A small HTTP/1.1 server on 127.0.0.1 with scripted routes, started by a test and shut down
+/// by it. It counts the requests to each path so that tests can check what reached it.
+public final class LoopbackServer: Sendable {
+  public let port: Int
+  private let group: MultiThreadedEventLoopGroup
+  private let channel: any Channel
+  private let log: RequestLog
+
+  public var baseURL: String { "http://127.0.0.1:\(port)" }
+
+  public func url(_ path: String) -> String { baseURL + path }
+
+  /// Starts a server answering `routes` (exact paths; anything else is 404).
+  public init(routes: [String: Route]) throws {
+    let log = RequestLog()
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    let bootstrap = ServerBootstrap(group: group)
+      .serverChannelOption(.backlog, value: 512)
+      .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+      .childChannelInitializer { channel in
+        channel.pipeline.configureHTTPServerPipeline().flatMap {
+          channel.pipeline.addHandler(RouteHandler(routes: routes, log: log))
+        }
+      }
+    channel = try bootstrap.bind(host: "127.0.0.1", port: 0).wait()
+    port = channel.localAddress!.port!
+    self.group = group
+    self.log = log
+  }
+
+  /// How many requests reached `path`.
+  public func requestCount(_ path: String) -> Int { log.count(path) }
+
+  /// Every request to `path`, oldest first.
+  public func requests(_ path: String) -> [ServerRequest] { log.requests(path) }
+
+  public func shutdown() {
+    try? channel.close().wait()
+    try? group.syncShutdownGracefully()
+  }
+}
+
+final class RequestLog: Sendable {
+  private let state = Mutex<[String: [ServerRequest]]>([:])
+
+  func record(_ request: ServerRequest) -> Int {
+    state.withLock { all in
+      var request = request
+      request.attempt = (all[request.path]?.count ?? 0) + 1
+      all[request.path, default: []].append(request)
+      return request.attempt
+    }
+  }
+
+  func count(_ path: String) -> Int { state.withLock { $0[path]?.count ?? 0 } }
+  func requests(_ path: String) -> [ServerRequest] { state.withLock { $0[path] ?? [] } }
+}
+
+final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
+  typealias InboundIn = HTTPServerRequestPart
+  typealias OutboundOut = HTTPServerResponsePart
+
+  let routes: [String: Route]
+  let log: RequestLog
+  private var head: HTTPRequestHead?
+
+  init(routes: [String: Route], log: RequestLog) {
+    self.routes = routes
+    self.log = log
+  }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    switch unwrapInboundIn(data) {
+    case .head(let head):
+      self.head = head
+    case .body:
+      break
+    case .end:
+      guard let head else { return }
+      let parts = head.uri.split(separator: "?", maxSplits: 1)
+      var request = ServerRequest(
+        path: String(parts.first ?? ""), query: parts.count > 1 ? String(parts[1]) : nil,
+        headers: head.headers.map { ($0.name, $0.value) }, attempt: 0)
+      request.attempt = log.record(request)
+      let response =
+        routes[request.path]?(request) ?? ServerResponse(status: 404, body: Data("not found".utf8))
+      let keepAlive = head.isKeepAlive
+      if let delay = response.headDelay {
+        let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+        context.eventLoop.scheduleTask(in: delay) {
+          self.send(response, context: loopBound.value, keepAlive: keepAlive)
+        }
+      } else {
+        send(response, context: context, keepAlive: keepAlive)
+      }
+    }
+  }
+
+  private func send(_ response: ServerResponse, context: ChannelHandlerContext, keepAlive: Bool) {
+    var headers = HTTPHeaders(response.headers)
+    if !headers.contains(name: "Content-Length") {
+      headers.add(name: "Content-Length", value: "\(response.body.count)")
+    }
+    let head = HTTPResponseHead(
+      version: .http1_1, status: HTTPResponseStatus(statusCode: response.status), headers: headers)
+    context.write(wrapOutboundOut(.head(head)), promise: nil)
+    guard let interval = response.dripInterval, !response.body.isEmpty else {
+      if !response.body.isEmpty {
+        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+      }
+      finish(context: context, keepAlive: keepAlive)
+      return
+    }
+    drip(response.body[...], chunk: response.dripChunk, every: interval, context: context, keepAlive: keepAlive)
+  }
+
+  private func drip(
+    _ remaining: Data.SubSequence, chunk: Int, every interval: TimeAmount,
+    context: ChannelHandlerContext, keepAlive: Bool
+  ) {
+    guard context.channel.isActive else { return }
+    let piece = remaining.prefix(chunk)
+    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: piece)))), promise: nil)
+    let rest = remaining.dropFirst(piece.count)
+    if rest.isEmpty {
+      finish(context: context, keepAlive: keepAlive)
+      return
+    }
+    let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
+    context.eventLoop.scheduleTask(in: interval) {
+      self.drip(rest, chunk: chunk, every: interval, context: loopBound.value, keepAlive: keepAlive)
+    }
+  }
+
+  private func finish(context: ChannelHandlerContext, keepAlive: Bool) {
+    let channel = context.channel
+    context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
+      if !keepAlive { channel.close(promise: nil) }
+    }
+  }
+}
