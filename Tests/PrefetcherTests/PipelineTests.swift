@@ -1,0 +1,244 @@
+import Core
+import Foundation
+import NIOCore
+import Prefetcher
+import TestSupport
+import XCTest
+
+/// SPEC section 2 against a real HTTP server on 127.0.0.1.
+final class PipelineTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var location: CacheLocation!
+  var downloader: Downloader!
+
+  static let truncatedJPEG = Fixtures.jpeg.prefix(Fixtures.jpeg.count - 200)
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    let etag = "\"v1\""
+    server = try LoopbackServer(routes: [
+      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/anim.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
+      "/500": { _ in ServerResponse(status: 500, body: Data("oops".utf8)) },
+      "/page.jpg": { _ in .image(Data("<!DOCTYPE html><html><body>hi</body></html>".utf8), type: "text/html") },
+      "/empty.png": { _ in .image(Data(), type: "image/png") },
+      "/truncated.jpg": { _ in .image(Data(Self.truncatedJPEG), type: "image/jpeg") },
+      "/r1": { _ in .redirect(to: "/r2") },
+      "/r2": { _ in .redirect(to: "/photo.jpg", status: 301) },
+      "/loop": { _ in .redirect(to: "/loop") },
+      "/to-file": { _ in .redirect(to: "file:///etc/passwd") },
+      "/slow-head.jpg": { _ in ServerResponse(headers: [("Content-Type", "image/jpeg")], body: Fixtures.jpeg, headDelay: .seconds(3)) },
+      "/drip.jpg": { _ in ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(50), dripChunk: 20) },
+      "/big.png": { _ in .image(Fixtures.png + Data(count: 4000), type: "image/png") },
+      "/flaky.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 503, headers: [("Retry-After", "0")]) : .image(Fixtures.png, type: "image/png")
+      },
+      "/always-503.png": { _ in ServerResponse(status: 503) },
+      "/etag.png": { request in
+        request.header("If-None-Match") == etag
+          ? ServerResponse(status: 304, headers: [("ETag", etag)])
+          : ServerResponse(headers: [("ETag", etag), ("Content-Type", "image/png")], body: Fixtures.png)
+      },
+      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
+      "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
+    ])
+    var configuration = DownloaderConfiguration()
+    configuration.timeout = 1
+    configuration.deadline = 2
+    configuration.maxResponseSize = 2000
+    downloader = Downloader(configuration: configuration)
+  }
+
+  override func tearDown() async throws {
+    await downloader.shutdown()
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func manager() throws -> ImageManager {
+    try ImageManager(location: location, downloader: downloader)
+  }
+
+  private func load(_ path: String, _ options: Set<ImageOption> = [], context: ImageContext = ImageContext(), manager: ImageManager? = nil) async throws -> LoadOutcome {
+    let manager = try manager ?? self.manager()
+    return await manager.load(server.url(path), options: ImageOptions(options), context: context).outcome
+  }
+
+  private var cacheFiles: [String] {
+    get throws { try CacheScanner(root: location.diskCachePath).files().map(\.relativePath).sorted() }
+  }
+
+  private func assertFailure(
+    _ outcome: LoadOutcome, name: String, blacklisted: Bool, file: StaticString = #filePath, line: UInt = #line
+  ) throws {
+    guard case .failed(let error, let wasBlacklisted) = outcome else {
+      return XCTFail("expected \(name), got \(outcome)", file: file, line: line)
+    }
+    XCTAssertEqual(error.name, name, "\(error)", file: file, line: line)
+    XCTAssertEqual(wasBlacklisted, blacklisted, "blacklisted", file: file, line: line)
+    XCTAssertEqual(try cacheFiles, [], "a failure leaves nothing in the cache", file: file, line: line)
+  }
+
+  func testJPEGPNGAndGIFAreStoredUnderSDFileNames() async throws {
+    let manager = try manager()
+    for (path, size) in [("/photo.jpg", Fixtures.jpeg.count), ("/image.png", Fixtures.png.count), ("/anim.gif", Fixtures.gif.count)] {
+      let outcome = try await load(path, manager: manager)
+      guard case .downloaded(let bytes, let info) = outcome else { return XCTFail("\(path): \(outcome)") }
+      XCTAssertEqual(bytes, size)
+      XCTAssertNotNil(info.width)
+      let stored = FileManager.default.contents(atPath: DiskCache(location: location).cachePath(forKey: server.url(path)))
+      XCTAssertEqual(stored?.count, size, path)
+    }
+    XCTAssertTrue(try cacheFiles.contains(CacheFileName.fileName(forKey: server.url("/photo.jpg"))))
+  }
+
+  func testSecondLoadIsAHitWithoutARequest() async throws {
+    let manager = try manager()
+    _ = try await load("/photo.jpg", manager: manager)
+    let outcome1 = try await load("/photo.jpg", manager: manager)
+    XCTAssertEqual(outcome1, .memoryHit)
+    let outcome2 = try await load("/photo.jpg", manager: try self.manager())
+    XCTAssertEqual(outcome2, .diskHit)
+    XCTAssertEqual(server.requestCount("/photo.jpg"), 1)
+  }
+
+  func testDefaultAndJobHeadersAreSent() async throws {
+    var context = ImageContext()
+    context.headers = ["Authorization": "Bearer t"]
+    _ = try await load("/echo.png", context: context)
+    let request = try XCTUnwrap(server.requests("/echo.png").first)
+    XCTAssertEqual(request.header("Accept"), "image/*,*/*;q=0.8")
+    XCTAssertEqual(request.header("User-Agent"), "imagecache/0.1.0")
+    XCTAssertEqual(request.header("Authorization"), "Bearer t")
+  }
+
+  func testStatusFailuresAreNotBlacklisted() async throws {
+    try assertFailure(try await load("/missing.png"), name: "invalidDownloadStatusCode", blacklisted: false)
+    let outcome = try await load("/500")
+    try assertFailure(outcome, name: "invalidDownloadStatusCode", blacklisted: false)
+    if case .failed(let error, _) = outcome { XCTAssertEqual(error.httpStatus, 500) }
+    XCTAssertEqual(try manager().blacklistedURLs(), [])
+  }
+
+  func testHTMLServedAsAnImageIsBadImageDataAndBlacklisted() async throws {
+    try assertFailure(try await load("/page.jpg"), name: "badImageData", blacklisted: true)
+    XCTAssertEqual(try manager().blacklistedURLs(), [server.url("/page.jpg")])
+  }
+
+  func testEmptyBodyAndTruncatedJPEGAreBadImageData() async throws {
+    try assertFailure(try await load("/empty.png"), name: "badImageData", blacklisted: true)
+    try assertFailure(try await load("/truncated.jpg"), name: "badImageData", blacklisted: true)
+  }
+
+  func testRedirectChainIsFollowedAndStoredUnderTheOriginalURL() async throws {
+    guard case .downloaded = try await load("/r1") else { return XCTFail() }
+    XCTAssertEqual(try cacheFiles, [CacheFileName.fileName(forKey: server.url("/r1"))])
+  }
+
+  func testRedirectLoopIsTooManyRedirects() async throws {
+    try assertFailure(try await load("/loop"), name: "tooManyRedirects", blacklisted: true)
+    XCTAssertEqual(server.requestCount("/loop"), 11, "the first request and 10 redirects")
+  }
+
+  func testRedirectToFileIsInvalidURL() async throws {
+    try assertFailure(try await load("/to-file"), name: "invalidURL", blacklisted: true)
+  }
+
+  func testNonHTTPSchemesAndEmptyURLsAreInvalid() async throws {
+    let manager = try manager()
+    for url in ["ftp://example.com/a.png", "file:///etc/passwd", "data:image/png;base64,AAAA", "not a url", ""] {
+      let outcome = await manager.load(url, options: ImageOptions(), context: ImageContext()).outcome
+      guard case .failed(let error, _) = outcome else { return XCTFail("\(url): \(outcome)") }
+      XCTAssertEqual(error.code, 1000, url)
+    }
+  }
+
+  func testSlowHeadersHitTheIdleTimeout() async throws {
+    try assertFailure(try await load("/slow-head.jpg"), name: "timedOut", blacklisted: false)
+  }
+
+  func testSlowDripBodyHitsTheTotalDeadline() async throws {
+    // 1342 bytes, 20 every 50 ms: about 3.4 s, never idle for a second, over the 2 s deadline.
+    let started = Date()
+    try assertFailure(try await load("/drip.jpg"), name: "timedOut", blacklisted: false)
+    XCTAssertLessThan(Date().timeIntervalSince(started), 3.3)
+  }
+
+  func testOversizeBodyFails() async throws {
+    try assertFailure(try await load("/big.png"), name: "responseTooLarge", blacklisted: true)
+  }
+
+  func testRevalidationWith304KeepsTheFile() async throws {
+    let manager = try manager()
+    guard case .downloaded = try await load("/etag.png", manager: manager) else { return XCTFail() }
+    let path = DiskCache(location: location).cachePath(forKey: server.url("/etag.png"))
+    let old = Date(timeIntervalSince1970: 1_000_000_000)
+    try FileSystem.setTimes(path: path, access: old, modification: old)
+    let outcome3 = try await load("/etag.png", [.refreshCached], manager: manager)
+    XCTAssertEqual(outcome3, .notModified)
+    XCTAssertEqual(server.requests("/etag.png").last?.header("If-None-Match"), "\"v1\"")
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: path))
+    XCTAssertEqual(attributes.modificationDate, old, "the cached file is kept")
+    XCTAssertGreaterThan(attributes.accessDate, old, "and counts as used")
+    XCTAssertEqual(FileManager.default.contents(atPath: path), Fixtures.png)
+  }
+
+  func testBlacklistedURLIsRefusedNextRunAndFetchedWithRetryFailed() async throws {
+    _ = try await load("/page.jpg")
+    XCTAssertEqual(server.requestCount("/page.jpg"), 1)
+    let outcome4 = try await load("/page.jpg", manager: try manager())
+    XCTAssertEqual(outcome4, .blacklisted)
+    XCTAssertEqual(server.requestCount("/page.jpg"), 1, "refused without a request")
+    try assertFailure(try await load("/page.jpg", [.retryFailed]), name: "badImageData", blacklisted: true)
+    XCTAssertEqual(server.requestCount("/page.jpg"), 2)
+    let entry = try XCTUnwrap(try StateStore(location: location).blacklistEntry(url: server.url("/page.jpg")))
+    XCTAssertEqual(entry.failureCount, 2)
+  }
+
+  func testSuccessWithRetryFailedTakesTheURLOffTheBlacklist() async throws {
+    let store = try StateStore(location: location)
+    try store.recordFailure(url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date())
+    let outcome5 = try await load("/image.png")
+    XCTAssertEqual(outcome5, .blacklisted)
+    guard case .downloaded = try await load("/image.png", [.retryFailed]) else { return XCTFail() }
+    XCTAssertNil(try store.blacklistEntry(url: server.url("/image.png")))
+  }
+
+  func testBlacklistTimeToLiveLetsTheURLThroughAgain() async throws {
+    let store = try StateStore(location: location)
+    try store.recordFailure(url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date().addingTimeInterval(-120))
+    var configuration = ManagerConfiguration()
+    configuration.blacklistTimeToLive = 60
+    let manager = try ImageManager(location: location, downloader: downloader, configuration: configuration)
+    guard case .downloaded = try await load("/image.png", manager: manager) else { return XCTFail() }
+  }
+
+  func testFromCacheOnlyMissDownloadsNothing() async throws {
+    let outcome6 = try await load("/photo.jpg", [.fromCacheOnly])
+    XCTAssertEqual(outcome6, .cacheMiss)
+    XCTAssertEqual(server.requestCount("/photo.jpg"), 0)
+  }
+
+  func testFromLoaderOnlySkipsTheCache() async throws {
+    let manager = try manager()
+    _ = try await load("/photo.jpg", manager: manager)
+    guard case .downloaded = try await load("/photo.jpg", [.fromLoaderOnly], manager: manager) else { return XCTFail() }
+    XCTAssertEqual(server.requestCount("/photo.jpg"), 2)
+  }
+
+  func testCacheKeyFilterAndStoreCacheType() async throws {
+    var context = ImageContext()
+    context.cacheKeyFilter = .stripQueryParameters(["token"])
+    _ = try await manager().load(server.url("/photo.jpg?token=abc&w=10"), options: ImageOptions(), context: context)
+    XCTAssertEqual(try cacheFiles, [CacheFileName.fileName(forKey: server.url("/photo.jpg?w=10"))])
+
+    context = ImageContext()
+    context.storeCacheType = .memory
+    _ = try await load("/image.png", context: context)
+    XCTAssertFalse(try DiskCache(location: location).containsData(forKey: server.url("/image.png")))
+  }
+}

@@ -1,0 +1,151 @@
+import Core
+import Foundation
+import NIOCore
+import Prefetcher
+import Synchronization
+import TestSupport
+import XCTest
+
+/// SPEC section 5: bounded concurrency, priorities, retries, coalescing, manifests, report.
+final class PrefetcherTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var location: CacheLocation!
+  var downloader: Downloader!
+  let concurrent = ConcurrencyGauge()
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    let gauge = concurrent
+    server = try LoopbackServer(routes: [
+      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
+      "/flaky.png": { request in
+        request.attempt == 1 ? ServerResponse(status: 503, headers: [("Retry-After", "0")]) : .image(Fixtures.png, type: "image/png")
+      },
+      "/always-503.png": { _ in ServerResponse(status: 503) },
+      "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
+      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/gauge.png": { request in
+        gauge.enter()
+        return ServerResponse(body: Fixtures.png, headDelay: .milliseconds(100))
+      },
+    ])
+    downloader = Downloader()
+  }
+
+  override func tearDown() async throws {
+    await downloader.shutdown()
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func prefetcher(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws -> Prefetcher {
+    var configuration = PrefetchConfiguration()
+    configuration.retryBaseDelay = 0.01
+    configure(&configuration)
+    return Prefetcher(manager: try ImageManager(location: location, downloader: downloader), configuration: configuration)
+  }
+
+  private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<PrefetchItem, ConfigurationError>] {
+    urls.map { .success(PrefetchItem(url: $0, options: ImageOptions(options))) }
+  }
+
+  func testTheSameURLManyTimesAtOnceMakesOneRequest() async throws {
+    let report = try await prefetcher().run(items(Array(repeating: server.url("/slow.jpg"), count: 20)))
+    XCTAssertEqual(server.requestCount("/slow.jpg"), 1)
+    XCTAssertEqual(report.total, 20)
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertEqual(report.diskHits + report.memoryHits, 19)
+    XCTAssertEqual(report.failed, 0)
+  }
+
+  func testTransient503IsRetriedAndSucceeds() async throws {
+    let report = try await prefetcher().run(items([server.url("/flaky.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertEqual(report.failed, 0)
+    XCTAssertEqual(server.requestCount("/flaky.png"), 2)
+  }
+
+  func testRetriesStopAfterTheConfiguredCountAndReportAttempts() async throws {
+    let report = try await prefetcher { $0.retries = 2 }.run(items([server.url("/always-503.png")]))
+    XCTAssertEqual(server.requestCount("/always-503.png"), 3)
+    XCTAssertEqual(report.failures.first?.attempts, 3)
+    XCTAssertEqual(report.failures.first?.httpStatus, 503)
+    XCTAssertEqual(report.failures.first?.blacklisted, false)
+  }
+
+  func testNonTransientFailuresAreNotRetried() async throws {
+    let report = try await prefetcher().run(items([server.url("/page.jpg")]))
+    XCTAssertEqual(server.requestCount("/page.jpg"), 1)
+    XCTAssertEqual(report.failures.map(\.name), ["badImageData"])
+  }
+
+  func testTotalAndPerHostConcurrencyAreBounded() async throws {
+    let urls = (0..<24).map { server.url("/gauge.png") + "?n=\($0)" }
+    let report = try await prefetcher { $0.concurrency = 8; $0.perHostConcurrency = 3 }.run(items(urls))
+    XCTAssertEqual(report.downloaded, 24)
+    XCTAssertLessThanOrEqual(concurrent.peak, 3, "one host, at most 3 at once")
+    XCTAssertGreaterThanOrEqual(concurrent.peak, 2, "but more than one at once")
+  }
+
+  func testHighPriorityStartsFirstAndLowPriorityLast() async throws {
+    var list: [Result<PrefetchItem, ConfigurationError>] = []
+    for i in 0..<4 { list.append(.success(PrefetchItem(url: server.url("/gauge.png?low=\(i)"), options: ImageOptions([.lowPriority])))) }
+    for i in 0..<4 { list.append(.success(PrefetchItem(url: server.url("/gauge.png?normal=\(i)")))) }
+    for i in 0..<4 { list.append(.success(PrefetchItem(url: server.url("/gauge.png?high=\(i)"), options: ImageOptions([.highPriority])))) }
+    _ = try await prefetcher { $0.concurrency = 1 }.run(list)
+    let order = server.requests("/gauge.png").map { $0.query ?? "" }
+    XCTAssertEqual(order.map { String($0.prefix(while: { $0 != "=" })) }, Array(repeating: "high", count: 4) + Array(repeating: "normal", count: 4) + Array(repeating: "low", count: 4))
+  }
+
+  func testManifestsInBothFormatsWithBadLinesSkippedAndReported() async throws {
+    let text = temporary.appending("urls.txt")
+    let jsonl = temporary.appending("urls.jsonl")
+    try "# nightly\n\(server.url("/photo.jpg"))\n\n\(server.url("/page.jpg"))\n".write(toFile: text, atomically: true, encoding: .utf8)
+    try """
+      {"url": "\(server.url("/flaky.png"))", "options": ["retryFailed"]}
+      {"url": "\(server.url("/photo.jpg"))", "options": ["noSuchOption"]}
+      {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": [10, 10]}}
+      {"url": "\(server.url("/photo.jpg"))", "options": ["progressiveLoad"]}
+      {not json
+      """.write(toFile: jsonl, atomically: true, encoding: .utf8)
+    let manifests = ManifestItems(paths: [text, jsonl])
+    let report = try await prefetcher().run(manifests)
+    XCTAssertEqual(report.total, 7)
+    XCTAssertEqual(report.downloaded, 2)
+    XCTAssertEqual(report.failed, 1)
+    XCTAssertEqual(report.skipped, 3)
+    XCTAssertEqual(report.diskHits + report.memoryHits, 1)
+    XCTAssertEqual(report.lineErrors.count, 3)
+    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(jsonl):2: field 'options': unknown option"), report.lineErrors[0])
+    XCTAssertTrue(report.lineErrors[1].contains("\(jsonl):3: field 'context.imageThumbnailPixelSize': not supported yet"), report.lineErrors[1])
+    XCTAssertTrue(report.lineErrors[2].hasPrefix("\(jsonl):5:"), report.lineErrors[2])
+    XCTAssertEqual(manifests.warnings.count, 1)
+    XCTAssertTrue(manifests.warnings[0].contains("progressiveLoad"))
+    XCTAssertEqual(report.failures.first?.source, "\(text):4")
+  }
+
+  func testStopFlagStopsStartingNewWork() async throws {
+    let stop = StopFlag()
+    stop.stop()
+    let report = try await prefetcher().run(items([server.url("/photo.jpg")]), stop: stop)
+    XCTAssertEqual(report.total, 0)
+    XCTAssertEqual(server.requestCount("/photo.jpg"), 0)
+  }
+}
+
+/// Counts requests in progress at the server (each lasts ~100 ms) to find the peak.
+final class ConcurrencyGauge: Sendable {
+  private let state = Mutex<(current: Int, peak: Int)>((0, 0))
+  func enter() {
+    state.withLock {
+      $0.current += 1
+      $0.peak = max($0.peak, $0.current)
+    }
+    DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
+      self.state.withLock { $0.current -= 1 }
+    }
+  }
+  var peak: Int { state.withLock { $0.peak } }
+}
