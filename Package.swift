@@ -49,6 +49,7 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "DequeModule", package: "swift-collections"),
         .product(name: "Logging", package: "swift-log"),
       ]),
     .target(

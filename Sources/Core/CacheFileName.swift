@@ -46,10 +46,14 @@ public enum CacheFileName {
   public static func md5Hex(_ key: String) -> String {
     let bytes = Array(key.utf8.prefix { $0 != 0 })
     let digest = Insecure.MD5.hash(data: bytes)
-    return digest.map { byte in
-      let hex = String(byte, radix: 16)
-      return byte < 16 ? "0" + hex : hex
-    }.joined()
+    let hexDigits = Array("0123456789abcdef".utf8)
+    var hex = [UInt8]()
+    hex.reserveCapacity(32)
+    for byte in digest {
+      hex.append(hexDigits[Int(byte >> 4)])
+      hex.append(hexDigits[Int(byte & 0x0F)])
+    }
+    return String(decoding: hex, as: UTF8.self)
   }
 
   /// The extension SD 5 appends for `key`, or `nil` for none.

@@ -211,6 +211,11 @@ public final class StateStore: Sendable {
   private static func openAndMigrate(path: String) throws -> DatabasePool {
     var configuration = Configuration()
     configuration.busyMode = .timeout(10)
+    // WAL with synchronous=NORMAL: commits do not wait for fsync (a power cut may lose the last
+    // few, never consistency), so a validator per download costs microseconds, not milliseconds.
+    configuration.prepareDatabase { db in
+      try db.execute(sql: "PRAGMA synchronous = NORMAL")
+    }
     let pool = try DatabasePool(path: path, configuration: configuration)
     try pool.read { db in
       let result = try String.fetchOne(db, sql: "PRAGMA quick_check")

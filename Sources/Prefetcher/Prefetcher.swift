@@ -1,4 +1,5 @@
 import Core
+import DequeModule
 import Foundation
 import Synchronization
 
@@ -9,19 +10,19 @@ public struct PrefetchItem: Sendable {
   public var context: ImageContext
   /// `file:line`, for reports.
   public var source: String?
+  /// The host the per-host limit counts against (parsed once: the scheduler asks often).
+  let host: String
+  /// 0 for `highPriority`, 2 for `lowPriority`, 1 otherwise.
+  let priority: Int
 
   public init(url: String, options: ImageOptions = ImageOptions(), context: ImageContext = ImageContext(), source: String? = nil) {
     self.url = url
     self.options = options
     self.context = context
     self.source = source
+    host = URL(string: url)?.host ?? ""
+    priority = options.contains(.highPriority) ? 0 : options.contains(.lowPriority) ? 2 : 1
   }
-
-  var priority: Int {
-    options.contains(.highPriority) ? 0 : options.contains(.lowPriority) ? 2 : 1
-  }
-
-  var host: String { URL(string: url)?.host ?? "" }
 }
 
 /// Prefetch settings (SPEC section 5), with the spec's defaults.
@@ -83,7 +84,7 @@ public struct Prefetcher: Sendable {
     var report = PrefetchReport()
     var iterator = items.makeIterator()
     var exhausted = false
-    var window: [PrefetchItem] = []
+    var window = Window()
     let windowSize = max(configuration.concurrency * 4, 64)
     var perHost: [String: Int] = [:]
     var running = 0
@@ -96,7 +97,7 @@ public struct Prefetcher: Sendable {
             break
           }
           switch next {
-          case .success(let item): window.append(item)
+          case .success(let item): window.add(item)
           case .failure(let error):
             report.total += 1
             report.skipped += 1
@@ -104,8 +105,9 @@ public struct Prefetcher: Sendable {
           }
         }
         if stop.isStopped { window.removeAll() }
-        if running < configuration.concurrency, let index = pick(from: window, perHost: perHost) {
-          let item = window.remove(at: index)
+        if running < configuration.concurrency,
+          let item = window.takeNext(where: { perHost[$0, default: 0] < configuration.perHostConcurrency })
+        {
           perHost[item.host, default: 0] += 1
           running += 1
           group.addTask { await self.load(item, stop: stop) }
@@ -123,16 +125,25 @@ public struct Prefetcher: Sendable {
     return report
   }
 
-  /// The first item of the best priority whose host has room.
-  private func pick(from window: [PrefetchItem], perHost: [String: Int]) -> Int? {
-    var best: Int?
-    for (index, item) in window.enumerated() where perHost[item.host, default: 0] < configuration.perHostConcurrency {
-      if best == nil || item.priority < window[best!].priority {
-        best = index
-        if item.priority == 0 { break }
+  /// The items read ahead, one queue per priority.
+  struct Window {
+    private var queues: [Deque<PrefetchItem>] = [[], [], []]
+
+    var count: Int { queues.reduce(0) { $0 + $1.count } }
+
+    mutating func add(_ item: PrefetchItem) { queues[item.priority].append(item) }
+
+    mutating func removeAll() { queues = [[], [], []] }
+
+    /// The first item of the best priority whose host has room (usually the head of a queue).
+    mutating func takeNext(where hostHasRoom: (String) -> Bool) -> PrefetchItem? {
+      for priority in queues.indices {
+        if let index = queues[priority].firstIndex(where: { hostHasRoom($0.host) }) {
+          return queues[priority].remove(at: index)
+        }
       }
+      return nil
     }
-    return best
   }
 
   private func load(_ item: PrefetchItem, stop: StopFlag) async -> Finished {
