@@ -1,0 +1,112 @@
+import Core
+import Foundation
+import NIOCore
+import TestSupport
+import XCTest
+
+/// End-to-end: `imagecache prefetch` against a loopback server.
+final class PrefetchCommandTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var location: CacheLocation!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    server = try LoopbackServer(routes: [
+      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
+      "/drip.jpg": { _ in ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(200), dripChunk: 10) },
+    ])
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func manifest(_ lines: [String]) throws -> String {
+    let path = temporary.appending("urls-\(UUID().uuidString).txt")
+    try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  func testReportMatchesTheSchemaAndASecondRunIsAllHits() throws {
+    let urls = try manifest([
+      server.url("/photo.jpg"), server.url("/image.png"), server.url("/missing.png"), server.url("/page.jpg"),
+      "{\"url\": \"\(server.url("/photo.jpg"))\", \"options\": [\"bogus\"]}",
+    ])
+    let reportPath = temporary.appending("report.json")
+    let first = try ImageCacheBinary.run(["prefetch", urls, "--cache", location.directory, "--report", reportPath, "--retries", "0"])
+    XCTAssertEqual(first.status, 1, "some URLs failed: \(first.stderr)")
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: reportPath))
+    let json = try JSONSerialization.jsonObject(with: data)
+    XCTAssertEqual(SchemaValidator.validate(json, against: try SchemaValidator.reportSchema()), [])
+
+    let report = try RunReport.decode(data)
+    let prefetch = try XCTUnwrap(report.prefetch)
+    XCTAssertEqual(prefetch.total, 5)
+    XCTAssertEqual(prefetch.downloaded, 2)
+    XCTAssertEqual(prefetch.failed, 2)
+    XCTAssertEqual(prefetch.skipped, 1)
+    XCTAssertEqual(Set(prefetch.failures.map(\.name)), ["invalidDownloadStatusCode", "badImageData"])
+    XCTAssertEqual(prefetch.blacklistedURLs, [server.url("/page.jpg")])
+    XCTAssertEqual(prefetch.bytesDownloaded, UInt64(Fixtures.jpeg.count + Fixtures.png.count))
+
+    let clean = try manifest([server.url("/photo.jpg"), server.url("/image.png"), server.url("/page.jpg")])
+    let second = try ImageCacheBinary.run(["prefetch", clean, "--cache", location.directory, "--json"])
+    XCTAssertEqual(second.status, 0, second.stderr)
+    let again = try XCTUnwrap(try RunReport.decode(Data(second.stdout.utf8)).prefetch)
+    XCTAssertEqual(again.diskHits, 2)
+    XCTAssertEqual(again.blacklisted, 1)
+    XCTAssertEqual(again.downloaded, 0)
+    XCTAssertEqual(server.requestCount("/photo.jpg"), 1)
+  }
+
+  func testSIGTERMDuringPrefetchLeavesNoPartialFileAndReportsInterrupted() throws {
+    let urls = try manifest((0..<20).map { server.url("/drip.jpg") + "?n=\($0)" })
+    let reportPath = temporary.appending("report.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "prefetch", urls, "--cache", location.directory, "--report", reportPath, "--concurrency", "4",
+    ])
+    let deadline = Date().addingTimeInterval(10)
+    while server.requestCount("/drip.jpg") < 4 && Date() < deadline { usleep(20_000) }
+    usleep(300_000)  // bodies are mid-flight
+    kill(process.processIdentifier, SIGTERM)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(result.status, 143, result.stderr)
+    let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.status, .interrupted)
+    XCTAssertLessThan(report.prefetch?.downloaded ?? 99, 20)
+    // Whatever is in the cache is whole: nothing partial under a cache name.
+    for file in try CacheScanner(root: location.diskCachePath).files() {
+      XCTAssertEqual(FileManager.default.contents(atPath: location.diskCachePath + "/" + file.relativePath), Fixtures.jpeg)
+    }
+    XCTAssertEqual(try DiskCache(location: location).usage().fileCount, report.prefetch?.downloaded)
+  }
+
+  func testUnknownOptionOnTheCommandLineIsAUsageError() throws {
+    let urls = try manifest([server.url("/photo.jpg")])
+    let result = try ImageCacheBinary.run(["prefetch", urls, "--cache", location.directory, "--option", "fastPlease"])
+    XCTAssertEqual(result.status, 2)
+    XCTAssertTrue(result.stderr.contains("unknown option \"fastPlease\""), result.stderr)
+    let missing = try ImageCacheBinary.run(["prefetch", temporary.appending("nope.txt"), "--cache", location.directory])
+    XCTAssertEqual(missing.status, 2)
+    XCTAssertTrue(missing.stderr.contains("nope.txt"), missing.stderr)
+  }
+}
+
+final class SchemaValidatorTests: XCTestCase {
+  func testTheValidatorCatchesAReportThatBreaksTheSchema() throws {
+    let schema = try SchemaValidator.reportSchema()
+    let broken: [String: Any] = [
+      "schemaVersion": 2, "job": "x", "status": "done", "startedAt": "t", "finishedAt": "t",
+      "cache": ["path": "/c"], "maintenance": [["pass": "expire"]], "extra": true,
+    ]
+    let problems = SchemaValidator.validate(broken, against: schema)
+    for expected in ["$.schemaVersion", "$.status", "$.cache: missing required namespace", "$.maintenance[0]: missing required dryRun", "unexpected property extra"] {
+      XCTAssertTrue(problems.contains { $0.contains(expected) }, "\(expected) in \(problems)")
+    }
+  }
+}
