@@ -22,6 +22,18 @@ public struct ManifestItems: Sequence, Sendable {
 
   public func makeIterator() -> Iterator { Iterator(owner: self) }
 
+  /// The cache keys of the items, lazily; bad lines go to `onError`.
+  public func cacheKeys(onError: @escaping (ConfigurationError) -> Void) -> some Sequence<String> {
+    lazy.compactMap { result -> String? in
+      switch result {
+      case .success(let item): return item.cacheKey
+      case .failure(let error):
+        onError(error)
+        return nil
+      }
+    }
+  }
+
   public struct Iterator: IteratorProtocol {
     let owner: ManifestItems
     var pathIndex = 0

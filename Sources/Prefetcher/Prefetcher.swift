@@ -15,6 +15,11 @@ public struct PrefetchItem: Sendable {
   /// 0 for `highPriority`, 2 for `lowPriority`, 1 otherwise.
   let priority: Int
 
+  /// The cache key the manager stores this URL under, or `nil` for a URL that does not parse.
+  public var cacheKey: String? {
+    URL(string: url.trimmingCharacters(in: .whitespaces)).map { context.cacheKeyFilter.cacheKey(for: $0) }
+  }
+
   public init(url: String, options: ImageOptions = ImageOptions(), context: ImageContext = ImageContext(), source: String? = nil) {
     self.url = url
     self.options = options

@@ -32,7 +32,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
       """,
     version: version,
     subcommands: [
-      PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self, StatsCommand.self,
+      RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self, StatsCommand.self,
       BlacklistCommand.self,
     ]
   )

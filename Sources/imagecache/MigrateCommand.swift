@@ -2,6 +2,7 @@ import ArgumentParser
 import Core
 import Foundation
 import Maintenance
+import Prefetcher
 
 struct MigrateCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -67,14 +68,7 @@ struct MigrateCommand: ParsableCommand {
 
     for path in manifest {
       var lineErrors: [String] = []
-      let keys = ManifestReader(path: path).lazy.compactMap { result -> String? in
-        switch result {
-        case .success(let entry): return entry.url
-        case .failure(let error):
-          lineErrors.append("\(error)")
-          return nil
-        }
-      }
+      let keys = ManifestItems(paths: [path]).cacheKeys { lineErrors.append($0.description) }
       var rename = migrator.renameLegacyFileNames(keys: keys, dryRun: dryRun, now: now)
       rename.errors.append(contentsOf: lineErrors)
       describe(rename, verbose: verbose)

@@ -88,11 +88,27 @@ struct PrefetchSettings: ParsableArguments {
     return (options, context, warnings)
   }
 
+  /// The limits these flags set.
+  var limits: PrefetchLimits {
+    var limits = PrefetchLimits()
+    limits.concurrency = concurrency
+    limits.perHostConcurrency = perHostConcurrency
+    limits.timeout = timeout.seconds
+    limits.deadline = deadline.seconds
+    limits.maxResponseSize = maxResponseSize.bytes
+    limits.retries = retries
+    limits.validation = validation
+    limits.blacklistTTL = blacklistTTL?.seconds
+    return limits
+  }
+}
+
+extension PrefetchLimits {
   var downloaderConfiguration: DownloaderConfiguration {
     var configuration = DownloaderConfiguration()
-    configuration.timeout = timeout.seconds
-    configuration.deadline = deadline.seconds
-    configuration.maxResponseSize = Int(clamping: maxResponseSize.bytes)
+    configuration.timeout = timeout
+    configuration.deadline = deadline
+    configuration.maxResponseSize = Int(clamping: maxResponseSize)
     configuration.perHostConnections = perHostConcurrency
     configuration.userAgent = "imagecache/\(ImageCacheCommand.version)"
     return configuration
@@ -109,7 +125,7 @@ struct PrefetchSettings: ParsableArguments {
   var managerConfiguration: ManagerConfiguration {
     var configuration = ManagerConfiguration()
     configuration.validation = validation
-    configuration.blacklistTimeToLive = blacklistTTL?.seconds
+    configuration.blacklistTimeToLive = blacklistTTL
     return configuration
   }
 }
@@ -159,7 +175,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
     let outcome = try await PrefetchRun(
       location: location, manifests: manifests, options: options, context: context,
-      settings: settings
+      limits: settings.limits
     ).execute(into: &report)
     report.finishedAt = Date()
     try reportOptions.emit(report)
@@ -185,15 +201,15 @@ struct PrefetchRun {
   var manifests: [String]
   var options: ImageOptions
   var context: ImageContext
-  var settings: PrefetchSettings
+  var limits: PrefetchLimits
 
   func execute(into report: inout RunReport) async throws -> PrefetchOutcome {
     let store = try openState(location)
     report.warnings += store.warnings
-    let downloader = Downloader(configuration: settings.downloaderConfiguration)
+    let downloader = Downloader(configuration: limits.downloaderConfiguration)
     let manager = try ImageManager(
-      location: location, downloader: downloader, store: store, configuration: settings.managerConfiguration)
-    let prefetcher = Prefetcher(manager: manager, configuration: settings.prefetchConfiguration)
+      location: location, downloader: downloader, store: store, configuration: limits.managerConfiguration)
+    let prefetcher = Prefetcher(manager: manager, configuration: limits.prefetchConfiguration)
     let items = ManifestItems(paths: manifests, defaultOptions: options, defaultContext: context)
     let stop = StopFlag()
     let signals = SignalWatcher(stop: stop)

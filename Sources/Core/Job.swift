@@ -1,0 +1,276 @@
+import Foundation
+import Yams
+
+/// How prefetching runs: the `prefetch` section of a job, or the flags of the same names
+/// (SPEC sections 5 and 7), with the spec's defaults.
+public struct PrefetchLimits: Sendable, Equatable {
+  public var concurrency = 16
+  public var perHostConcurrency = 6
+  /// Connect and idle timeout.
+  public var timeout: TimeInterval = 15
+  /// Total time one download may take.
+  public var deadline: TimeInterval = 60
+  public var maxResponseSize: UInt64 = 50 * 1024 * 1024
+  public var retries = 2
+  public var validation: ValidationLevel = .structure
+  /// How long a blacklisted URL stays blacklisted after its last failure; `nil`: forever.
+  public var blacklistTTL: TimeInterval?
+
+  public init() {}
+}
+
+/// A maintenance pass a job asks for, in the order they run.
+public enum JobPass: String, Sendable, CaseIterable {
+  case migrate
+  case expire
+  case trim
+}
+
+/// A job file (SPEC section 6): which cache, which manifests, default options and context,
+/// prefetch settings, which maintenance passes run, and where the report goes. Relative paths
+/// are relative to the job file's folder.
+public struct Job: Sendable {
+  public var name: String
+  /// The job file.
+  public var file: String
+  public var location: CacheLocation
+  public var maxDiskAge: TimeInterval = 7 * 24 * 3600
+  public var maxDiskSize: UInt64 = 0
+  public var expireType: ExpireType = .accessDate
+  public var manifests: [String] = []
+  public var options = ImageOptions()
+  public var context = ImageContext()
+  public var prefetch = PrefetchLimits()
+  /// The passes to run: migrate before the prefetch, expire and trim after it.
+  public var passes: [JobPass] = [.expire, .trim]
+  /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
+  public var migrateFrom: String?
+  /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC).
+  public var report: String?
+  /// Warnings for people (UI-only options).
+  public var warnings: [String] = []
+
+  public static let knownKeys = [
+    "name", "cache", "manifests", "options", "context", "prefetch", "maintenance", "migrate", "report",
+  ]
+
+  /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
+  /// file, the line and the field.
+  public static func load(path: String) throws(ConfigurationError) -> Job {
+    guard let data = FileManager.default.contents(atPath: path) else {
+      throw ConfigurationError(source: path, message: "cannot read the job file")
+    }
+    guard let text = String(data: data, encoding: .utf8) else {
+      throw ConfigurationError(source: path, message: "the job file is not UTF-8 text")
+    }
+    let root: Node?
+    do {
+      root = try Yams.compose(yaml: text)
+    } catch let error as YamlError {
+      throw ConfigurationError(source: path, line: Self.line(of: error), message: "not valid YAML or JSON: \(error)")
+    } catch {
+      throw ConfigurationError(source: path, message: "not valid YAML or JSON: \(error)")
+    }
+    guard let root else { throw ConfigurationError(source: path, message: "the job file is empty") }
+    return try JobParser(file: path).parse(root)
+  }
+
+  /// The report path for a run started at `date`, placeholders filled in.
+  public func reportPath(startedAt date: Date) -> String? {
+    guard let report else { return nil }
+    let stamp = date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
+    let day = String(stamp.prefix(10))
+    let time = String(stamp.dropFirst(11).prefix(8)).replacingOccurrences(of: ":", with: "")
+    return report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(of: "{time}", with: time)
+  }
+
+  static func line(of error: YamlError) -> Int? {
+    switch error {
+    case .scanner(_, _, let mark, _), .parser(_, _, let mark, _), .composer(_, _, let mark, _):
+      return mark.line
+    default:
+      return nil
+    }
+  }
+}
+
+/// Walks the node tree of a job file, so that every error can say where it is.
+struct JobParser {
+  let file: String
+  var directory: String { (file as NSString).deletingLastPathComponent }
+
+  func fail(_ node: Node?, _ field: String, _ message: String) -> ConfigurationError {
+    ConfigurationError(source: file, line: node?.mark?.line, field: field, message: message)
+  }
+
+  func parse(_ root: Node) throws(ConfigurationError) -> Job {
+    guard let top = root.mapping else { throw fail(root, "", "a job file is a mapping of settings") }
+    try checkKeys(top, known: Job.knownKeys, prefix: "")
+    let name = try string(top["name"], "name") ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+
+    guard let cacheNode = top["cache"], let cache = cacheNode.mapping else {
+      throw fail(top["cache"] ?? root, "cache", "required: a mapping with at least 'directory'")
+    }
+    try checkKeys(cache, known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType"], prefix: "cache.")
+    guard let directory = try string(cache["directory"], "cache.directory") else {
+      throw fail(cacheNode, "cache.directory", "required")
+    }
+    let namespace = try string(cache["namespace"], "cache.namespace") ?? CacheLocation.defaultNamespace
+    guard !namespace.isEmpty, !namespace.contains("/"), namespace != ".", namespace != ".." else {
+      throw fail(cache["namespace"], "cache.namespace", "must be a single folder name")
+    }
+    var job = Job(name: name, file: file, location: CacheLocation(directory: resolve(directory), namespace: namespace))
+    if let age = cache["maxDiskAge"] { job.maxDiskAge = try duration(age, "cache.maxDiskAge") }
+    if let size = cache["maxDiskSize"] { job.maxDiskSize = try byteCount(size, "cache.maxDiskSize") }
+    if let type = cache["expireType"] { job.expireType = try choice(type, "cache.expireType", ExpireType.self) }
+
+    if let manifests = top["manifests"] {
+      guard let list = manifests.sequence, !list.isEmpty else {
+        throw fail(manifests, "manifests", "expected a list of manifest files")
+      }
+      for (index, item) in list.enumerated() {
+        guard let path = item.string else { throw fail(item, "manifests[\(index)]", "expected a file path") }
+        job.manifests.append(resolve(path))
+      }
+    }
+    if let options = top["options"] {
+      let names = try strings(options, "options")
+      let parsed = try ImageOptions.parse(names, source: file, line: options.mark?.line, field: "options")
+      job.options = parsed.0
+      job.warnings += parsed.warnings
+    }
+    if let context = top["context"] {
+      guard case .object(let object) = try json(context) else {
+        throw fail(context, "context", "expected a mapping of context keys")
+      }
+      job.context = try ImageContext().applying(object, source: file, line: context.mark?.line)
+    }
+    if let prefetch = top["prefetch"] { job.prefetch = try limits(prefetch) }
+    if let maintenance = top["maintenance"] {
+      job.passes = try strings(maintenance, "maintenance").map { name throws(ConfigurationError) in
+        guard let pass = JobPass(rawValue: name) else {
+          throw fail(maintenance, "maintenance", "unknown pass \(name.debugDescription) (known: migrate, expire, trim)")
+        }
+        return pass
+      }
+    }
+    if let migrate = top["migrate"] {
+      guard let mapping = migrate.mapping else { throw fail(migrate, "migrate", "expected a mapping") }
+      try checkKeys(mapping, known: ["from"], prefix: "migrate.")
+      job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
+    }
+    job.report = try string(top["report"], "report").map(resolve)
+    return job
+  }
+
+  func limits(_ node: Node) throws(ConfigurationError) -> PrefetchLimits {
+    guard let mapping = node.mapping else { throw fail(node, "prefetch", "expected a mapping") }
+    try checkKeys(
+      mapping,
+      known: ["concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries", "validate", "blacklistTTL"],
+      prefix: "prefetch.")
+    var limits = PrefetchLimits()
+    if let value = mapping["concurrency"] { limits.concurrency = try positive(value, "prefetch.concurrency") }
+    if let value = mapping["perHostConcurrency"] { limits.perHostConcurrency = try positive(value, "prefetch.perHostConcurrency") }
+    if let value = mapping["retries"] {
+      guard let retries = value.int, retries >= 0 else { throw fail(value, "prefetch.retries", "expected a whole number, 0 or more") }
+      limits.retries = retries
+    }
+    if let value = mapping["timeout"] { limits.timeout = try positiveDuration(value, "prefetch.timeout") }
+    if let value = mapping["deadline"] { limits.deadline = try positiveDuration(value, "prefetch.deadline") }
+    if let value = mapping["maxResponseSize"] { limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize") }
+    if let value = mapping["validate"] { limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self) }
+    if let value = mapping["blacklistTTL"] { limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL") }
+    return limits
+  }
+
+  func checkKeys(_ mapping: Node.Mapping, known: [String], prefix: String) throws(ConfigurationError) {
+    for (key, _) in mapping {
+      guard let name = key.string, known.contains(name) else {
+        throw fail(key, prefix + (key.string ?? "?"), "unknown setting (known: \(known.joined(separator: ", ")))")
+      }
+    }
+  }
+
+  func string(_ node: Node?, _ field: String) throws(ConfigurationError) -> String? {
+    guard let node else { return nil }
+    guard case .scalar(let scalar) = node, !scalar.string.isEmpty else { throw fail(node, field, "expected text") }
+    return scalar.string
+  }
+
+  func strings(_ node: Node, _ field: String) throws(ConfigurationError) -> [String] {
+    if case .scalar = node, let single = node.string { return [single] }
+    guard let list = node.sequence else { throw fail(node, field, "expected a list") }
+    var result: [String] = []
+    for item in list {
+      guard let text = item.string else { throw fail(item, field, "expected text") }
+      result.append(text)
+    }
+    return result
+  }
+
+  func positive(_ node: Node, _ field: String) throws(ConfigurationError) -> Int {
+    guard let value = node.int, value > 0 else { throw fail(node, field, "expected a whole number, 1 or more") }
+    return value
+  }
+
+  func duration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
+    guard let text = node.string, let seconds = try? parseDuration(text) else {
+      throw fail(node, field, "expected a duration such as 30s, 15m, 12h or 7d")
+    }
+    return seconds
+  }
+
+  func positiveDuration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
+    let seconds = try duration(node, field)
+    guard seconds > 0 else { throw fail(node, field, "must be positive") }
+    return seconds
+  }
+
+  func byteCount(_ node: Node, _ field: String) throws(ConfigurationError) -> UInt64 {
+    guard let text = node.string, let bytes = try? parseByteCount(text) else {
+      throw fail(node, field, "expected a size such as 500MB or 2GiB")
+    }
+    return bytes
+  }
+
+  func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ field: String, _ type: T.Type) throws(ConfigurationError) -> T
+  where T.RawValue == String {
+    guard let text = node.string, let value = T(rawValue: text) else {
+      throw fail(node, field, "expected one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
+    }
+    return value
+  }
+
+  /// A node as JSON, for the context (shared with manifest lines).
+  func json(_ node: Node) throws(ConfigurationError) -> JSONValue {
+    switch node {
+    case .mapping(let mapping):
+      var object: [String: JSONValue] = [:]
+      for (key, value) in mapping {
+        guard let name = key.string else { throw fail(key, "context", "keys must be text") }
+        object[name] = try json(value)
+      }
+      return .object(object)
+    case .sequence(let sequence):
+      var array: [JSONValue] = []
+      for item in sequence { array.append(try json(item)) }
+      return .array(array)
+    case .scalar(let scalar):
+      if scalar.style == .plain {
+        if ["null", "~", "Null", "NULL"].contains(scalar.string) { return .null }
+        if let value = node.int { return .number(Double(value)) }
+        if let value = node.float, value.isFinite { return .number(value) }
+        if let value = node.bool { return .bool(value) }
+      }
+      return .string(scalar.string)
+    case .alias:
+      throw fail(node, "context", "aliases are not supported")
+    }
+  }
+
+  func resolve(_ path: String) -> String {
+    let expanded = (path as NSString).expandingTildeInPath
+    return expanded.hasPrefix("/") ? expanded : (directory.isEmpty ? expanded : (directory as NSString).appendingPathComponent(expanded))
+  }
+}
