@@ -1,0 +1,112 @@
+import Core
+import TestSupport
+import XCTest
+
+final class JobTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+  }
+
+  override func tearDown() {
+    temporary.remove()
+  }
+
+  private func write(_ text: String, name: String = "job.yaml") throws -> String {
+    let path = temporary.appending(name)
+    try text.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  private func assertError(_ text: String, line: Int?, field: String?, containing message: String, file: StaticString = #filePath, sourceLine: UInt = #line) throws {
+    let path = try write(text)
+    XCTAssertThrowsError(try Job.load(path: path), file: file, line: sourceLine) { error in
+      guard let error = error as? ConfigurationError else { return XCTFail("\(error)", file: file, line: sourceLine) }
+      XCTAssertEqual(error.source, path, file: file, line: sourceLine)
+      XCTAssertEqual(error.line, line, "\(error)", file: file, line: sourceLine)
+      XCTAssertEqual(error.field, field, "\(error)", file: file, line: sourceLine)
+      XCTAssertTrue(error.description.contains(message), error.description, file: file, line: sourceLine)
+    }
+  }
+
+  func testFullJobInYAML() throws {
+    let path = try write(
+      """
+      name: nightly
+      cache:
+        directory: cache
+        namespace: avatars
+        maxDiskAge: 30d
+        maxDiskSize: 2GiB
+        expireType: modificationDate
+      manifests: [a.txt, /abs/b.jsonl]
+      options: [retryFailed, progressiveLoad]
+      context:
+        headers: {Authorization: Bearer x}
+        cacheKeyFilter: stripQuery
+        storeCacheType: disk
+        downloadTimeout: 5
+      prefetch:
+        concurrency: 32
+        perHostConcurrency: 4
+        timeout: 10s
+        deadline: 2m
+        maxResponseSize: 5MB
+        retries: 0
+        validate: full
+        blacklistTTL: 7d
+      maintenance: [migrate, expire]
+      migrate: {from: legacy}
+      report: reports/{date}.json
+      """)
+    let job = try Job.load(path: path)
+    XCTAssertEqual(job.name, "nightly")
+    XCTAssertEqual(job.location, CacheLocation(directory: temporary.appending("cache"), namespace: "avatars"))
+    XCTAssertEqual(job.maxDiskAge, 30 * 86_400)
+    XCTAssertEqual(job.maxDiskSize, 2 * 1_073_741_824)
+    XCTAssertEqual(job.expireType, .modificationDate)
+    XCTAssertEqual(job.manifests, [temporary.appending("a.txt"), "/abs/b.jsonl"])
+    XCTAssertEqual(job.options, ImageOptions([.retryFailed]))
+    XCTAssertEqual(job.warnings.count, 1)
+    XCTAssertTrue(job.warnings[0].contains("progressiveLoad"))
+    XCTAssertEqual(job.context.headers, ["Authorization": "Bearer x"])
+    XCTAssertEqual(job.context.cacheKeyFilter, .stripQuery)
+    XCTAssertEqual(job.context.storeCacheType, .disk)
+    XCTAssertEqual(job.context.downloadTimeout, 5)
+    XCTAssertEqual(job.prefetch.concurrency, 32)
+    XCTAssertEqual(job.prefetch.perHostConcurrency, 4)
+    XCTAssertEqual(job.prefetch.timeout, 10)
+    XCTAssertEqual(job.prefetch.deadline, 120)
+    XCTAssertEqual(job.prefetch.maxResponseSize, 5_000_000)
+    XCTAssertEqual(job.prefetch.retries, 0)
+    XCTAssertEqual(job.prefetch.validation, .full)
+    XCTAssertEqual(job.prefetch.blacklistTTL, 7 * 86_400)
+    XCTAssertEqual(job.passes, [.migrate, .expire])
+    XCTAssertEqual(job.migrateFrom, temporary.appending("legacy"))
+    XCTAssertEqual(
+      job.reportPath(startedAt: Date(timeIntervalSince1970: 1_700_000_000)), temporary.appending("reports/2023-11-14.json"))
+  }
+
+  func testJSONJobWithDefaults() throws {
+    let path = try write(#"{"cache": {"directory": "/srv/c"}, "manifests": ["m.txt"]}"#, name: "nightly.json")
+    let job = try Job.load(path: path)
+    XCTAssertEqual(job.name, "nightly")
+    XCTAssertEqual(job.location, CacheLocation(directory: "/srv/c"))
+    XCTAssertEqual(job.maxDiskAge, 7 * 86_400)
+    XCTAssertEqual(job.passes, [.expire, .trim])
+    XCTAssertEqual(job.prefetch, PrefetchLimits())
+  }
+
+  func testErrorsNameTheLineAndField() throws {
+    try assertError("cache:\n  directory: c\nprefetch:\n  concurrency: zero\n", line: 4, field: "prefetch.concurrency", containing: "whole number")
+    try assertError("cache:\n  directory: c\n  colour: blue\n", line: 3, field: "cache.colour", containing: "unknown setting")
+    try assertError("cache:\n  directory: c\noptions: [retryFailed, teleport]\n", line: 3, field: "options", containing: "unknown option \"teleport\"")
+    try assertError("cache:\n  directory: c\ncontext:\n  imageThumbnailPixelSize: 100\n", line: 4, field: "context.imageThumbnailPixelSize", containing: "not supported yet")
+    try assertError("cache:\n  directory: c\noptions: [scaleDownLargeImages]\n", line: 3, field: "options", containing: "not supported yet")
+    try assertError("name: x\n", line: 1, field: "cache", containing: "required")
+    try assertError("cache:\n  directory: c\n  maxDiskSize: huge\n", line: 3, field: "cache.maxDiskSize", containing: "size")
+    try assertError("cache:\n  directory: c\nmaintenance: [expire, vacuum]\n", line: 3, field: "maintenance", containing: "vacuum")
+    try assertError("cache: [unclosed\n", line: 2, field: nil, containing: "not valid YAML")
+  }
+}
