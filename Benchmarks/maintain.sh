@@ -5,21 +5,14 @@
 #   bash Benchmarks/maintain.sh            # 1,000,000 files
 #   FILES=100000 bash Benchmarks/maintain.sh
 #
-# Needs: hyperfine and GNU time (installed with apt-get when missing), a release build.
+# Needs hyperfine and GNU time: installed with apt-get when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-1000000}
 RUNS=${RUNS:-3}
 WORK=${WORK:-$PWD/Benchmarks/work/maintain}
 
-need=()
-command -v hyperfine >/dev/null || need+=(hyperfine)
-[ -x /usr/bin/time ] || need+=(time)
-if [ ${#need[@]} -gt 0 ]; then
-  as_root=(); [ "$(id -u)" -eq 0 ] || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq "${need[@]}"
-fi
-bash scripts/install-system-packages
+bash scripts/install-system-packages hyperfine time
 swift build -c release --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 

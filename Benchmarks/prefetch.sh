@@ -14,16 +14,7 @@ RUNS=${RUNS:-3}
 PORT=${PORT:-18080}
 WORK=${WORK:-$PWD/Benchmarks/work/prefetch}
 
-need=()
-for tool in nginx wget2 aria2c hyperfine curl; do
-  command -v "$tool" >/dev/null || need+=("$([ "$tool" = aria2c ] && echo aria2 || echo "$tool")")
-done
-[ -x /usr/bin/time ] || need+=(time)
-if [ ${#need[@]} -gt 0 ]; then
-  as_root=(); [ "$(id -u)" -eq 0 ] || as_root=(sudo)
-  "${as_root[@]}" apt-get update -qq && "${as_root[@]}" apt-get install -y -qq "${need[@]}"
-fi
-bash scripts/install-system-packages
+bash scripts/install-system-packages nginx wget2 aria2 hyperfine curl time
 swift build -c release --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 

@@ -81,33 +81,35 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   /// The image downloaded but could not be written to the cache.
   case storeFailed(reason: String)
 
+  /// SD's code for this error, when SD has one (network and store failures have none).
+  public var sdCode: SDErrorCode? {
+    switch self {
+    case .invalidURL: .invalidURL
+    case .badImageData: .badImageData
+    case .blackListed: .blackListed
+    case .invalidDownloadStatusCode: .invalidDownloadStatusCode
+    case .invalidDownloadResponse: .invalidDownloadResponse
+    case .invalidDownloadContentType: .invalidDownloadContentType
+    case .cancelled: .cancelled
+    case .network, .storeFailed: nil
+    }
+  }
+
   /// SD's numeric code (URLError-style negative numbers for network failures).
   public var code: Int {
     switch self {
-    case .invalidURL: SDErrorCode.invalidURL.rawValue
-    case .badImageData: SDErrorCode.badImageData.rawValue
-    case .blackListed: SDErrorCode.blackListed.rawValue
-    case .invalidDownloadStatusCode: SDErrorCode.invalidDownloadStatusCode.rawValue
-    case .invalidDownloadResponse: SDErrorCode.invalidDownloadResponse.rawValue
-    case .invalidDownloadContentType: SDErrorCode.invalidDownloadContentType.rawValue
-    case .cancelled: SDErrorCode.cancelled.rawValue
     case .network(let failure, _): failure.code
     case .storeFailed: -3000
+    default: sdCode?.rawValue ?? 0
     }
   }
 
   /// The stable name reports use.
   public var name: String {
     switch self {
-    case .invalidURL: SDErrorCode.invalidURL.name
-    case .badImageData: SDErrorCode.badImageData.name
-    case .blackListed: SDErrorCode.blackListed.name
-    case .invalidDownloadStatusCode: SDErrorCode.invalidDownloadStatusCode.name
-    case .invalidDownloadResponse: SDErrorCode.invalidDownloadResponse.name
-    case .invalidDownloadContentType: SDErrorCode.invalidDownloadContentType.name
-    case .cancelled: SDErrorCode.cancelled.name
     case .network(let failure, _): failure.rawValue
     case .storeFailed: "storeFailed"
+    default: sdCode?.name ?? "unknown"
     }
   }
 

@@ -28,13 +28,7 @@ struct BlacklistCommand: ParsableCommand {
     func run() throws {
       let store = try openState(cacheOptions.location)
       let entries = try store.blacklist()
-      if json {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        encoder.dateEncodingStrategy = .iso8601
-        FileHandle.standardOutput.write(try encoder.encode(entries) + Data("\n".utf8))
-        return
-      }
+      if json { return try Console.printJSON(entries) }
       let formatter = ISO8601DateFormatter()
       for entry in entries {
         Console.say(

@@ -51,6 +51,14 @@ enum Console {
   static func say(_ line: String) {
     FileHandle.standardError.write(Data((line + "\n").utf8))
   }
+
+  /// Pretty, key-sorted JSON with ISO 8601 dates, on stdout.
+  static func printJSON(_ value: some Encodable) throws {
+    let encoder = JSONEncoder()
+    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+    encoder.dateEncodingStrategy = .iso8601
+    FileHandle.standardOutput.write(try encoder.encode(value) + Data("\n".utf8))
+  }
 }
 
 /// Parses `--max-age`-style values with the unit parsers of Core.

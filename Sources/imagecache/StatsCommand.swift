@@ -46,13 +46,7 @@ struct StatsCommand: ParsableCommand {
       stats.newestModification = max(stats.newestModification ?? attributes.modificationDate, attributes.modificationDate)
       if Self.isLegacyName(file.name) { stats.legacyNames += 1 }
     }
-    if json {
-      let encoder = JSONEncoder()
-      encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-      encoder.dateEncodingStrategy = .iso8601
-      FileHandle.standardOutput.write(try encoder.encode(stats) + Data("\n".utf8))
-      return
-    }
+    if json { return try Console.printJSON(stats) }
     func date(_ value: Date?) -> String { value.map { ISO8601DateFormatter().string(from: $0) } ?? "-" }
     Console.say(
       """
