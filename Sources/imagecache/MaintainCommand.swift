@@ -23,14 +23,14 @@ struct MaintainCommand: ParsableCommand {
   @OptionGroup var reportOptions: ReportOptions
 
   @Option(
-    name: .customLong("max-age"), parsing: .unconditional,
+    name: [.customLong("max-age"), .customLong("max-disk-age")], parsing: .unconditional,
     help: ArgumentHelp(
       "Expire files older than this (30s, 15m, 12h, 7d; negative: never; 0: everything).",
       valueName: "duration"))
   var maxAge = Duration(seconds: CleanupConfiguration.defaultMaxDiskAge)
 
   @Option(
-    name: .customLong("max-size"),
+    name: [.customLong("max-size"), .customLong("max-disk-size")],
     help: ArgumentHelp("Trim when the cache is above this size (500MB, 2GiB; 0: no limit).", valueName: "size"))
   var maxSize = ByteCount(bytes: 0)
 
