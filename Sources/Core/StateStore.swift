@@ -170,7 +170,15 @@ public final class StateStore: Sendable {
   }
 
   public func setValidators(_ validators: CacheValidators) throws {
-    try database.write { db in try validators.upsert(db) }
+    try setValidators([validators])
+  }
+
+  /// Stores many keys' validators in one transaction.
+  public func setValidators(_ batch: [CacheValidators]) throws {
+    guard !batch.isEmpty else { return }
+    try database.write { db in
+      for validators in batch { try validators.upsert(db) }
+    }
   }
 
   public func removeValidators(forKey cacheKey: String) throws {

@@ -51,6 +51,28 @@ public final class ImageManager: Sendable {
     let cache: ImageCache
     let store: StateStore
     let blacklist: Mutex<[String: Date]>
+    /// Validators not yet written: one SQLite transaction per download would serialise the
+    /// downloads on the database, so they are written in batches.
+    let pendingValidators = Mutex<[CacheValidators]>([])
+    static let validatorBatchSize = 256
+
+    /// Queues `validators`, writing the queue once it is a batch.
+    func queue(_ validators: CacheValidators) throws {
+      let batch = pendingValidators.withLock { pending -> [CacheValidators] in
+        pending.append(validators)
+        guard pending.count >= Self.validatorBatchSize else { return [] }
+        defer { pending.removeAll(keepingCapacity: true) }
+        return pending
+      }
+      try store.setValidators(batch)
+    }
+
+    func flush() throws {
+      try store.setValidators(pendingValidators.withLock { pending in
+        defer { pending.removeAll() }
+        return pending
+      })
+    }
 
     init(cache: ImageCache, store: StateStore, timeToLive: TimeInterval?) throws {
       self.cache = cache
@@ -81,6 +103,11 @@ public final class ImageManager: Sendable {
   /// The state store of `namespace` (the default one when `nil`).
   public func stateStore(namespace: String? = nil) throws -> StateStore {
     try state(for: namespace).store
+  }
+
+  /// Writes the validators still queued. Call it when the run ends (interrupted or not).
+  public func flush() throws {
+    for state in states.withLock({ Array($0.values) }) { try state.flush() }
   }
 
   /// Every blacklisted URL of the default namespace, after the run.
@@ -149,6 +176,7 @@ public final class ImageManager: Sendable {
     request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
     request.handleCookies = options.contains(.handleCookies)
     if options.contains(.refreshCached) && cachedOnDisk {
+      try? namespace.flush()
       request.validators = try? namespace.store.validators(forKey: key)
     }
 
@@ -174,7 +202,7 @@ public final class ImageManager: Sendable {
     do {
       try cache.store(response.body, forKey: key, cacheType: context.storeCacheType)
       if response.etag != nil || response.lastModified != nil {
-        try namespace.store.setValidators(
+        try namespace.queue(
           CacheValidators(cacheKey: key, etag: response.etag, lastModified: response.lastModified, updatedAt: Date()))
       } else if options.contains(.refreshCached) {
         try namespace.store.removeValidators(forKey: key)

@@ -221,6 +221,11 @@ struct PrefetchRun {
     let prefetch = await task.value
     signals.cancel()
     await downloader.shutdown()
+    do {
+      try manager.flush()
+    } catch {
+      report.warnings.append("could not record ETag/Last-Modified validators: \(error)")
+    }
 
     var result = prefetch
     result.blacklistedURLs = (try? manager.blacklistedURLs()) ?? []
