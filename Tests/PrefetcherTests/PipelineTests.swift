@@ -242,3 +242,13 @@ final class PipelineTests: XCTestCase {
     XCTAssertFalse(try DiskCache(location: location).containsData(forKey: server.url("/image.png")))
   }
 }
+
+extension PipelineTests {
+  func testValidatorsAreQueuedAndWrittenOnFlush() async throws {
+    let manager = try manager()
+    guard case .downloaded = try await load("/etag.png", manager: manager) else { return XCTFail() }
+    try manager.flush()
+    let validators = try StateStore(location: location).validators(forKey: server.url("/etag.png"))
+    XCTAssertEqual(validators?.etag, "\"v1\"")
+  }
+}
