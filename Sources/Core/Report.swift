@@ -123,6 +123,23 @@ public struct FailureReport: Sendable, Codable, Equatable {
   }
 }
 
+/// One image downloaded in a run, with what validation learned of it (SPEC section 2, step 6).
+public struct DownloadReport: Sendable, Codable, Equatable {
+  public var url: String
+  public var bytes: Int
+  public var format: ImageFormat?
+  public var width: Int?
+  public var height: Int?
+
+  public init(url: String, bytes: Int, info: ImageInfo) {
+    self.url = url
+    self.bytes = bytes
+    format = info.format
+    width = info.width
+    height = info.height
+  }
+}
+
 /// The prefetch part of a report.
 public struct PrefetchReport: Sendable, Codable, Equatable {
   public var total = 0
@@ -136,6 +153,8 @@ public struct PrefetchReport: Sendable, Codable, Equatable {
   public var bytesDownloaded: UInt64 = 0
   public var durationSeconds = 0.0
   public var failures: [FailureReport] = []
+  /// Every image downloaded, with its format and dimensions (hits are only counted).
+  public var downloads: [DownloadReport] = []
   public var blacklistedURLs: [String] = []
   /// Manifest lines that could not be used (counted as skipped), as `file:line: message`.
   public var lineErrors: [String] = []

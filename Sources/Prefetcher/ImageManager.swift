@@ -147,7 +147,8 @@ public final class ImageManager: Sendable {
     if !options.contains(.fromLoaderOnly) {
       do {
         if let hit = try cache.query(key: key, cacheType: context.queryCacheType, readData: false) {
-          guard options.contains(.refreshCached) else {
+          // fromCacheOnly never downloads, not even to revalidate.
+          guard options.contains(.refreshCached) && !options.contains(.fromCacheOnly) else {
             return LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit)
           }
           cachedOnDisk = try hit.source == .disk || cache.disk.containsData(forKey: key)
@@ -155,7 +156,7 @@ public final class ImageManager: Sendable {
       } catch {
         return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
       }
-      if options.contains(.fromCacheOnly) && !cachedOnDisk { return LoadResult(outcome: .cacheMiss) }
+      if options.contains(.fromCacheOnly) { return LoadResult(outcome: .cacheMiss) }
     }
 
     let revalidate = cachedOnDisk

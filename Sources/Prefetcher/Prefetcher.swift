@@ -170,9 +170,10 @@ public struct Prefetcher: Sendable {
     switch finished.result.outcome {
     case .memoryHit: report.memoryHits += 1
     case .diskHit: report.diskHits += 1
-    case .downloaded(let bytes, _):
+    case .downloaded(let bytes, let info):
       report.downloaded += 1
       report.bytesDownloaded += UInt64(bytes)
+      report.downloads.append(DownloadReport(url: finished.item.url, bytes: bytes, info: info))
     case .notModified: report.notModified += 1
     case .cacheMiss: report.skipped += 1
     case .blacklisted: report.blacklisted += 1

@@ -223,6 +223,14 @@ final class PipelineTests: XCTestCase {
     XCTAssertEqual(server.requestCount("/photo.jpg"), 0)
   }
 
+  func testFromCacheOnlyNeverDownloadsEvenToRevalidate() async throws {
+    let manager = try manager()
+    _ = try await load("/etag.png", manager: manager)
+    let outcome = try await load("/etag.png", [.fromCacheOnly, .refreshCached], manager: manager)
+    XCTAssertEqual(outcome, .memoryHit)
+    XCTAssertEqual(server.requestCount("/etag.png"), 1)
+  }
+
   func testFromLoaderOnlySkipsTheCache() async throws {
     let manager = try manager()
     _ = try await load("/photo.jpg", manager: manager)
@@ -250,5 +258,17 @@ extension PipelineTests {
     try manager.flush()
     let validators = try StateStore(location: location).validators(forKey: server.url("/etag.png"))
     XCTAssertEqual(validators?.etag, "\"v1\"")
+  }
+}
+
+extension PipelineTests {
+  func testNamespaceContextStoresInAnotherFolderOfTheSameDirectory() async throws {
+    var context = ImageContext()
+    context.namespace = "avatars"
+    guard case .downloaded = try await load("/photo.jpg", context: context) else { return XCTFail() }
+    let avatars = CacheLocation(directory: location.directory, namespace: "avatars")
+    XCTAssertTrue(try DiskCache(location: avatars).containsData(forKey: server.url("/photo.jpg")))
+    XCTAssertEqual(try cacheFiles, [], "nothing in the default namespace")
+    XCTAssertTrue(FileManager.default.fileExists(atPath: avatars.stateDirectory + "/state.sqlite"))
   }
 }

@@ -53,6 +53,11 @@ final class PrefetchCommandTests: XCTestCase {
     XCTAssertEqual(Set(prefetch.failures.map(\.name)), ["invalidDownloadStatusCode", "badImageData"])
     XCTAssertEqual(prefetch.blacklistedURLs, [server.url("/page.jpg")])
     XCTAssertEqual(prefetch.bytesDownloaded, UInt64(Fixtures.jpeg.count + Fixtures.png.count))
+    let photo = try XCTUnwrap(prefetch.downloads.first { $0.url == server.url("/photo.jpg") })
+    XCTAssertEqual(photo.format, .jpeg)
+    XCTAssertEqual(photo.width, 64)
+    XCTAssertEqual(photo.height, 48)
+    XCTAssertEqual(photo.bytes, Fixtures.jpeg.count)
 
     let clean = try manifest([server.url("/photo.jpg"), server.url("/image.png"), server.url("/page.jpg")])
     let second = try ImageCacheBinary.run(["prefetch", clean, "--cache", location.directory, "--json"])
