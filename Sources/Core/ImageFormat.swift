@@ -23,14 +23,16 @@ public enum ImageFormat: String, Sendable, Codable, CaseIterable {
       return .jpeg
     case 0x89 where bytes.starts(with: [0x89, 0x50, 0x4E, 0x47, 0x0D, 0x0A, 0x1A, 0x0A]):
       return .png
-    case 0x47 where bytes.starts(with: Array("GIF87a".utf8)) || bytes.starts(with: Array("GIF89a".utf8)):
+    case 0x47
+    where bytes.starts(with: Array("GIF87a".utf8)) || bytes.starts(with: Array("GIF89a".utf8)):
       return .gif
     case 0x49 where bytes.starts(with: [0x49, 0x49, 0x2A, 0x00]),
       0x4D where bytes.starts(with: [0x4D, 0x4D, 0x00, 0x2A]):
       return .tiff
     case 0x42 where bytes.starts(with: Array("BM".utf8)):
       return .bmp
-    case 0x52 where bytes.count >= 12 && bytes[0..<4].elementsEqual("RIFF".utf8)
+    case 0x52
+    where bytes.count >= 12 && bytes[0..<4].elementsEqual("RIFF".utf8)
       && bytes[8..<12].elementsEqual("WEBP".utf8):
       return .webp
     case 0x25 where bytes.starts(with: Array("%PDF".utf8)):

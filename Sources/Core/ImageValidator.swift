@@ -216,7 +216,8 @@ struct StructureCheck {
       let type = String(decoding: bytes.raw[(offset + 4)..<(offset + 8)], as: UTF8.self)
       if size == nil {
         guard type == "IHDR", length == 13 else {
-          throw StructureFailure(reason: "corrupt: first chunk is \(type.debugDescription), not IHDR")
+          throw StructureFailure(
+            reason: "corrupt: first chunk is \(type.debugDescription), not IHDR")
         }
         size = (try bytes.u32be(offset + 8), try bytes.u32be(offset + 12))
       }
@@ -278,7 +279,9 @@ struct StructureCheck {
       return (try bytes.u16le(26) & 0x3FFF, try bytes.u16le(28) & 0x3FFF)
     }
     if bytes.matches(12, "VP8L") {
-      guard try bytes.u8(20) == 0x2F else { throw StructureFailure(reason: "corrupt: no VP8L signature") }
+      guard try bytes.u8(20) == 0x2F else {
+        throw StructureFailure(reason: "corrupt: no VP8L signature")
+      }
       let bits = try bytes.u32le(21)
       return ((bits & 0x3FFF) + 1, ((bits >> 14) & 0x3FFF) + 1)
     }
@@ -296,7 +299,8 @@ struct StructureCheck {
     var sawMeta = false
     while offset < bytes.count {
       var boxSize = try bytes.u32be(offset, "box header")
-      let type = String(decoding: bytes.raw[(offset + 4)..<min(offset + 8, bytes.count)], as: UTF8.self)
+      let type = String(
+        decoding: bytes.raw[(offset + 4)..<min(offset + 8, bytes.count)], as: UTF8.self)
       if boxSize == 1 {
         boxSize = (try bytes.u32be(offset + 8)) << 32 | (try bytes.u32be(offset + 12))
       } else if boxSize == 0 {
@@ -361,8 +365,9 @@ struct StructureCheck {
 
   private func svg() throws -> (Int, Int)? {
     let text = String(decoding: bytes.raw, as: UTF8.self)
-    guard text.range(of: "</svg>", options: [.caseInsensitive, .backwards]) != nil
-      || text.range(of: "<svg[^>]*/>", options: [.regularExpression, .caseInsensitive]) != nil
+    guard
+      text.range(of: "</svg>", options: [.caseInsensitive, .backwards]) != nil
+        || text.range(of: "<svg[^>]*/>", options: [.regularExpression, .caseInsensitive]) != nil
     else { throw StructureFailure(reason: "truncated: no closing </svg>") }
     return nil
   }

@@ -51,7 +51,8 @@ public struct Job: Sendable {
   public var warnings: [String] = []
 
   public static let knownKeys = [
-    "name", "cache", "manifests", "options", "context", "prefetch", "maintenance", "migrate", "report",
+    "name", "cache", "manifests", "options", "context", "prefetch", "maintenance", "migrate",
+    "report",
   ]
 
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
@@ -67,7 +68,8 @@ public struct Job: Sendable {
     do {
       root = try Yams.compose(yaml: text)
     } catch let error as YamlError {
-      throw ConfigurationError(source: path, line: Self.line(of: error), message: "not valid YAML or JSON: \(error)")
+      throw ConfigurationError(
+        source: path, line: Self.line(of: error), message: "not valid YAML or JSON: \(error)")
     } catch {
       throw ConfigurationError(source: path, message: "not valid YAML or JSON: \(error)")
     }
@@ -81,7 +83,8 @@ public struct Job: Sendable {
     let stamp = date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
     let day = String(stamp.prefix(10))
     let time = String(stamp.dropFirst(11).prefix(8)).replacingOccurrences(of: ":", with: "")
-    return report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(of: "{time}", with: time)
+    return report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(
+      of: "{time}", with: time)
   }
 
   static func line(of error: YamlError) -> Int? {
@@ -104,38 +107,54 @@ struct JobParser {
   }
 
   func parse(_ root: Node) throws(ConfigurationError) -> Job {
-    guard let top = root.mapping else { throw fail(root, "", "a job file is a mapping of settings") }
+    guard let top = root.mapping else {
+      throw fail(root, "", "a job file is a mapping of settings")
+    }
     try checkKeys(top, known: Job.knownKeys, prefix: "")
-    let name = try string(top["name"], "name") ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+    let name =
+      try string(top["name"], "name")
+      ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
 
     guard let cacheNode = top["cache"], let cache = cacheNode.mapping else {
       throw fail(top["cache"] ?? root, "cache", "required: a mapping with at least 'directory'")
     }
-    try checkKeys(cache, known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType"], prefix: "cache.")
+    try checkKeys(
+      cache, known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType"],
+      prefix: "cache.")
     guard let directory = try string(cache["directory"], "cache.directory") else {
       throw fail(cacheNode, "cache.directory", "required")
     }
-    let namespace = try string(cache["namespace"], "cache.namespace") ?? CacheLocation.defaultNamespace
+    let namespace =
+      try string(cache["namespace"], "cache.namespace") ?? CacheLocation.defaultNamespace
     guard !namespace.isEmpty, !namespace.contains("/"), namespace != ".", namespace != ".." else {
       throw fail(cache["namespace"], "cache.namespace", "must be a single folder name")
     }
-    var job = Job(name: name, file: file, location: CacheLocation(directory: resolve(directory), namespace: namespace))
+    var job = Job(
+      name: name, file: file,
+      location: CacheLocation(directory: resolve(directory), namespace: namespace))
     if let age = cache["maxDiskAge"] { job.maxDiskAge = try duration(age, "cache.maxDiskAge") }
-    if let size = cache["maxDiskSize"] { job.maxDiskSize = try byteCount(size, "cache.maxDiskSize") }
-    if let type = cache["expireType"] { job.expireType = try choice(type, "cache.expireType", ExpireType.self) }
+    if let size = cache["maxDiskSize"] {
+      job.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
+    }
+    if let type = cache["expireType"] {
+      job.expireType = try choice(type, "cache.expireType", ExpireType.self)
+    }
 
     if let manifests = top["manifests"] {
       guard let list = manifests.sequence, !list.isEmpty else {
         throw fail(manifests, "manifests", "expected a list of manifest files")
       }
       for (index, item) in list.enumerated() {
-        guard let path = item.string else { throw fail(item, "manifests[\(index)]", "expected a file path") }
+        guard let path = item.string else {
+          throw fail(item, "manifests[\(index)]", "expected a file path")
+        }
         job.manifests.append(resolve(path))
       }
     }
     if let options = top["options"] {
       let names = try strings(options, "options")
-      let parsed = try ImageOptions.parse(names, source: file, line: options.mark?.line, field: "options")
+      let parsed = try ImageOptions.parse(
+        names, source: file, line: options.mark?.line, field: "options")
       job.options = parsed.0
       job.warnings += parsed.warnings
     }
@@ -149,13 +168,17 @@ struct JobParser {
     if let maintenance = top["maintenance"] {
       job.passes = try strings(maintenance, "maintenance").map { name throws(ConfigurationError) in
         guard let pass = JobPass(rawValue: name) else {
-          throw fail(maintenance, "maintenance", "unknown pass \(name.debugDescription) (known: migrate, expire, trim)")
+          throw fail(
+            maintenance, "maintenance",
+            "unknown pass \(name.debugDescription) (known: migrate, expire, trim)")
         }
         return pass
       }
     }
     if let migrate = top["migrate"] {
-      guard let mapping = migrate.mapping else { throw fail(migrate, "migrate", "expected a mapping") }
+      guard let mapping = migrate.mapping else {
+        throw fail(migrate, "migrate", "expected a mapping")
+      }
       try checkKeys(mapping, known: ["from"], prefix: "migrate.")
       job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
     }
@@ -167,34 +190,59 @@ struct JobParser {
     guard let mapping = node.mapping else { throw fail(node, "prefetch", "expected a mapping") }
     try checkKeys(
       mapping,
-      known: ["concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries", "validate", "blacklistTTL"],
+      known: [
+        "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
+        "validate", "blacklistTTL",
+      ],
       prefix: "prefetch.")
     var limits = PrefetchLimits()
-    if let value = mapping["concurrency"] { limits.concurrency = try positive(value, "prefetch.concurrency") }
-    if let value = mapping["perHostConcurrency"] { limits.perHostConcurrency = try positive(value, "prefetch.perHostConcurrency") }
+    if let value = mapping["concurrency"] {
+      limits.concurrency = try positive(value, "prefetch.concurrency")
+    }
+    if let value = mapping["perHostConcurrency"] {
+      limits.perHostConcurrency = try positive(value, "prefetch.perHostConcurrency")
+    }
     if let value = mapping["retries"] {
-      guard let retries = value.int, retries >= 0 else { throw fail(value, "prefetch.retries", "expected a whole number, 0 or more") }
+      guard let retries = value.int, retries >= 0 else {
+        throw fail(value, "prefetch.retries", "expected a whole number, 0 or more")
+      }
       limits.retries = retries
     }
-    if let value = mapping["timeout"] { limits.timeout = try positiveDuration(value, "prefetch.timeout") }
-    if let value = mapping["deadline"] { limits.deadline = try positiveDuration(value, "prefetch.deadline") }
-    if let value = mapping["maxResponseSize"] { limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize") }
-    if let value = mapping["validate"] { limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self) }
-    if let value = mapping["blacklistTTL"] { limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL") }
+    if let value = mapping["timeout"] {
+      limits.timeout = try positiveDuration(value, "prefetch.timeout")
+    }
+    if let value = mapping["deadline"] {
+      limits.deadline = try positiveDuration(value, "prefetch.deadline")
+    }
+    if let value = mapping["maxResponseSize"] {
+      limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize")
+    }
+    if let value = mapping["validate"] {
+      limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
+    }
+    if let value = mapping["blacklistTTL"] {
+      limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL")
+    }
     return limits
   }
 
-  func checkKeys(_ mapping: Node.Mapping, known: [String], prefix: String) throws(ConfigurationError) {
+  func checkKeys(_ mapping: Node.Mapping, known: [String], prefix: String)
+    throws(ConfigurationError)
+  {
     for (key, _) in mapping {
       guard let name = key.string, known.contains(name) else {
-        throw fail(key, prefix + (key.string ?? "?"), "unknown setting (known: \(known.joined(separator: ", ")))")
+        throw fail(
+          key, prefix + (key.string ?? "?"),
+          "unknown setting (known: \(known.joined(separator: ", ")))")
       }
     }
   }
 
   func string(_ node: Node?, _ field: String) throws(ConfigurationError) -> String? {
     guard let node else { return nil }
-    guard case .scalar(let scalar) = node, !scalar.string.isEmpty else { throw fail(node, field, "expected text") }
+    guard case .scalar(let scalar) = node, !scalar.string.isEmpty else {
+      throw fail(node, field, "expected text")
+    }
     return scalar.string
   }
 
@@ -210,7 +258,9 @@ struct JobParser {
   }
 
   func positive(_ node: Node, _ field: String) throws(ConfigurationError) -> Int {
-    guard let value = node.int, value > 0 else { throw fail(node, field, "expected a whole number, 1 or more") }
+    guard let value = node.int, value > 0 else {
+      throw fail(node, field, "expected a whole number, 1 or more")
+    }
     return value
   }
 
@@ -234,10 +284,12 @@ struct JobParser {
     return bytes
   }
 
-  func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ field: String, _ type: T.Type) throws(ConfigurationError) -> T
+  func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ field: String, _ type: T.Type)
+    throws(ConfigurationError) -> T
   where T.RawValue == String {
     guard let text = node.string, let value = T(rawValue: text) else {
-      throw fail(node, field, "expected one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
+      throw fail(
+        node, field, "expected one of " + T.allCases.map(\.rawValue).joined(separator: ", "))
     }
     return value
   }
@@ -271,6 +323,8 @@ struct JobParser {
 
   func resolve(_ path: String) -> String {
     let expanded = (path as NSString).expandingTildeInPath
-    return expanded.hasPrefix("/") ? expanded : (directory.isEmpty ? expanded : (directory as NSString).appendingPathComponent(expanded))
+    return expanded.hasPrefix("/")
+      ? expanded
+      : (directory.isEmpty ? expanded : (directory as NSString).appendingPathComponent(expanded))
   }
 }

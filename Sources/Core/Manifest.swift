@@ -107,7 +107,8 @@ public struct ManifestReader: Sequence {
       }
       if let error = lines.error {
         lines.error = nil
-        return .failure(ManifestLineError(file: path, line: lines.lineNumber, field: nil, message: error))
+        return .failure(
+          ManifestLineError(file: path, line: lines.lineNumber, field: nil, message: error))
       }
       return nil
     }
@@ -130,7 +131,9 @@ public struct ManifestReader: Sequence {
       } catch DecodingError.keyNotFound(let key, _) {
         return .failure(
           ManifestLineError(file: file, line: number, field: key.stringValue, message: "missing"))
-      } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context) {
+      } catch DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(
+        _, let context)
+      {
         return .failure(
           ManifestLineError(
             file: file, line: number,

@@ -176,7 +176,9 @@ public struct ImageContext: Sendable, Equatable {
             key, "expected \"url\", \"stripQuery\" or {\"stripQueryParameters\": [names]}")
         }
       case "headers":
-        guard case .object(let headers) = value else { throw fail(key, "expected an object of header names to values") }
+        guard case .object(let headers) = value else {
+          throw fail(key, "expected an object of header names to values")
+        }
         for (name, headerValue) in headers {
           guard case .string(let string) = headerValue else {
             throw fail("\(key).\(name)", "a header value must be a string")
@@ -190,9 +192,15 @@ public struct ImageContext: Sendable, Equatable {
         guard case .string(let name) = value, let type = CacheType(rawValue: name) else {
           throw fail(key, "expected one of none, disk, memory, all")
         }
-        if key == "storeCacheType" { context.storeCacheType = type } else { context.queryCacheType = type }
+        if key == "storeCacheType" {
+          context.storeCacheType = type
+        } else {
+          context.queryCacheType = type
+        }
       case "namespace":
-        guard case .string(let name) = value, !name.isEmpty, !name.contains("/"), name != ".", name != ".." else {
+        guard case .string(let name) = value, !name.isEmpty, !name.contains("/"), name != ".",
+          name != ".."
+        else {
           throw fail(key, "expected a single folder name")
         }
         context.namespace = name

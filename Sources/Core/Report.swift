@@ -26,7 +26,9 @@ public struct MaintenanceAction: Sendable, Codable, Equatable {
   public var bytes: UInt64
   public var date: Date?
 
-  public init(kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil) {
+  public init(
+    kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil
+  ) {
     self.kind = kind
     self.path = path
     self.destination = destination

@@ -84,7 +84,8 @@ public struct CacheCleaner: Sendable {
     try CacheScanner(root: diskCachePath).forEachFile(onError: { expire.errors.append("\($0)") }) {
       file in
       guard let date = Self.dateNanoseconds(of: file.attributes, expireType) else {
-        throw MaintenanceError.creationDateUnavailable(path: diskCachePath + "/" + file.relativePath)
+        throw MaintenanceError.creationDateUnavailable(
+          path: diskCachePath + "/" + file.relativePath)
       }
       let size = file.attributes.allocatedSize
       if let cutoff, date <= cutoff {
@@ -93,7 +94,8 @@ public struct CacheCleaner: Sendable {
           return
         }
         expire.errors.append(
-          "\(FileSystemError("remove", path: diskCachePath + "/" + file.relativePath, errno: errno))")
+          "\(FileSystemError("remove", path: diskCachePath + "/" + file.relativePath, errno: errno))"
+        )
         remainingBytes += size
         return
       }
@@ -158,6 +160,7 @@ struct Survivors {
   }
 
   func path(of entry: Entry) -> String {
-    String(decoding: arena[entry.pathStart..<(entry.pathStart + Int(entry.pathLength))], as: UTF8.self)
+    String(
+      decoding: arena[entry.pathStart..<(entry.pathStart + Int(entry.pathLength))], as: UTF8.self)
   }
 }

@@ -158,7 +158,8 @@ public struct CacheMigrator: Sendable {
     let enumerator = FileManager.default.enumerator(atPath: root)
     var directories: [String] = []
     while let relativePath = enumerator?.nextObject() as? String {
-      if let type = enumerator?.fileAttributes?[.type] as? FileAttributeType, type == .typeDirectory {
+      if let type = enumerator?.fileAttributes?[.type] as? FileAttributeType, type == .typeDirectory
+      {
         directories.append(root + "/" + relativePath)
       }
     }

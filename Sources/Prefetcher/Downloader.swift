@@ -91,7 +91,8 @@ public final class Downloader: Sendable {
   }
 
   /// Downloads `request.url`, or fails with SD's error for what went wrong.
-  public func download(_ request: DownloadRequest) async throws(DownloadFailure) -> DownloadResponse {
+  public func download(_ request: DownloadRequest) async throws(DownloadFailure) -> DownloadResponse
+  {
     let deadline = configuration.deadline
     do {
       return try await withThrowingTaskGroup(of: DownloadResponse.self) { group in
@@ -99,7 +100,8 @@ public final class Downloader: Sendable {
         group.addTask {
           try await Task.sleep(nanoseconds: UInt64(deadline * 1e9))
           throw DownloadFailure(
-            .network(.timedOut, message: "the download took longer than its \(deadline) s deadline"))
+            .network(.timedOut, message: "the download took longer than its \(deadline) s deadline")
+          )
         }
         defer { group.cancelAll() }
         return try await group.next()!
@@ -146,7 +148,9 @@ public final class Downloader: Sendable {
       httpRequest.headers.replaceOrAdd(name: name, value: value)
     }
     if let validators = request.validators {
-      if let etag = validators.etag { httpRequest.headers.replaceOrAdd(name: "If-None-Match", value: etag) }
+      if let etag = validators.etag {
+        httpRequest.headers.replaceOrAdd(name: "If-None-Match", value: etag)
+      }
       if let lastModified = validators.lastModified {
         httpRequest.headers.replaceOrAdd(name: "If-Modified-Since", value: lastModified)
       }
@@ -155,13 +159,18 @@ public final class Downloader: Sendable {
       httpRequest.headers.replaceOrAdd(name: "Cookie", value: cookie)
     }
 
-    let client = client(timeout: request.timeout ?? configuration.timeout, insecure: request.allowInvalidSSLCertificates)
-    let response = try await client.execute(httpRequest, deadline: .now() + .seconds(Int64(configuration.deadline) + 1))
+    let client = client(
+      timeout: request.timeout ?? configuration.timeout,
+      insecure: request.allowInvalidSSLCertificates)
+    let response = try await client.execute(
+      httpRequest, deadline: .now() + .seconds(Int64(configuration.deadline) + 1))
     let status = Int(response.status.code)
     if request.handleCookies, let host = url.host {
       cookies.store(response.headers["Set-Cookie"], for: host)
     }
-    if [301, 302, 303, 307, 308].contains(status), let location = response.headers.first(name: "Location") {
+    if [301, 302, 303, 307, 308].contains(status),
+      let location = response.headers.first(name: "Location")
+    {
       _ = try? await response.body.collect(upTo: 64 * 1024)
       return .redirect(location)
     }
@@ -173,14 +182,18 @@ public final class Downloader: Sendable {
         retryAfter: Self.retryAfter(response.headers.first(name: "Retry-After")))
     }
     let limit = configuration.maxResponseSize
-    if let declared = response.headers.first(name: "Content-Length").flatMap(Int.init), declared > limit {
+    if let declared = response.headers.first(name: "Content-Length").flatMap(Int.init),
+      declared > limit
+    {
       throw DownloadFailure(
-        .network(.responseTooLarge, message: "Content-Length \(declared) is over the \(limit)-byte limit"))
+        .network(
+          .responseTooLarge, message: "Content-Length \(declared) is over the \(limit)-byte limit"))
     }
     var body = Data()
     for try await buffer in response.body {
       guard body.count + buffer.readableBytes <= limit else {
-        throw DownloadFailure(.network(.responseTooLarge, message: "body is over the \(limit)-byte limit"))
+        throw DownloadFailure(
+          .network(.responseTooLarge, message: "body is over the \(limit)-byte limit"))
       }
       buffer.withUnsafeReadableBytes { body.append(contentsOf: $0) }
     }
@@ -196,7 +209,8 @@ public final class Downloader: Sendable {
       if let client = clients[key] { return client }
       var configuration = HTTPClient.Configuration()
       configuration.timeout = .init(
-        connect: .milliseconds(key.timeoutMilliseconds), read: .milliseconds(key.timeoutMilliseconds))
+        connect: .milliseconds(key.timeoutMilliseconds),
+        read: .milliseconds(key.timeoutMilliseconds))
       configuration.redirectConfiguration = .disallow
       configuration.decompression = .enabled(limit: .ratio(100))
       configuration.connectionPool = .init(
@@ -215,7 +229,9 @@ public final class Downloader: Sendable {
 
   /// `Retry-After` as seconds or as an HTTP date.
   static func retryAfter(_ value: String?) -> TimeInterval? {
-    guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else { return nil }
+    guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else {
+      return nil
+    }
     if let seconds = TimeInterval(value) { return max(0, seconds) }
     let formatter = DateFormatter()
     formatter.locale = Locale(identifier: "en_US_POSIX")
@@ -248,7 +264,8 @@ public final class Downloader: Sendable {
       if error.connectionErrors.isEmpty && (error.dnsAError != nil || error.dnsAAAAError != nil) {
         return .network(.cannotFindHost, message: "cannot resolve \(error.host)")
       }
-      return .network(.cannotConnectToHost, message: "cannot connect to \(error.host):\(error.port)")
+      return .network(
+        .cannotConnectToHost, message: "cannot connect to \(error.host):\(error.port)")
     }
     if let error = error as? IOError {
       switch error.errnoCode {

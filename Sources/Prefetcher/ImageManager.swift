@@ -68,17 +68,19 @@ public final class ImageManager: Sendable {
     }
 
     func flush() throws {
-      try store.setValidators(pendingValidators.withLock { pending in
-        defer { pending.removeAll() }
-        return pending
-      })
+      try store.setValidators(
+        pendingValidators.withLock { pending in
+          defer { pending.removeAll() }
+          return pending
+        })
     }
 
     init(cache: ImageCache, store: StateStore, timeToLive: TimeInterval?) throws {
       self.cache = cache
       self.store = store
       let entries = try store.blacklist(timeToLive: timeToLive)
-      blacklist = Mutex(Dictionary(entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
+      blacklist = Mutex(
+        Dictionary(entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
     }
   }
 
@@ -86,7 +88,8 @@ public final class ImageManager: Sendable {
   ///   - location: the cache directory and the default namespace.
   ///   - store: the default namespace's state store, when the caller opened it already.
   public init(
-    location: CacheLocation, downloader: Downloader, memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20),
+    location: CacheLocation, downloader: Downloader,
+    memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20),
     store: StateStore? = nil, configuration: ManagerConfiguration = ManagerConfiguration()
   ) throws {
     directory = location.directory
@@ -116,10 +119,13 @@ public final class ImageManager: Sendable {
   }
 
   /// Loads one URL once (no retries: that is the prefetcher's job).
-  public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async -> LoadResult {
+  public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async
+    -> LoadResult
+  {
     let trimmed = rawURL.trimmingCharacters(in: .whitespaces)
     guard !trimmed.isEmpty else {
-      return LoadResult(outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false))
+      return LoadResult(
+        outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false))
     }
     let namespace: NamespaceState
     do {
@@ -135,7 +141,9 @@ public final class ImageManager: Sendable {
       return fail(.invalidURL(trimmed, reason: "not a URL"), url: blacklistKey, in: namespace)
     }
     guard scheme == "http" || scheme == "https" else {
-      return fail(.invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"), url: blacklistKey, in: namespace)
+      return fail(
+        .invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"),
+        url: blacklistKey, in: namespace)
     }
     guard let host = url.host, !host.isEmpty else {
       return fail(.invalidURL(trimmed, reason: "no host"), url: blacklistKey, in: namespace)
@@ -160,7 +168,9 @@ public final class ImageManager: Sendable {
     }
 
     let revalidate = cachedOnDisk
-    return await inFlight.run(key: "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)") {
+    return await inFlight.run(
+      key: "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)"
+    ) {
       await self.download(
         url: url, blacklistKey: blacklistKey, key: key, cachedOnDisk: revalidate, options: options,
         context: context, in: namespace)
@@ -204,7 +214,9 @@ public final class ImageManager: Sendable {
       try cache.store(response.body, forKey: key, cacheType: context.storeCacheType)
       if response.etag != nil || response.lastModified != nil {
         try namespace.queue(
-          CacheValidators(cacheKey: key, etag: response.etag, lastModified: response.lastModified, updatedAt: Date()))
+          CacheValidators(
+            cacheKey: key, etag: response.etag, lastModified: response.lastModified,
+            updatedAt: Date()))
       } else if options.contains(.refreshCached) {
         try namespace.store.removeValidators(forKey: key)
       }
@@ -216,12 +228,17 @@ public final class ImageManager: Sendable {
   }
 
   /// Records a failure, blacklisting the URL when SD 5 would.
-  private func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState) -> LoadResult {
-    guard error.blacklistsURL else { return LoadResult(outcome: .failed(error, blacklisted: false)) }
+  private func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState)
+    -> LoadResult
+  {
+    guard error.blacklistsURL else {
+      return LoadResult(outcome: .failed(error, blacklisted: false))
+    }
     let now = Date()
     namespace.blacklist.withLock { $0[url] = now }
     do {
-      try namespace.store.recordFailure(url: url, code: error.code, name: error.name, reason: error.message, at: now)
+      try namespace.store.recordFailure(
+        url: url, code: error.code, name: error.name, reason: error.message, at: now)
     } catch {
       return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: true))
     }

@@ -11,7 +11,10 @@ public struct ManifestItems: Sequence, Sendable {
   public let defaultContext: ImageContext
   private let warningsBox = WarningList()
 
-  public init(paths: [String], defaultOptions: ImageOptions = ImageOptions(), defaultContext: ImageContext = ImageContext()) {
+  public init(
+    paths: [String], defaultOptions: ImageOptions = ImageOptions(),
+    defaultContext: ImageContext = ImageContext()
+  ) {
     self.paths = paths
     self.defaultOptions = defaultOptions
     self.defaultContext = defaultContext
@@ -55,19 +58,26 @@ public struct ManifestItems: Sequence, Sendable {
     }
   }
 
-  func item(from line: Result<ManifestEntry, ManifestLineError>) -> Result<PrefetchItem, ConfigurationError> {
+  func item(from line: Result<ManifestEntry, ManifestLineError>) -> Result<
+    PrefetchItem, ConfigurationError
+  > {
     let entry: ManifestEntry
     switch line {
     case .success(let value): entry = value
     case .failure(let error):
-      return .failure(ConfigurationError(source: error.file, line: error.line, field: error.field, message: error.message))
+      return .failure(
+        ConfigurationError(
+          source: error.file, line: error.line, field: error.field, message: error.message))
     }
     do {
-      let (options, warnings) = try ImageOptions.parse(entry.options, source: entry.file, line: entry.line)
+      let (options, warnings) = try ImageOptions.parse(
+        entry.options, source: entry.file, line: entry.line)
       warningsBox.append(warnings)
       let context = try defaultContext.applying(entry.context, source: entry.file, line: entry.line)
       return .success(
-        PrefetchItem(url: entry.url, options: defaultOptions.union(options), context: context, source: "\(entry.file):\(entry.line)"))
+        PrefetchItem(
+          url: entry.url, options: defaultOptions.union(options), context: context,
+          source: "\(entry.file):\(entry.line)"))
     } catch {
       return .failure(error)
     }

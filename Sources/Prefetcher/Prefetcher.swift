@@ -17,10 +17,15 @@ public struct PrefetchItem: Sendable {
 
   /// The cache key the manager stores this URL under, or `nil` for a URL that does not parse.
   public var cacheKey: String? {
-    URL(string: url.trimmingCharacters(in: .whitespaces)).map { context.cacheKeyFilter.cacheKey(for: $0) }
+    URL(string: url.trimmingCharacters(in: .whitespaces)).map {
+      context.cacheKeyFilter.cacheKey(for: $0)
+    }
   }
 
-  public init(url: String, options: ImageOptions = ImageOptions(), context: ImageContext = ImageContext(), source: String? = nil) {
+  public init(
+    url: String, options: ImageOptions = ImageOptions(), context: ImageContext = ImageContext(),
+    source: String? = nil
+  ) {
     self.url = url
     self.options = options
     self.context = context
@@ -69,7 +74,8 @@ public struct Prefetcher: Sendable {
   public let manager: ImageManager
   public let configuration: PrefetchConfiguration
 
-  public init(manager: ImageManager, configuration: PrefetchConfiguration = PrefetchConfiguration()) {
+  public init(manager: ImageManager, configuration: PrefetchConfiguration = PrefetchConfiguration())
+  {
     self.manager = manager
     self.configuration = configuration
   }
@@ -111,7 +117,9 @@ public struct Prefetcher: Sendable {
         }
         if stop.isStopped { window.removeAll() }
         if running < configuration.concurrency,
-          let item = window.takeNext(where: { perHost[$0, default: 0] < configuration.perHostConcurrency })
+          let item = window.takeNext(where: {
+            perHost[$0, default: 0] < configuration.perHostConcurrency
+          })
         {
           perHost[item.host, default: 0] += 1
           running += 1
@@ -159,7 +167,8 @@ public struct Prefetcher: Sendable {
       guard case .failed(let error, _) = result.outcome, error.isTransient,
         attempts <= configuration.retries, !stop.isStopped
       else { return Finished(item: item, result: result, attempts: attempts) }
-      let backoff = configuration.retryBaseDelay * pow(2, Double(attempts - 1)) * Double.random(in: 0.5...1.5)
+      let backoff =
+        configuration.retryBaseDelay * pow(2, Double(attempts - 1)) * Double.random(in: 0.5...1.5)
       let wait = min(configuration.maxRetryDelay, max(backoff, result.retryAfter ?? 0))
       try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
     }

@@ -20,7 +20,8 @@ struct BlacklistCommand: ParsableCommand {
     subcommands: [List.self, Remove.self, Clear.self])
 
   struct List: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "List the blacklisted URLs with why and when they failed.")
+    static let configuration = CommandConfiguration(
+      abstract: "List the blacklisted URLs with why and when they failed.")
     @OptionGroup var cacheOptions: CacheOptions
     @Flag(name: .long, help: "Print the entries as JSON on stdout.")
     var json = false
@@ -32,7 +33,8 @@ struct BlacklistCommand: ParsableCommand {
       let formatter = ISO8601DateFormatter()
       for entry in entries {
         Console.say(
-          "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(formatter.string(from: entry.lastFailedAt))\t\(entry.reason)")
+          "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(formatter.string(from: entry.lastFailedAt))\t\(entry.reason)"
+        )
       }
       Console.say("\(entries.count) URLs on the blacklist")
     }
@@ -41,7 +43,8 @@ struct BlacklistCommand: ParsableCommand {
   struct Remove: ParsableCommand {
     static let configuration = CommandConfiguration(abstract: "Take URLs off the blacklist.")
     @OptionGroup var cacheOptions: CacheOptions
-    @Argument(help: ArgumentHelp("The URLs to remove, exactly as they were requested.", valueName: "url"))
+    @Argument(
+      help: ArgumentHelp("The URLs to remove, exactly as they were requested.", valueName: "url"))
     var urls: [String]
 
     func run() throws {
@@ -60,7 +63,8 @@ struct BlacklistCommand: ParsableCommand {
   }
 
   struct Clear: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Remove every URL from the blacklist.")
+    static let configuration = CommandConfiguration(
+      abstract: "Remove every URL from the blacklist.")
     @OptionGroup var cacheOptions: CacheOptions
 
     func run() throws {

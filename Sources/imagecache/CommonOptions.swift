@@ -12,7 +12,9 @@ struct CacheOptions: ParsableArguments {
       valueName: "dir"))
   var cache: String?
 
-  @Option(name: .long, help: ArgumentHelp("The namespace folder inside the cache directory.", valueName: "ns"))
+  @Option(
+    name: .long,
+    help: ArgumentHelp("The namespace folder inside the cache directory.", valueName: "ns"))
   var namespace: String = CacheLocation.defaultNamespace
 
   var location: CacheLocation {
@@ -21,7 +23,8 @@ struct CacheOptions: ParsableArguments {
 
   func validate() throws {
     guard !namespace.isEmpty, !namespace.contains("/"), namespace != ".", namespace != ".." else {
-      throw ValidationError("--namespace must be a single folder name, not \(namespace.debugDescription)")
+      throw ValidationError(
+        "--namespace must be a single folder name, not \(namespace.debugDescription)")
     }
   }
 }
@@ -34,7 +37,9 @@ struct ReportOptions: ParsableArguments {
   @Flag(name: .long, help: "Print the JSON report on stdout.")
   var json = false
 
-  @Flag(name: .long, help: "Wait for another run on the same cache to finish instead of exiting with code 3.")
+  @Flag(
+    name: .long,
+    help: "Wait for another run on the same cache to finish instead of exiting with code 3.")
   var wait = false
 
   /// Writes the report where the user asked (atomically for a file).
@@ -64,7 +69,10 @@ enum Console {
 /// Parses `--max-age`-style values with the unit parsers of Core.
 struct Duration: ExpressibleByArgument, CustomStringConvertible {
   var seconds: TimeInterval
-  var description: String { seconds.truncatingRemainder(dividingBy: 86_400) == 0 ? "\(Int(seconds) / 86_400)d" : "\(seconds)s" }
+  var description: String {
+    seconds.truncatingRemainder(dividingBy: 86_400) == 0
+      ? "\(Int(seconds) / 86_400)d" : "\(seconds)s"
+  }
   init?(argument: String) {
     guard let seconds = try? parseDuration(argument) else { return nil }
     self.seconds = seconds
@@ -92,12 +100,15 @@ func describe(_ pass: MaintenancePassReport, verbose: Bool) {
     for action in pass.actions {
       switch action.kind {
       case .delete:
-        Console.say("\(pass.pass.rawValue): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))")
+        Console.say(
+          "\(pass.pass.rawValue): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))")
       case .move:
-        Console.say("\(pass.pass.rawValue): \(verb)move \(action.path) -> \(action.destination ?? "")")
+        Console.say(
+          "\(pass.pass.rawValue): \(verb)move \(action.path) -> \(action.destination ?? "")")
       case .keptAside:
         Console.say(
-          "\(pass.pass.rawValue): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)")
+          "\(pass.pass.rawValue): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)"
+        )
       }
     }
   }
@@ -116,5 +127,7 @@ func describe(_ pass: MaintenancePassReport, verbose: Bool) {
       ? "would remove \(pass.filesRemoved) files, would free \(formatBytes(pass.bytesFreed))"
       : "removed \(pass.filesRemoved) files, freed \(formatBytes(pass.bytesFreed))"
   }
-  Console.say("\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(pass.errors.isEmpty ? "" : ", \(pass.errors.count) errors")")
+  Console.say(
+    "\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(pass.errors.isEmpty ? "" : ", \(pass.errors.count) errors")"
+  )
 }

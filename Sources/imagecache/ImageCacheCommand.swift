@@ -32,7 +32,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
       """,
     version: version,
     subcommands: [
-      RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self, StatsCommand.self,
+      RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
+      StatsCommand.self,
       BlacklistCommand.self,
     ]
   )

@@ -31,7 +31,8 @@ struct MaintainCommand: ParsableCommand {
 
   @Option(
     name: [.customLong("max-size"), .customLong("max-disk-size")],
-    help: ArgumentHelp("Trim when the cache is above this size (500MB, 2GiB; 0: no limit).", valueName: "size"))
+    help: ArgumentHelp(
+      "Trim when the cache is above this size (500MB, 2GiB; 0: no limit).", valueName: "size"))
   var maxSize = ByteCount(bytes: 0)
 
   @Option(

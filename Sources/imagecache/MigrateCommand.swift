@@ -28,10 +28,16 @@ struct MigrateCommand: ParsableCommand {
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
 
-  @Option(name: .long, help: ArgumentHelp("A legacy disk cache folder to merge into the namespace.", valueName: "old-dir"))
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "A legacy disk cache folder to merge into the namespace.", valueName: "old-dir"))
   var from: String?
 
-  @Option(name: .long, help: ArgumentHelp("A manifest whose URLs' legacy file names are renamed (repeatable).", valueName: "file"))
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "A manifest whose URLs' legacy file names are renamed (repeatable).", valueName: "file"))
   var manifest: [String] = []
 
   @Flag(name: .customLong("dry-run"), help: "Print what would be moved and move nothing.")

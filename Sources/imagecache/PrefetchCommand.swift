@@ -10,19 +10,34 @@ import Prefetcher
 /// The prefetch settings of a job, as flags (SPEC section 7: each job setting has a flag of the
 /// same name).
 struct PrefetchSettings: ParsableArguments {
-  @Option(name: .customLong("option"), help: ArgumentHelp("An SD option for every URL, e.g. retryFailed, refreshCached (repeatable).", valueName: "name"))
+  @Option(
+    name: .customLong("option"),
+    help: ArgumentHelp(
+      "An SD option for every URL, e.g. retryFailed, refreshCached (repeatable).", valueName: "name"
+    ))
   var options: [String] = []
 
-  @Option(name: .customLong("header"), help: ArgumentHelp("A request header, \"Name: value\" (repeatable).", valueName: "header"))
+  @Option(
+    name: .customLong("header"),
+    help: ArgumentHelp("A request header, \"Name: value\" (repeatable).", valueName: "header"))
   var headers: [String] = []
 
-  @Option(name: .customLong("cache-key-filter"), help: ArgumentHelp("url (default), stripQuery, or strip:NAME,NAME to drop those query parameters.", valueName: "filter"))
+  @Option(
+    name: .customLong("cache-key-filter"),
+    help: ArgumentHelp(
+      "url (default), stripQuery, or strip:NAME,NAME to drop those query parameters.",
+      valueName: "filter"))
   var cacheKeyFilter: String?
 
-  @Option(name: .customLong("store-cache-type"), help: ArgumentHelp("Where to store: none, disk, memory or all.", valueName: "type"))
+  @Option(
+    name: .customLong("store-cache-type"),
+    help: ArgumentHelp("Where to store: none, disk, memory or all.", valueName: "type"))
   var storeCacheType: CacheType = .all
 
-  @Option(name: .customLong("query-cache-type"), help: ArgumentHelp("Where to look before downloading: none, disk, memory or all.", valueName: "type"))
+  @Option(
+    name: .customLong("query-cache-type"),
+    help: ArgumentHelp(
+      "Where to look before downloading: none, disk, memory or all.", valueName: "type"))
   var queryCacheType: CacheType = .all
 
   @Option(help: "Downloads at once in total.")
@@ -37,23 +52,36 @@ struct PrefetchSettings: ParsableArguments {
   @Option(help: ArgumentHelp("The most one download may take in total.", valueName: "duration"))
   var deadline = Duration(seconds: 60)
 
-  @Option(name: .customLong("max-response-size"), help: ArgumentHelp("A larger response fails and is not kept.", valueName: "size"))
+  @Option(
+    name: .customLong("max-response-size"),
+    help: ArgumentHelp("A larger response fails and is not kept.", valueName: "size"))
   var maxResponseSize = ByteCount(bytes: 50 * 1024 * 1024)
 
-  @Option(help: "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).")
+  @Option(
+    help: "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).")
   var retries = 2
 
-  @Option(name: .customLong("validate"), help: ArgumentHelp("How downloads are checked: none, structure or full.", valueName: "level"))
+  @Option(
+    name: .customLong("validate"),
+    help: ArgumentHelp("How downloads are checked: none, structure or full.", valueName: "level"))
   var validation: ValidationLevel = .structure
 
-  @Option(name: .customLong("blacklist-ttl"), help: ArgumentHelp("Forget a blacklisted URL this long after its last failure (default: never).", valueName: "duration"))
+  @Option(
+    name: .customLong("blacklist-ttl"),
+    help: ArgumentHelp(
+      "Forget a blacklisted URL this long after its last failure (default: never).",
+      valueName: "duration"))
   var blacklistTTL: Duration?
 
   func validate() throws {
     guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
-    guard perHostConcurrency > 0 else { throw ValidationError("--per-host-concurrency must be at least 1") }
+    guard perHostConcurrency > 0 else {
+      throw ValidationError("--per-host-concurrency must be at least 1")
+    }
     guard retries >= 0 else { throw ValidationError("--retries cannot be negative") }
-    guard timeout.seconds > 0, deadline.seconds > 0 else { throw ValidationError("--timeout and --deadline must be positive") }
+    guard timeout.seconds > 0, deadline.seconds > 0 else {
+      throw ValidationError("--timeout and --deadline must be positive")
+    }
     _ = try resolved()
   }
 
@@ -61,7 +89,8 @@ struct PrefetchSettings: ParsableArguments {
   func resolved() throws -> (ImageOptions, ImageContext, warnings: [String]) {
     let (options, warnings): (ImageOptions, [String])
     do {
-      (options, warnings) = try ImageOptions.parse(self.options, source: "command line", field: "--option")
+      (options, warnings) = try ImageOptions.parse(
+        self.options, source: "command line", field: "--option")
     } catch {
       throw ValidationError(error.message + " (--option)")
     }
@@ -73,17 +102,21 @@ struct PrefetchSettings: ParsableArguments {
       guard parts.count == 2, !parts[0].trimmingCharacters(in: .whitespaces).isEmpty else {
         throw ValidationError("--header \(header.debugDescription) is not \"Name: value\"")
       }
-      context.headers[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(in: .whitespaces)
+      context.headers[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(
+        in: .whitespaces)
     }
     switch cacheKeyFilter {
     case nil, "url": break
     case "stripQuery": context.cacheKeyFilter = .stripQuery
     case let value? where value.hasPrefix("strip:"):
       let names = value.dropFirst(6).split(separator: ",").map(String.init)
-      guard !names.isEmpty else { throw ValidationError("--cache-key-filter strip: needs parameter names") }
+      guard !names.isEmpty else {
+        throw ValidationError("--cache-key-filter strip: needs parameter names")
+      }
       context.cacheKeyFilter = .stripQueryParameters(names)
     case let value?:
-      throw ValidationError("--cache-key-filter \(value.debugDescription): expected url, stripQuery or strip:NAME,...")
+      throw ValidationError(
+        "--cache-key-filter \(value.debugDescription): expected url, stripQuery or strip:NAME,...")
     }
     return (options, context, warnings)
   }
@@ -189,7 +222,10 @@ struct PrefetchOutcome {
   var failed: Int
 
   func exit() throws {
-    if let signal { throw ExitCode(signal == SIGINT ? ExitStatus.interrupted.rawValue : ExitStatus.terminated.rawValue) }
+    if let signal {
+      throw ExitCode(
+        signal == SIGINT ? ExitStatus.interrupted.rawValue : ExitStatus.terminated.rawValue)
+    }
     if failed > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
 }
@@ -208,7 +244,8 @@ struct PrefetchRun {
     report.warnings += store.warnings
     let downloader = Downloader(configuration: limits.downloaderConfiguration)
     let manager = try ImageManager(
-      location: location, downloader: downloader, store: store, configuration: limits.managerConfiguration)
+      location: location, downloader: downloader, store: store,
+      configuration: limits.managerConfiguration)
     let prefetcher = Prefetcher(manager: manager, configuration: limits.prefetchConfiguration)
     let items = ManifestItems(paths: manifests, defaultOptions: options, defaultContext: context)
     let stop = StopFlag()
@@ -317,11 +354,13 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
   func update(_ report: PrefetchReport, elapsed: TimeInterval) {
     let interval: TimeInterval = isTerminal ? 0.2 : 5
     let now = Date()
-    guard lock.withLock({
-      guard now.timeIntervalSince(lastPrinted) >= interval else { return false }
-      lastPrinted = now
-      return true
-    }) else { return }
+    guard
+      lock.withLock({
+        guard now.timeIntervalSince(lastPrinted) >= interval else { return false }
+        lastPrinted = now
+        return true
+      })
+    else { return }
     print(line(report, elapsed: elapsed), final: false)
   }
 
@@ -332,7 +371,8 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
   private func line(_ report: PrefetchReport, elapsed: TimeInterval) -> String {
     let done = report.total
     let rate = elapsed > 0 ? Double(done) / elapsed : 0
-    var text = "\(done)/\(total) done, \(report.memoryHits + report.diskHits) hits, \(report.downloaded) downloaded, "
+    var text =
+      "\(done)/\(total) done, \(report.memoryHits + report.diskHits) hits, \(report.downloaded) downloaded, "
       + "\(report.notModified) not modified, \(report.failed) failed, \(report.blacklisted) blacklisted, \(Int(rate))/s"
     if rate > 0 && total > done { text += ", ETA \(Int(Double(total - done) / rate))s" }
     return text

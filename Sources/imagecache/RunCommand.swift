@@ -25,7 +25,9 @@ struct RunCommand: AsyncParsableCommand {
 
   @OptionGroup var reportOptions: ReportOptions
 
-  @Flag(name: .customLong("dry-run"), help: "Download nothing and print what the maintenance passes would do.")
+  @Flag(
+    name: .customLong("dry-run"),
+    help: "Download nothing and print what the maintenance passes would do.")
   var dryRun = false
 
   @Flag(name: .shortAndLong, help: "List every file the maintenance passes delete or move.")
@@ -45,7 +47,9 @@ struct RunCommand: AsyncParsableCommand {
     var failed = false
     for path in jobs {
       let job = try Job.load(path: path)
-      let outcome = try await JobRunner(job: job, dryRun: dryRun, verbose: verbose, reportOptions: reportOptions).run()
+      let outcome = try await JobRunner(
+        job: job, dryRun: dryRun, verbose: verbose, reportOptions: reportOptions
+      ).run()
       if outcome.signal != nil { try outcome.exit() }
       failed = failed || outcome.failed > 0
     }
@@ -86,7 +90,9 @@ struct JobRunner {
           maxDiskAge: job.passes.contains(.expire) ? job.maxDiskAge : -1,
           maxDiskSize: job.passes.contains(.trim) ? job.maxDiskSize : 0,
           expireType: job.expireType))
-      let (expire, trim) = try runMaintenance { try cleaner.run(dryRun: dryRun, listActions: dryRun || verbose) }
+      let (expire, trim) = try runMaintenance {
+        try cleaner.run(dryRun: dryRun, listActions: dryRun || verbose)
+      }
       for pass in [expire, trim] where job.passes.contains(JobPass(rawValue: pass.pass.rawValue)!) {
         describe(pass, verbose: verbose)
         report.maintenance.append(pass)
@@ -99,11 +105,16 @@ struct JobRunner {
         "\(job.name): \(prefetch.total) URLs: \(prefetch.downloaded) downloaded, "
           + "\(prefetch.memoryHits + prefetch.diskHits) hits, \(prefetch.notModified) not modified, "
           + "\(prefetch.failed) failed, \(prefetch.blacklisted) blacklisted, \(prefetch.skipped) skipped, "
-          + "\(formatBytes(prefetch.bytesDownloaded)) in \(String(describing: Int(prefetch.durationSeconds * 1000))) ms")
+          + "\(formatBytes(prefetch.bytesDownloaded)) in \(String(describing: Int(prefetch.durationSeconds * 1000))) ms"
+      )
       for failure in prefetch.failures.prefix(20) {
-        Console.say("  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")\(failure.blacklisted ? " (blacklisted)" : "")")
+        Console.say(
+          "  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")\(failure.blacklisted ? " (blacklisted)" : "")"
+        )
       }
-      if prefetch.failures.count > 20 { Console.say("  ... and \(prefetch.failures.count - 20) more in the report") }
+      if prefetch.failures.count > 20 {
+        Console.say("  ... and \(prefetch.failures.count - 20) more in the report")
+      }
     }
     if let path = job.reportPath(startedAt: report.startedAt) {
       try FileSystem.writeAtomically(try report.jsonData(), toPath: path)
@@ -124,8 +135,10 @@ struct JobRunner {
       report.maintenance.append(merge)
     }
     var keysErrors: [String] = []
-    let keys = ManifestItems(paths: job.manifests, defaultOptions: job.options, defaultContext: job.context)
-      .cacheKeys { keysErrors.append($0.description) }
+    let keys = ManifestItems(
+      paths: job.manifests, defaultOptions: job.options, defaultContext: job.context
+    )
+    .cacheKeys { keysErrors.append($0.description) }
     var rename = migrator.renameLegacyFileNames(keys: keys, dryRun: dryRun)
     rename.errors += keysErrors
     describe(rename, verbose: verbose)

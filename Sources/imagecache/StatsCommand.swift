@@ -35,19 +35,25 @@ struct StatsCommand: ParsableCommand {
   func run() throws {
     let location = cacheOptions.location
     var stats = Statistics(path: location.diskCachePath)
-    try CacheScanner(root: location.diskCachePath).forEachFile(onError: { Console.say("stats: \($0)") }) { file in
+    try CacheScanner(root: location.diskCachePath).forEachFile(onError: {
+      Console.say("stats: \($0)")
+    }) { file in
       let attributes = file.attributes
       stats.files += 1
       stats.logicalBytes += attributes.size
       stats.allocatedBytes += attributes.allocatedSize
       stats.oldestAccess = min(stats.oldestAccess ?? attributes.accessDate, attributes.accessDate)
       stats.newestAccess = max(stats.newestAccess ?? attributes.accessDate, attributes.accessDate)
-      stats.oldestModification = min(stats.oldestModification ?? attributes.modificationDate, attributes.modificationDate)
-      stats.newestModification = max(stats.newestModification ?? attributes.modificationDate, attributes.modificationDate)
+      stats.oldestModification = min(
+        stats.oldestModification ?? attributes.modificationDate, attributes.modificationDate)
+      stats.newestModification = max(
+        stats.newestModification ?? attributes.modificationDate, attributes.modificationDate)
       if Self.isLegacyName(file.name) { stats.legacyNames += 1 }
     }
     if json { return try Console.printJSON(stats) }
-    func date(_ value: Date?) -> String { value.map { ISO8601DateFormatter().string(from: $0) } ?? "-" }
+    func date(_ value: Date?) -> String {
+      value.map { ISO8601DateFormatter().string(from: $0) } ?? "-"
+    }
     Console.say(
       """
       cache:           \(stats.path)
@@ -65,7 +71,9 @@ struct StatsCommand: ParsableCommand {
   /// query text or a colon.
   static func isLegacyName(_ name: String) -> Bool {
     let digest = name.prefix(32)
-    guard digest.count == 32, digest.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else { return false }
+    guard digest.count == 32, digest.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+      return false
+    }
     if name.count == 32 { return true }
     let ext = name.dropFirst(33)
     return ext.contains("?") || ext.contains(":") || ext.contains("&") || ext.contains("=")

@@ -96,7 +96,8 @@ final class CacheFileNameTests: XCTestCase {
     XCTAssertEqual(CacheFileName.fileName(forKey: key, scheme: .noExtension), digest)
     XCTAssertEqual(
       CacheFileName.fileName(forKey: key, scheme: .rawStringExtension), digest + ".jpg?size=large")
-    XCTAssertEqual(CacheFileName.fileName(forKey: key, scheme: .uncappedURLExtension), digest + ".jpg")
+    XCTAssertEqual(
+      CacheFileName.fileName(forKey: key, scheme: .uncappedURLExtension), digest + ".jpg")
     XCTAssertEqual(
       CacheFileName.legacyFileNames(forKey: key), [digest, digest + ".jpg?size=large"])
 

@@ -38,8 +38,9 @@ final class DiskCacheTests: XCTestCase {
     let key = "https://example.com/a.png"
     let cache = DiskCache(location: location)
     try FileSystem.createDirectory(path: cache.path)
-    XCTAssertTrue(FileManager.default.createFile(
-      atPath: cache.path + "/8c11d92f07c76baf29e49afd2301deb2", contents: Data("old".utf8)))
+    XCTAssertTrue(
+      FileManager.default.createFile(
+        atPath: cache.path + "/8c11d92f07c76baf29e49afd2301deb2", contents: Data("old".utf8)))
     try cache.store(Fixtures.png, forKey: key)
     XCTAssertEqual(try cache.data(forKey: key), Fixtures.png)
   }
@@ -85,8 +86,9 @@ final class DiskCacheTests: XCTestCase {
     let cache = DiskCache(location: location)
     let key = "https://example.com/a.png"
     try cache.store(Fixtures.png, forKey: key)
-    XCTAssertTrue(FileManager.default.createFile(
-      atPath: cache.path + "/8c11d92f07c76baf29e49afd2301deb2", contents: Data("old".utf8)))
+    XCTAssertTrue(
+      FileManager.default.createFile(
+        atPath: cache.path + "/8c11d92f07c76baf29e49afd2301deb2", contents: Data("old".utf8)))
     XCTAssertTrue(try cache.removeData(forKey: key))
     XCTAssertFalse(try cache.containsData(forKey: key))
     XCTAssertFalse(try cache.removeData(forKey: key))
@@ -97,7 +99,8 @@ final class DiskCacheTests: XCTestCase {
     try cache.store(Fixtures.png, forKey: "https://example.com/a.png")
     try cache.store(Fixtures.jpeg, forKey: "https://example.com/b.jpg")
     try FileSystem.createDirectory(path: cache.path + "/sub")
-    XCTAssertTrue(FileManager.default.createFile(atPath: cache.path + "/sub/x", contents: Data("x".utf8)))
+    XCTAssertTrue(
+      FileManager.default.createFile(atPath: cache.path + "/sub/x", contents: Data("x".utf8)))
     _ = try StateStore(location: location)
 
     try cache.removeAllData()
@@ -110,8 +113,10 @@ final class DiskCacheTests: XCTestCase {
     try cache.store(Data(repeating: 1, count: 10_000), forKey: "https://example.com/a.png")
     try cache.store(Data(repeating: 2, count: 1), forKey: "https://example.com/b.png")
     try FileSystem.createDirectory(path: cache.path + "/nested")
-    XCTAssertTrue(FileManager.default.createFile(atPath: cache.path + "/nested/c", contents: Data(count: 100)))
-    XCTAssertTrue(FileManager.default.createFile(atPath: cache.path + "/.hidden", contents: Data(count: 5000)))
+    XCTAssertTrue(
+      FileManager.default.createFile(atPath: cache.path + "/nested/c", contents: Data(count: 100)))
+    XCTAssertTrue(
+      FileManager.default.createFile(atPath: cache.path + "/.hidden", contents: Data(count: 5000)))
     _ = try StateStore(location: location)
 
     let usage = try cache.usage()
@@ -125,7 +130,9 @@ final class DiskCacheTests: XCTestCase {
       "8c11d92f07c76baf29e49afd2301deb2.png", "85efc80e9f4d19b93a614ce5927f9e7a.png", "nested/c",
     ] {
       var info = stat()
-      if stat(cache.path + "/" + name, &info) == 0 { expectedAllocated += UInt64(info.st_blocks) * 512 }
+      if stat(cache.path + "/" + name, &info) == 0 {
+        expectedAllocated += UInt64(info.st_blocks) * 512
+      }
     }
     XCTAssertEqual(usage.allocatedBytes, expectedAllocated)
   }

@@ -1,6 +1,7 @@
-@testable import Core
 import TestSupport
 import XCTest
+
+@testable import Core
 
 final class ImageFormatTests: XCTestCase {
   func testDetectsFormatsByMagicBytes() {
@@ -40,11 +41,15 @@ final class ImageValidatorTests: XCTestCase {
   func testValidImagesPassEveryLevelWithDimensions() throws {
     for level in [ValidationLevel.structure, .full] {
       let validator = ImageValidator(level: level)
-      XCTAssertEqual(try validator.validate(Fixtures.jpeg), ImageInfo(format: .jpeg, width: 64, height: 48))
-      XCTAssertEqual(try validator.validate(Fixtures.png), ImageInfo(format: .png, width: 64, height: 48))
-      XCTAssertEqual(try validator.validate(Fixtures.gif), ImageInfo(format: .gif, width: 1, height: 1))
       XCTAssertEqual(
-        try validator.validate(Fixtures.webpLossless), ImageInfo(format: .webp, width: 1, height: 1))
+        try validator.validate(Fixtures.jpeg), ImageInfo(format: .jpeg, width: 64, height: 48))
+      XCTAssertEqual(
+        try validator.validate(Fixtures.png), ImageInfo(format: .png, width: 64, height: 48))
+      XCTAssertEqual(
+        try validator.validate(Fixtures.gif), ImageInfo(format: .gif, width: 1, height: 1))
+      XCTAssertEqual(
+        try validator.validate(Fixtures.webpLossless), ImageInfo(format: .webp, width: 1, height: 1)
+      )
       XCTAssertEqual(
         try validator.validate(Fixtures.webpLossy), ImageInfo(format: .webp, width: 1, height: 1))
     }
@@ -70,7 +75,8 @@ final class ImageValidatorTests: XCTestCase {
   func testTruncatedJPEGIsCaughtByStructure() {
     let truncated = Fixtures.jpeg.prefix(Fixtures.jpeg.count - 300)
     assertBadImageData(Data(truncated), level: .structure, containing: "truncated")
-    assertBadImageData(Data(Fixtures.jpeg.prefix(Fixtures.jpeg.count - 2)), level: .structure, containing: "EOI")
+    assertBadImageData(
+      Data(Fixtures.jpeg.prefix(Fixtures.jpeg.count - 2)), level: .structure, containing: "EOI")
   }
 
   func testTruncatedJPEGWithForgedEOIIsCaughtOnlyByFullDecode() throws {
@@ -90,7 +96,9 @@ final class ImageValidatorTests: XCTestCase {
   }
 
   func testTruncatedPNGIsCaughtByStructure() {
-    assertBadImageData(Data(Fixtures.png.prefix(Fixtures.png.count - 12)), level: .structure, containing: "truncated")
+    assertBadImageData(
+      Data(Fixtures.png.prefix(Fixtures.png.count - 12)), level: .structure, containing: "truncated"
+    )
     assertBadImageData(Data(Fixtures.png.prefix(100)), level: .structure, containing: "truncated")
   }
 
@@ -113,13 +121,16 @@ final class ImageValidatorTests: XCTestCase {
   }
 
   func testTruncatedWebPIsRejected() {
-    assertBadImageData(Data(Fixtures.webpLossy.dropLast(4)), level: .structure, containing: "truncated")
+    assertBadImageData(
+      Data(Fixtures.webpLossy.dropLast(4)), level: .structure, containing: "truncated")
   }
 
   func testOtherFormatsChecked() throws {
     let svg = Data("<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"4\"><rect/></svg>".utf8)
     XCTAssertEqual(try ImageValidator().validate(svg).format, .svg)
-    assertBadImageData(Data("<svg xmlns=\"http://www.w3.org/2000/svg\"><rect".utf8), level: .structure, containing: "</svg>")
+    assertBadImageData(
+      Data("<svg xmlns=\"http://www.w3.org/2000/svg\"><rect".utf8), level: .structure,
+      containing: "</svg>")
 
     let pdf = Data("%PDF-1.4\n1 0 obj\n<<>>\nendobj\ntrailer\n%%EOF\n".utf8)
     XCTAssertEqual(try ImageValidator().validate(pdf).format, .pdf)
@@ -130,7 +141,8 @@ final class ImageValidatorTests: XCTestCase {
     assertBadImageData(Data(bmp.dropLast(5)), level: .structure, containing: "truncated")
 
     let heic = isoMedia(brand: "heic", width: 640, height: 480)
-    XCTAssertEqual(try ImageValidator().validate(heic), ImageInfo(format: .heic, width: 640, height: 480))
+    XCTAssertEqual(
+      try ImageValidator().validate(heic), ImageInfo(format: .heic, width: 640, height: 480))
     assertBadImageData(Data(heic.dropLast(3)), level: .structure, containing: "truncated")
   }
 
@@ -139,10 +151,26 @@ final class ImageValidatorTests: XCTestCase {
     let rowSize = (width * 3 + 3) / 4 * 4
     let pixels = rowSize * height
     var data = Data("BM".utf8)
-    func le32(_ v: Int) { withUnsafeBytes(of: UInt32(v).littleEndian) { data.append(contentsOf: $0) } }
-    func le16(_ v: Int) { withUnsafeBytes(of: UInt16(v).littleEndian) { data.append(contentsOf: $0) } }
-    le32(54 + pixels); le32(0); le32(54)
-    le32(40); le32(width); le32(height); le16(1); le16(24); le32(0); le32(pixels); le32(2835); le32(2835); le32(0); le32(0)
+    func le32(_ v: Int) {
+      withUnsafeBytes(of: UInt32(v).littleEndian) { data.append(contentsOf: $0) }
+    }
+    func le16(_ v: Int) {
+      withUnsafeBytes(of: UInt16(v).littleEndian) { data.append(contentsOf: $0) }
+    }
+    le32(54 + pixels)
+    le32(0)
+    le32(54)
+    le32(40)
+    le32(width)
+    le32(height)
+    le16(1)
+    le16(24)
+    le32(0)
+    le32(pixels)
+    le32(2835)
+    le32(2835)
+    le32(0)
+    le32(0)
     data.append(Data(count: pixels))
     return data
   }

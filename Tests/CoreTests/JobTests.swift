@@ -19,14 +19,20 @@ final class JobTests: XCTestCase {
     return path
   }
 
-  private func assertError(_ text: String, line: Int?, field: String?, containing message: String, file: StaticString = #filePath, sourceLine: UInt = #line) throws {
+  private func assertError(
+    _ text: String, line: Int?, field: String?, containing message: String,
+    file: StaticString = #filePath, sourceLine: UInt = #line
+  ) throws {
     let path = try write(text)
     XCTAssertThrowsError(try Job.load(path: path), file: file, line: sourceLine) { error in
-      guard let error = error as? ConfigurationError else { return XCTFail("\(error)", file: file, line: sourceLine) }
+      guard let error = error as? ConfigurationError else {
+        return XCTFail("\(error)", file: file, line: sourceLine)
+      }
       XCTAssertEqual(error.source, path, file: file, line: sourceLine)
       XCTAssertEqual(error.line, line, "\(error)", file: file, line: sourceLine)
       XCTAssertEqual(error.field, field, "\(error)", file: file, line: sourceLine)
-      XCTAssertTrue(error.description.contains(message), error.description, file: file, line: sourceLine)
+      XCTAssertTrue(
+        error.description.contains(message), error.description, file: file, line: sourceLine)
     }
   }
 
@@ -62,7 +68,8 @@ final class JobTests: XCTestCase {
       """)
     let job = try Job.load(path: path)
     XCTAssertEqual(job.name, "nightly")
-    XCTAssertEqual(job.location, CacheLocation(directory: temporary.appending("cache"), namespace: "avatars"))
+    XCTAssertEqual(
+      job.location, CacheLocation(directory: temporary.appending("cache"), namespace: "avatars"))
     XCTAssertEqual(job.maxDiskAge, 30 * 86_400)
     XCTAssertEqual(job.maxDiskSize, 2 * 1_073_741_824)
     XCTAssertEqual(job.expireType, .modificationDate)
@@ -85,11 +92,13 @@ final class JobTests: XCTestCase {
     XCTAssertEqual(job.passes, [.migrate, .expire])
     XCTAssertEqual(job.migrateFrom, temporary.appending("legacy"))
     XCTAssertEqual(
-      job.reportPath(startedAt: Date(timeIntervalSince1970: 1_700_000_000)), temporary.appending("reports/2023-11-14.json"))
+      job.reportPath(startedAt: Date(timeIntervalSince1970: 1_700_000_000)),
+      temporary.appending("reports/2023-11-14.json"))
   }
 
   func testJSONJobWithDefaults() throws {
-    let path = try write(#"{"cache": {"directory": "/srv/c"}, "manifests": ["m.txt"]}"#, name: "nightly.json")
+    let path = try write(
+      #"{"cache": {"directory": "/srv/c"}, "manifests": ["m.txt"]}"#, name: "nightly.json")
     let job = try Job.load(path: path)
     XCTAssertEqual(job.name, "nightly")
     XCTAssertEqual(job.location, CacheLocation(directory: "/srv/c"))
@@ -99,14 +108,28 @@ final class JobTests: XCTestCase {
   }
 
   func testErrorsNameTheLineAndField() throws {
-    try assertError("cache:\n  directory: c\nprefetch:\n  concurrency: zero\n", line: 4, field: "prefetch.concurrency", containing: "whole number")
-    try assertError("cache:\n  directory: c\n  colour: blue\n", line: 3, field: "cache.colour", containing: "unknown setting")
-    try assertError("cache:\n  directory: c\noptions: [retryFailed, teleport]\n", line: 3, field: "options", containing: "unknown option \"teleport\"")
-    try assertError("cache:\n  directory: c\ncontext:\n  imageThumbnailPixelSize: 100\n", line: 4, field: "context.imageThumbnailPixelSize", containing: "not supported yet")
-    try assertError("cache:\n  directory: c\noptions: [scaleDownLargeImages]\n", line: 3, field: "options", containing: "not supported yet")
+    try assertError(
+      "cache:\n  directory: c\nprefetch:\n  concurrency: zero\n", line: 4,
+      field: "prefetch.concurrency", containing: "whole number")
+    try assertError(
+      "cache:\n  directory: c\n  colour: blue\n", line: 3, field: "cache.colour",
+      containing: "unknown setting")
+    try assertError(
+      "cache:\n  directory: c\noptions: [retryFailed, teleport]\n", line: 3, field: "options",
+      containing: "unknown option \"teleport\"")
+    try assertError(
+      "cache:\n  directory: c\ncontext:\n  imageThumbnailPixelSize: 100\n", line: 4,
+      field: "context.imageThumbnailPixelSize", containing: "not supported yet")
+    try assertError(
+      "cache:\n  directory: c\noptions: [scaleDownLargeImages]\n", line: 3, field: "options",
+      containing: "not supported yet")
     try assertError("name: x\n", line: 1, field: "cache", containing: "required")
-    try assertError("cache:\n  directory: c\n  maxDiskSize: huge\n", line: 3, field: "cache.maxDiskSize", containing: "size")
-    try assertError("cache:\n  directory: c\nmaintenance: [expire, vacuum]\n", line: 3, field: "maintenance", containing: "vacuum")
+    try assertError(
+      "cache:\n  directory: c\n  maxDiskSize: huge\n", line: 3, field: "cache.maxDiskSize",
+      containing: "size")
+    try assertError(
+      "cache:\n  directory: c\nmaintenance: [expire, vacuum]\n", line: 3, field: "maintenance",
+      containing: "vacuum")
     try assertError("cache: [unclosed\n", line: 2, field: nil, containing: "not valid YAML")
   }
 }

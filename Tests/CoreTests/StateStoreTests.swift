@@ -63,7 +63,8 @@ final class StateStoreTests: XCTestCase {
     let date = Date(timeIntervalSince1970: 1_700_000_000)
     for (i, url) in ["b", "a", "c"].enumerated() {
       try store.recordFailure(
-        url: url, code: 1001, name: "badImageData", reason: "r", at: date.addingTimeInterval(Double(i)))
+        url: url, code: 1001, name: "badImageData", reason: "r",
+        at: date.addingTimeInterval(Double(i)))
     }
     XCTAssertEqual(try store.blacklist().map(\.url), ["b", "a", "c"])
     XCTAssertTrue(try store.removeFromBlacklist(url: "a"))
@@ -80,7 +81,8 @@ final class StateStoreTests: XCTestCase {
       CacheValidators(cacheKey: "k", etag: "\"v1\"", lastModified: nil, updatedAt: date))
     try store.setValidators(
       CacheValidators(
-        cacheKey: "k", etag: "\"v2\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT", updatedAt: date))
+        cacheKey: "k", etag: "\"v2\"", lastModified: "Wed, 21 Oct 2015 07:28:00 GMT",
+        updatedAt: date))
     XCTAssertEqual(try store.validators(forKey: "k")?.etag, "\"v2\"")
     XCTAssertEqual(try store.validators(forKey: "k")?.lastModified, "Wed, 21 Oct 2015 07:28:00 GMT")
     try store.removeValidators(forKey: "k")

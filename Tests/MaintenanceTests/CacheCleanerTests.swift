@@ -134,7 +134,8 @@ final class CacheCleanerTests: XCTestCase {
     let target = try outsideBuilder.file("precious.jpg", accessTime: 0)
     try outsideBuilder.file("dir/also-precious.jpg", accessTime: 0)
     try builder.file("old", accessTime: 0)
-    try FileManager.default.createSymbolicLink(atPath: builder.root + "/link", withDestinationPath: target)
+    try FileManager.default.createSymbolicLink(
+      atPath: builder.root + "/link", withDestinationPath: target)
     try FileManager.default.createSymbolicLink(
       atPath: builder.root + "/linkdir", withDestinationPath: outside.path + "/dir")
 
@@ -184,21 +185,27 @@ final class CacheCleanerTests: XCTestCase {
       try? FileManager.default.removeItem(atPath: builder.root)
       let count = Int.random(in: 0...30, using: &generator)
       var dates = Set<Int64>()
-      while dates.count < count { dates.insert(now - Int64.random(in: 0...10_000, using: &generator)) }
+      while dates.count < count {
+        dates.insert(now - Int64.random(in: 0...10_000, using: &generator))
+      }
       for (i, date) in dates.enumerated() {
         let directory = ["", "a/", "a/b/"].randomElement(using: &generator)!
-        try builder.file("\(directory)f\(i)", size: Int.random(in: 0...20_000, using: &generator), accessTime: date)
+        try builder.file(
+          "\(directory)f\(i)", size: Int.random(in: 0...20_000, using: &generator), accessTime: date
+        )
       }
       let files = try CacheScanner(root: builder.root).files()
       let maxAge = TimeInterval(Int.random(in: -1...12_000, using: &generator))
       let total = files.map(\.attributes.allocatedSize).reduce(0, +)
-      let maxSize = [0, UInt64.random(in: 0...max(total, 1), using: &generator)].randomElement(using: &generator)!
+      let maxSize = [0, UInt64.random(in: 0...max(total, 1), using: &generator)].randomElement(
+        using: &generator)!
 
       let expected = simpleCleanup(files: files, maxAge: maxAge, maxSize: maxSize)
       let (expire, trim) = try clean(maxAge: maxAge, maxSize: maxSize)
       XCTAssertEqual(Set(expire.actions.map(\.path)), expected.expired, "round \(round)")
       XCTAssertEqual(trim.actions.map(\.path), expected.trimmed, "round \(round)")
-      let survivors = Set(files.map(\.relativePath)).subtracting(expected.expired).subtracting(expected.trimmed)
+      let survivors = Set(files.map(\.relativePath)).subtracting(expected.expired).subtracting(
+        expected.trimmed)
       XCTAssertEqual(Set(try builder.remainingFiles()), survivors, "round \(round)")
     }
   }
@@ -294,10 +301,12 @@ final class CacheCleanerErrorTests: XCTestCase {
     let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
     let total = sizes.reduce(0, +)
     let (_, trim) = try CacheCleaner(
-      diskCachePath: builder.root, configuration: CleanupConfiguration(maxDiskAge: -1, maxDiskSize: total - 1)
+      diskCachePath: builder.root,
+      configuration: CleanupConfiguration(maxDiskAge: -1, maxDiskSize: total - 1)
     ).run(now: Date(timeIntervalSince1970: TimeInterval(now)), dryRun: false)
     XCTAssertEqual(trim.errors.count, 1)
-    XCTAssertEqual(trim.filesRemoved, 4, "the failed delete subtracted nothing, so every other file went")
+    XCTAssertEqual(
+      trim.filesRemoved, 4, "the failed delete subtracted nothing, so every other file went")
     XCTAssertEqual(try builder.remainingFiles(), ["a-oldest"])
   }
 }

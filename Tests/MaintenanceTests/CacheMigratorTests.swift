@@ -39,7 +39,8 @@ final class CacheMigratorTests: XCTestCase {
     try cache.file("e", size: 50, accessTime: 200)
 
     let migrator = CacheMigrator(location: location)
-    let report = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    let report = try migrator.mergeDirectory(
+      from: migrator.legacyDirectory, dryRun: false, now: now)
     XCTAssertEqual(try cache.remainingFiles(), ["a", "b", "c", "e", "sub/d"])
     XCTAssertEqual(contents(cache.root + "/b")?.count, 2, "the newer b won")
     XCTAssertEqual(contents(cache.root + "/c")?.count, 30, "the newer c stayed")
@@ -55,7 +56,8 @@ final class CacheMigratorTests: XCTestCase {
       XCTAssertTrue(action.destination!.hasPrefix(".imagecache/collisions/"))
       XCTAssertEqual(contents(path)?.count, action.path == "b" ? 20 : 3)
     }
-    XCTAssertFalse(FileManager.default.fileExists(atPath: legacy.root), "the emptied legacy folder is gone")
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: legacy.root), "the emptied legacy folder is gone")
   }
 
   func testMergeKeepsTimestamps() throws {
@@ -84,7 +86,8 @@ final class CacheMigratorTests: XCTestCase {
     try legacy.file("a", accessTime: 100)
     let migrator = CacheMigrator(location: location)
     _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
-    let second = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    let second = try migrator.mergeDirectory(
+      from: migrator.legacyDirectory, dryRun: false, now: now)
     XCTAssertEqual(second.actions, [])
     XCTAssertEqual(try cache.remainingFiles(), ["a"])
   }
@@ -111,7 +114,8 @@ final class CacheMigratorTests: XCTestCase {
 
     let migrator = CacheMigrator(location: location)
     let report = migrator.renameLegacyFileNames(
-      keys: [noExtensionKey, rawKey, uncappedKey, "https://example.com/absent.gif"], dryRun: false, now: now)
+      keys: [noExtensionKey, rawKey, uncappedKey, "https://example.com/absent.gif"], dryRun: false,
+      now: now)
     XCTAssertEqual(report.filesMoved, 3)
     XCTAssertTrue(report.errors.isEmpty, "\(report.errors)")
     XCTAssertEqual(
@@ -124,7 +128,8 @@ final class CacheMigratorTests: XCTestCase {
     let disk = DiskCache(location: location)
     XCTAssertEqual(try disk.data(forKey: rawKey)?.count, 2)
 
-    let second = migrator.renameLegacyFileNames(keys: [noExtensionKey, rawKey, uncappedKey], dryRun: false, now: now)
+    let second = migrator.renameLegacyFileNames(
+      keys: [noExtensionKey, rawKey, uncappedKey], dryRun: false, now: now)
     XCTAssertEqual(second.actions, [], "a second run changes nothing")
   }
 

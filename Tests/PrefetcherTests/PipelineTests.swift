@@ -23,25 +23,34 @@ final class PipelineTests: XCTestCase {
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/anim.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
       "/500": { _ in ServerResponse(status: 500, body: Data("oops".utf8)) },
-      "/page.jpg": { _ in .image(Data("<!DOCTYPE html><html><body>hi</body></html>".utf8), type: "text/html") },
+      "/page.jpg": { _ in
+        .image(Data("<!DOCTYPE html><html><body>hi</body></html>".utf8), type: "text/html")
+      },
       "/empty.png": { _ in .image(Data(), type: "image/png") },
       "/truncated.jpg": { _ in .image(Data(Self.truncatedJPEG), type: "image/jpeg") },
       "/r1": { _ in .redirect(to: "/r2") },
       "/r2": { _ in .redirect(to: "/photo.jpg", status: 301) },
       "/loop": { _ in .redirect(to: "/loop") },
       "/to-file": { _ in .redirect(to: "file:///etc/passwd") },
-      "/slow-head.jpg": { _ in ServerResponse(headers: [("Content-Type", "image/jpeg")], body: Fixtures.jpeg, headDelay: .seconds(3)) },
-      "/drip.jpg": { _ in ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(50), dripChunk: 20) },
+      "/slow-head.jpg": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/jpeg")], body: Fixtures.jpeg, headDelay: .seconds(3))
+      },
+      "/drip.jpg": { _ in
+        ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(50), dripChunk: 20)
+      },
       "/big.png": { _ in .image(Fixtures.png + Data(count: 4000), type: "image/png") },
       "/flaky.png": { request in
         request.attempt == 1
-          ? ServerResponse(status: 503, headers: [("Retry-After", "0")]) : .image(Fixtures.png, type: "image/png")
+          ? ServerResponse(status: 503, headers: [("Retry-After", "0")])
+          : .image(Fixtures.png, type: "image/png")
       },
       "/always-503.png": { _ in ServerResponse(status: 503) },
       "/etag.png": { request in
         request.header("If-None-Match") == etag
           ? ServerResponse(status: 304, headers: [("ETag", etag)])
-          : ServerResponse(headers: [("ETag", etag), ("Content-Type", "image/png")], body: Fixtures.png)
+          : ServerResponse(
+            headers: [("ETag", etag), ("Content-Type", "image/png")], body: Fixtures.png)
       },
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
       "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
@@ -63,34 +72,48 @@ final class PipelineTests: XCTestCase {
     try ImageManager(location: location, downloader: downloader)
   }
 
-  private func load(_ path: String, _ options: Set<ImageOption> = [], context: ImageContext = ImageContext(), manager: ImageManager? = nil) async throws -> LoadOutcome {
+  private func load(
+    _ path: String, _ options: Set<ImageOption> = [], context: ImageContext = ImageContext(),
+    manager: ImageManager? = nil
+  ) async throws -> LoadOutcome {
     let manager = try manager ?? self.manager()
-    return await manager.load(server.url(path), options: ImageOptions(options), context: context).outcome
+    return await manager.load(server.url(path), options: ImageOptions(options), context: context)
+      .outcome
   }
 
   private var cacheFiles: [String] {
-    get throws { try CacheScanner(root: location.diskCachePath).files().map(\.relativePath).sorted() }
+    get throws {
+      try CacheScanner(root: location.diskCachePath).files().map(\.relativePath).sorted()
+    }
   }
 
   private func assertFailure(
-    _ outcome: LoadOutcome, name: String, blacklisted: Bool, file: StaticString = #filePath, line: UInt = #line
+    _ outcome: LoadOutcome, name: String, blacklisted: Bool, file: StaticString = #filePath,
+    line: UInt = #line
   ) throws {
     guard case .failed(let error, let wasBlacklisted) = outcome else {
       return XCTFail("expected \(name), got \(outcome)", file: file, line: line)
     }
     XCTAssertEqual(error.name, name, "\(error)", file: file, line: line)
     XCTAssertEqual(wasBlacklisted, blacklisted, "blacklisted", file: file, line: line)
-    XCTAssertEqual(try cacheFiles, [], "a failure leaves nothing in the cache", file: file, line: line)
+    XCTAssertEqual(
+      try cacheFiles, [], "a failure leaves nothing in the cache", file: file, line: line)
   }
 
   func testJPEGPNGAndGIFAreStoredUnderSDFileNames() async throws {
     let manager = try manager()
-    for (path, size) in [("/photo.jpg", Fixtures.jpeg.count), ("/image.png", Fixtures.png.count), ("/anim.gif", Fixtures.gif.count)] {
+    for (path, size) in [
+      ("/photo.jpg", Fixtures.jpeg.count), ("/image.png", Fixtures.png.count),
+      ("/anim.gif", Fixtures.gif.count),
+    ] {
       let outcome = try await load(path, manager: manager)
-      guard case .downloaded(let bytes, let info) = outcome else { return XCTFail("\(path): \(outcome)") }
+      guard case .downloaded(let bytes, let info) = outcome else {
+        return XCTFail("\(path): \(outcome)")
+      }
       XCTAssertEqual(bytes, size)
       XCTAssertNotNil(info.width)
-      let stored = FileManager.default.contents(atPath: DiskCache(location: location).cachePath(forKey: server.url(path)))
+      let stored = FileManager.default.contents(
+        atPath: DiskCache(location: location).cachePath(forKey: server.url(path)))
       XCTAssertEqual(stored?.count, size, path)
     }
     XCTAssertTrue(try cacheFiles.contains(CacheFileName.fileName(forKey: server.url("/photo.jpg"))))
@@ -117,7 +140,8 @@ final class PipelineTests: XCTestCase {
   }
 
   func testStatusFailuresAreNotBlacklisted() async throws {
-    try assertFailure(try await load("/missing.png"), name: "invalidDownloadStatusCode", blacklisted: false)
+    try assertFailure(
+      try await load("/missing.png"), name: "invalidDownloadStatusCode", blacklisted: false)
     let outcome = try await load("/500")
     try assertFailure(outcome, name: "invalidDownloadStatusCode", blacklisted: false)
     if case .failed(let error, _) = outcome { XCTAssertEqual(error.httpStatus, 500) }
@@ -150,8 +174,12 @@ final class PipelineTests: XCTestCase {
 
   func testNonHTTPSchemesAndEmptyURLsAreInvalid() async throws {
     let manager = try manager()
-    for url in ["ftp://example.com/a.png", "file:///etc/passwd", "data:image/png;base64,AAAA", "not a url", ""] {
-      let outcome = await manager.load(url, options: ImageOptions(), context: ImageContext()).outcome
+    for url in [
+      "ftp://example.com/a.png", "file:///etc/passwd", "data:image/png;base64,AAAA", "not a url",
+      "",
+    ] {
+      let outcome = await manager.load(url, options: ImageOptions(), context: ImageContext())
+        .outcome
       guard case .failed(let error, _) = outcome else { return XCTFail("\(url): \(outcome)") }
       XCTAssertEqual(error.code, 1000, url)
     }
@@ -193,15 +221,18 @@ final class PipelineTests: XCTestCase {
     let outcome4 = try await load("/page.jpg", manager: try manager())
     XCTAssertEqual(outcome4, .blacklisted)
     XCTAssertEqual(server.requestCount("/page.jpg"), 1, "refused without a request")
-    try assertFailure(try await load("/page.jpg", [.retryFailed]), name: "badImageData", blacklisted: true)
+    try assertFailure(
+      try await load("/page.jpg", [.retryFailed]), name: "badImageData", blacklisted: true)
     XCTAssertEqual(server.requestCount("/page.jpg"), 2)
-    let entry = try XCTUnwrap(try StateStore(location: location).blacklistEntry(url: server.url("/page.jpg")))
+    let entry = try XCTUnwrap(
+      try StateStore(location: location).blacklistEntry(url: server.url("/page.jpg")))
     XCTAssertEqual(entry.failureCount, 2)
   }
 
   func testSuccessWithRetryFailedTakesTheURLOffTheBlacklist() async throws {
     let store = try StateStore(location: location)
-    try store.recordFailure(url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date())
+    try store.recordFailure(
+      url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date())
     let outcome5 = try await load("/image.png")
     XCTAssertEqual(outcome5, .blacklisted)
     guard case .downloaded = try await load("/image.png", [.retryFailed]) else { return XCTFail() }
@@ -210,11 +241,16 @@ final class PipelineTests: XCTestCase {
 
   func testBlacklistTimeToLiveLetsTheURLThroughAgain() async throws {
     let store = try StateStore(location: location)
-    try store.recordFailure(url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date().addingTimeInterval(-120))
+    try store.recordFailure(
+      url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r",
+      at: Date().addingTimeInterval(-120))
     var configuration = ManagerConfiguration()
     configuration.blacklistTimeToLive = 60
-    let manager = try ImageManager(location: location, downloader: downloader, configuration: configuration)
-    guard case .downloaded = try await load("/image.png", manager: manager) else { return XCTFail() }
+    let manager = try ImageManager(
+      location: location, downloader: downloader, configuration: configuration)
+    guard case .downloaded = try await load("/image.png", manager: manager) else {
+      return XCTFail()
+    }
   }
 
   func testFromCacheOnlyMissDownloadsNothing() async throws {
@@ -234,14 +270,16 @@ final class PipelineTests: XCTestCase {
   func testFromLoaderOnlySkipsTheCache() async throws {
     let manager = try manager()
     _ = try await load("/photo.jpg", manager: manager)
-    guard case .downloaded = try await load("/photo.jpg", [.fromLoaderOnly], manager: manager) else { return XCTFail() }
+    guard case .downloaded = try await load("/photo.jpg", [.fromLoaderOnly], manager: manager)
+    else { return XCTFail() }
     XCTAssertEqual(server.requestCount("/photo.jpg"), 2)
   }
 
   func testCacheKeyFilterAndStoreCacheType() async throws {
     var context = ImageContext()
     context.cacheKeyFilter = .stripQueryParameters(["token"])
-    _ = try await manager().load(server.url("/photo.jpg?token=abc&w=10"), options: ImageOptions(), context: context)
+    _ = try await manager().load(
+      server.url("/photo.jpg?token=abc&w=10"), options: ImageOptions(), context: context)
     XCTAssertEqual(try cacheFiles, [CacheFileName.fileName(forKey: server.url("/photo.jpg?w=10"))])
 
     context = ImageContext()
@@ -265,7 +303,9 @@ extension PipelineTests {
   func testNamespaceContextStoresInAnotherFolderOfTheSameDirectory() async throws {
     var context = ImageContext()
     context.namespace = "avatars"
-    guard case .downloaded = try await load("/photo.jpg", context: context) else { return XCTFail() }
+    guard case .downloaded = try await load("/photo.jpg", context: context) else {
+      return XCTFail()
+    }
     let avatars = CacheLocation(directory: location.directory, namespace: "avatars")
     XCTAssertTrue(try DiskCache(location: avatars).containsData(forKey: server.url("/photo.jpg")))
     XCTAssertEqual(try cacheFiles, [], "nothing in the default namespace")

@@ -21,7 +21,9 @@ final class PrefetcherTests: XCTestCase {
     server = try LoopbackServer(routes: [
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
       "/flaky.png": { request in
-        request.attempt == 1 ? ServerResponse(status: 503, headers: [("Retry-After", "0")]) : .image(Fixtures.png, type: "image/png")
+        request.attempt == 1
+          ? ServerResponse(status: 503, headers: [("Retry-After", "0")])
+          : .image(Fixtures.png, type: "image/png")
       },
       "/always-503.png": { _ in ServerResponse(status: 503) },
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
@@ -40,19 +42,26 @@ final class PrefetcherTests: XCTestCase {
     temporary.remove()
   }
 
-  private func prefetcher(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws -> Prefetcher {
+  private func prefetcher(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws
+    -> Prefetcher
+  {
     var configuration = PrefetchConfiguration()
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    return Prefetcher(manager: try ImageManager(location: location, downloader: downloader), configuration: configuration)
+    return Prefetcher(
+      manager: try ImageManager(location: location, downloader: downloader),
+      configuration: configuration)
   }
 
-  private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<PrefetchItem, ConfigurationError>] {
+  private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<
+    PrefetchItem, ConfigurationError
+  >] {
     urls.map { .success(PrefetchItem(url: $0, options: ImageOptions(options))) }
   }
 
   func testTheSameURLManyTimesAtOnceMakesOneRequest() async throws {
-    let report = try await prefetcher().run(items(Array(repeating: server.url("/slow.jpg"), count: 20)))
+    let report = try await prefetcher().run(
+      items(Array(repeating: server.url("/slow.jpg"), count: 20)))
     XCTAssertEqual(server.requestCount("/slow.jpg"), 1)
     XCTAssertEqual(report.total, 20)
     XCTAssertEqual(report.downloaded, 1)
@@ -83,7 +92,10 @@ final class PrefetcherTests: XCTestCase {
 
   func testTotalAndPerHostConcurrencyAreBounded() async throws {
     let urls = (0..<24).map { server.url("/gauge.png") + "?n=\($0)" }
-    let report = try await prefetcher { $0.concurrency = 8; $0.perHostConcurrency = 3 }.run(items(urls))
+    let report = try await prefetcher {
+      $0.concurrency = 8
+      $0.perHostConcurrency = 3
+    }.run(items(urls))
     XCTAssertEqual(report.downloaded, 24)
     XCTAssertLessThanOrEqual(concurrent.peak, 3, "one host, at most 3 at once")
     XCTAssertGreaterThanOrEqual(concurrent.peak, 2, "but more than one at once")
@@ -91,25 +103,41 @@ final class PrefetcherTests: XCTestCase {
 
   func testHighPriorityStartsFirstAndLowPriorityLast() async throws {
     var list: [Result<PrefetchItem, ConfigurationError>] = []
-    for i in 0..<4 { list.append(.success(PrefetchItem(url: server.url("/gauge.png?low=\(i)"), options: ImageOptions([.lowPriority])))) }
-    for i in 0..<4 { list.append(.success(PrefetchItem(url: server.url("/gauge.png?normal=\(i)")))) }
-    for i in 0..<4 { list.append(.success(PrefetchItem(url: server.url("/gauge.png?high=\(i)"), options: ImageOptions([.highPriority])))) }
+    for i in 0..<4 {
+      list.append(
+        .success(
+          PrefetchItem(
+            url: server.url("/gauge.png?low=\(i)"), options: ImageOptions([.lowPriority]))))
+    }
+    for i in 0..<4 {
+      list.append(.success(PrefetchItem(url: server.url("/gauge.png?normal=\(i)"))))
+    }
+    for i in 0..<4 {
+      list.append(
+        .success(
+          PrefetchItem(
+            url: server.url("/gauge.png?high=\(i)"), options: ImageOptions([.highPriority]))))
+    }
     _ = try await prefetcher { $0.concurrency = 1 }.run(list)
     let order = server.requests("/gauge.png").map { $0.query ?? "" }
-    XCTAssertEqual(order.map { String($0.prefix(while: { $0 != "=" })) }, Array(repeating: "high", count: 4) + Array(repeating: "normal", count: 4) + Array(repeating: "low", count: 4))
+    XCTAssertEqual(
+      order.map { String($0.prefix(while: { $0 != "=" })) },
+      Array(repeating: "high", count: 4) + Array(repeating: "normal", count: 4)
+        + Array(repeating: "low", count: 4))
   }
 
   func testManifestsInBothFormatsWithBadLinesSkippedAndReported() async throws {
     let text = temporary.appending("urls.txt")
     let jsonl = temporary.appending("urls.jsonl")
-    try "# nightly\n\(server.url("/photo.jpg"))\n\n\(server.url("/page.jpg"))\n".write(toFile: text, atomically: true, encoding: .utf8)
+    try "# nightly\n\(server.url("/photo.jpg"))\n\n\(server.url("/page.jpg"))\n".write(
+      toFile: text, atomically: true, encoding: .utf8)
     try """
-      {"url": "\(server.url("/flaky.png"))", "options": ["retryFailed"]}
-      {"url": "\(server.url("/photo.jpg"))", "options": ["noSuchOption"]}
-      {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": [10, 10]}}
-      {"url": "\(server.url("/photo.jpg"))", "options": ["progressiveLoad"]}
-      {not json
-      """.write(toFile: jsonl, atomically: true, encoding: .utf8)
+    {"url": "\(server.url("/flaky.png"))", "options": ["retryFailed"]}
+    {"url": "\(server.url("/photo.jpg"))", "options": ["noSuchOption"]}
+    {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": [10, 10]}}
+    {"url": "\(server.url("/photo.jpg"))", "options": ["progressiveLoad"]}
+    {not json
+    """.write(toFile: jsonl, atomically: true, encoding: .utf8)
     let manifests = ManifestItems(paths: [text, jsonl])
     let report = try await prefetcher().run(manifests)
     XCTAssertEqual(report.total, 7)
@@ -118,8 +146,13 @@ final class PrefetcherTests: XCTestCase {
     XCTAssertEqual(report.skipped, 3)
     XCTAssertEqual(report.diskHits + report.memoryHits, 1)
     XCTAssertEqual(report.lineErrors.count, 3)
-    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(jsonl):2: field 'options': unknown option"), report.lineErrors[0])
-    XCTAssertTrue(report.lineErrors[1].contains("\(jsonl):3: field 'context.imageThumbnailPixelSize': not supported yet"), report.lineErrors[1])
+    XCTAssertTrue(
+      report.lineErrors[0].hasPrefix("\(jsonl):2: field 'options': unknown option"),
+      report.lineErrors[0])
+    XCTAssertTrue(
+      report.lineErrors[1].contains(
+        "\(jsonl):3: field 'context.imageThumbnailPixelSize': not supported yet"),
+      report.lineErrors[1])
     XCTAssertTrue(report.lineErrors[2].hasPrefix("\(jsonl):5:"), report.lineErrors[2])
     XCTAssertEqual(manifests.warnings.count, 1)
     XCTAssertTrue(manifests.warnings[0].contains("progressiveLoad"))

@@ -57,7 +57,12 @@ final class LockedBox: @unchecked Sendable {
   private var stored: Data
   private var written = false
   init(_ value: Data) { stored = value }
-  func set(_ value: Data) { lock.withLock { stored = value; written = true } }
+  func set(_ value: Data) {
+    lock.withLock {
+      stored = value
+      written = true
+    }
+  }
   var value: Data { lock.withLock { stored } }
   var isSet: Bool { lock.withLock { written } }
 }

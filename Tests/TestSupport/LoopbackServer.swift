@@ -159,12 +159,15 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
     context.write(wrapOutboundOut(.head(head)), promise: nil)
     guard let interval = response.dripInterval, !response.body.isEmpty else {
       if !response.body.isEmpty {
-        context.write(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+        context.write(
+          wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
       }
       finish(context: context, keepAlive: keepAlive)
       return
     }
-    drip(response.body[...], chunk: response.dripChunk, every: interval, context: context, keepAlive: keepAlive)
+    drip(
+      response.body[...], chunk: response.dripChunk, every: interval, context: context,
+      keepAlive: keepAlive)
   }
 
   private func drip(
@@ -173,7 +176,8 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
   ) {
     guard context.channel.isActive else { return }
     let piece = remaining.prefix(chunk)
-    context.writeAndFlush(wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: piece)))), promise: nil)
+    context.writeAndFlush(
+      wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: piece)))), promise: nil)
     let rest = remaining.dropFirst(piece.count)
     if rest.isEmpty {
       finish(context: context, keepAlive: keepAlive)

@@ -4,7 +4,9 @@ import Foundation
 /// `type`, `required`, `properties`, `additionalProperties: false`, `items`, `enum`, `minimum`.
 /// Returns one message per violation, with the path to the value.
 public enum SchemaValidator {
-  public static func validate(_ value: Any, against schema: [String: Any], path: String = "$") -> [String] {
+  public static func validate(_ value: Any, against schema: [String: Any], path: String = "$")
+    -> [String]
+  {
     var problems: [String] = []
     if let type = schema["type"] as? String, !matches(value, type: type) {
       return ["\(path): expected \(type), found \(Swift.type(of: value))"]
@@ -12,7 +14,9 @@ public enum SchemaValidator {
     if let allowed = schema["enum"] as? [Any], !allowed.contains(where: { "\($0)" == "\(value)" }) {
       problems.append("\(path): \(value) is not one of \(allowed)")
     }
-    if let minimum = schema["minimum"] as? Double, let number = value as? NSNumber, number.doubleValue < minimum {
+    if let minimum = schema["minimum"] as? Double, let number = value as? NSNumber,
+      number.doubleValue < minimum
+    {
       problems.append("\(path): \(number) is below \(minimum)")
     }
     if let object = value as? [String: Any] {
@@ -52,7 +56,8 @@ public enum SchemaValidator {
 
   /// `docs/report-schema.json`, parsed.
   public static func reportSchema() throws -> [String: Any] {
-    let path = URL(fileURLWithPath: Fixtures.directory).deletingLastPathComponent().deletingLastPathComponent()
+    let path = URL(fileURLWithPath: Fixtures.directory).deletingLastPathComponent()
+      .deletingLastPathComponent()
       .appendingPathComponent("docs/report-schema.json")
     let data = try Data(contentsOf: path)
     return try JSONSerialization.jsonObject(with: data) as? [String: Any] ?? [:]

@@ -36,7 +36,8 @@ final class MaintenanceCommandTests: XCTestCase {
     // 10 files of (typically) 4 KiB allocated: above 20 kB; trim to below 10 kB.
     let remaining = try builder.remainingFiles()
     XCTAssertEqual(trim.filesRemoved, 10 - remaining.count)
-    XCTAssertEqual(remaining, (10 - remaining.count..<10).map { "f\($0)" }.sorted(), "oldest went first")
+    XCTAssertEqual(
+      remaining, (10 - remaining.count..<10).map { "f\($0)" }.sorted(), "oldest went first")
     let usage = try DiskCache(location: location).usage()
     XCTAssertLessThan(usage.allocatedBytes, 10_000)
     XCTAssertTrue(result.stderr.contains("trim: removed"), result.stderr)
@@ -77,13 +78,19 @@ final class MaintenanceCommandTests: XCTestCase {
   }
 
   func testBadValuesAreUsageErrorsNamingTheOption() throws {
-    let size = try ImageCacheBinary.run(["maintain", "--cache", location.directory, "--max-size", "lots"])
+    let size = try ImageCacheBinary.run([
+      "maintain", "--cache", location.directory, "--max-size", "lots",
+    ])
     XCTAssertEqual(size.status, 2)
     XCTAssertTrue(size.stderr.contains("--max-size"), size.stderr)
-    let type = try ImageCacheBinary.run(["maintain", "--cache", location.directory, "--expire-type", "birth"])
+    let type = try ImageCacheBinary.run([
+      "maintain", "--cache", location.directory, "--expire-type", "birth",
+    ])
     XCTAssertEqual(type.status, 2)
     XCTAssertTrue(type.stderr.contains("--expire-type"), type.stderr)
-    let namespace = try ImageCacheBinary.run(["stats", "--cache", location.directory, "--namespace", "../x"])
+    let namespace = try ImageCacheBinary.run([
+      "stats", "--cache", location.directory, "--namespace", "../x",
+    ])
     XCTAssertEqual(namespace.status, 2)
   }
 
@@ -103,24 +110,34 @@ final class MaintenanceCommandTests: XCTestCase {
     let report = try RunReport.decode(Data(result.stdout.utf8))
     XCTAssertEqual(report.maintenance.map(\.filesMoved), [1, 1])
 
-    let again = try ImageCacheBinary.run(["migrate", "--cache", location.directory, "--manifest", manifest, "--json"])
+    let again = try ImageCacheBinary.run([
+      "migrate", "--cache", location.directory, "--manifest", manifest, "--json",
+    ])
     XCTAssertEqual(again.status, 0, again.stderr)
     XCTAssertEqual(try RunReport.decode(Data(again.stdout.utf8)).maintenance.map(\.filesMoved), [0])
   }
 
   func testBlacklistListRemoveAndClear() throws {
     let store = try StateStore(location: location)
-    try store.recordFailure(url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: Date())
-    try store.recordFailure(url: "https://x/b.png", code: 1000, name: "invalidURL", reason: "bad", at: Date())
+    try store.recordFailure(
+      url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: Date())
+    try store.recordFailure(
+      url: "https://x/b.png", code: 1000, name: "invalidURL", reason: "bad", at: Date())
 
-    let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", location.directory, "--json"])
+    let list = try ImageCacheBinary.run([
+      "blacklist", "list", "--cache", location.directory, "--json",
+    ])
     XCTAssertEqual(list.status, 0, list.stderr)
     XCTAssertTrue(list.stdout.contains("https://x/a.png") && list.stdout.contains("badImageData"))
 
-    let remove = try ImageCacheBinary.run(["blacklist", "remove", "https://x/a.png", "--cache", location.directory])
+    let remove = try ImageCacheBinary.run([
+      "blacklist", "remove", "https://x/a.png", "--cache", location.directory,
+    ])
     XCTAssertEqual(remove.status, 0, remove.stderr)
     XCTAssertEqual(try store.blacklist().map(\.url), ["https://x/b.png"])
-    let missing = try ImageCacheBinary.run(["blacklist", "remove", "https://x/a.png", "--cache", location.directory])
+    let missing = try ImageCacheBinary.run([
+      "blacklist", "remove", "https://x/a.png", "--cache", location.directory,
+    ])
     XCTAssertEqual(missing.status, 1)
 
     let clear = try ImageCacheBinary.run(["blacklist", "clear", "--cache", location.directory])
@@ -134,7 +151,8 @@ final class MaintenanceCommandTests: XCTestCase {
     try builder.file("e53566be7e08af71a1135ac4a1830724.png", size: 30, accessTime: 3_000)
     let result = try ImageCacheBinary.run(["stats", "--cache", location.directory, "--json"])
     XCTAssertEqual(result.status, 0, result.stderr)
-    let stats = try XCTUnwrap(JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
+    let stats = try XCTUnwrap(
+      JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [String: Any])
     XCTAssertEqual(stats["files"] as? Int, 3)
     XCTAssertEqual(stats["logicalBytes"] as? Int, 60)
     XCTAssertEqual(stats["legacyNames"] as? Int, 2)
@@ -145,7 +163,9 @@ final class MaintenanceCommandTests: XCTestCase {
     for command in [["maintain"], ["migrate"], ["stats"], ["blacklist"], ["blacklist", "list"]] {
       let result = try ImageCacheBinary.run(command + ["--help"])
       XCTAssertEqual(result.status, 0, "\(command)")
-      XCTAssertTrue(result.stdout.contains("USAGE: imagecache \(command.joined(separator: " "))"), result.stdout)
+      XCTAssertTrue(
+        result.stdout.contains("USAGE: imagecache \(command.joined(separator: " "))"), result.stdout
+      )
     }
   }
 }

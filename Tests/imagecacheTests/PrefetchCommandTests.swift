@@ -17,7 +17,9 @@ final class PrefetchCommandTests: XCTestCase {
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
-      "/drip.jpg": { _ in ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(200), dripChunk: 10) },
+      "/drip.jpg": { _ in
+        ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(200), dripChunk: 10)
+      },
     ])
   }
 
@@ -34,11 +36,14 @@ final class PrefetchCommandTests: XCTestCase {
 
   func testReportMatchesTheSchemaAndASecondRunIsAllHits() throws {
     let urls = try manifest([
-      server.url("/photo.jpg"), server.url("/image.png"), server.url("/missing.png"), server.url("/page.jpg"),
+      server.url("/photo.jpg"), server.url("/image.png"), server.url("/missing.png"),
+      server.url("/page.jpg"),
       "{\"url\": \"\(server.url("/photo.jpg"))\", \"options\": [\"bogus\"]}",
     ])
     let reportPath = temporary.appending("report.json")
-    let first = try ImageCacheBinary.run(["prefetch", urls, "--cache", location.directory, "--report", reportPath, "--retries", "0"])
+    let first = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--report", reportPath, "--retries", "0",
+    ])
     XCTAssertEqual(first.status, 1, "some URLs failed: \(first.stderr)")
     let data = try XCTUnwrap(FileManager.default.contents(atPath: reportPath))
     let json = try JSONSerialization.jsonObject(with: data)
@@ -50,7 +55,8 @@ final class PrefetchCommandTests: XCTestCase {
     XCTAssertEqual(prefetch.downloaded, 2)
     XCTAssertEqual(prefetch.failed, 2)
     XCTAssertEqual(prefetch.skipped, 1)
-    XCTAssertEqual(Set(prefetch.failures.map(\.name)), ["invalidDownloadStatusCode", "badImageData"])
+    XCTAssertEqual(
+      Set(prefetch.failures.map(\.name)), ["invalidDownloadStatusCode", "badImageData"])
     XCTAssertEqual(prefetch.blacklistedURLs, [server.url("/page.jpg")])
     XCTAssertEqual(prefetch.bytesDownloaded, UInt64(Fixtures.jpeg.count + Fixtures.png.count))
     let photo = try XCTUnwrap(prefetch.downloads.first { $0.url == server.url("/photo.jpg") })
@@ -59,8 +65,12 @@ final class PrefetchCommandTests: XCTestCase {
     XCTAssertEqual(photo.height, 48)
     XCTAssertEqual(photo.bytes, Fixtures.jpeg.count)
 
-    let clean = try manifest([server.url("/photo.jpg"), server.url("/image.png"), server.url("/page.jpg")])
-    let second = try ImageCacheBinary.run(["prefetch", clean, "--cache", location.directory, "--json"])
+    let clean = try manifest([
+      server.url("/photo.jpg"), server.url("/image.png"), server.url("/page.jpg"),
+    ])
+    let second = try ImageCacheBinary.run([
+      "prefetch", clean, "--cache", location.directory, "--json",
+    ])
     XCTAssertEqual(second.status, 0, second.stderr)
     let again = try XCTUnwrap(try RunReport.decode(Data(second.stdout.utf8)).prefetch)
     XCTAssertEqual(again.diskHits, 2)
@@ -86,17 +96,23 @@ final class PrefetchCommandTests: XCTestCase {
     XCTAssertLessThan(report.prefetch?.downloaded ?? 99, 20)
     // Whatever is in the cache is whole: nothing partial under a cache name.
     for file in try CacheScanner(root: location.diskCachePath).files() {
-      XCTAssertEqual(FileManager.default.contents(atPath: location.diskCachePath + "/" + file.relativePath), Fixtures.jpeg)
+      XCTAssertEqual(
+        FileManager.default.contents(atPath: location.diskCachePath + "/" + file.relativePath),
+        Fixtures.jpeg)
     }
     XCTAssertEqual(try DiskCache(location: location).usage().fileCount, report.prefetch?.downloaded)
   }
 
   func testUnknownOptionOnTheCommandLineIsAUsageError() throws {
     let urls = try manifest([server.url("/photo.jpg")])
-    let result = try ImageCacheBinary.run(["prefetch", urls, "--cache", location.directory, "--option", "fastPlease"])
+    let result = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--option", "fastPlease",
+    ])
     XCTAssertEqual(result.status, 2)
     XCTAssertTrue(result.stderr.contains("unknown option \"fastPlease\""), result.stderr)
-    let missing = try ImageCacheBinary.run(["prefetch", temporary.appending("nope.txt"), "--cache", location.directory])
+    let missing = try ImageCacheBinary.run([
+      "prefetch", temporary.appending("nope.txt"), "--cache", location.directory,
+    ])
     XCTAssertEqual(missing.status, 2)
     XCTAssertTrue(missing.stderr.contains("nope.txt"), missing.stderr)
   }
@@ -110,7 +126,10 @@ final class SchemaValidatorTests: XCTestCase {
       "cache": ["path": "/c"], "maintenance": [["pass": "expire"]], "extra": true,
     ]
     let problems = SchemaValidator.validate(broken, against: schema)
-    for expected in ["$.schemaVersion", "$.status", "$.cache: missing required namespace", "$.maintenance[0]: missing required dryRun", "unexpected property extra"] {
+    for expected in [
+      "$.schemaVersion", "$.status", "$.cache: missing required namespace",
+      "$.maintenance[0]: missing required dryRun", "unexpected property extra",
+    ] {
       XCTAssertTrue(problems.contains { $0.contains(expected) }, "\(expected) in \(problems)")
     }
   }

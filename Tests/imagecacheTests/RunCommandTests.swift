@@ -25,16 +25,17 @@ final class RunCommandTests: XCTestCase {
   }
 
   private func job(urls: [String], extra: String = "") throws -> String {
-    try urls.joined(separator: "\n").write(toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
+    try urls.joined(separator: "\n").write(
+      toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
     let path = temporary.appending("nightly.yaml")
     try """
-      name: nightly
-      cache:
-        directory: cache
-      manifests: [urls.txt]
-      report: reports/{date}.json
-      \(extra)
-      """.write(toFile: path, atomically: true, encoding: .utf8)
+    name: nightly
+    cache:
+      directory: cache
+    manifests: [urls.txt]
+    report: reports/{date}.json
+    \(extra)
+    """.write(toFile: path, atomically: true, encoding: .utf8)
     return path
   }
 
@@ -46,7 +47,8 @@ final class RunCommandTests: XCTestCase {
     XCTAssertEqual(report.job, "nightly")
     XCTAssertEqual(report.prefetch?.downloaded, 3)
     XCTAssertEqual(report.maintenance.map(\.pass), [.expire, .trim])
-    let reports = try FileManager.default.contentsOfDirectory(atPath: temporary.appending("reports"))
+    let reports = try FileManager.default.contentsOfDirectory(
+      atPath: temporary.appending("reports"))
     XCTAssertEqual(reports.count, 1, "the job's report file is written")
 
     let second = try ImageCacheBinary.run(["run", path, "--json"])
@@ -57,7 +59,9 @@ final class RunCommandTests: XCTestCase {
     XCTAssertEqual(server.requestCount("/a.jpg"), 1)
 
     let cache = temporary.appending("cache")
-    let maintain = try ImageCacheBinary.run(["maintain", "--cache", cache, "--max-size", "1", "--json"])
+    let maintain = try ImageCacheBinary.run([
+      "maintain", "--cache", cache, "--max-size", "1", "--json",
+    ])
     XCTAssertEqual(maintain.status, 0, maintain.stderr)
     XCTAssertEqual(try RunReport.decode(Data(maintain.stdout.utf8)).maintenance[1].filesRemoved, 3)
     XCTAssertEqual(try DiskCache(location: CacheLocation(directory: cache)).usage().fileCount, 0)
@@ -79,11 +83,14 @@ final class RunCommandTests: XCTestCase {
     let result = try ImageCacheBinary.run(["run", path])
     XCTAssertEqual(result.status, 2)
     XCTAssertTrue(result.stderr.contains("\(path):7: field 'prefetch.concurrency'"), result.stderr)
-    XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.appending("cache")), "nothing ran")
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: temporary.appending("cache")), "nothing ran")
   }
 
   func testSIGTERMDuringARunWritesAnInterruptedReport() throws {
-    let path = try job(urls: (0..<8).map { server.url("/slow.jpg") + "?n=\($0)" }, extra: "prefetch:\n  concurrency: 2\n")
+    let path = try job(
+      urls: (0..<8).map { server.url("/slow.jpg") + "?n=\($0)" },
+      extra: "prefetch:\n  concurrency: 2\n")
     let (process, out, err) = try ImageCacheBinary.start(["run", path])
     let deadline = Date().addingTimeInterval(10)
     while server.requestCount("/slow.jpg") < 2 && Date() < deadline { usleep(20_000) }
@@ -92,16 +99,22 @@ final class RunCommandTests: XCTestCase {
     XCTAssertEqual(result.status, 143, result.stderr)
     let reportDirectory = temporary.appending("reports")
     let name = try XCTUnwrap(FileManager.default.contentsOfDirectory(atPath: reportDirectory).first)
-    let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportDirectory + "/" + name)))
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: reportDirectory + "/" + name)))
     XCTAssertEqual(report.status, .interrupted)
-    XCTAssertEqual(try DiskCache(location: CacheLocation(directory: temporary.appending("cache"))).usage().fileCount, 0)
+    XCTAssertEqual(
+      try DiskCache(location: CacheLocation(directory: temporary.appending("cache"))).usage()
+        .fileCount, 0)
   }
 
   func testTheBundledExampleJobParses() throws {
-    let example = URL(fileURLWithPath: Fixtures.directory).deletingLastPathComponent().deletingLastPathComponent()
+    let example = URL(fileURLWithPath: Fixtures.directory).deletingLastPathComponent()
+      .deletingLastPathComponent()
       .appendingPathComponent("jobs/example.yaml").path
     let job = try Job.load(path: example)
     XCTAssertEqual(job.manifests.count, 2)
-    for manifest in job.manifests { XCTAssertTrue(FileManager.default.fileExists(atPath: manifest), manifest) }
+    for manifest in job.manifests {
+      XCTAssertTrue(FileManager.default.fileExists(atPath: manifest), manifest)
+    }
   }
 }
