@@ -216,6 +216,9 @@ public final class Downloader: Sendable {
       configuration.connectionPool = .init(
         idleTimeout: .seconds(60),
         concurrentHTTP1ConnectionsPerHostSoftLimit: self.configuration.perHostConnections)
+      // A refused or unreachable connection is a failure of this download (retried, if at all,
+      // by the prefetcher's backoff), not something to retry silently until the timeout.
+      configuration.connectionPool.retryConnectionEstablishment = false
       if insecure {
         var tls = TLSConfiguration.makeClientConfiguration()
         tls.certificateVerification = .none

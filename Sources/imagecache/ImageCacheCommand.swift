@@ -62,6 +62,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
       status = .locked
     case let failure as CommandFailure:
       status = failure.status
+    case is ConfigurationError:
+      status = .usage
     case is RunLock.Failure, is FileSystemError:
       status = .fatalIO
     default:
@@ -71,6 +73,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
     }
     let message =
       error is CommandFailure || error is RunLock.Failure || error is FileSystemError
+        || error is ConfigurationError
       ? "imagecache: \(error)" : fullMessage(for: error)
     FileHandle.standardError.write(Data((message + "\n").utf8))
     Foundation.exit(status.rawValue)

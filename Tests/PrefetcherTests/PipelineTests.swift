@@ -312,3 +312,17 @@ extension PipelineTests {
     XCTAssertTrue(FileManager.default.fileExists(atPath: avatars.stateDirectory + "/state.sqlite"))
   }
 }
+
+extension PipelineTests {
+  func testRefusedConnectionIsCannotConnectToHostAtOnceAndNotBlacklisted() async throws {
+    let closed = try LoopbackServer(routes: [:])
+    let url = closed.url("/gone.png")
+    closed.shutdown()
+    let started = Date()
+    let outcome = try await manager().load(url, options: ImageOptions(), context: ImageContext()).outcome
+    guard case .failed(let error, let blacklisted) = outcome else { return XCTFail("\(outcome)") }
+    XCTAssertEqual(error.name, "cannotConnectToHost")
+    XCTAssertFalse(blacklisted)
+    XCTAssertLessThan(Date().timeIntervalSince(started), 0.9, "not held until the 1 s connect timeout")
+  }
+}
