@@ -133,11 +133,12 @@ public final class ImageManager: Sendable {
     } catch {
       return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
     }
-    let blacklistKey = URL(string: trimmed)?.absoluteString ?? trimmed
+    let parsed = URL(string: trimmed)
+    let blacklistKey = parsed?.absoluteString ?? trimmed
     if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
       return LoadResult(outcome: .blacklisted)
     }
-    guard let url = URL(string: trimmed), let scheme = url.scheme?.lowercased() else {
+    guard let url = parsed, let scheme = url.scheme?.lowercased() else {
       return fail(.invalidURL(trimmed, reason: "not a URL"), url: blacklistKey, in: namespace)
     }
     guard scheme == "http" || scheme == "https" else {

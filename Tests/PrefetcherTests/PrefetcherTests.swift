@@ -12,12 +12,10 @@ final class PrefetcherTests: XCTestCase {
   var server: LoopbackServer!
   var location: CacheLocation!
   var downloader: Downloader!
-  let concurrent = ConcurrencyGauge()
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
     location = CacheLocation(directory: temporary.appending("cache"))
-    let gauge = concurrent
     server = try LoopbackServer(routes: [
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
       "/flaky.png": { request in
@@ -28,10 +26,7 @@ final class PrefetcherTests: XCTestCase {
       "/always-503.png": { _ in ServerResponse(status: 503) },
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/gauge.png": { request in
-        gauge.enter()
-        return ServerResponse(body: Fixtures.png, headDelay: .milliseconds(100))
-      },
+      "/gauge.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(100)) },
     ])
     downloader = Downloader()
   }
@@ -97,8 +92,8 @@ final class PrefetcherTests: XCTestCase {
       $0.perHostConcurrency = 3
     }.run(items(urls))
     XCTAssertEqual(report.downloaded, 24)
-    XCTAssertLessThanOrEqual(concurrent.peak, 3, "one host, at most 3 at once")
-    XCTAssertGreaterThanOrEqual(concurrent.peak, 2, "but more than one at once")
+    XCTAssertLessThanOrEqual(server.peakConcurrency, 3, "one host, at most 3 at once")
+    XCTAssertGreaterThanOrEqual(server.peakConcurrency, 2, "but more than one at once")
   }
 
   func testHighPriorityStartsFirstAndLowPriorityLast() async throws {
@@ -166,19 +161,4 @@ final class PrefetcherTests: XCTestCase {
     XCTAssertEqual(report.total, 0)
     XCTAssertEqual(server.requestCount("/photo.jpg"), 0)
   }
-}
-
-/// Counts requests in progress at the server (each lasts ~100 ms) to find the peak.
-final class ConcurrencyGauge: Sendable {
-  private let state = Mutex<(current: Int, peak: Int)>((0, 0))
-  func enter() {
-    state.withLock {
-      $0.current += 1
-      $0.peak = max($0.peak, $0.current)
-    }
-    DispatchQueue.global().asyncAfter(deadline: .now() + 0.1) {
-      self.state.withLock { $0.current -= 1 }
-    }
-  }
-  var peak: Int { state.withLock { $0.peak } }
 }

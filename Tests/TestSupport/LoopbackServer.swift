@@ -87,6 +87,10 @@ public final class LoopbackServer: Sendable {
   /// Every request to `path`, oldest first.
   public func requests(_ path: String) -> [ServerRequest] { log.requests(path) }
 
+  /// The most requests the server was answering at once (from arrival to the end of the
+  /// response).
+  public var peakConcurrency: Int { log.peakInFlight }
+
   public func shutdown() {
     try? channel.close().wait()
     try? group.syncShutdownGracefully()
@@ -94,19 +98,30 @@ public final class LoopbackServer: Sendable {
 }
 
 final class RequestLog: Sendable {
-  private let state = Mutex<[String: [ServerRequest]]>([:])
+  private struct State {
+    var requests: [String: [ServerRequest]] = [:]
+    var inFlight = 0
+    var peakInFlight = 0
+  }
+
+  private let state = Mutex(State())
 
   func record(_ request: ServerRequest) -> Int {
-    state.withLock { all in
+    state.withLock { state in
       var request = request
-      request.attempt = (all[request.path]?.count ?? 0) + 1
-      all[request.path, default: []].append(request)
+      request.attempt = (state.requests[request.path]?.count ?? 0) + 1
+      state.requests[request.path, default: []].append(request)
+      state.inFlight += 1
+      state.peakInFlight = max(state.peakInFlight, state.inFlight)
       return request.attempt
     }
   }
 
-  func count(_ path: String) -> Int { state.withLock { $0[path]?.count ?? 0 } }
-  func requests(_ path: String) -> [ServerRequest] { state.withLock { $0[path] ?? [] } }
+  func complete() { state.withLock { $0.inFlight -= 1 } }
+
+  func count(_ path: String) -> Int { state.withLock { $0.requests[path]?.count ?? 0 } }
+  func requests(_ path: String) -> [ServerRequest] { state.withLock { $0.requests[path] ?? [] } }
+  var peakInFlight: Int { state.withLock { $0.peakInFlight } }
 }
 
 final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
@@ -190,6 +205,7 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
   }
 
   private func finish(context: ChannelHandlerContext, keepAlive: Bool) {
+    log.complete()
     let channel = context.channel
     context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
       if !keepAlive { channel.close(promise: nil) }

@@ -15,7 +15,7 @@ final class RunCommandTests: XCTestCase {
       "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
-      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(2)) },
+      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) },
     ])
   }
 
