@@ -34,7 +34,7 @@ public struct Job: Sendable {
   /// The job file.
   public var file: String
   public var location: CacheLocation
-  public var maxDiskAge: TimeInterval = 7 * 24 * 3600
+  public var maxDiskAge = Job.defaultMaxDiskAge
   public var maxDiskSize: UInt64 = 0
   public var expireType: ExpireType = .accessDate
   public var manifests: [String] = []
@@ -49,6 +49,9 @@ public struct Job: Sendable {
   public var report: String?
   /// Warnings for people (UI-only options).
   public var warnings: [String] = []
+
+  /// SD's default `maxDiskAge`: one week.
+  public static let defaultMaxDiskAge: TimeInterval = 7 * 24 * 3600
 
   public static let knownKeys = [
     "name", "cache", "manifests", "options", "context", "prefetch", "maintenance", "migrate",

@@ -18,7 +18,7 @@ public struct CleanupConfiguration: Sendable, Equatable {
   public var maxDiskSize: UInt64
   public var expireType: ExpireType
 
-  public static let defaultMaxDiskAge: TimeInterval = 7 * 24 * 3600
+  public static let defaultMaxDiskAge = Job.defaultMaxDiskAge
 
   public init(
     maxDiskAge: TimeInterval = CleanupConfiguration.defaultMaxDiskAge, maxDiskSize: UInt64 = 0,

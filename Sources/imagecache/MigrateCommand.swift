@@ -60,27 +60,36 @@ struct MigrateCommand: ParsableCommand {
     let lock = try RunLock(location: location, wait: reportOptions.wait)
     defer { withExtendedLifetime(lock) {} }
     var report = RunReport(job: "migrate", location: location, startedAt: Date())
-    let migrator = CacheMigrator(location: location)
-    let now = Date()
-
-    let source = from ?? migrator.legacyDirectory
-    if FileManager.default.fileExists(atPath: source) {
-      let merge = try migrator.mergeDirectory(from: source, dryRun: dryRun, now: now)
-      describe(merge, verbose: verbose)
-      report.maintenance.append(merge)
-    } else {
-      Console.say("migrate: no legacy folder at \(source)")
-    }
-
-    for path in manifest {
-      var lineErrors: [String] = []
-      let keys = ManifestItems(paths: [path]).cacheKeys { lineErrors.append($0.description) }
-      var rename = migrator.renameLegacyFileNames(keys: keys, dryRun: dryRun, now: now)
-      rename.errors.append(contentsOf: lineErrors)
-      describe(rename, verbose: verbose)
-      report.maintenance.append(rename)
-    }
+    report.maintenance = try migrate(
+      location: location, from: from, manifests: ManifestItems(paths: manifest), dryRun: dryRun,
+      verbose: verbose)
     report.finishedAt = Date()
     try reportOptions.emit(report)
   }
+}
+
+/// The migrate pass of `migrate` and of `run`: merge a legacy folder (`from`, else SD 3/4's
+/// folder beside the cache) when it exists, then rename the legacy file names of the manifests'
+/// keys. Prints each pass and returns their reports.
+func migrate(
+  location: CacheLocation, from: String?, manifests: ManifestItems, dryRun: Bool, verbose: Bool
+) throws -> [MaintenancePassReport] {
+  let migrator = CacheMigrator(location: location)
+  let now = Date()
+  var passes: [MaintenancePassReport] = []
+  let source = from ?? migrator.legacyDirectory
+  if FileManager.default.fileExists(atPath: source) {
+    passes.append(try migrator.mergeDirectory(from: source, dryRun: dryRun, now: now))
+  } else {
+    Console.say("migrate: no legacy folder at \(source)")
+  }
+  if !manifests.paths.isEmpty {
+    var lineErrors: [String] = []
+    var rename = migrator.renameLegacyFileNames(
+      keys: manifests.cacheKeys { lineErrors.append($0.description) }, dryRun: dryRun, now: now)
+    rename.errors += lineErrors
+    passes.append(rename)
+  }
+  for pass in passes { describe(pass, verbose: verbose) }
+  return passes
 }

@@ -41,30 +41,30 @@ struct PrefetchSettings: ParsableArguments {
   var queryCacheType: CacheType = .all
 
   @Option(help: "Downloads at once in total.")
-  var concurrency = 16
+  var concurrency = PrefetchLimits().concurrency
 
   @Option(name: .customLong("per-host-concurrency"), help: "Downloads at once to one host.")
-  var perHostConcurrency = 6
+  var perHostConcurrency = PrefetchLimits().perHostConcurrency
 
   @Option(help: ArgumentHelp("Connect and idle timeout of a download.", valueName: "duration"))
-  var timeout = Duration(seconds: 15)
+  var timeout = Duration(seconds: PrefetchLimits().timeout)
 
   @Option(help: ArgumentHelp("The most one download may take in total.", valueName: "duration"))
-  var deadline = Duration(seconds: 60)
+  var deadline = Duration(seconds: PrefetchLimits().deadline)
 
   @Option(
     name: .customLong("max-response-size"),
     help: ArgumentHelp("A larger response fails and is not kept.", valueName: "size"))
-  var maxResponseSize = ByteCount(bytes: 50 * 1024 * 1024)
+  var maxResponseSize = ByteCount(bytes: PrefetchLimits().maxResponseSize)
 
   @Option(
     help: "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).")
-  var retries = 2
+  var retries = PrefetchLimits().retries
 
   @Option(
     name: .customLong("validate"),
     help: ArgumentHelp("How downloads are checked: none, structure or full.", valueName: "level"))
-  var validation: ValidationLevel = .structure
+  var validation = PrefetchLimits().validation
 
   @Option(
     name: .customLong("blacklist-ttl"),
@@ -250,7 +250,8 @@ struct PrefetchRun {
     let items = ManifestItems(paths: manifests, defaultOptions: options, defaultContext: context)
     let stop = StopFlag()
     let signals = SignalWatcher(stop: stop)
-    let progress = ConsoleProgress(total: ManifestCounter.count(manifests))
+    let progress = ConsoleProgress(
+      total: manifests.reduce(0) { $0 + ManifestReader(path: $1).count { _ in true } })
 
     let runID = try? store.beginRun(job: report.job, at: report.startedAt)
     let task = Task { await prefetcher.run(items, stop: stop, progress: progress) }
@@ -279,20 +280,6 @@ struct PrefetchRun {
         summary: "total \(result.total), downloaded \(result.downloaded), failed \(result.failed)")
     }
     return PrefetchOutcome(signal: signals.received, failed: result.failed)
-  }
-}
-
-/// Counts the URL lines of manifests for the progress line's total (a fast pass over the bytes).
-enum ManifestCounter {
-  static func count(_ paths: [String]) -> Int {
-    var total = 0
-    for path in paths {
-      for (_, line) in LineReader(path: path) {
-        let trimmed = line.trimmingCharacters(in: .whitespaces)
-        if !trimmed.isEmpty && !trimmed.hasPrefix("#") { total += 1 }
-      }
-    }
-    return total
   }
 }
 

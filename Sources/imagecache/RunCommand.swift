@@ -73,7 +73,13 @@ struct JobRunner {
     for warning in job.warnings { Console.say("warning: \(warning)") }
     Console.say("\(job.name): cache \(location.diskCachePath)")
 
-    if job.passes.contains(.migrate) { try migrate(into: &report) }
+    if job.passes.contains(.migrate) {
+      report.maintenance += try migrate(
+        location: location, from: job.migrateFrom,
+        manifests: ManifestItems(
+          paths: job.manifests, defaultOptions: job.options, defaultContext: job.context),
+        dryRun: dryRun, verbose: verbose)
+    }
 
     var outcome = PrefetchOutcome(signal: nil, failed: 0)
     if !dryRun && !job.manifests.isEmpty {
@@ -126,22 +132,4 @@ struct JobRunner {
     return outcome
   }
 
-  private func migrate(into report: inout RunReport) throws {
-    let migrator = CacheMigrator(location: job.location)
-    let source = job.migrateFrom ?? migrator.legacyDirectory
-    if FileManager.default.fileExists(atPath: source) {
-      let merge = try migrator.mergeDirectory(from: source, dryRun: dryRun)
-      describe(merge, verbose: verbose)
-      report.maintenance.append(merge)
-    }
-    var keysErrors: [String] = []
-    let keys = ManifestItems(
-      paths: job.manifests, defaultOptions: job.options, defaultContext: job.context
-    )
-    .cacheKeys { keysErrors.append($0.description) }
-    var rename = migrator.renameLegacyFileNames(keys: keys, dryRun: dryRun)
-    rename.errors += keysErrors
-    describe(rename, verbose: verbose)
-    report.maintenance.append(rename)
-  }
 }
