@@ -9,6 +9,7 @@ let package = Package(
     .library(name: "Core", targets: ["Core"]),
     .library(name: "Prefetcher", targets: ["Prefetcher"]),
     .library(name: "Maintenance", targets: ["Maintenance"]),
+    .library(name: "Runner", targets: ["Runner"]),
   ],
   dependencies: [
     .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
@@ -18,7 +19,6 @@ let package = Package(
     .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
-    .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
     .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
   ],
   targets: [
@@ -31,40 +31,45 @@ let package = Package(
       providers: [.apt(["libpng-dev"])]),
     // statx(2) for birth times and allocated sizes, which Glibc's Swift overlay does not expose.
     .target(name: "CFileStat", path: "Sources/CFileStat"),
+    // Cache keys and file names, disk and memory caches, the scanner, file-system calls, error
+    // codes, per-URL options and context, the report model: no heavy dependency (STYLE).
     .target(
       name: "Core",
-      dependencies: [
-        "CTurboJPEG", "CPNG", "CFileStat",
-        .product(name: "Crypto", package: "swift-crypto"),
-        .product(name: "GRDB", package: "GRDB.swift"),
-        .product(name: "Yams", package: "Yams"),
-        .product(name: "Logging", package: "swift-log"),
-      ]),
+      dependencies: ["CFileStat", .product(name: "Crypto", package: "swift-crypto")]),
+    // The SQLite state store (blacklist, validators, runs) and the run lock.
+    .target(
+      name: "State",
+      dependencies: ["Core", .product(name: "GRDB", package: "GRDB.swift")]),
+    // Validation: the only code that touches libjpeg-turbo and libpng.
+    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG"]),
     .target(
       name: "Prefetcher",
       dependencies: [
-        "Core",
+        "Core", "State", "Imaging",
         .product(name: "AsyncHTTPClient", package: "async-http-client"),
         .product(name: "NIOCore", package: "swift-nio"),
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
         .product(name: "DequeModule", package: "swift-collections"),
-        .product(name: "Logging", package: "swift-log"),
       ]),
+    // Expire, trim and migrate: neither YAML nor SQL.
     .target(
       name: "Maintenance",
+      dependencies: ["Core", .product(name: "HeapModule", package: "swift-collections")]),
+    // Jobs and manifests as input, one configuration tree, running a job, signals, the
+    // streamed report.
+    .target(
+      name: "Runner",
       dependencies: [
-        "Core",
-        .product(name: "HeapModule", package: "swift-collections"),
-        .product(name: "Logging", package: "swift-log"),
+        "Core", "State", "Prefetcher", "Maintenance", .product(name: "Yams", package: "Yams"),
       ]),
+    // The command line only: parse, call the runner, print, exit code.
     .executableTarget(
       name: "imagecache",
       dependencies: [
-        "Core", "Prefetcher", "Maintenance",
+        "Core", "State", "Runner",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        .product(name: "Logging", package: "swift-log"),
       ]),
     .target(
       name: "TestSupport",
@@ -77,9 +82,15 @@ let package = Package(
       path: "Tests/TestSupport"),
     // Stores under one key in a loop until killed: the atomic-store test's victim.
     .executableTarget(name: "cache-writer", dependencies: ["Core"], path: "Tests/CacheWriter"),
-    .testTarget(name: "CoreTests", dependencies: ["Core", "TestSupport", "cache-writer"]),
-    .testTarget(name: "PrefetcherTests", dependencies: ["Prefetcher", "Core", "TestSupport"]),
+    .testTarget(
+      name: "CoreTests", dependencies: ["Core", "State", "Imaging", "TestSupport", "cache-writer"]),
+    .testTarget(
+      name: "PrefetcherTests",
+      dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport"]),
     .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "TestSupport"]),
-    .testTarget(name: "imagecacheTests", dependencies: ["Core", "TestSupport", "imagecache"]),
+    .testTarget(
+      name: "RunnerTests", dependencies: ["Runner", "Core", "State", "TestSupport"]),
+    .testTarget(
+      name: "imagecacheTests", dependencies: ["Core", "Runner", "TestSupport", "imagecache"]),
   ]
 )

@@ -12,21 +12,20 @@ import HeapModule
 public struct CleanupConfiguration: Sendable, Equatable {
   /// Files whose date is at or before `now - maxDiskAge` expire. Negative: never; zero:
   /// everything. SD's default is one week.
-  public var maxDiskAge: TimeInterval
+  public var maxDiskAge: TimeInterval = 7 * 24 * 3600
   /// When the remaining allocated total is strictly above this, trim to strictly below half of
   /// it, oldest first. Zero: no limit (SD's default).
-  public var maxDiskSize: UInt64
-  public var expireType: ExpireType
+  public var maxDiskSize: UInt64 = 0
+  public var expireType: ExpireType = .accessDate
 
-  public static let defaultMaxDiskAge = Job.defaultMaxDiskAge
+  public init() {}
 
-  public init(
-    maxDiskAge: TimeInterval = CleanupConfiguration.defaultMaxDiskAge, maxDiskSize: UInt64 = 0,
-    expireType: ExpireType = .accessDate
-  ) {
-    self.maxDiskAge = maxDiskAge
-    self.maxDiskSize = maxDiskSize
-    self.expireType = expireType
+  /// The defaults, with the given settings changed.
+  public init(maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil)
+  {
+    if let maxDiskAge { self.maxDiskAge = maxDiskAge }
+    if let maxDiskSize { self.maxDiskSize = maxDiskSize }
+    if let expireType { self.expireType = expireType }
   }
 }
 
@@ -64,14 +63,26 @@ public struct CacheCleaner: Sendable {
     self.configuration = configuration
   }
 
-  /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
-  /// delete succeeds). Per-file errors are recorded in the reports and the passes go on.
-  /// With `listActions` false only counts and bytes are kept, not a row per file.
-  public func run(now: Date = Date(), dryRun: Bool, listActions: Bool = true) throws -> (
+  /// Runs both passes and returns them whole, in memory.
+  public func run(now: Date = Date(), dryRun: Bool) throws -> (
     expire: MaintenancePassReport, trim: MaintenancePassReport
   ) {
-    var expire = MaintenancePassReport(pass: .expire, dryRun: dryRun, listsActions: listActions)
-    var trim = MaintenancePassReport(pass: .trim, dryRun: dryRun, listsActions: listActions)
+    var expire = MaintenancePassReport(pass: .expire, dryRun: dryRun)
+    var trim = MaintenancePassReport(pass: .trim, dryRun: dryRun)
+    try run(now: now, dryRun: dryRun, expire: &expire, trim: &trim)
+    return (expire, trim)
+  }
+
+  /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
+  /// delete succeeds), handing each action and per-file error to the recorders as it happens;
+  /// the passes go on after a per-file error. Once `stop` returns true (a signal), the pass
+  /// stops after the file in hand: what was done is recorded, nothing is half done.
+  /// - Returns: whether the passes ran to the end (false: stopped).
+  @discardableResult
+  public func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
+    now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
+    stop: () -> Bool = { false }
+  ) throws -> Bool {
     let cutoff: Int64? =
       configuration.maxDiskAge < 0
       ? nil
@@ -81,8 +92,13 @@ public struct CacheCleaner: Sendable {
 
     var survivors = Survivors()
     var remainingBytes: UInt64 = 0
-    try CacheScanner(root: diskCachePath).forEachFile(onError: { expire.errors.append("\($0)") }) {
+    var stopped = false
+    try CacheScanner(root: diskCachePath).forEachFile(onError: { expire.recordError("\($0)") }) {
       file in
+      if stop() {
+        stopped = true
+        return false
+      }
       guard let date = Self.dateNanoseconds(of: file.attributes, expireType) else {
         throw MaintenanceError.creationDateUnavailable(
           path: diskCachePath + "/" + file.relativePath)
@@ -91,33 +107,36 @@ public struct CacheCleaner: Sendable {
       if let cutoff, date <= cutoff {
         if dryRun || unlinkat(file.directoryFD, file.name, 0) == 0 {
           expire.recordDelete(path: file.relativePath, bytes: size, date: Self.date(date))
-          return
+          return true
         }
-        expire.errors.append(
+        expire.recordError(
           "\(FileSystemError("remove", path: diskCachePath + "/" + file.relativePath, errno: errno))"
         )
         remainingBytes += size
-        return
+        return true
       }
       remainingBytes += size
       if trimming { survivors.append(path: file.relativePath, date: date, size: size) }
+      return true
     }
+    if stopped { return false }
 
-    guard trimming, remainingBytes > configuration.maxDiskSize else { return (expire, trim) }
+    guard trimming, remainingBytes > configuration.maxDiskSize else { return true }
     let desired = configuration.maxDiskSize / 2
     var heap = Heap(survivors.entries)
     survivors.entries = []
     while remainingBytes >= desired, let oldest = heap.popMin() {
+      if stop() { return false }
       let relativePath = survivors.path(of: oldest)
       let path = diskCachePath + "/" + relativePath
       if !dryRun && unlink(path) != 0 {
-        trim.errors.append("\(FileSystemError("remove", path: path, errno: errno))")
+        trim.recordError("\(FileSystemError("remove", path: path, errno: errno))")
         continue
       }
       trim.recordDelete(path: relativePath, bytes: oldest.size, date: Self.date(oldest.date))
       remainingBytes -= oldest.size
     }
-    return (expire, trim)
+    return true
   }
 
   /// The file's date for `expireType`, in nanoseconds; `nil` when there is no birth time.

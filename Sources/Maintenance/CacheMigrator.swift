@@ -40,10 +40,23 @@ public struct CacheMigrator: Sendable {
     -> MaintenancePassReport
   {
     var report = MaintenancePassReport(pass: .migrate, dryRun: dryRun)
+    try mergeDirectory(from: source, dryRun: dryRun, now: now, into: &report)
+    return report
+  }
+
+  /// ``mergeDirectory(from:dryRun:now:)``, handing each move and error to `report` as it
+  /// happens and stopping after the file in hand once `stop` returns true.
+  /// - Returns: whether the pass ran to the end.
+  @discardableResult
+  public func mergeDirectory<Recorder: MaintenanceRecorder>(
+    from source: String, dryRun: Bool, now: Date = Date(), into report: inout Recorder,
+    stop: () -> Bool = { false }
+  ) throws -> Bool {
     let sourcePath = (source as NSString).standardizingPath
-    guard sourcePath != (disk.path as NSString).standardizingPath else { return report }
+    guard sourcePath != (disk.path as NSString).standardizingPath else { return true }
     let files = try CacheScanner(root: sourcePath).files()
     for file in files {
+      if stop() { return false }
       let from = sourcePath + "/" + file.relativePath
       let to = disk.path + "/" + file.relativePath
       do {
@@ -52,11 +65,11 @@ public struct CacheMigrator: Sendable {
           existing: try FileSystem.attributes(atPath: to), relativeName: file.relativePath,
           dryRun: dryRun, now: now, report: &report)
       } catch {
-        report.errors.append("\(error)")
+        report.recordError("\(error)")
       }
     }
     if !dryRun { removeEmptyDirectories(under: sourcePath) }
-    return report
+    return true
   }
 
   /// For each key, moves a file found under a legacy name (no extension; the raw string's
@@ -65,7 +78,20 @@ public struct CacheMigrator: Sendable {
     keys: Keys, dryRun: Bool, now: Date = Date()
   ) -> MaintenancePassReport {
     var report = MaintenancePassReport(pass: .migrate, dryRun: dryRun)
+    renameLegacyFileNames(keys: keys, dryRun: dryRun, now: now, into: &report)
+    return report
+  }
+
+  /// ``renameLegacyFileNames(keys:dryRun:now:)``, handing each move and error to `report` as
+  /// it happens and stopping after the key in hand once `stop` returns true.
+  /// - Returns: whether the pass ran to the end.
+  @discardableResult
+  public func renameLegacyFileNames<Keys: Sequence<String>, Recorder: MaintenanceRecorder>(
+    keys: Keys, dryRun: Bool, now: Date = Date(), into report: inout Recorder,
+    stop: () -> Bool = { false }
+  ) -> Bool {
     for key in keys {
+      if stop() { return false }
       let to = disk.path + "/" + CacheFileName.fileName(forKey: key)
       // In a dry run nothing moves, so remember what would now hold the current name.
       var plannedCurrent: FileAttributes?
@@ -84,18 +110,18 @@ public struct CacheMigrator: Sendable {
             plannedCurrent = attributes
           }
         } catch {
-          report.errors.append("\(error)")
+          report.recordError("\(error)")
         }
       }
     }
-    return report
+    return true
   }
 
   /// Moves `from` to `to`, or resolves the collision when `to` is taken (by `existing`): the
   /// newer file takes the name, the older goes aside.
-  private func place(
+  private func place<Recorder: MaintenanceRecorder>(
     from: String, attributes: FileAttributes, to: String, existing: FileAttributes?,
-    relativeName: String, dryRun: Bool, now: Date, report: inout MaintenancePassReport
+    relativeName: String, dryRun: Bool, now: Date, report: inout Recorder
   ) throws {
     let target = relative(to)
     guard let existing else {

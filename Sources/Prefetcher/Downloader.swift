@@ -1,27 +1,12 @@
 import AsyncHTTPClient
 import Core
 import Foundation
+import State
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
 import Synchronization
-
-/// How the downloader talks HTTP (SPEC sections 2 and 5), with SD's defaults.
-public struct DownloaderConfiguration: Sendable, Equatable {
-  /// Connect timeout and idle timeout between bytes (SD's `downloadTimeout`, 15 s).
-  public var timeout: TimeInterval = 15
-  /// The most one download may take from request to last byte.
-  public var deadline: TimeInterval = 60
-  /// A larger body fails with `responseTooLarge` and nothing is kept.
-  public var maxResponseSize = 50 * 1024 * 1024
-  public var maxRedirects = 10
-  /// Connections kept to one host (SD's downloader default of 6 concurrent downloads).
-  public var perHostConnections = 6
-  public var userAgent = "imagecache/0.1.0"
-
-  public init() {}
-}
 
 /// One download to make.
 public struct DownloadRequest: Sendable {
@@ -66,9 +51,9 @@ public struct DownloadFailure: Error, Sendable {
 /// The HTTP side of SD's downloader on async-http-client: one shared client per timeout and TLS
 /// setting, SD's default headers, redirects followed by hand (http and https only, at most
 /// `maxRedirects`), a total deadline and a size limit enforced while the body streams.
-/// Call ``shutdown()`` when done.
+/// Its clients live for one ``withDownloader(configuration:_:)`` scope.
 public final class Downloader: Sendable {
-  public let configuration: DownloaderConfiguration
+  public let configuration: PrefetchConfiguration
   private let clients = Mutex<[ClientKey: HTTPClient]>([:])
   private let cookies = CookieJar()
 
@@ -77,17 +62,35 @@ public final class Downloader: Sendable {
     var insecure: Bool
   }
 
-  public init(configuration: DownloaderConfiguration = DownloaderConfiguration()) {
+  private init(configuration: PrefetchConfiguration) {
     self.configuration = configuration
   }
 
+  /// Runs `body` with a downloader whose clients are shut down when it returns or throws, as
+  /// async-http-client's `withHTTPClient` does.
+  public static func withDownloader<Result>(
+    configuration: PrefetchConfiguration = PrefetchConfiguration(),
+    _ body: (Downloader) async throws -> Result
+  ) async throws -> Result {
+    let downloader = Downloader(configuration: configuration)
+    let result: Result
+    do {
+      result = try await body(downloader)
+    } catch {
+      try await downloader.shutdown()
+      throw error
+    }
+    try await downloader.shutdown()
+    return result
+  }
+
   /// Shuts every client down. No download may start afterwards.
-  public func shutdown() async {
+  private func shutdown() async throws {
     let all = clients.withLock { clients in
       defer { clients.removeAll() }
       return Array(clients.values)
     }
-    for client in all { try? await client.shutdown() }
+    for client in all { try await client.shutdown() }
   }
 
   /// Downloads `request.url`, or fails with SD's error for what went wrong.
@@ -171,17 +174,17 @@ public final class Downloader: Sendable {
     if [301, 302, 303, 307, 308].contains(status),
       let location = response.headers.first(name: "Location")
     {
-      _ = try? await response.body.collect(upTo: 64 * 1024)
+      try await Self.drain(response.body)
       return .redirect(location)
     }
     let isConditionalAnswer = status == 304 && request.validators != nil
     guard (200...299).contains(status) || isConditionalAnswer else {
-      _ = try? await response.body.collect(upTo: 64 * 1024)
+      try await Self.drain(response.body)
       throw DownloadFailure(
         .invalidDownloadStatusCode(status),
         retryAfter: Self.retryAfter(response.headers.first(name: "Retry-After")))
     }
-    let limit = configuration.maxResponseSize
+    let limit = Int(clamping: configuration.maxResponseSize)
     if let declared = response.headers.first(name: "Content-Length").flatMap(Int.init),
       declared > limit
     {
@@ -215,7 +218,7 @@ public final class Downloader: Sendable {
       configuration.decompression = .enabled(limit: .ratio(100))
       configuration.connectionPool = .init(
         idleTimeout: .seconds(60),
-        concurrentHTTP1ConnectionsPerHostSoftLimit: self.configuration.perHostConnections)
+        concurrentHTTP1ConnectionsPerHostSoftLimit: self.configuration.perHostConcurrency)
       // A refused or unreachable connection is a failure of this download (retried, if at all,
       // by the prefetcher's backoff), not something to retry silently until the timeout.
       configuration.connectionPool.retryConnectionEstablishment = false
@@ -228,6 +231,13 @@ public final class Downloader: Sendable {
       clients[key] = client
       return client
     }
+  }
+
+  /// Reads and drops the body of a redirect or an error answer, so that the connection can be
+  /// reused; a body over 64 KiB is not worth reading and fails the download like a lost
+  /// connection would.
+  private static func drain(_ body: HTTPClientResponse.Body) async throws {
+    _ = try await body.collect(upTo: 64 * 1024)
   }
 
   /// `Retry-After` as seconds or as an HTTP date.

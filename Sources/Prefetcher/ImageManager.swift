@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import Imaging
+import State
 import Synchronization
 
 /// How one load ended (SPEC section 2).
@@ -24,22 +26,13 @@ public struct LoadResult: Sendable {
   public var retryAfter: TimeInterval?
 }
 
-/// Settings of the manager that are not per URL.
-public struct ManagerConfiguration: Sendable {
-  public var validation: ValidationLevel = .structure
-  /// A blacklisted URL counts as blacklisted for this long after its last failure; `nil`: forever.
-  public var blacklistTimeToLive: TimeInterval?
-
-  public init() {}
-}
-
 /// SD's `SDWebImageManager` for one cache directory: the pipeline of SPEC section 2 (URL check,
 /// blacklist, cache key, cache query, download, validation, store) and SD 5's blacklist rules,
 /// with the blacklist and the HTTP validators persisted in the state store.
 public final class ImageManager: Sendable {
   public let directory: String
   public let defaultNamespace: String
-  public let configuration: ManagerConfiguration
+  public let configuration: PrefetchConfiguration
   private let downloader: Downloader
   private let memory: MemoryCache
   private let states: Mutex<[String: NamespaceState]>
@@ -90,16 +83,16 @@ public final class ImageManager: Sendable {
   public init(
     location: CacheLocation, downloader: Downloader,
     memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20),
-    store: StateStore? = nil, configuration: ManagerConfiguration = ManagerConfiguration()
+    store: StateStore? = nil
   ) throws {
     directory = location.directory
     defaultNamespace = location.namespace
     self.downloader = downloader
     self.memory = memory
-    self.configuration = configuration
+    configuration = downloader.configuration
     let state = try NamespaceState(
       cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
-      store: store ?? StateStore(location: location), timeToLive: configuration.blacklistTimeToLive)
+      store: store ?? StateStore(location: location), timeToLive: configuration.blacklistTTL)
     states = Mutex([location.namespace: state])
   }
 
@@ -115,7 +108,16 @@ public final class ImageManager: Sendable {
 
   /// Every blacklisted URL of the default namespace, after the run.
   public func blacklistedURLs() throws -> [String] {
-    try state(for: nil).store.blacklist(timeToLive: configuration.blacklistTimeToLive).map(\.url)
+    var urls: [String] = []
+    try forEachBlacklistedURL { urls.append($0) }
+    return urls
+  }
+
+  /// Calls `body` with each blacklisted URL of the default namespace, one at a time.
+  public func forEachBlacklistedURL(_ body: (String) throws -> Void) throws {
+    try state(for: nil).store.forEachBlacklisted(timeToLive: configuration.blacklistTTL) {
+      try body($0.url)
+    }
   }
 
   /// Loads one URL once (no retries: that is the prefetcher's job).
@@ -131,7 +133,7 @@ public final class ImageManager: Sendable {
     do {
       namespace = try state(for: context.namespace)
     } catch {
-      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+      return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
     }
     let parsed = URL(string: trimmed)
     let blacklistKey = parsed?.absoluteString ?? trimmed
@@ -188,8 +190,12 @@ public final class ImageManager: Sendable {
     request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
     request.handleCookies = options.contains(.handleCookies)
     if options.contains(.refreshCached) && cachedOnDisk {
-      try? namespace.flush()
-      request.validators = try? namespace.store.validators(forKey: key)
+      do {
+        try namespace.flush()
+        request.validators = try namespace.store.validators(forKey: key)
+      } catch {
+        return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
+      }
     }
 
     let response: DownloadResponse
@@ -202,7 +208,11 @@ public final class ImageManager: Sendable {
     }
     let cache = namespace.cache
     if response.notModified {
-      _ = try? cache.disk.touch(forKey: key)
+      do {
+        _ = try cache.disk.touch(forKey: key)
+      } catch {
+        return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+      }
       return LoadResult(outcome: .notModified)
     }
     let info: ImageInfo
@@ -213,6 +223,10 @@ public final class ImageManager: Sendable {
     }
     do {
       try cache.store(response.body, forKey: key, cacheType: context.storeCacheType)
+    } catch {
+      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+    }
+    do {
       if response.etag != nil || response.lastModified != nil {
         try namespace.queue(
           CacheValidators(
@@ -223,7 +237,7 @@ public final class ImageManager: Sendable {
       }
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
     } catch {
-      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+      return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
     }
     return LoadResult(outcome: .downloaded(bytes: response.body.count, info: info))
   }
@@ -241,15 +255,15 @@ public final class ImageManager: Sendable {
       try namespace.store.recordFailure(
         url: url, code: error.code, name: error.name, reason: error.message, at: now)
     } catch {
-      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: true))
+      return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: true))
     }
     return LoadResult(outcome: .failed(error, blacklisted: true))
   }
 
   private func isBlacklisted(_ url: String, in namespace: NamespaceState) -> Bool {
     guard let lastFailure = namespace.blacklist.withLock({ $0[url] }) else { return false }
-    guard let ttl = configuration.blacklistTimeToLive else { return true }
-    return lastFailure.addingTimeInterval(ttl) > Date()
+    return BlacklistRule.isActive(
+      lastFailedAt: lastFailure, at: Date(), timeToLive: configuration.blacklistTTL)
   }
 
   private func unblacklist(_ url: String, in namespace: NamespaceState) throws {
@@ -263,7 +277,7 @@ public final class ImageManager: Sendable {
     let location = CacheLocation(directory: directory, namespace: name)
     let created = try NamespaceState(
       cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
-      store: StateStore(location: location), timeToLive: configuration.blacklistTimeToLive)
+      store: StateStore(location: location), timeToLive: configuration.blacklistTTL)
     return states.withLock { states in
       if let existing = states[name] { return existing }
       states[name] = created

@@ -35,34 +35,10 @@ public struct PrefetchItem: Sendable {
   }
 }
 
-/// Prefetch settings (SPEC section 5), with the spec's defaults.
-public struct PrefetchConfiguration: Sendable {
-  /// Downloads at once in total.
-  public var concurrency = 16
-  /// Downloads at once to one host (SD's downloader default).
-  public var perHostConcurrency = 6
-  /// Further attempts after a transient failure.
-  public var retries = 2
-  /// The first retry waits about this long; each further one twice as long (with jitter).
-  public var retryBaseDelay: TimeInterval = 0.5
-  /// No wait, `Retry-After` included, is longer than this.
-  public var maxRetryDelay: TimeInterval = 60
-
-  public init() {}
-}
-
-/// Set from a signal handler: stop starting new work.
-public final class StopFlag: Sendable {
-  private let stopped = Atomic<Bool>(false)
-  public init() {}
-  public func stop() { stopped.store(true, ordering: .relaxed) }
-  public var isStopped: Bool { stopped.load(ordering: .relaxed) }
-}
-
 /// Receives progress as the prefetcher goes.
 public protocol PrefetchProgress: Sendable {
-  func update(_ report: PrefetchReport, elapsed: TimeInterval)
-  func finish(_ report: PrefetchReport, elapsed: TimeInterval)
+  func update(_ counts: PrefetchCounts, elapsed: TimeInterval)
+  func finish(_ counts: PrefetchCounts, elapsed: TimeInterval)
 }
 
 /// SD's prefetcher, bounded: at most `concurrency` loads at once and `perHostConcurrency` per
@@ -72,12 +48,11 @@ public protocol PrefetchProgress: Sendable {
 /// are retried with exponential backoff and jitter, honouring `Retry-After`.
 public struct Prefetcher: Sendable {
   public let manager: ImageManager
-  public let configuration: PrefetchConfiguration
+  /// The manager's configuration: one value for the whole pipeline.
+  public var configuration: PrefetchConfiguration { manager.configuration }
 
-  public init(manager: ImageManager, configuration: PrefetchConfiguration = PrefetchConfiguration())
-  {
+  public init(manager: ImageManager) {
     self.manager = manager
-    self.configuration = configuration
   }
 
   private struct Finished: Sendable {
@@ -86,13 +61,25 @@ public struct Prefetcher: Sendable {
     var attempts: Int
   }
 
-  /// Prefetches every item. Errors in the input (bad manifest lines) are counted as skipped and
-  /// reported. Stops starting new items once `stop` is set; the loads in flight finish.
+  /// Prefetches every item and returns the whole report, in memory.
   public func run<Items: Sequence>(
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil
   ) async -> PrefetchReport where Items.Element == Result<PrefetchItem, ConfigurationError> {
-    let started = Date()
     var report = PrefetchReport()
+    report.counts = await run(items, stop: stop, progress: progress, recorder: &report)
+    return report
+  }
+
+  /// Prefetches every item, handing each download, failure and bad manifest line to
+  /// `recorder` as it happens, and returns the counts. Errors in the input (bad manifest lines)
+  /// are counted as skipped. Stops starting new items once `stop` is set; the loads in flight
+  /// finish (or are cancelled with the task).
+  public func run<Items: Sequence, Recorder: PrefetchRecorder>(
+    _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil,
+    recorder: inout Recorder
+  ) async -> PrefetchCounts where Items.Element == Result<PrefetchItem, ConfigurationError> {
+    let started = Date()
+    var report = PrefetchCounts()
     var iterator = items.makeIterator()
     var exhausted = false
     var window = Window()
@@ -112,7 +99,7 @@ public struct Prefetcher: Sendable {
           case .failure(let error):
             report.total += 1
             report.skipped += 1
-            report.lineErrors.append(error.description)
+            recorder.recordLineError(error.description)
           }
         }
         if stop.isStopped { window.removeAll() }
@@ -129,7 +116,7 @@ public struct Prefetcher: Sendable {
         guard running > 0, let finished = await group.next() else { break }
         running -= 1
         perHost[finished.item.host, default: 1] -= 1
-        record(finished, into: &report)
+        record(finished, into: &report, recorder: &recorder)
         progress?.update(report, elapsed: Date().timeIntervalSince(started))
       }
     }
@@ -170,11 +157,18 @@ public struct Prefetcher: Sendable {
       let backoff =
         configuration.retryBaseDelay * pow(2, Double(attempts - 1)) * Double.random(in: 0.5...1.5)
       let wait = min(configuration.maxRetryDelay, max(backoff, result.retryAfter ?? 0))
-      try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+      do {
+        try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+      } catch {
+        // Cancelled while waiting to retry: the last attempt's failure is the result.
+        return Finished(item: item, result: result, attempts: attempts)
+      }
     }
   }
 
-  private func record(_ finished: Finished, into report: inout PrefetchReport) {
+  private func record<Recorder: PrefetchRecorder>(
+    _ finished: Finished, into report: inout PrefetchCounts, recorder: inout Recorder
+  ) {
     report.total += 1
     switch finished.result.outcome {
     case .memoryHit: report.memoryHits += 1
@@ -182,14 +176,14 @@ public struct Prefetcher: Sendable {
     case .downloaded(let bytes, let info):
       report.downloaded += 1
       report.bytesDownloaded += UInt64(bytes)
-      report.downloads.append(DownloadReport(url: finished.item.url, bytes: bytes, info: info))
+      recorder.recordDownload(DownloadReport(url: finished.item.url, bytes: bytes, info: info))
     case .notModified: report.notModified += 1
     case .cacheMiss: report.skipped += 1
     case .blacklisted: report.blacklisted += 1
     case .failed(.cancelled, _): report.skipped += 1
     case .failed(let error, let blacklisted):
       report.failed += 1
-      report.failures.append(
+      recorder.recordFailure(
         FailureReport(
           url: finished.item.url, code: error.code, name: error.name, httpStatus: error.httpStatus,
           message: error.message, attempts: finished.attempts, blacklisted: blacklisted,

@@ -1,6 +1,7 @@
 import ArgumentParser
 import Core
 import Foundation
+import State
 
 struct BlacklistCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
@@ -32,11 +33,11 @@ struct BlacklistCommand: ParsableCommand {
       if json { return try Console.printJSON(entries) }
       let formatter = ISO8601DateFormatter()
       for entry in entries {
-        Console.say(
+        Console.standard.say(
           "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(formatter.string(from: entry.lastFailedAt))\t\(entry.reason)"
         )
       }
-      Console.say("\(entries.count) URLs on the blacklist")
+      Console.standard.say("\(entries.count) URLs on the blacklist")
     }
   }
 
@@ -52,9 +53,9 @@ struct BlacklistCommand: ParsableCommand {
       var missing = 0
       for url in urls {
         if try store.removeFromBlacklist(url: url) {
-          Console.say("removed \(url)")
+          Console.standard.say("removed \(url)")
         } else {
-          Console.say("not on the blacklist: \(url)")
+          Console.standard.say("not on the blacklist: \(url)")
           missing += 1
         }
       }
@@ -69,7 +70,7 @@ struct BlacklistCommand: ParsableCommand {
 
     func run() throws {
       let removed = try openState(cacheOptions.location).clearBlacklist()
-      Console.say("removed \(removed) URLs from the blacklist")
+      Console.standard.say("removed \(removed) URLs from the blacklist")
     }
   }
 }
@@ -77,6 +78,6 @@ struct BlacklistCommand: ParsableCommand {
 /// Opens the cache's state, printing any warning (such as a corrupt file moved aside).
 func openState(_ location: CacheLocation) throws -> StateStore {
   let store = try StateStore(location: location)
-  for warning in store.warnings { Console.say("warning: \(warning)") }
+  for warning in store.warnings { Console.standard.say("warning: \(warning)") }
   return store
 }

@@ -1,6 +1,12 @@
 import ArgumentParser
 import Core
 import Foundation
+import Prefetcher
+import Runner
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// `--cache` and `--namespace`, the same on every subcommand (SPEC section 7).
 struct CacheOptions: ParsableArguments {
@@ -22,16 +28,18 @@ struct CacheOptions: ParsableArguments {
   }
 
   func validate() throws {
-    guard !namespace.isEmpty, !namespace.contains("/"), namespace != ".", namespace != ".." else {
-      throw ValidationError(
-        "--namespace must be a single folder name, not \(namespace.debugDescription)")
+    if let problem = CacheLocation.namespaceProblem(namespace) {
+      throw ValidationError("--namespace \(problem)")
     }
   }
 }
 
-/// `--report FILE` and `--json`, on every subcommand that does work.
+/// `--report FILE`, `--json` and `--wait`, on every subcommand that does work.
 struct ReportOptions: ParsableArguments {
-  @Option(name: .long, help: ArgumentHelp("Write the JSON report to this file.", valueName: "file"))
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "Write the JSON report to this file ({job} becomes the job's name).", valueName: "file"))
   var report: String?
 
   @Flag(name: .long, help: "Print the JSON report on stdout.")
@@ -42,19 +50,39 @@ struct ReportOptions: ParsableArguments {
     help: "Wait for another run on the same cache to finish instead of exiting with code 3.")
   var wait = false
 
-  /// Writes the report where the user asked (atomically for a file).
-  func emit(_ report: RunReport) throws {
-    guard self.report != nil || json else { return }
-    let data = try report.jsonData()
-    if let path = self.report { try FileSystem.writeAtomically(data, toPath: path) }
-    if json { FileHandle.standardOutput.write(data) }
+  /// The run settings these flags give.
+  func settings(dryRun: Bool = false, verbose: Bool = false) -> RunSettings {
+    var settings = RunSettings()
+    settings.dryRun = dryRun
+    settings.verbose = verbose
+    settings.wait = wait
+    settings.reportFiles = report.map { [$0] } ?? []
+    settings.printsReport = json
+    return settings
   }
 }
 
-/// Human output, on stderr so that stdout stays for `--json`.
-enum Console {
-  static func say(_ line: String) {
-    FileHandle.standardError.write(Data((line + "\n").utf8))
+/// Human output on stderr, so that stdout stays for `--json`. Best effort: a closed or full
+/// stderr loses the line, never the run (SPEC section 10).
+struct Console: RunConsole {
+  static let standard = Console()
+
+  func say(_ line: String) {
+    Self.write(line + "\n", to: STDERR_FILENO)
+  }
+
+  func progress(total: Int) -> (any PrefetchProgress)? {
+    ConsoleProgress(total: total, console: self)
+  }
+
+  static func write(_ text: String, to descriptor: Int32) {
+    var bytes = Array(text.utf8)[...]
+    while !bytes.isEmpty {
+      let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
+      if written < 0 && errno == EINTR { continue }
+      guard written > 0 else { return }
+      bytes = bytes.dropFirst(written)
+    }
   }
 
   /// Pretty, key-sorted JSON with ISO 8601 dates, on stdout.
@@ -62,7 +90,54 @@ enum Console {
     let encoder = JSONEncoder()
     encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
     encoder.dateEncodingStrategy = .iso8601
-    FileHandle.standardOutput.write(try encoder.encode(value) + Data("\n".utf8))
+    write(String(decoding: try encoder.encode(value), as: UTF8.self) + "\n", to: STDOUT_FILENO)
+  }
+}
+
+/// On a terminal, one status line rewritten in place; otherwise a log line every few seconds.
+final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
+  private let total: Int
+  private let console: Console
+  private let isTerminal = isatty(STDERR_FILENO) == 1
+  private let lock = NSLock()
+  private var lastPrinted = Date.distantPast
+
+  init(total: Int, console: Console) {
+    self.total = total
+    self.console = console
+  }
+
+  func update(_ counts: PrefetchCounts, elapsed: TimeInterval) {
+    let interval: TimeInterval = isTerminal ? 0.2 : 5
+    let now = Date()
+    let due = lock.withLock {
+      guard now.timeIntervalSince(lastPrinted) >= interval else { return false }
+      lastPrinted = now
+      return true
+    }
+    if due { show(line(counts, elapsed: elapsed), final: false) }
+  }
+
+  func finish(_ counts: PrefetchCounts, elapsed: TimeInterval) {
+    show(line(counts, elapsed: elapsed), final: true)
+  }
+
+  private func line(_ counts: PrefetchCounts, elapsed: TimeInterval) -> String {
+    let done = counts.total
+    let rate = elapsed > 0 ? Double(done) / elapsed : 0
+    var text =
+      "\(done)/\(total) done, \(counts.memoryHits + counts.diskHits) hits, \(counts.downloaded) downloaded, "
+      + "\(counts.notModified) not modified, \(counts.failed) failed, \(counts.blacklisted) blacklisted, \(Int(rate))/s"
+    if rate > 0 && total > done { text += ", ETA \(Int(Double(total - done) / rate))s" }
+    return text
+  }
+
+  private func show(_ text: String, final: Bool) {
+    if isTerminal {
+      Console.write("\r\u{1B}[K" + text + (final ? "\n" : ""), to: STDERR_FILENO)
+    } else {
+      console.say(text)
+    }
   }
 }
 
@@ -74,6 +149,7 @@ struct Duration: ExpressibleByArgument, CustomStringConvertible {
       ? "\(Int(seconds) / 86_400)d" : "\(seconds)s"
   }
   init?(argument: String) {
+    // A value that does not parse is argument-parser's usage error, which names the flag.
     guard let seconds = try? parseDuration(argument) else { return nil }
     self.seconds = seconds
   }
@@ -85,6 +161,7 @@ struct ByteCount: ExpressibleByArgument, CustomStringConvertible {
   var bytes: UInt64
   var description: String { "\(bytes)" }
   init?(argument: String) {
+    // A value that does not parse is argument-parser's usage error, which names the flag.
     guard let bytes = try? parseByteCount(argument) else { return nil }
     self.bytes = bytes
   }
@@ -92,42 +169,4 @@ struct ByteCount: ExpressibleByArgument, CustomStringConvertible {
 }
 
 extension ExpireType: ExpressibleByArgument {}
-
-/// Prints what a maintenance pass did (or, in a dry run, would do).
-func describe(_ pass: MaintenancePassReport, verbose: Bool) {
-  let verb = pass.dryRun ? "would " : ""
-  if verbose || pass.dryRun {
-    for action in pass.actions {
-      switch action.kind {
-      case .delete:
-        Console.say(
-          "\(pass.pass.rawValue): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))")
-      case .move:
-        Console.say(
-          "\(pass.pass.rawValue): \(verb)move \(action.path) -> \(action.destination ?? "")")
-      case .keptAside:
-        Console.say(
-          "\(pass.pass.rawValue): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)"
-        )
-      }
-    }
-  }
-  for error in pass.errors { Console.say("\(pass.pass.rawValue): error: \(error)") }
-  let summary: String
-  switch pass.pass {
-  case .migrate:
-    let aside = pass.actions.filter { $0.kind == .keptAside }.count
-    summary =
-      pass.dryRun
-      ? "would move \(pass.filesMoved) files, would keep \(aside) aside after a name collision"
-      : "moved \(pass.filesMoved) files, kept \(aside) aside after a name collision"
-  case .expire, .trim:
-    summary =
-      pass.dryRun
-      ? "would remove \(pass.filesRemoved) files, would free \(formatBytes(pass.bytesFreed))"
-      : "removed \(pass.filesRemoved) files, freed \(formatBytes(pass.bytesFreed))"
-  }
-  Console.say(
-    "\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(pass.errors.isEmpty ? "" : ", \(pass.errors.count) errors")"
-  )
-}
+extension ValidationLevel: ExpressibleByArgument {}

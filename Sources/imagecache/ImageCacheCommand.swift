@@ -1,6 +1,13 @@
 import ArgumentParser
 import Core
 import Foundation
+import Maintenance
+import Runner
+import State
+
+#if canImport(Glibc)
+  import Glibc
+#endif
 
 /// The exit codes of SPEC section 6.
 enum ExitStatus: Int32 {
@@ -9,14 +16,10 @@ enum ExitStatus: Int32 {
   case usage = 2
   case locked = 3
   case fatalIO = 4
-  case interrupted = 130
-  case terminated = 143
 }
 
 @main
 struct ImageCacheCommand: AsyncParsableCommand {
-  static let version = "0.1.0"
-
   static let configuration = CommandConfiguration(
     commandName: "imagecache",
     abstract: "Warm, maintain, migrate and report on SDWebImage disk caches.",
@@ -28,19 +31,20 @@ struct ImageCacheCommand: AsyncParsableCommand {
       or, with --json, to stdout.
 
       Exit codes: 0 success, 1 some URLs failed, 2 usage or configuration error, 3 another run \
-      holds the cache lock, 4 fatal I/O error, 130/143 interrupted.
+      holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) interrupted.
       """,
-    version: version,
+    version: ImageCacheVersion.current,
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
-      StatsCommand.self,
-      BlacklistCommand.self,
+      StatsCommand.self, BlacklistCommand.self,
     ]
   )
 
   /// Runs the command line and maps every failure to the exit codes of SPEC section 6
   /// (argument-parser's own usage errors would otherwise exit 64).
   static func main() async {
+    // A closed pipe on stdout or stderr is a failed write, never the end of the run.
+    signal(SIGPIPE, SIG_IGN)
     do {
       var command = try parseAsRoot()
       if var asyncCommand = command as? AsyncParsableCommand {
@@ -60,28 +64,26 @@ struct ImageCacheCommand: AsyncParsableCommand {
       exit(withError: error)  // help, --version and explicit exit codes
     case RunLock.Failure.held:
       status = .locked
-    case let failure as CommandFailure:
-      status = failure.status
-    case is ConfigurationError:
+    case is ConfigurationError, is MaintenanceError:
       status = .usage
-    case is RunLock.Failure, is FileSystemError:
+    case is RunLock.Failure, is FileSystemError, is StateStoreError:
       status = .fatalIO
     default:
-      // Usage and validation errors, and configuration errors, exit 2; anything else is a
-      // failure of the machinery (the state database, the file system): 4.
+      // Usage and validation errors exit 2; anything else is a failure of the machinery: 4.
       status = exitCode(for: error) == .validationFailure ? .usage : .fatalIO
     }
-    let message =
-      error is CommandFailure || error is RunLock.Failure || error is FileSystemError
-        || error is ConfigurationError
-      ? "imagecache: \(error)" : fullMessage(for: error)
-    FileHandle.standardError.write(Data((message + "\n").utf8))
+    let ours =
+      error is RunLock.Failure || error is FileSystemError || error is ConfigurationError
+      || error is MaintenanceError || error is StateStoreError
+    Console.standard.say(ours ? "imagecache: \(error)" : fullMessage(for: error))
     Foundation.exit(status.rawValue)
   }
 }
 
-/// A failure that carries its own exit status and a message for people.
-struct CommandFailure: Error, CustomStringConvertible {
-  var status: ExitStatus
-  var description: String
+extension RunOutcome {
+  /// 128 + the signal when interrupted, 1 when URLs failed, else 0 (SPEC section 6).
+  func exit() throws {
+    if let signal { throw ExitCode(128 + signal) }
+    if failedURLs > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+  }
 }

@@ -2,8 +2,9 @@ import ArgumentParser
 import Core
 import Foundation
 import Maintenance
+import Runner
 
-struct MaintainCommand: ParsableCommand {
+struct MaintainCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "maintain",
     abstract: "Expire files by age, then trim the cache to half its size limit, oldest first.",
@@ -12,7 +13,8 @@ struct MaintainCommand: ParsableCommand {
       before now minus --max-age is deleted; then, if --max-size is set and the remaining \
       allocated size is above it, the oldest files are deleted until the total is below half \
       of it. Hidden entries and the tool's own .imagecache/ state are never touched, and \
-      symbolic links are never followed.
+      symbolic links are never followed. SIGINT or SIGTERM stops after the file in hand and \
+      still writes the report, marked interrupted.
 
       Examples:
         imagecache maintain --cache /var/cache/images --max-age 30d --max-size 2GB
@@ -27,52 +29,38 @@ struct MaintainCommand: ParsableCommand {
     help: ArgumentHelp(
       "Expire files older than this (30s, 15m, 12h, 7d; negative: never; 0: everything).",
       valueName: "duration"))
-  var maxAge = Duration(seconds: CleanupConfiguration.defaultMaxDiskAge)
+  var maxAge = Duration(seconds: CleanupConfiguration().maxDiskAge)
 
   @Option(
     name: [.customLong("max-size"), .customLong("max-disk-size")],
     help: ArgumentHelp(
       "Trim when the cache is above this size (500MB, 2GiB; 0: no limit).", valueName: "size"))
-  var maxSize = ByteCount(bytes: 0)
+  var maxSize = ByteCount(bytes: CleanupConfiguration().maxDiskSize)
 
   @Option(
     name: .customLong("expire-type"),
     help: ArgumentHelp(
       "Which file date counts: accessDate, modificationDate, creationDate or changeDate.",
       valueName: "type"))
-  var expireType = ExpireType.accessDate
+  var expireType = CleanupConfiguration().expireType
 
-  @Flag(name: .customLong("dry-run"), help: "Print what would be deleted and delete nothing.")
+  @Flag(
+    name: .customLong("dry-run"),
+    help: "Print what would be deleted and delete nothing (with --json, the plan is the report).")
   var dryRun = false
 
   @Flag(name: .shortAndLong, help: "List every file deleted, here and in the report.")
   var verbose = false
 
-  func run() throws {
-    let location = cacheOptions.location
-    let lock = try RunLock(location: location, wait: reportOptions.wait)
-    defer { withExtendedLifetime(lock) {} }
-    var report = RunReport(job: "maintain", location: location, startedAt: Date())
-    let cleaner = CacheCleaner(
-      diskCachePath: location.diskCachePath,
-      configuration: CleanupConfiguration(
-        maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType))
-    let (expire, trim) = try runMaintenance {
-      try cleaner.run(dryRun: dryRun, listActions: dryRun || verbose)
-    }
-    report.maintenance = [expire, trim]
-    report.finishedAt = Date()
-    describe(expire, verbose: verbose)
-    describe(trim, verbose: verbose)
-    try reportOptions.emit(report)
-  }
-}
-
-/// Maps maintenance's configuration errors to exit code 2.
-func runMaintenance<T>(_ body: () throws -> T) throws -> T {
-  do {
-    return try body()
-  } catch let error as MaintenanceError {
-    throw CommandFailure(status: .usage, description: "\(error)")
+  func run() async throws {
+    var job = Job(name: "maintain", location: cacheOptions.location)
+    job.cleanup = CleanupConfiguration(
+      maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType)
+    job.passes = [.expire, .trim]
+    let outcome = try await JobRunner(
+      job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
+      console: Console.standard
+    ).run()
+    try outcome.exit()
   }
 }

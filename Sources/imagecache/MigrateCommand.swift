@@ -1,10 +1,9 @@
 import ArgumentParser
 import Core
 import Foundation
-import Maintenance
-import Prefetcher
+import Runner
 
-struct MigrateCommand: ParsableCommand {
+struct MigrateCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "migrate",
     abstract: "Bring a cache written by SDWebImage 3 or 4 into the current layout.",
@@ -50,46 +49,19 @@ struct MigrateCommand: ParsableCommand {
     if let from, !FileManager.default.fileExists(atPath: from) {
       throw ValidationError("--from \(from): no such folder")
     }
-    for path in manifest where !FileManager.default.isReadableFile(atPath: path) {
-      throw ValidationError("--manifest \(path): cannot read this file")
-    }
+    for path in manifest { try checkReadableFile(path, what: "--manifest") }
   }
 
-  func run() throws {
-    let location = cacheOptions.location
-    let lock = try RunLock(location: location, wait: reportOptions.wait)
-    defer { withExtendedLifetime(lock) {} }
-    var report = RunReport(job: "migrate", location: location, startedAt: Date())
-    report.maintenance = try migrate(
-      location: location, from: from, manifests: ManifestItems(paths: manifest), dryRun: dryRun,
-      verbose: verbose)
-    report.finishedAt = Date()
-    try reportOptions.emit(report)
+  func run() async throws {
+    var job = Job(name: "migrate", location: cacheOptions.location)
+    job.passes = [.migrate]
+    job.migrateFrom = from
+    job.manifests = manifest
+    job.prefetchesManifests = false
+    let outcome = try await JobRunner(
+      job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
+      console: Console.standard
+    ).run()
+    try outcome.exit()
   }
-}
-
-/// The migrate pass of `migrate` and of `run`: merge a legacy folder (`from`, else SD 3/4's
-/// folder beside the cache) when it exists, then rename the legacy file names of the manifests'
-/// keys. Prints each pass and returns their reports.
-func migrate(
-  location: CacheLocation, from: String?, manifests: ManifestItems, dryRun: Bool, verbose: Bool
-) throws -> [MaintenancePassReport] {
-  let migrator = CacheMigrator(location: location)
-  let now = Date()
-  var passes: [MaintenancePassReport] = []
-  let source = from ?? migrator.legacyDirectory
-  if FileManager.default.fileExists(atPath: source) {
-    passes.append(try migrator.mergeDirectory(from: source, dryRun: dryRun, now: now))
-  } else {
-    Console.say("migrate: no legacy folder at \(source)")
-  }
-  if !manifests.paths.isEmpty {
-    var lineErrors: [String] = []
-    var rename = migrator.renameLegacyFileNames(
-      keys: manifests.cacheKeys { lineErrors.append($0.description) }, dryRun: dryRun, now: now)
-    rename.errors += lineErrors
-    passes.append(rename)
-  }
-  for pass in passes { describe(pass, verbose: verbose) }
-  return passes
 }

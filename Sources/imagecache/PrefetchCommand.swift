@@ -2,13 +2,10 @@ import ArgumentParser
 import Core
 import Foundation
 import Prefetcher
-
-#if canImport(Glibc)
-  import Glibc
-#endif
+import Runner
 
 /// The prefetch settings of a job, as flags (SPEC section 7: each job setting has a flag of the
-/// same name).
+/// same name). Defaults are read from ``PrefetchConfiguration``, where they are stated once.
 struct PrefetchSettings: ParsableArguments {
   @Option(
     name: .customLong("option"),
@@ -31,40 +28,40 @@ struct PrefetchSettings: ParsableArguments {
 
   @Option(
     name: .customLong("store-cache-type"),
-    help: ArgumentHelp("Where to store: none, disk, memory or all.", valueName: "type"))
-  var storeCacheType: CacheType = .all
+    help: ArgumentHelp("Where to store: none, disk, memory or all (default).", valueName: "type"))
+  var storeCacheType: String?
 
   @Option(
     name: .customLong("query-cache-type"),
     help: ArgumentHelp(
-      "Where to look before downloading: none, disk, memory or all.", valueName: "type"))
-  var queryCacheType: CacheType = .all
+      "Where to look before downloading: none, disk, memory or all (default).", valueName: "type"))
+  var queryCacheType: String?
 
   @Option(help: "Downloads at once in total.")
-  var concurrency = PrefetchLimits().concurrency
+  var concurrency = PrefetchConfiguration().concurrency
 
   @Option(name: .customLong("per-host-concurrency"), help: "Downloads at once to one host.")
-  var perHostConcurrency = PrefetchLimits().perHostConcurrency
+  var perHostConcurrency = PrefetchConfiguration().perHostConcurrency
 
   @Option(help: ArgumentHelp("Connect and idle timeout of a download.", valueName: "duration"))
-  var timeout = Duration(seconds: PrefetchLimits().timeout)
+  var timeout = Duration(seconds: PrefetchConfiguration().timeout)
 
   @Option(help: ArgumentHelp("The most one download may take in total.", valueName: "duration"))
-  var deadline = Duration(seconds: PrefetchLimits().deadline)
+  var deadline = Duration(seconds: PrefetchConfiguration().deadline)
 
   @Option(
     name: .customLong("max-response-size"),
     help: ArgumentHelp("A larger response fails and is not kept.", valueName: "size"))
-  var maxResponseSize = ByteCount(bytes: PrefetchLimits().maxResponseSize)
+  var maxResponseSize = ByteCount(bytes: PrefetchConfiguration().maxResponseSize)
 
   @Option(
     help: "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).")
-  var retries = PrefetchLimits().retries
+  var retries = PrefetchConfiguration().retries
 
   @Option(
     name: .customLong("validate"),
     help: ArgumentHelp("How downloads are checked: none, structure or full.", valueName: "level"))
-  var validation = PrefetchLimits().validation
+  var validation = PrefetchConfiguration().validation
 
   @Option(
     name: .customLong("blacklist-ttl"),
@@ -79,92 +76,63 @@ struct PrefetchSettings: ParsableArguments {
       throw ValidationError("--per-host-concurrency must be at least 1")
     }
     guard retries >= 0 else { throw ValidationError("--retries cannot be negative") }
-    guard timeout.seconds > 0, deadline.seconds > 0 else {
-      throw ValidationError("--timeout and --deadline must be positive")
+    guard timeout.seconds > 0, deadline.seconds > 0, (blacklistTTL?.seconds ?? 1) > 0 else {
+      throw ValidationError("--timeout, --deadline and --blacklist-ttl must be positive")
     }
-    _ = try resolved()
+    var job = Job(name: "prefetch", location: CacheLocation(directory: "."))
+    try apply(to: &job)
   }
 
-  /// The default options and context these flags give every URL.
-  func resolved() throws -> (ImageOptions, ImageContext, warnings: [String]) {
-    let (options, warnings): (ImageOptions, [String])
-    do {
-      (options, warnings) = try ImageOptions.parse(
-        self.options, source: "command line", field: "--option")
-    } catch {
-      throw ValidationError(error.message + " (--option)")
-    }
-    var context = ImageContext()
-    context.storeCacheType = storeCacheType
-    context.queryCacheType = queryCacheType
-    for header in headers {
-      let parts = header.split(separator: ":", maxSplits: 1)
-      guard parts.count == 2, !parts[0].trimmingCharacters(in: .whitespaces).isEmpty else {
-        throw ValidationError("--header \(header.debugDescription) is not \"Name: value\"")
-      }
-      context.headers[parts[0].trimmingCharacters(in: .whitespaces)] = parts[1].trimmingCharacters(
-        in: .whitespaces)
-    }
-    switch cacheKeyFilter {
-    case nil, "url": break
-    case "stripQuery": context.cacheKeyFilter = .stripQuery
-    case let value? where value.hasPrefix("strip:"):
-      let names = value.dropFirst(6).split(separator: ",").map(String.init)
-      guard !names.isEmpty else {
-        throw ValidationError("--cache-key-filter strip: needs parameter names")
-      }
-      context.cacheKeyFilter = .stripQueryParameters(names)
-    case let value?:
-      throw ValidationError(
-        "--cache-key-filter \(value.debugDescription): expected url, stripQuery or strip:NAME,...")
-    }
-    return (options, context, warnings)
+  /// Sets the job's options, context and prefetch configuration from these flags. The context
+  /// flags go through the same parser as a job file's `context:` and a manifest line's.
+  func apply(to job: inout Job) throws(ConfigurationError) {
+    let (options, warnings) = try ImageOptions.parse(
+      self.options, source: "command line", field: "--option")
+    job.options = options
+    job.warnings += warnings
+    job.context = try ImageContext().applying(try contextObject(), source: "command line")
+    job.prefetch.concurrency = concurrency
+    job.prefetch.perHostConcurrency = perHostConcurrency
+    job.prefetch.timeout = timeout.seconds
+    job.prefetch.deadline = deadline.seconds
+    job.prefetch.maxResponseSize = maxResponseSize.bytes
+    job.prefetch.retries = retries
+    job.prefetch.validation = validation
+    job.prefetch.blacklistTTL = blacklistTTL?.seconds
   }
 
-  /// The limits these flags set.
-  var limits: PrefetchLimits {
-    var limits = PrefetchLimits()
-    limits.concurrency = concurrency
-    limits.perHostConcurrency = perHostConcurrency
-    limits.timeout = timeout.seconds
-    limits.deadline = deadline.seconds
-    limits.maxResponseSize = maxResponseSize.bytes
-    limits.retries = retries
-    limits.validation = validation
-    limits.blacklistTTL = blacklistTTL?.seconds
-    return limits
+  /// The context flags as the JSON object a job file's `context:` would hold.
+  private func contextObject() throws(ConfigurationError) -> [String: JSONValue] {
+    var object: [String: JSONValue] = [:]
+    if let storeCacheType { object["storeCacheType"] = .string(storeCacheType) }
+    if let queryCacheType { object["queryCacheType"] = .string(queryCacheType) }
+    if !headers.isEmpty {
+      var fields: [String: JSONValue] = [:]
+      for header in headers {
+        let parts = header.split(separator: ":", maxSplits: 1)
+        guard parts.count == 2 else {
+          throw ConfigurationError(
+            source: "command line", field: "--header",
+            message: "\(header.debugDescription) is not \"Name: value\"")
+        }
+        fields[parts[0].trimmingCharacters(in: .whitespaces)] = .string(
+          parts[1].trimmingCharacters(in: .whitespaces))
+      }
+      object["headers"] = .object(fields)
+    }
+    if let cacheKeyFilter {
+      if cacheKeyFilter.hasPrefix("strip:") {
+        object["cacheKeyFilter"] = .object([
+          "stripQueryParameters": .array(
+            cacheKeyFilter.dropFirst(6).split(separator: ",").map { .string(String($0)) })
+        ])
+      } else {
+        object["cacheKeyFilter"] = .string(cacheKeyFilter)
+      }
+    }
+    return object
   }
 }
-
-extension PrefetchLimits {
-  var downloaderConfiguration: DownloaderConfiguration {
-    var configuration = DownloaderConfiguration()
-    configuration.timeout = timeout
-    configuration.deadline = deadline
-    configuration.maxResponseSize = Int(clamping: maxResponseSize)
-    configuration.perHostConnections = perHostConcurrency
-    configuration.userAgent = "imagecache/\(ImageCacheCommand.version)"
-    return configuration
-  }
-
-  var prefetchConfiguration: PrefetchConfiguration {
-    var configuration = PrefetchConfiguration()
-    configuration.concurrency = concurrency
-    configuration.perHostConcurrency = perHostConcurrency
-    configuration.retries = retries
-    return configuration
-  }
-
-  var managerConfiguration: ManagerConfiguration {
-    var configuration = ManagerConfiguration()
-    configuration.validation = validation
-    configuration.blacklistTimeToLive = blacklistTTL
-    return configuration
-  }
-}
-
-extension CacheType: ExpressibleByArgument {}
-extension ValidationLevel: ExpressibleByArgument {}
 
 struct PrefetchCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -193,183 +161,28 @@ struct PrefetchCommand: AsyncParsableCommand {
   @OptionGroup var settings: PrefetchSettings
 
   func validate() throws {
-    for path in manifests where !FileManager.default.isReadableFile(atPath: path) {
-      throw ValidationError("manifest \(path): cannot read this file")
-    }
+    for path in manifests { try checkReadableFile(path, what: "manifest") }
   }
 
   func run() async throws {
-    let location = cacheOptions.location
-    let lock = try RunLock(location: location, wait: reportOptions.wait)
-    defer { withExtendedLifetime(lock) {} }
-    let (options, context, warnings) = try settings.resolved()
-    var report = RunReport(job: "prefetch", location: location, startedAt: Date())
-    report.warnings = warnings
-
-    let outcome = try await PrefetchRun(
-      location: location, manifests: manifests, options: options, context: context,
-      limits: settings.limits
-    ).execute(into: &report)
-    report.finishedAt = Date()
-    try reportOptions.emit(report)
+    var job = Job(name: "prefetch", location: cacheOptions.location)
+    job.manifests = manifests
+    job.passes = []
+    try settings.apply(to: &job)
+    let outcome = try await JobRunner(
+      job: job, settings: reportOptions.settings(), console: Console.standard
+    ).run()
     try outcome.exit()
   }
 }
 
-/// How a prefetch ended, for the exit code.
-struct PrefetchOutcome {
-  var signal: Int32?
-  var failed: Int
-
-  func exit() throws {
-    if let signal {
-      throw ExitCode(
-        signal == SIGINT ? ExitStatus.interrupted.rawValue : ExitStatus.terminated.rawValue)
-    }
-    if failed > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+/// Refuses a path that is not a readable regular file (a missing manifest, or a folder).
+func checkReadableFile(_ path: String, what: String) throws {
+  var isDirectory: ObjCBool = false
+  guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+    throw ValidationError("\(what) \(path): no such file")
   }
-}
-
-/// One prefetch over manifests: the downloader, manager and prefetcher wired together, with
-/// signal handling and progress. Shared by `prefetch` and `run`.
-struct PrefetchRun {
-  var location: CacheLocation
-  var manifests: [String]
-  var options: ImageOptions
-  var context: ImageContext
-  var limits: PrefetchLimits
-
-  func execute(into report: inout RunReport) async throws -> PrefetchOutcome {
-    let store = try openState(location)
-    report.warnings += store.warnings
-    let downloader = Downloader(configuration: limits.downloaderConfiguration)
-    let manager = try ImageManager(
-      location: location, downloader: downloader, store: store,
-      configuration: limits.managerConfiguration)
-    let prefetcher = Prefetcher(manager: manager, configuration: limits.prefetchConfiguration)
-    let items = ManifestItems(paths: manifests, defaultOptions: options, defaultContext: context)
-    let stop = StopFlag()
-    let signals = SignalWatcher(stop: stop)
-    let progress = ConsoleProgress(
-      total: manifests.reduce(0) { $0 + ManifestReader(path: $1).count { _ in true } })
-
-    let runID = try? store.beginRun(job: report.job, at: report.startedAt)
-    let task = Task { await prefetcher.run(items, stop: stop, progress: progress) }
-    signals.onSignal { task.cancel() }
-    let prefetch = await task.value
-    signals.cancel()
-    await downloader.shutdown()
-    do {
-      try manager.flush()
-    } catch {
-      report.warnings.append("could not record ETag/Last-Modified validators: \(error)")
-    }
-
-    var result = prefetch
-    result.blacklistedURLs = (try? manager.blacklistedURLs()) ?? []
-    report.prefetch = result
-    report.warnings += items.warnings
-    for line in result.lineErrors { Console.say("skipped \(line)") }
-    if let signal = signals.received {
-      report.status = .interrupted
-      Console.say("interrupted by signal \(signal): stopped starting new downloads")
-    }
-    if let runID {
-      try? store.finishRun(
-        id: runID, at: Date(), status: report.status.rawValue,
-        summary: "total \(result.total), downloaded \(result.downloaded), failed \(result.failed)")
-    }
-    return PrefetchOutcome(signal: signals.received, failed: result.failed)
-  }
-}
-
-/// SIGINT and SIGTERM: the first stops new work and cancels what is in flight (stores are
-/// atomic, so nothing partial is left); the report is still written.
-final class SignalWatcher: @unchecked Sendable {
-  private let lock = NSLock()
-  private var sources: [DispatchSourceSignal] = []
-  private var signal: Int32?
-  private var handler: (@Sendable () -> Void)?
-
-  init(stop: StopFlag) {
-    for number in [SIGINT, SIGTERM] {
-      Glibc.signal(number, SIG_IGN)
-      let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-      source.setEventHandler { [weak self] in
-        stop.stop()
-        self?.fire(number)
-      }
-      source.resume()
-      sources.append(source)
-    }
-  }
-
-  func onSignal(_ handler: @escaping @Sendable () -> Void) {
-    let alreadyFired = lock.withLock {
-      self.handler = handler
-      return signal != nil
-    }
-    if alreadyFired { handler() }
-  }
-
-  private func fire(_ number: Int32) {
-    let handler = lock.withLock {
-      if signal == nil { signal = number }
-      return self.handler
-    }
-    handler?()
-  }
-
-  var received: Int32? { lock.withLock { signal } }
-
-  func cancel() {
-    for source in sources { source.cancel() }
-  }
-}
-
-/// On a terminal, one status line rewritten in place; otherwise a log line every few seconds.
-final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
-  private let total: Int
-  private let isTerminal = isatty(STDERR_FILENO) == 1
-  private let lock = NSLock()
-  private var lastPrinted = Date.distantPast
-
-  init(total: Int) {
-    self.total = total
-  }
-
-  func update(_ report: PrefetchReport, elapsed: TimeInterval) {
-    let interval: TimeInterval = isTerminal ? 0.2 : 5
-    let now = Date()
-    guard
-      lock.withLock({
-        guard now.timeIntervalSince(lastPrinted) >= interval else { return false }
-        lastPrinted = now
-        return true
-      })
-    else { return }
-    print(line(report, elapsed: elapsed), final: false)
-  }
-
-  func finish(_ report: PrefetchReport, elapsed: TimeInterval) {
-    print(line(report, elapsed: elapsed), final: true)
-  }
-
-  private func line(_ report: PrefetchReport, elapsed: TimeInterval) -> String {
-    let done = report.total
-    let rate = elapsed > 0 ? Double(done) / elapsed : 0
-    var text =
-      "\(done)/\(total) done, \(report.memoryHits + report.diskHits) hits, \(report.downloaded) downloaded, "
-      + "\(report.notModified) not modified, \(report.failed) failed, \(report.blacklisted) blacklisted, \(Int(rate))/s"
-    if rate > 0 && total > done { text += ", ETA \(Int(Double(total - done) / rate))s" }
-    return text
-  }
-
-  private func print(_ text: String, final: Bool) {
-    if isTerminal {
-      FileHandle.standardError.write(Data(("\r\u{1B}[K" + text + (final ? "\n" : "")).utf8))
-    } else {
-      Console.say(text)
-    }
+  guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+    throw ValidationError("\(what) \(path): not a readable file")
   }
 }

@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Prefetcher
 import Synchronization
 
 /// The items of one or more manifests, read lazily in order, each line's options and context

@@ -1,31 +1,7 @@
 import CPNG
 import CTurboJPEG
+import Core
 import Foundation
-
-/// How thoroughly a downloaded body is checked before it is stored (SPEC section 2, step 6).
-public enum ValidationLevel: String, Sendable, Codable, CaseIterable {
-  /// Only that the body is not empty.
-  case none
-  /// Magic bytes, the header parsed for dimensions, and the end of the data checked (JPEG's EOI
-  /// marker, PNG's IEND chunk and chunk CRCs, GIF's trailer): catches truncation cheaply.
-  case structure
-  /// `structure`, then a complete decode of JPEG (libjpeg-turbo) and PNG (libpng), a decoder
-  /// warning counting as a failure.
-  case full
-}
-
-/// What validation learned about an image, for the report.
-public struct ImageInfo: Sendable, Equatable, Codable {
-  public var format: ImageFormat?
-  public var width: Int?
-  public var height: Int?
-
-  public init(format: ImageFormat?, width: Int? = nil, height: Int? = nil) {
-    self.format = format
-    self.width = width
-    self.height = height
-  }
-}
 
 /// Decides whether a body is an image worth caching; a refusal is SD's `badImageData`.
 public struct ImageValidator: Sendable {

@@ -80,6 +80,9 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   case network(NetworkFailure, message: String)
   /// The image downloaded but could not be written to the cache.
   case storeFailed(reason: String)
+  /// The state database (blacklist, validators) could not be read or written; the message
+  /// names its file.
+  case stateFailed(reason: String)
 
   /// SD's code for this error, when SD has one (network and store failures have none).
   public var sdCode: SDErrorCode? {
@@ -91,7 +94,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadResponse: .invalidDownloadResponse
     case .invalidDownloadContentType: .invalidDownloadContentType
     case .cancelled: .cancelled
-    case .network, .storeFailed: nil
+    case .network, .storeFailed, .stateFailed: nil
     }
   }
 
@@ -100,6 +103,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     switch self {
     case .network(let failure, _): failure.code
     case .storeFailed: -3000
+    case .stateFailed: -3001
     default: sdCode?.rawValue ?? 0
     }
   }
@@ -109,6 +113,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     switch self {
     case .network(let failure, _): failure.rawValue
     case .storeFailed: "storeFailed"
+    case .stateFailed: "stateFailed"
     default: sdCode?.name ?? "unknown"
     }
   }
@@ -135,7 +140,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidURL, .badImageData: true
     case .network(let failure, _): !failure.isTransient
     case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
-      .invalidDownloadContentType, .cancelled, .storeFailed:
+      .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed:
       false
     }
   }
@@ -152,6 +157,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .cancelled: "cancelled"
     case .network(let failure, let message): "\(failure.rawValue): \(message)"
     case .storeFailed(let reason): "could not store in the cache: \(reason)"
+    case .stateFailed(let reason): "could not use the state database: \(reason)"
     }
   }
 }

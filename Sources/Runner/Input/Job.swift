@@ -1,23 +1,8 @@
+import Core
 import Foundation
+import Maintenance
+import Prefetcher
 import Yams
-
-/// How prefetching runs: the `prefetch` section of a job, or the flags of the same names
-/// (SPEC sections 5 and 7), with the spec's defaults.
-public struct PrefetchLimits: Sendable, Equatable {
-  public var concurrency = 16
-  public var perHostConcurrency = 6
-  /// Connect and idle timeout.
-  public var timeout: TimeInterval = 15
-  /// Total time one download may take.
-  public var deadline: TimeInterval = 60
-  public var maxResponseSize: UInt64 = 50 * 1024 * 1024
-  public var retries = 2
-  public var validation: ValidationLevel = .structure
-  /// How long a blacklisted URL stays blacklisted after its last failure; `nil`: forever.
-  public var blacklistTTL: TimeInterval?
-
-  public init() {}
-}
 
 /// A maintenance pass a job asks for, in the order they run.
 public enum JobPass: String, Sendable, CaseIterable {
@@ -26,21 +11,25 @@ public enum JobPass: String, Sendable, CaseIterable {
   case trim
 }
 
-/// A job file (SPEC section 6): which cache, which manifests, default options and context,
-/// prefetch settings, which maintenance passes run, and where the report goes. Relative paths
-/// are relative to the job file's folder.
+/// One job: the configuration tree that job files (SPEC section 6) and the command line both
+/// decode into, like Nuke's `ImagePipeline.Configuration`: which cache, which manifests, default
+/// options and context, the prefetch and cleanup settings (each default stated once, in
+/// ``PrefetchConfiguration`` and ``CleanupConfiguration``), which passes run, and where the
+/// report goes. Relative paths in a job file are relative to its folder.
 public struct Job: Sendable {
   public var name: String
-  /// The job file.
-  public var file: String
+  /// The job file, when the job came from one.
+  public var file: String?
   public var location: CacheLocation
-  public var maxDiskAge = Job.defaultMaxDiskAge
-  public var maxDiskSize: UInt64 = 0
-  public var expireType: ExpireType = .accessDate
+  /// `maxDiskAge`, `maxDiskSize` and `expireType`.
+  public var cleanup = CleanupConfiguration()
   public var manifests: [String] = []
+  /// Whether the manifests are prefetched (false for `migrate`, whose manifests only name the
+  /// keys whose legacy file names are renamed).
+  public var prefetchesManifests = true
   public var options = ImageOptions()
   public var context = ImageContext()
-  public var prefetch = PrefetchLimits()
+  public var prefetch = PrefetchConfiguration()
   /// The passes to run: migrate before the prefetch, expire and trim after it.
   public var passes: [JobPass] = [.expire, .trim]
   /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
@@ -50,8 +39,11 @@ public struct Job: Sendable {
   /// Warnings for people (UI-only options).
   public var warnings: [String] = []
 
-  /// SD's default `maxDiskAge`: one week.
-  public static let defaultMaxDiskAge: TimeInterval = 7 * 24 * 3600
+  public init(name: String, file: String? = nil, location: CacheLocation) {
+    self.name = name
+    self.file = file
+    self.location = location
+  }
 
   public static let knownKeys = [
     "name", "cache", "manifests", "options", "context", "prefetch", "maintenance", "migrate",
@@ -129,18 +121,20 @@ struct JobParser {
     }
     let namespace =
       try string(cache["namespace"], "cache.namespace") ?? CacheLocation.defaultNamespace
-    guard !namespace.isEmpty, !namespace.contains("/"), namespace != ".", namespace != ".." else {
-      throw fail(cache["namespace"], "cache.namespace", "must be a single folder name")
+    if let problem = CacheLocation.namespaceProblem(namespace) {
+      throw fail(cache["namespace"], "cache.namespace", problem)
     }
     var job = Job(
       name: name, file: file,
       location: CacheLocation(directory: resolve(directory), namespace: namespace))
-    if let age = cache["maxDiskAge"] { job.maxDiskAge = try duration(age, "cache.maxDiskAge") }
+    if let age = cache["maxDiskAge"] {
+      job.cleanup.maxDiskAge = try duration(age, "cache.maxDiskAge")
+    }
     if let size = cache["maxDiskSize"] {
-      job.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
+      job.cleanup.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
     }
     if let type = cache["expireType"] {
-      job.expireType = try choice(type, "cache.expireType", ExpireType.self)
+      job.cleanup.expireType = try choice(type, "cache.expireType", ExpireType.self)
     }
 
     if let manifests = top["manifests"] {
@@ -167,7 +161,7 @@ struct JobParser {
       }
       job.context = try ImageContext().applying(object, source: file, line: context.mark?.line)
     }
-    if let prefetch = top["prefetch"] { job.prefetch = try limits(prefetch) }
+    if let prefetch = top["prefetch"] { try apply(prefetch, to: &job.prefetch) }
     if let maintenance = top["maintenance"] {
       job.passes = try strings(maintenance, "maintenance").map { name throws(ConfigurationError) in
         guard let pass = JobPass(rawValue: name) else {
@@ -189,7 +183,8 @@ struct JobParser {
     return job
   }
 
-  func limits(_ node: Node) throws(ConfigurationError) -> PrefetchLimits {
+  /// The `prefetch:` settings, over the defaults of ``PrefetchConfiguration``.
+  func apply(_ node: Node, to limits: inout PrefetchConfiguration) throws(ConfigurationError) {
     guard let mapping = node.mapping else { throw fail(node, "prefetch", "expected a mapping") }
     try checkKeys(
       mapping,
@@ -198,7 +193,6 @@ struct JobParser {
         "validate", "blacklistTTL",
       ],
       prefix: "prefetch.")
-    var limits = PrefetchLimits()
     if let value = mapping["concurrency"] {
       limits.concurrency = try positive(value, "prefetch.concurrency")
     }
@@ -226,7 +220,6 @@ struct JobParser {
     if let value = mapping["blacklistTTL"] {
       limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL")
     }
-    return limits
   }
 
   func checkKeys(_ mapping: Node.Mapping, known: [String], prefix: String)

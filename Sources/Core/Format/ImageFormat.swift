@@ -68,3 +68,28 @@ public enum ImageFormat: String, Sendable, Codable, CaseIterable {
     return text.range(of: "<svg", options: .caseInsensitive) != nil
   }
 }
+
+/// How thoroughly a downloaded body is checked before it is stored (SPEC section 2, step 6).
+public enum ValidationLevel: String, Sendable, Codable, CaseIterable {
+  /// Only that the body is not empty.
+  case none
+  /// Magic bytes, the header parsed for dimensions, and the end of the data checked (JPEG's EOI
+  /// marker, PNG's IEND chunk and chunk CRCs, GIF's trailer): catches truncation cheaply.
+  case structure
+  /// `structure`, then a complete decode of JPEG (libjpeg-turbo) and PNG (libpng), a decoder
+  /// warning counting as a failure.
+  case full
+}
+
+/// What validation learned about an image, for the report.
+public struct ImageInfo: Sendable, Equatable, Codable {
+  public var format: ImageFormat?
+  public var width: Int?
+  public var height: Int?
+
+  public init(format: ImageFormat?, width: Int? = nil, height: Int? = nil) {
+    self.format = format
+    self.width = width
+    self.height = height
+  }
+}

@@ -198,11 +198,8 @@ public struct ImageContext: Sendable, Equatable {
           context.queryCacheType = type
         }
       case "namespace":
-        guard case .string(let name) = value, !name.isEmpty, !name.contains("/"), name != ".",
-          name != ".."
-        else {
-          throw fail(key, "expected a single folder name")
-        }
+        guard case .string(let name) = value else { throw fail(key, "expected a folder name") }
+        if let problem = CacheLocation.namespaceProblem(name) { throw fail(key, problem) }
         context.namespace = name
       case "downloadTimeout":
         switch value {

@@ -121,7 +121,7 @@ public enum FileSystem {
   }
 
   /// Creates `path` and its missing parents (`mkdir -p`).
-  public static func createDirectory(path: String) throws {
+  public static func createDirectory(path: String) throws(FileSystemError) {
     do {
       try FileManager.default.createDirectory(
         atPath: path, withIntermediateDirectories: true)

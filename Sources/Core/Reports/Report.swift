@@ -37,40 +37,24 @@ public struct MaintenanceAction: Sendable, Codable, Equatable {
   }
 }
 
-/// One maintenance pass in a report (SPEC section 6).
-public struct MaintenancePassReport: Sendable, Codable, Equatable {
-  public enum Pass: String, Sendable, Codable {
-    case migrate
-    case expire
-    case trim
-  }
-
-  public var pass: Pass
+/// What a maintenance pass did, counted: the figures a report and the console give.
+public struct PassSummary: Sendable, Equatable {
+  public var pass: MaintenancePassReport.Pass
   public var dryRun: Bool
   public var filesRemoved = 0
   public var filesMoved = 0
+  /// Name collisions whose loser was kept aside.
+  public var filesKeptAside = 0
   /// Allocated bytes of the removed files.
   public var bytesFreed: UInt64 = 0
-  /// Per-file errors; the pass went on after each.
-  public var errors: [String] = []
-  /// Every action taken (or, in a dry run, planned), in order, when ``listsActions`` is set;
-  /// the counts are kept either way.
-  public var actions: [MaintenanceAction] = []
-  /// Whether ``actions`` is filled. A pass over a million files need not hold a million rows.
-  public var listsActions = true
+  public var errorCount = 0
 
-  private enum CodingKeys: String, CodingKey {
-    case pass, dryRun, filesRemoved, filesMoved, bytesFreed, errors, actions
-  }
-
-  public init(pass: Pass, dryRun: Bool, listsActions: Bool = true) {
+  public init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
     self.pass = pass
     self.dryRun = dryRun
-    self.listsActions = listsActions
   }
 
-  mutating func record(_ action: MaintenanceAction) {
-    if listsActions { actions.append(action) }
+  mutating func count(_ action: MaintenanceAction) {
     switch action.kind {
     case .delete:
       filesRemoved += 1
@@ -78,8 +62,32 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable {
     case .move:
       filesMoved += 1
     case .keptAside:
-      break
+      filesKeptAside += 1
     }
+  }
+}
+
+/// Receives a maintenance pass's actions and per-file errors as they happen, so that a report
+/// can be streamed instead of held (SPEC section 6). ``MaintenancePassReport`` keeps them in
+/// memory; the runner's report writer writes them out.
+public protocol MaintenanceRecorder {
+  var summary: PassSummary { get set }
+  /// Keeps or writes one action (already counted).
+  mutating func keep(_ action: MaintenanceAction)
+  /// Keeps or writes one per-file error (already counted).
+  mutating func keep(error: String)
+}
+
+extension MaintenanceRecorder {
+  public mutating func record(_ action: MaintenanceAction) {
+    summary.count(action)
+    keep(action)
+  }
+
+  /// Records a per-file error; the pass goes on.
+  public mutating func recordError(_ message: String) {
+    summary.errorCount += 1
+    keep(error: message)
   }
 
   /// Records a delete (or, in a dry run, a planned one).
@@ -96,6 +104,52 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable {
   public mutating func recordKeptAside(path: String, aside: String, bytes: UInt64) {
     record(MaintenanceAction(kind: .keptAside, path: path, destination: aside, bytes: bytes))
   }
+}
+
+/// One maintenance pass in a report (SPEC section 6), held in memory: what tests and
+/// `report merge` decode, and a recorder for callers that want the whole pass back.
+public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRecorder {
+  public enum Pass: String, Sendable, Codable {
+    case migrate
+    case expire
+    case trim
+  }
+
+  public var pass: Pass
+  public var dryRun: Bool
+  public var filesRemoved = 0
+  public var filesMoved = 0
+  /// Allocated bytes of the removed files.
+  public var bytesFreed: UInt64 = 0
+  /// Per-file errors; the pass went on after each.
+  public var errors: [String] = []
+  /// Every action taken (or, in a dry run, planned), in order.
+  public var actions: [MaintenanceAction] = []
+
+  public init(pass: Pass, dryRun: Bool) {
+    self.pass = pass
+    self.dryRun = dryRun
+  }
+
+  public var summary: PassSummary {
+    get {
+      var summary = PassSummary(pass: pass, dryRun: dryRun)
+      summary.filesRemoved = filesRemoved
+      summary.filesMoved = filesMoved
+      summary.filesKeptAside = actions.filter { $0.kind == .keptAside }.count
+      summary.bytesFreed = bytesFreed
+      summary.errorCount = errors.count
+      return summary
+    }
+    set {
+      filesRemoved = newValue.filesRemoved
+      filesMoved = newValue.filesMoved
+      bytesFreed = newValue.bytesFreed
+    }
+  }
+
+  public mutating func keep(_ action: MaintenanceAction) { actions.append(action) }
+  public mutating func keep(error: String) { errors.append(error) }
 }
 
 /// One URL that failed, in a report.
@@ -142,8 +196,8 @@ public struct DownloadReport: Sendable, Codable, Equatable {
   }
 }
 
-/// The prefetch part of a report.
-public struct PrefetchReport: Sendable, Codable, Equatable {
+/// The counts of a prefetch (SPEC section 6): what progress lines and reports show.
+public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var total = 0
   public var memoryHits = 0
   public var diskHits = 0
@@ -154,6 +208,25 @@ public struct PrefetchReport: Sendable, Codable, Equatable {
   public var skipped = 0
   public var bytesDownloaded: UInt64 = 0
   public var durationSeconds = 0.0
+
+  public init() {}
+}
+
+/// Receives a prefetch's per-URL entries as they happen, so that a report can be streamed
+/// instead of held (SPEC section 6). ``PrefetchReport`` keeps them in memory; the runner's
+/// report writer writes them out.
+public protocol PrefetchRecorder {
+  mutating func recordDownload(_ download: DownloadReport)
+  mutating func recordFailure(_ failure: FailureReport)
+  /// A manifest line that could not be used (counted as skipped), as `file:line: message`.
+  mutating func recordLineError(_ message: String)
+}
+
+/// The prefetch part of a report, held in memory: what tests and `report merge` decode. The
+/// counts sit beside the lists in JSON, and read as if they were its own properties.
+@dynamicMemberLookup
+public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
+  public var counts = PrefetchCounts()
   public var failures: [FailureReport] = []
   /// Every image downloaded, with its format and dimensions (hits are only counted).
   public var downloads: [DownloadReport] = []
@@ -162,6 +235,37 @@ public struct PrefetchReport: Sendable, Codable, Equatable {
   public var lineErrors: [String] = []
 
   public init() {}
+
+  public subscript<T>(dynamicMember keyPath: WritableKeyPath<PrefetchCounts, T>) -> T {
+    get { counts[keyPath: keyPath] }
+    set { counts[keyPath: keyPath] = newValue }
+  }
+
+  private enum CodingKeys: String, CodingKey {
+    case failures, downloads, blacklistedURLs, lineErrors
+  }
+
+  public init(from decoder: any Decoder) throws {
+    counts = try PrefetchCounts(from: decoder)
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    failures = try container.decode([FailureReport].self, forKey: .failures)
+    downloads = try container.decodeIfPresent([DownloadReport].self, forKey: .downloads) ?? []
+    blacklistedURLs = try container.decode([String].self, forKey: .blacklistedURLs)
+    lineErrors = try container.decodeIfPresent([String].self, forKey: .lineErrors) ?? []
+  }
+
+  public func encode(to encoder: any Encoder) throws {
+    try counts.encode(to: encoder)
+    var container = encoder.container(keyedBy: CodingKeys.self)
+    try container.encode(failures, forKey: .failures)
+    try container.encode(downloads, forKey: .downloads)
+    try container.encode(blacklistedURLs, forKey: .blacklistedURLs)
+    try container.encode(lineErrors, forKey: .lineErrors)
+  }
+
+  public mutating func recordDownload(_ download: DownloadReport) { downloads.append(download) }
+  public mutating func recordFailure(_ failure: FailureReport) { failures.append(failure) }
+  public mutating func recordLineError(_ message: String) { lineErrors.append(message) }
 }
 
 /// The JSON report of one run, schema version 1 (SPEC section 6; `docs/report-schema.json`).

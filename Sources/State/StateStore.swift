@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import GRDB
 
@@ -30,8 +31,7 @@ public struct BlacklistEntry: Codable, Sendable, Equatable, FetchableRecord, Per
   /// Whether the entry still counts at `now`, given an optional time-to-live after the last
   /// failure.
   public func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
-    guard let timeToLive else { return true }
-    return lastFailedAt.addingTimeInterval(timeToLive) > now
+    BlacklistRule.isActive(lastFailedAt: lastFailedAt, at: now, timeToLive: timeToLive)
   }
 }
 
@@ -78,6 +78,8 @@ public struct RunRecord: Codable, Sendable, Equatable, FetchableRecord, MutableP
 /// The tool's state (SPEC section 8): `<disk cache path>/.imagecache/state.sqlite` in WAL mode,
 /// holding the blacklist, each key's validators and a row per run. Deleting it loses history,
 /// never cache data; a corrupt file is moved aside and a fresh one created.
+///
+/// Every failure is a ``StateStoreError`` naming the file.
 public final class StateStore: Sendable {
   public static let fileName = "state.sqlite"
 
@@ -99,13 +101,17 @@ public final class StateStore: Sendable {
     self.path = path
     var warnings: [String] = []
     do {
-      database = try Self.openAndMigrate(path: path)
-    } catch let error as DatabaseError where Self.isCorruption(error) {
-      let aside = try Self.moveAside(path: path, now: now)
-      warnings.append(
-        "state file \(path) was corrupt (\(error.message ?? "\(error.resultCode)")); "
-          + "moved it to \(aside) and started a fresh one")
-      database = try Self.openAndMigrate(path: path)
+      do {
+        database = try Self.openAndMigrate(path: path)
+      } catch let error as DatabaseError where Self.isCorruption(error) {
+        let aside = try Self.moveAside(path: path, now: now)
+        warnings.append(
+          "state file \(path) was corrupt (\(error.message ?? "\(error.resultCode)")); "
+            + "moved it to \(aside) and started a fresh one")
+        database = try Self.openAndMigrate(path: path)
+      }
+    } catch let error as DatabaseError {
+      throw StateStoreError(path: path, operation: "open", underlying: error)
     }
     self.warnings = warnings
   }
@@ -116,7 +122,7 @@ public final class StateStore: Sendable {
   public func recordFailure(url: String, code: Int, name: String, reason: String, at date: Date)
     throws
   {
-    try database.write { db in
+    try write { db in
       if var entry = try BlacklistEntry.fetchOne(db, key: url) {
         entry.code = code
         entry.name = name
@@ -137,7 +143,7 @@ public final class StateStore: Sendable {
   public func blacklistEntry(url: String, now: Date = Date(), timeToLive: TimeInterval? = nil)
     throws -> BlacklistEntry?
   {
-    let entry = try database.read { db in try BlacklistEntry.fetchOne(db, key: url) }
+    let entry = try read { db in try BlacklistEntry.fetchOne(db, key: url) }
     guard let entry, entry.isActive(at: now, timeToLive: timeToLive) else { return nil }
     return entry
   }
@@ -146,27 +152,40 @@ public final class StateStore: Sendable {
   public func blacklist(now: Date = Date(), timeToLive: TimeInterval? = nil) throws
     -> [BlacklistEntry]
   {
-    try database.read { db in
+    try read { db in
       try BlacklistEntry.order(Column("firstFailedAt"), Column("url")).fetchAll(db)
     }.filter { $0.isActive(at: now, timeToLive: timeToLive) }
+  }
+
+  /// Calls `body` with every active entry, oldest failure first, reading them one at a time
+  /// (a report streams the blacklist instead of holding it).
+  public func forEachBlacklisted(
+    now: Date = Date(), timeToLive: TimeInterval? = nil, _ body: (BlacklistEntry) throws -> Void
+  ) throws {
+    try read { db in
+      let cursor = try BlacklistEntry.order(Column("firstFailedAt"), Column("url")).fetchCursor(db)
+      while let entry = try cursor.next() {
+        if entry.isActive(at: now, timeToLive: timeToLive) { try body(entry) }
+      }
+    }
   }
 
   /// Takes `url` off the blacklist; returns whether it was there.
   @discardableResult
   public func removeFromBlacklist(url: String) throws -> Bool {
-    try database.write { db in try BlacklistEntry.deleteOne(db, key: url) }
+    try write { db in try BlacklistEntry.deleteOne(db, key: url) }
   }
 
   /// Empties the blacklist; returns how many entries were removed.
   @discardableResult
   public func clearBlacklist() throws -> Int {
-    try database.write { db in try BlacklistEntry.deleteAll(db) }
+    try write { db in try BlacklistEntry.deleteAll(db) }
   }
 
   // MARK: Validators
 
   public func validators(forKey cacheKey: String) throws -> CacheValidators? {
-    try database.read { db in try CacheValidators.fetchOne(db, key: cacheKey) }
+    try read { db in try CacheValidators.fetchOne(db, key: cacheKey) }
   }
 
   public func setValidators(_ validators: CacheValidators) throws {
@@ -176,20 +195,20 @@ public final class StateStore: Sendable {
   /// Stores many keys' validators in one transaction.
   public func setValidators(_ batch: [CacheValidators]) throws {
     guard !batch.isEmpty else { return }
-    try database.write { db in
+    try write { db in
       for validators in batch { try validators.upsert(db) }
     }
   }
 
   public func removeValidators(forKey cacheKey: String) throws {
-    _ = try database.write { db in try CacheValidators.deleteOne(db, key: cacheKey) }
+    _ = try write { db in try CacheValidators.deleteOne(db, key: cacheKey) }
   }
 
   // MARK: Runs
 
   /// Records the start of a run and returns its id.
   public func beginRun(job: String, at date: Date) throws -> Int64 {
-    try database.write { db in
+    try write { db in
       var run = RunRecord(job: job, startedAt: date)
       try run.insert(db)
       return run.id!
@@ -198,7 +217,7 @@ public final class StateStore: Sendable {
 
   /// Records the end of run `id` with its status and a short summary.
   public func finishRun(id: Int64, at date: Date, status: String, summary: String?) throws {
-    try database.write { db in
+    try write { db in
       guard var run = try RunRecord.fetchOne(db, key: id) else { return }
       run.finishedAt = date
       run.status = status
@@ -209,8 +228,28 @@ public final class StateStore: Sendable {
 
   /// The most recent runs, newest first.
   public func recentRuns(limit: Int = 20) throws -> [RunRecord] {
-    try database.read { db in
+    try read { db in
       try RunRecord.order(Column("id").desc).limit(limit).fetchAll(db)
+    }
+  }
+
+  // MARK: Access
+
+  /// Every database error becomes a ``StateStoreError`` naming the state file; an error thrown
+  /// by a caller's closure passes through unchanged.
+  private func read<T>(_ body: (Database) throws -> T) throws -> T {
+    do {
+      return try database.read(body)
+    } catch let error as DatabaseError {
+      throw StateStoreError(path: path, operation: "read", underlying: error)
+    }
+  }
+
+  private func write<T>(_ body: (Database) throws -> T) throws -> T {
+    do {
+      return try database.write(body)
+    } catch let error as DatabaseError {
+      throw StateStoreError(path: path, operation: "write", underlying: error)
     }
   }
 
@@ -280,4 +319,25 @@ public final class StateStore: Sendable {
     }
     return aside
   }
+}
+
+/// The state database could not be opened, read or written (exit code 4).
+public struct StateStoreError: Error, Sendable, CustomStringConvertible {
+  /// The database file.
+  public var path: String
+  /// `open`, `read` or `write`.
+  public var operation: String
+  public var message: String
+
+  public init(path: String, operation: String, underlying: any Error) {
+    self.path = path
+    self.operation = operation
+    if let error = underlying as? DatabaseError {
+      message = error.message ?? "\(error.resultCode)"
+    } else {
+      message = "\(underlying)"
+    }
+  }
+
+  public var description: String { "state file \(path): cannot \(operation): \(message)" }
 }

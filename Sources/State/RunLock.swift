@@ -1,3 +1,4 @@
+import Core
 import Foundation
 
 #if canImport(Glibc)
@@ -27,9 +28,18 @@ public final class RunLock: Sendable {
   public let path: String
   private let fd: Int32
 
-  /// Takes the lock of the cache at `location`, waiting for it when `wait` is set and failing
-  /// with ``Failure/held(path:)`` otherwise.
-  public init(location: CacheLocation, wait: Bool) throws {
+  /// Runs `body` holding the lock of the cache at `location`, waiting for the lock when `wait`
+  /// is set and failing with ``Failure/held(path:)`` otherwise. The lock is released when
+  /// `body` returns or throws.
+  public static func withLock<Result>(
+    location: CacheLocation, wait: Bool, _ body: () async throws -> Result
+  ) async throws -> Result {
+    let lock = try RunLock(location: location, wait: wait)
+    defer { lock.release() }
+    return try await body()
+  }
+
+  private init(location: CacheLocation, wait: Bool) throws {
     try FileSystem.createDirectory(path: location.stateDirectory)
     path = (location.stateDirectory as NSString).appendingPathComponent("lock")
     fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
@@ -46,7 +56,7 @@ public final class RunLock: Sendable {
     _ = pid.withCString { write(fd, $0, strlen($0)) }
   }
 
-  deinit {
+  private func release() {
     flock(fd, LOCK_UN)
     close(fd)
   }

@@ -33,37 +33,41 @@ public struct CacheScanner: Sendable {
     self.root = root
   }
 
-  /// Calls `visit` for every regular, non-hidden file below the root. A missing root is an
-  /// empty cache. An entry that cannot be read is passed to `onError`, and the walk goes on.
+  /// Calls `visit` for every regular, non-hidden file below the root, until it returns false.
+  /// A missing root is an empty cache. An entry that cannot be read is passed to `onError`,
+  /// and the walk goes on.
   public func forEachFile(
     onError: (FileSystemError) -> Void = { _ in },
-    _ visit: (ScannedFile) throws -> Void
+    _ visit: (ScannedFile) throws -> Bool
   ) throws {
     let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
     guard fd >= 0 else {
       if errno == ENOENT { return }
       throw FileSystemError("open directory", path: root, errno: errno)
     }
-    try walk(directoryFD: fd, prefix: "", onError: onError, visit)
+    _ = try walk(directoryFD: fd, prefix: "", onError: onError, visit)
   }
 
   /// All regular, non-hidden files below the root.
   public func files() throws -> [ScannedFile] {
     var result: [ScannedFile] = []
-    try forEachFile { result.append($0) }
+    try forEachFile {
+      result.append($0)
+      return true
+    }
     return result
   }
 
-  /// Takes ownership of `directoryFD` and closes it.
+  /// Takes ownership of `directoryFD` and closes it. Returns false once `visit` did.
   private func walk(
     directoryFD: Int32, prefix: String,
     onError: (FileSystemError) -> Void,
-    _ visit: (ScannedFile) throws -> Void
-  ) throws {
+    _ visit: (ScannedFile) throws -> Bool
+  ) throws -> Bool {
     guard let dir = fdopendir(directoryFD) else {
       close(directoryFD)
       onError(FileSystemError("read directory", path: root + "/" + prefix, errno: errno))
-      return
+      return true
     }
     defer { closedir(dir) }
     while let entry = readdir(dir) {
@@ -76,8 +80,10 @@ public struct CacheScanner: Sendable {
       let relativePath = prefix + name
       let type = entry.pointee.d_type
       if type == UInt8(DT_DIR) {
-        try descend(
-          parentFD: directoryFD, name: name, relativePath: relativePath, onError: onError, visit)
+        guard
+          try descend(
+            parentFD: directoryFD, name: name, relativePath: relativePath, onError: onError, visit)
+        else { return false }
         continue
       }
       if type != UInt8(DT_REG) && type != UInt8(DT_UNKNOWN) { continue }
@@ -91,27 +97,32 @@ public struct CacheScanner: Sendable {
       }
       guard let attributes else { continue }
       if attributes.isDirectory {
-        try descend(
-          parentFD: directoryFD, name: name, relativePath: relativePath, onError: onError, visit)
+        guard
+          try descend(
+            parentFD: directoryFD, name: name, relativePath: relativePath, onError: onError, visit)
+        else { return false }
       } else if attributes.isRegularFile {
-        try visit(
-          ScannedFile(
-            relativePath: relativePath, name: name, directoryFD: directoryFD,
-            attributes: attributes))
+        guard
+          try visit(
+            ScannedFile(
+              relativePath: relativePath, name: name, directoryFD: directoryFD,
+              attributes: attributes))
+        else { return false }
       }
     }
+    return true
   }
 
   private func descend(
     parentFD: Int32, name: String, relativePath: String,
     onError: (FileSystemError) -> Void,
-    _ visit: (ScannedFile) throws -> Void
-  ) throws {
+    _ visit: (ScannedFile) throws -> Bool
+  ) throws -> Bool {
     let child = openat(parentFD, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     guard child >= 0 else {
       onError(FileSystemError("open directory", path: root + "/" + relativePath, errno: errno))
-      return
+      return true
     }
-    try walk(directoryFD: child, prefix: relativePath + "/", onError: onError, visit)
+    return try walk(directoryFD: child, prefix: relativePath + "/", onError: onError, visit)
   }
 }

@@ -16,6 +16,20 @@ public struct CacheLocation: Sendable, Equatable, Codable {
     self.namespace = namespace
   }
 
+  /// Why `name` cannot be a namespace, or `nil` when it can: a namespace becomes a folder name,
+  /// so it must be one path component with no control characters (SPEC section 10). The one
+  /// rule for job files, manifest lines and the command line.
+  public static func namespaceProblem(_ name: String) -> String? {
+    if name.isEmpty || name == "." || name == ".." {
+      return "must be a single folder name, not \(name.debugDescription)"
+    }
+    if name.contains("/") { return "must be a single folder name without '/'" }
+    if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+      return "must not hold control characters"
+    }
+    return nil
+  }
+
   /// `<directory>/<namespace>`.
   public var diskCachePath: String {
     (directory as NSString).appendingPathComponent(namespace)
@@ -155,6 +169,7 @@ public struct DiskCache: Sendable {
       usage.fileCount += 1
       usage.logicalBytes += file.attributes.size
       usage.allocatedBytes += file.attributes.allocatedSize
+      return true
     }
     return usage
   }

@@ -1,0 +1,33 @@
+import Core
+import Foundation
+
+/// How prefetching runs (SPEC sections 2 and 5): the one configuration value that the
+/// downloader, the manager and the prefetcher read, each default stated here once. Job files
+/// (`prefetch:`) and the command-line flags of the same names both set it.
+public struct PrefetchConfiguration: Sendable, Equatable {
+  /// Downloads at once in total.
+  public var concurrency = 16
+  /// Downloads (and connections) at once to one host: SD's downloader default.
+  public var perHostConcurrency = 6
+  /// Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).
+  public var retries = 2
+  /// The first retry waits about this long; each further one twice as long (with jitter).
+  public var retryBaseDelay: TimeInterval = 0.5
+  /// No wait between attempts, `Retry-After` included, is longer than this.
+  public var maxRetryDelay: TimeInterval = 60
+  /// Connect timeout and idle timeout between bytes (SD's `downloadTimeout`).
+  public var timeout: TimeInterval = 15
+  /// The most one download may take from request to last byte.
+  public var deadline: TimeInterval = 60
+  /// A larger body fails with `responseTooLarge` and nothing is kept.
+  public var maxResponseSize: UInt64 = 50 * 1024 * 1024
+  public var maxRedirects = 10
+  /// How a body is checked before it is stored.
+  public var validation: ValidationLevel = .structure
+  /// A blacklisted URL counts as blacklisted for this long after its last failure; `nil`:
+  /// forever.
+  public var blacklistTTL: TimeInterval?
+  public var userAgent = "imagecache/\(ImageCacheVersion.current)"
+
+  public init() {}
+}

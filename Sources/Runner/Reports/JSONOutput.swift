@@ -1,0 +1,190 @@
+import Core
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// Compact JSON written into a byte buffer, for the report's per-file and per-URL entries: a
+/// million of them must cost little, and `JSONEncoder` builds a tree per value.
+struct JSONOutput {
+  var bytes: [UInt8] = []
+
+  init(reservingCapacity capacity: Int = 256) {
+    bytes.reserveCapacity(capacity)
+  }
+
+  mutating func raw(_ text: StaticString) {
+    text.withUTF8Buffer { bytes.append(contentsOf: $0) }
+  }
+
+  /// `"key":`
+  mutating func key(_ name: StaticString) {
+    bytes.append(UInt8(ascii: "\""))
+    raw(name)
+    bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
+  }
+
+  /// A JSON string, escaped as RFC 8259 requires (control characters, `"` and `\`).
+  mutating func string(_ value: String) {
+    bytes.append(UInt8(ascii: "\""))
+    for byte in value.utf8 {
+      switch byte {
+      case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+      case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+      case UInt8(ascii: "\n"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+      case UInt8(ascii: "\r"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+      case UInt8(ascii: "\t"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+      case 0..<0x20:
+        let hex = Array("0123456789abcdef".utf8)
+        bytes.append(contentsOf: Array("\\u00".utf8))
+        bytes.append(hex[Int(byte >> 4)])
+        bytes.append(hex[Int(byte & 0xF)])
+      default: bytes.append(byte)
+      }
+    }
+    bytes.append(UInt8(ascii: "\""))
+  }
+
+  mutating func integer(_ value: some BinaryInteger) {
+    bytes.append(contentsOf: String(value).utf8)
+  }
+
+  mutating func number(_ value: Double) {
+    bytes.append(contentsOf: (value.isFinite ? "\(value)" : "0").utf8)
+  }
+
+  mutating func bool(_ value: Bool) {
+    value ? raw("true") : raw("false")
+  }
+
+  /// An ISO 8601 UTC date with milliseconds, as the report schema has it:
+  /// `2026-11-22T03:00:00.000Z`. Formatted by hand: Foundation's formatters cost microseconds
+  /// each, which a million-file dry run notices.
+  mutating func date(_ date: Date) {
+    let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
+    var seconds = time_t(milliseconds.quotientAndRemainder(dividingBy: 1000).quotient)
+    var millis = Int(milliseconds - Int64(seconds) * 1000)
+    if millis < 0 {
+      millis += 1000
+      seconds -= 1
+    }
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    bytes.append(UInt8(ascii: "\""))
+    digits(Int(parts.tm_year) + 1900, 4)
+    bytes.append(UInt8(ascii: "-"))
+    digits(Int(parts.tm_mon) + 1, 2)
+    bytes.append(UInt8(ascii: "-"))
+    digits(Int(parts.tm_mday), 2)
+    bytes.append(UInt8(ascii: "T"))
+    digits(Int(parts.tm_hour), 2)
+    bytes.append(UInt8(ascii: ":"))
+    digits(Int(parts.tm_min), 2)
+    bytes.append(UInt8(ascii: ":"))
+    digits(Int(parts.tm_sec), 2)
+    bytes.append(UInt8(ascii: "."))
+    digits(millis, 3)
+    bytes.append(contentsOf: [UInt8(ascii: "Z"), UInt8(ascii: "\"")])
+  }
+
+  private mutating func digits(_ value: Int, _ width: Int) {
+    var divisor = 1
+    for _ in 1..<width { divisor *= 10 }
+    var rest = value
+    while divisor > 0 {
+      bytes.append(UInt8(ascii: "0") + UInt8((rest / divisor) % 10))
+      rest %= divisor
+      divisor /= 10
+    }
+  }
+}
+
+extension MaintenanceAction {
+  /// `{"kind":"delete","path":"...","bytes":4096,"date":"..."}`
+  func write(to json: inout JSONOutput) {
+    json.raw("{")
+    json.key("kind")
+    json.string(kind.rawValue)
+    json.raw(",")
+    json.key("path")
+    json.string(path)
+    if let destination {
+      json.raw(",")
+      json.key("destination")
+      json.string(destination)
+    }
+    json.raw(",")
+    json.key("bytes")
+    json.integer(bytes)
+    if let date {
+      json.raw(",")
+      json.key("date")
+      json.date(date)
+    }
+    json.raw("}")
+  }
+}
+
+extension FailureReport {
+  func write(to json: inout JSONOutput) {
+    json.raw("{")
+    json.key("url")
+    json.string(url)
+    json.raw(",")
+    json.key("code")
+    json.integer(code)
+    json.raw(",")
+    json.key("name")
+    json.string(name)
+    if let httpStatus {
+      json.raw(",")
+      json.key("httpStatus")
+      json.integer(httpStatus)
+    }
+    json.raw(",")
+    json.key("message")
+    json.string(message)
+    json.raw(",")
+    json.key("attempts")
+    json.integer(attempts)
+    json.raw(",")
+    json.key("blacklisted")
+    json.bool(blacklisted)
+    if let source {
+      json.raw(",")
+      json.key("source")
+      json.string(source)
+    }
+    json.raw("}")
+  }
+}
+
+extension DownloadReport {
+  func write(to json: inout JSONOutput) {
+    json.raw("{")
+    json.key("url")
+    json.string(url)
+    json.raw(",")
+    json.key("bytes")
+    json.integer(bytes)
+    if let format {
+      json.raw(",")
+      json.key("format")
+      json.string(format.rawValue)
+    }
+    if let width {
+      json.raw(",")
+      json.key("width")
+      json.integer(width)
+    }
+    if let height {
+      json.raw(",")
+      json.key("height")
+      json.integer(height)
+    }
+    json.raw("}")
+  }
+}

@@ -1,0 +1,60 @@
+import Core
+import Foundation
+
+/// What `stats` reports of a cache (SPEC section 7): files, logical and allocated bytes, the
+/// oldest and newest access and modification dates, and how many files carry a legacy name.
+public struct CacheStatistics: Sendable, Codable, Equatable {
+  public var path: String
+  public var files = 0
+  public var logicalBytes: UInt64 = 0
+  public var allocatedBytes: UInt64 = 0
+  public var oldestAccess: Date?
+  public var newestAccess: Date?
+  public var oldestModification: Date?
+  public var newestModification: Date?
+  public var legacyNames = 0
+
+  /// Walks the disk cache path of `location` once. Entries that cannot be read go to
+  /// `onError` and the walk goes on.
+  public static func collect(
+    location: CacheLocation, onError: (FileSystemError) -> Void
+  ) throws -> CacheStatistics {
+    var stats = CacheStatistics(path: location.diskCachePath)
+    try CacheScanner(root: location.diskCachePath).forEachFile(onError: onError) { file in
+      stats.add(file)
+      return true
+    }
+    return stats
+  }
+
+  init(path: String) {
+    self.path = path
+  }
+
+  private mutating func add(_ file: ScannedFile) {
+    let attributes = file.attributes
+    files += 1
+    logicalBytes += attributes.size
+    allocatedBytes += attributes.allocatedSize
+    oldestAccess = min(oldestAccess ?? attributes.accessDate, attributes.accessDate)
+    newestAccess = max(newestAccess ?? attributes.accessDate, attributes.accessDate)
+    oldestModification = min(
+      oldestModification ?? attributes.modificationDate, attributes.modificationDate)
+    newestModification = max(
+      newestModification ?? attributes.modificationDate, attributes.modificationDate)
+    if Self.isLegacyName(file.name) { legacyNames += 1 }
+  }
+
+  /// A name SD 5 would not write: an MD5 with no extension (readable through SD's fallback, but
+  /// the current name carries the URL's extension when it has one), or an extension holding
+  /// query text or a colon.
+  public static func isLegacyName(_ name: String) -> Bool {
+    let digest = name.prefix(32)
+    guard digest.count == 32, digest.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+      return false
+    }
+    if name.count == 32 { return true }
+    let ext = name.dropFirst(33)
+    return ext.contains("?") || ext.contains(":") || ext.contains("&") || ext.contains("=")
+  }
+}

@@ -1,0 +1,320 @@
+import Core
+import Foundation
+import Maintenance
+import Prefetcher
+import State
+
+/// Where a run's words for people go: the command line prints them on stderr, tests keep them.
+public protocol RunConsole: Sendable {
+  func say(_ line: String)
+  /// The progress display of a prefetch of `total` URLs, if there is one.
+  func progress(total: Int) -> (any PrefetchProgress)?
+}
+
+/// How one run goes, beside the job itself: what the command line's flags say.
+public struct RunSettings: Sendable {
+  /// Download nothing; plan the maintenance passes without touching a file.
+  public var dryRun = false
+  /// List every file the maintenance passes delete, in the report and on the console.
+  public var verbose = false
+  /// Wait for another run's lock instead of failing with ``RunLock/Failure/held(path:)``.
+  public var wait = false
+  /// Report files besides the job's own (`--report`); `{job}` becomes the job's name.
+  public var reportFiles: [String] = []
+  /// Also print the report on stdout (`--json`).
+  public var printsReport = false
+
+  public init() {}
+}
+
+/// How a run ended, for the exit code (SPEC section 6).
+public struct RunOutcome: Sendable, Equatable {
+  public var status: RunReport.Status
+  /// The signal that interrupted the run.
+  public var signal: Int32?
+  /// URLs that failed (not counting blacklisted or skipped ones).
+  public var failedURLs: Int
+  /// The report files written.
+  public var reportFiles: [String]
+}
+
+/// Runs one job start to finish under the cache's run lock and with signals handled (SPEC
+/// sections 4-6): the migrate pass if the job lists it, the prefetch of its manifests, the
+/// expire and trim passes it lists, and the report, streamed as the run goes. `run`,
+/// `prefetch`, `maintain` and `migrate` are all jobs.
+public struct JobRunner: Sendable {
+  public var job: Job
+  public var settings: RunSettings
+  public var console: any RunConsole
+
+  public init(job: Job, settings: RunSettings = RunSettings(), console: any RunConsole) {
+    self.job = job
+    self.settings = settings
+    self.console = console
+  }
+
+  /// Runs the job. Throws for what ends a run before its report (the lock is held, a report
+  /// path cannot be written) and for fatal errors during it, after writing the report marked
+  /// `failed`.
+  public func run() async throws -> RunOutcome {
+    try await RunLock.withLock(location: job.location, wait: settings.wait) {
+      try await SignalScope.with { signals in try await runLocked(signals: signals) }
+    }
+  }
+
+  private func runLocked(signals: SignalScope) async throws -> RunOutcome {
+    let startedAt = Date()
+    let writer = try ReportWriter(
+      job: job.name, location: job.location, startedAt: startedAt,
+      files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport)
+    var warnings = job.warnings
+    for warning in job.warnings { console.say("warning: \(warning)") }
+    console.say("\(job.name): cache \(job.location.diskCachePath)")
+
+    var counts: PrefetchCounts?
+    do {
+      if job.passes.contains(.migrate) { try migrate(into: writer, stop: signals.stop) }
+      if job.prefetchesManifests && !settings.dryRun && !job.manifests.isEmpty
+        && signals.signal == nil
+      {
+        counts = try await prefetch(
+          into: writer, startedAt: startedAt, signals: signals, warnings: &warnings)
+      }
+      if signals.signal == nil { try clean(into: writer, stop: signals.stop) }
+    } catch {
+      console.say("\(job.name): failed: \(error)")
+      do {
+        try writer.finish(
+          status: .failed, finishedAt: Date(), prefetch: counts, warnings: warnings,
+          error: "\(error)")
+      } catch let reportError {
+        console.say("\(job.name): could not write the report: \(reportError)")
+      }
+      throw error
+    }
+
+    let status: RunReport.Status = signals.signal == nil ? .completed : .interrupted
+    if let signal = signals.signal {
+      console.say("\(job.name): interrupted by signal \(signal): stopped after the work in hand")
+    }
+    if let counts { summarize(counts) }
+    try writer.finish(status: status, finishedAt: Date(), prefetch: counts, warnings: warnings)
+    for file in writer.files { console.say("\(job.name): report written to \(file)") }
+    return RunOutcome(
+      status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
+      reportFiles: writer.files)
+  }
+
+  /// The job's own report path, then `--report`'s.
+  private func reportFiles(startedAt: Date) -> [String] {
+    let own = job.reportPath(startedAt: startedAt).map { [$0] } ?? []
+    return own
+      + settings.reportFiles.map { $0.replacingOccurrences(of: "{job}", with: job.name) }
+  }
+
+  // MARK: Prefetch
+
+  private func prefetch(
+    into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: inout [String]
+  ) async throws -> PrefetchCounts {
+    let store = try StateStore(location: job.location)
+    for warning in store.warnings { console.say("warning: \(warning)") }
+    warnings += store.warnings
+    let runID = try store.beginRun(job: job.name, at: startedAt)
+    let items = ManifestItems(
+      paths: job.manifests, defaultOptions: job.options, defaultContext: job.context)
+    let progress = console.progress(
+      total: job.manifests.reduce(0) { $0 + ManifestReader(path: $1).count { _ in true } })
+    let recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
+
+    let counts = try await Downloader.withDownloader(configuration: job.prefetch) { downloader in
+      let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
+      let counts = await Self.prefetch(
+        items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
+        recorder: recorder)
+      try manager.flush()
+      try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
+      return counts
+    }
+    warnings += items.warnings
+    try store.finishRun(
+      id: runID, at: Date(),
+      status: (signals.signal == nil ? RunReport.Status.completed : .interrupted).rawValue,
+      summary: "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
+    return counts
+  }
+
+  /// Prefetches until done or until a signal, which cancels the loads in flight (stores are
+  /// atomic: nothing partial is left) and stops new ones.
+  private static func prefetch(
+    _ items: ManifestItems, with prefetcher: Prefetcher, signals: SignalScope,
+    progress: (any PrefetchProgress)?, recorder: EchoingPrefetchSink
+  ) async -> PrefetchCounts {
+    await withTaskGroup(of: PrefetchCounts?.self) { group in
+      group.addTask {
+        var recorder = recorder
+        return await prefetcher.run(
+          items, stop: signals.stop, progress: progress, recorder: &recorder)
+      }
+      group.addTask {
+        await signals.waitForSignal()
+        return nil
+      }
+      var counts: PrefetchCounts?
+      while let finished = await group.next() {
+        if let finished { counts = finished }
+        // Either the prefetch ended (stop waiting for a signal) or a signal came (cancel it).
+        group.cancelAll()
+      }
+      return counts ?? PrefetchCounts()
+    }
+  }
+
+  private func summarize(_ counts: PrefetchCounts) {
+    console.say(
+      "\(job.name): \(counts.total) URLs: \(counts.downloaded) downloaded, "
+        + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
+        + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
+        + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms")
+  }
+
+  // MARK: Maintenance
+
+  /// Whether passes print a line per file: with `--verbose`, and in a dry run unless the
+  /// report (which lists the same plan) is going to stdout.
+  private var echoesActions: Bool {
+    settings.verbose || (settings.dryRun && !settings.printsReport)
+  }
+
+  private func beginPass(_ pass: MaintenancePassReport.Pass, in writer: ReportWriter, listsActions: Bool)
+    throws -> PassSink
+  {
+    let console = console
+    return try writer.beginPass(
+      pass, dryRun: settings.dryRun, listsActions: listsActions,
+      echo: echoesActions ? { action, summary in console.say(describe(action, in: summary)) } : nil,
+      echoError: { console.say("\(pass.rawValue): error: \($0)") })
+  }
+
+  private func endPass(_ pass: PassSink, in writer: ReportWriter) {
+    writer.endPass(pass)
+    console.say(describe(pass.summary))
+  }
+
+  /// The migrate pass (SPEC section 4): merge the legacy folder (`migrate.from`, else SD 3/4's
+  /// folder beside the cache) when it exists, then rename the legacy file names of the
+  /// manifests' keys.
+  private func migrate(into writer: ReportWriter, stop: StopFlag) throws {
+    let migrator = CacheMigrator(location: job.location)
+    let now = Date()
+    let source = job.migrateFrom ?? migrator.legacyDirectory
+    if FileManager.default.fileExists(atPath: source) {
+      let pass = try beginPass(.migrate, in: writer, listsActions: true)
+      var recorder = pass
+      try migrator.mergeDirectory(
+        from: source, dryRun: settings.dryRun, now: now, into: &recorder,
+        stop: { stop.isStopped })
+      endPass(pass, in: writer)
+    } else {
+      console.say("migrate: no legacy folder at \(source)")
+    }
+    guard !job.manifests.isEmpty, !stop.isStopped else { return }
+    let pass = try beginPass(.migrate, in: writer, listsActions: true)
+    var recorder = pass
+    let keys = ManifestItems(
+      paths: job.manifests, defaultOptions: job.options, defaultContext: job.context
+    ).cacheKeys { lineError in
+      var lineErrors = pass
+      lineErrors.recordError(lineError.description)
+    }
+    migrator.renameLegacyFileNames(
+      keys: keys, dryRun: settings.dryRun, now: now, into: &recorder, stop: { stop.isStopped })
+    endPass(pass, in: writer)
+  }
+
+  /// The expire and trim passes the job lists, in one walk (SPEC section 4).
+  private func clean(into writer: ReportWriter, stop: StopFlag) throws {
+    let expires = job.passes.contains(.expire)
+    let trims = job.passes.contains(.trim)
+    guard expires || trims else { return }
+    var configuration = job.cleanup
+    if !expires { configuration.maxDiskAge = -1 }
+    if !trims { configuration.maxDiskSize = 0 }
+    let listsActions = settings.dryRun || settings.verbose
+    var expire = try beginPass(.expire, in: writer, listsActions: listsActions)
+    var trim = try beginPass(.trim, in: writer, listsActions: listsActions)
+    try CacheCleaner(diskCachePath: job.location.diskCachePath, configuration: configuration).run(
+      dryRun: settings.dryRun, expire: &expire, trim: &trim, stop: { stop.isStopped })
+    if expires { endPass(expire, in: writer) }
+    if trims { endPass(trim, in: writer) }
+  }
+}
+
+/// Says bad manifest lines and the first failures on the console as it streams them into the
+/// report (the rest are in the report only: a console is not a log of a million URLs).
+struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
+  var sink: PrefetchSink
+  let console: any RunConsole
+  var failuresSaid = 0
+  static let failuresToSay = 20
+
+  init(sink: PrefetchSink, console: any RunConsole) {
+    self.sink = sink
+    self.console = console
+  }
+
+  mutating func recordDownload(_ download: DownloadReport) { sink.recordDownload(download) }
+
+  mutating func recordFailure(_ failure: FailureReport) {
+    if failuresSaid < Self.failuresToSay {
+      console.say(
+        "  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")"
+          + (failure.blacklisted ? " (blacklisted)" : ""))
+    } else if failuresSaid == Self.failuresToSay {
+      console.say("  ... further failures are in the report only")
+    }
+    failuresSaid += 1
+    sink.recordFailure(failure)
+  }
+
+  mutating func recordLineError(_ message: String) {
+    console.say("skipped \(message)")
+    sink.recordLineError(message)
+  }
+}
+
+/// A line for one action of a pass: `expire: would delete a/b.jpg (4.1 KB)`.
+func describe(_ action: MaintenanceAction, in pass: PassSummary) -> String {
+  let verb = pass.dryRun ? "would " : ""
+  let name = pass.pass.rawValue
+  switch action.kind {
+  case .delete:
+    return "\(name): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))"
+  case .move:
+    return "\(name): \(verb)move \(action.path) -> \(action.destination ?? "")"
+  case .keptAside:
+    return
+      "\(name): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)"
+  }
+}
+
+/// The closing line of a pass: `trim (dry run): would remove 3 files, would free 12.3 KB`, or
+/// `trim: removed 3 files, freed 12.3 KB`.
+func describe(_ pass: PassSummary) -> String {
+  func verb(_ planned: String, _ done: String) -> String {
+    pass.dryRun ? "would \(planned)" : done
+  }
+  let summary: String
+  switch pass.pass {
+  case .migrate:
+    summary =
+      "\(verb("move", "moved")) \(pass.filesMoved) files, "
+      + "\(verb("keep", "kept")) \(pass.filesKeptAside) aside after a name collision"
+  case .expire, .trim:
+    summary =
+      "\(verb("remove", "removed")) \(pass.filesRemoved) files, "
+      + "\(verb("free", "freed")) \(formatBytes(pass.bytesFreed))"
+  }
+  let errors = pass.errorCount == 0 ? "" : ", \(pass.errorCount) errors"
+  return "\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(errors)"
+}
