@@ -82,15 +82,18 @@ let package = Package(
       path: "Tests/TestSupport"),
     // Stores under one key in a loop until killed: the atomic-store test's victim.
     .executableTarget(name: "cache-writer", dependencies: ["Core"], path: "Tests/CacheWriter"),
-    .testTarget(
-      name: "CoreTests", dependencies: ["Core", "State", "Imaging", "TestSupport", "cache-writer"]),
+    .testTarget(name: "CoreTests", dependencies: ["Core", "State", "TestSupport", "cache-writer"]),
+    .testTarget(name: "StateTests", dependencies: ["State", "Core", "TestSupport"]),
+    .testTarget(name: "ImagingTests", dependencies: ["Imaging", "Core", "TestSupport"]),
     .testTarget(
       name: "PrefetcherTests",
       dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport"]),
     .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "TestSupport"]),
     .testTarget(
-      name: "RunnerTests", dependencies: ["Runner", "Core", "State", "TestSupport"]),
+      name: "RunnerTests",
+      dependencies: ["Runner", "Core", "State", "Prefetcher", "Maintenance", "TestSupport"]),
     .testTarget(
-      name: "imagecacheTests", dependencies: ["Core", "Runner", "TestSupport", "imagecache"]),
+      name: "imagecacheTests",
+      dependencies: ["Core", "State", "Runner", "TestSupport", "imagecache"]),
   ]
 )

@@ -62,7 +62,9 @@ public final class Downloader: Sendable {
     var insecure: Bool
   }
 
-  private init(configuration: PrefetchConfiguration) {
+  /// Callers use ``withDownloader(configuration:_:)``; tests of this package that keep one
+  /// downloader across a test's steps create and shut it down themselves.
+  package init(configuration: PrefetchConfiguration = PrefetchConfiguration()) {
     self.configuration = configuration
   }
 
@@ -85,7 +87,7 @@ public final class Downloader: Sendable {
   }
 
   /// Shuts every client down. No download may start afterwards.
-  private func shutdown() async throws {
+  package func shutdown() async throws {
     let all = clients.withLock { clients in
       defer { clients.removeAll() }
       return Array(clients.values)

@@ -80,7 +80,11 @@ struct PrefetchSettings: ParsableArguments {
       throw ValidationError("--timeout, --deadline and --blacklist-ttl must be positive")
     }
     var job = Job(name: "prefetch", location: CacheLocation(directory: "."))
-    try apply(to: &job)
+    do {
+      try apply(to: &job)
+    } catch {
+      throw ValidationError(error.description)
+    }
   }
 
   /// Sets the job's options, context and prefetch configuration from these flags. The context

@@ -2,6 +2,7 @@ import Core
 import Foundation
 import NIOCore
 import Prefetcher
+import State
 import TestSupport
 import XCTest
 
@@ -55,7 +56,7 @@ final class PipelineTests: XCTestCase {
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
       "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
     ])
-    var configuration = DownloaderConfiguration()
+    var configuration = PrefetchConfiguration()
     configuration.timeout = 1
     configuration.deadline = 2
     configuration.maxResponseSize = 2000
@@ -63,7 +64,7 @@ final class PipelineTests: XCTestCase {
   }
 
   override func tearDown() async throws {
-    await downloader.shutdown()
+    try await downloader.shutdown()
     server.shutdown()
     temporary.remove()
   }
@@ -244,13 +245,13 @@ final class PipelineTests: XCTestCase {
     try store.recordFailure(
       url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r",
       at: Date().addingTimeInterval(-120))
-    var configuration = ManagerConfiguration()
-    configuration.blacklistTimeToLive = 60
-    let manager = try ImageManager(
-      location: location, downloader: downloader, configuration: configuration)
-    guard case .downloaded = try await load("/image.png", manager: manager) else {
-      return XCTFail()
-    }
+    var configuration = PrefetchConfiguration()
+    configuration.blacklistTTL = 60
+    let patient = Downloader(configuration: configuration)
+    let outcome = try await load(
+      "/image.png", manager: ImageManager(location: location, downloader: patient))
+    try await patient.shutdown()
+    guard case .downloaded = outcome else { return XCTFail("\(outcome)") }
   }
 
   func testFromCacheOnlyMissDownloadsNothing() async throws {
@@ -318,13 +319,13 @@ extension PipelineTests {
     let closed = try LoopbackServer(routes: [:])
     let url = closed.url("/gone.png")
     closed.shutdown()
-    var configuration = DownloaderConfiguration()
+    var configuration = PrefetchConfiguration()
     configuration.timeout = 20
     let patient = Downloader(configuration: configuration)
     let started = Date()
     let outcome = await (try ImageManager(location: location, downloader: patient))
       .load(url, options: ImageOptions(), context: ImageContext()).outcome
-    await patient.shutdown()
+    try await patient.shutdown()
     guard case .failed(let error, let blacklisted) = outcome else { return XCTFail("\(outcome)") }
     XCTAssertEqual(error.name, "cannotConnectToHost")
     XCTAssertFalse(blacklisted)

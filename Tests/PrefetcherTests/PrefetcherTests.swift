@@ -2,6 +2,8 @@ import Core
 import Foundation
 import NIOCore
 import Prefetcher
+import Runner
+import State
 import Synchronization
 import TestSupport
 import XCTest
@@ -11,7 +13,8 @@ final class PrefetcherTests: XCTestCase {
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
   var location: CacheLocation!
-  var downloader: Downloader!
+  /// Every downloader a test made, shut down after it.
+  var downloaders: [Downloader] = []
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
@@ -28,11 +31,10 @@ final class PrefetcherTests: XCTestCase {
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/gauge.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(100)) },
     ])
-    downloader = Downloader()
   }
 
   override func tearDown() async throws {
-    await downloader.shutdown()
+    for downloader in downloaders { try await downloader.shutdown() }
     server.shutdown()
     temporary.remove()
   }
@@ -43,9 +45,9 @@ final class PrefetcherTests: XCTestCase {
     var configuration = PrefetchConfiguration()
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    return Prefetcher(
-      manager: try ImageManager(location: location, downloader: downloader),
-      configuration: configuration)
+    let downloader = Downloader(configuration: configuration)
+    downloaders.append(downloader)
+    return Prefetcher(manager: try ImageManager(location: location, downloader: downloader))
   }
 
   private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<

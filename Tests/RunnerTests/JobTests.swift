@@ -1,4 +1,6 @@
 import Core
+import Prefetcher
+import Runner
 import TestSupport
 import XCTest
 
@@ -70,9 +72,9 @@ final class JobTests: XCTestCase {
     XCTAssertEqual(job.name, "nightly")
     XCTAssertEqual(
       job.location, CacheLocation(directory: temporary.appending("cache"), namespace: "avatars"))
-    XCTAssertEqual(job.maxDiskAge, 30 * 86_400)
-    XCTAssertEqual(job.maxDiskSize, 2 * 1_073_741_824)
-    XCTAssertEqual(job.expireType, .modificationDate)
+    XCTAssertEqual(job.cleanup.maxDiskAge, 30 * 86_400)
+    XCTAssertEqual(job.cleanup.maxDiskSize, 2 * 1_073_741_824)
+    XCTAssertEqual(job.cleanup.expireType, .modificationDate)
     XCTAssertEqual(job.manifests, [temporary.appending("a.txt"), "/abs/b.jsonl"])
     XCTAssertEqual(job.options, ImageOptions([.retryFailed]))
     XCTAssertEqual(job.warnings.count, 1)
@@ -102,9 +104,9 @@ final class JobTests: XCTestCase {
     let job = try Job.load(path: path)
     XCTAssertEqual(job.name, "nightly")
     XCTAssertEqual(job.location, CacheLocation(directory: "/srv/c"))
-    XCTAssertEqual(job.maxDiskAge, 7 * 86_400)
+    XCTAssertEqual(job.cleanup.maxDiskAge, 7 * 86_400)
     XCTAssertEqual(job.passes, [.expire, .trim])
-    XCTAssertEqual(job.prefetch, PrefetchLimits())
+    XCTAssertEqual(job.prefetch, PrefetchConfiguration())
   }
 
   func testErrorsNameTheLineAndField() throws {

@@ -1,4 +1,5 @@
 import Core
+import State
 import TestSupport
 import XCTest
 
@@ -49,32 +50,35 @@ final class MaintenanceCommandTests: XCTestCase {
       "maintain", "--cache", location.directory, "--max-age", "1d", "--dry-run", "--json",
     ])
     XCTAssertEqual(result.status, 0, result.stderr)
-    XCTAssertTrue(result.stderr.contains("expire: would delete old"), result.stderr)
+    XCTAssertTrue(
+      result.stderr.contains("expire (dry run): would remove 1 files"), result.stderr)
+    XCTAssertFalse(
+      result.stderr.contains("would delete old"), "with --json the plan is the report only")
     let report = try RunReport.decode(Data(result.stdout.utf8))
     XCTAssertEqual(report.maintenance[0].actions.map(\.path), ["old"])
     XCTAssertTrue(report.maintenance[0].dryRun)
     XCTAssertEqual(try builder.remainingFiles(), ["old"])
   }
 
-  func testSecondRunWhileTheLockIsHeldExitsThree() throws {
-    let lock = try RunLock(location: location, wait: false)
-    let result = try ImageCacheBinary.run(["maintain", "--cache", location.directory])
+  func testSecondRunWhileTheLockIsHeldExitsThree() async throws {
+    let result = try await RunLock.withLock(location: location, wait: false) {
+      try ImageCacheBinary.run(["maintain", "--cache", location.directory])
+    }
     XCTAssertEqual(result.status, 3)
     XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
-    withExtendedLifetime(lock) {}
   }
 
-  func testWaitWaitsForTheLock() throws {
-    var lock: RunLock? = try RunLock(location: location, wait: false)
-    let (process, stdout, stderr) = try ImageCacheBinary.start([
-      "maintain", "--cache", location.directory, "--wait",
-    ])
-    usleep(300_000)
-    XCTAssertTrue(process.isRunning, "still waiting for the lock")
-    lock = nil
+  func testWaitWaitsForTheLock() async throws {
+    let (process, stdout, stderr) = try await RunLock.withLock(location: location, wait: false) {
+      let started = try ImageCacheBinary.start([
+        "maintain", "--cache", location.directory, "--wait",
+      ])
+      usleep(300_000)
+      XCTAssertTrue(started.0.isRunning, "still waiting for the lock")
+      return started
+    }
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 0, result.stderr)
-    XCTAssertNil(lock)
   }
 
   func testBadValuesAreUsageErrorsNamingTheOption() throws {

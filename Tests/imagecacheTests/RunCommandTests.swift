@@ -1,4 +1,5 @@
 import Core
+import Runner
 import Foundation
 import NIOCore
 import TestSupport

@@ -291,6 +291,8 @@ public struct RunReport: Sendable, Codable, Equatable {
   public var maintenance: [MaintenancePassReport] = []
   /// Warnings for people (a corrupt state file moved aside, ignored options...).
   public var warnings: [String] = []
+  /// What ended a `failed` run.
+  public var error: String?
 
   public init(job: String, location: CacheLocation, startedAt: Date) {
     self.job = job
@@ -298,20 +300,6 @@ public struct RunReport: Sendable, Codable, Equatable {
     self.startedAt = startedAt
     finishedAt = startedAt
     cache = Cache(path: location.directory, namespace: location.namespace)
-  }
-
-  /// Pretty, key-sorted JSON with ISO 8601 dates.
-  public func jsonData() throws -> Data {
-    let encoder = JSONEncoder()
-    encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-    let format = Date.ISO8601FormatStyle(includingFractionalSeconds: true)
-    encoder.dateEncodingStrategy = .custom { date, encoder in
-      var container = encoder.singleValueContainer()
-      try container.encode(date.formatted(format))
-    }
-    var data = try encoder.encode(self)
-    data.append(UInt8(ascii: "\n"))
-    return data
   }
 
   public static func decode(_ data: Data) throws -> RunReport {

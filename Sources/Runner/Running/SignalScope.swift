@@ -9,7 +9,7 @@ import Synchronization
   import Darwin
 #endif
 
-/// SIGINT, SIGTERM and SIGHUP for the length of one scope (SPEC sections 5 and 10): the first
+/// SIGINT, SIGTERM and SIGHUP for the length of one scope (one at a time per process) (SPEC sections 5 and 10): the first
 /// such signal sets ``stop`` (passes and the prefetcher finish the file or URL in hand and
 /// start nothing new) and wakes ``waitForSignal()``; the signals' previous dispositions are
 /// back when the scope ends, and after the first signal, so that a second Ctrl-C ends the
@@ -32,11 +32,11 @@ public final class SignalScope: Sendable {
   public var signal: Int32? { received.withLock { $0 } }
 
   /// Runs `body` with the signals handled; restores them when it returns or throws.
-  public static func with<Result>(_ body: (SignalScope) async throws -> Result) async rethrows
+  public static func with<Result>(_ body: (SignalScope) async throws -> Result) async throws
     -> Result
   {
     let scope = SignalScope()
-    let installation = Installation(scope: scope)
+    let installation = try Installation(scope: scope)
     defer { installation.remove() }
     return try await body(scope)
   }
@@ -57,30 +57,48 @@ public final class SignalScope: Sendable {
     continuation.yield(number)
   }
 
-  /// The dispatch sources and the dispositions they replaced. The sources are set once, in
-  /// `init`, and dispatch sources may be cancelled from any thread.
+  /// A `sigaction` handler per signal that writes the signal's number to a pipe (the only
+  /// async-signal-safe thing it does), and a dispatch read source on the pipe that delivers it.
+  /// Dispatch's own signal sources are not used: they need the signal ignored, and an ignored
+  /// process-directed signal is discarded by the kernel unless the thread it lands on blocks it.
   private final class Installation: @unchecked Sendable {
-    private let sources: [any DispatchSourceSignal]
-    private let previous: Mutex<[Int32: sighandler_t?]>
+    private let source: any DispatchSourceRead
+    private let descriptors: (read: Int32, write: Int32)
+    private let previous: Mutex<[Int32: sigaction]>
 
-    init(scope: SignalScope) {
-      var previous: [Int32: sighandler_t?] = [:]
-      var sources: [any DispatchSourceSignal] = []
-      for number in SignalScope.stopSignals {
-        // Dispatch sees the signal only once its default action (ending the process) is off.
-        previous[number] = Glibc.signal(number, SIG_IGN)
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        sources.append(source)
+    init(scope: SignalScope) throws(FileSystemError) {
+      var fds: [Int32] = [-1, -1]
+      guard pipe(&fds) == 0 else { throw FileSystemError("create", path: "signal pipe", errno: errno) }
+      for fd in fds {
+        _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(fd, F_SETFL, O_NONBLOCK)
       }
-      self.sources = sources
-      self.previous = Mutex(previous)
-      for (number, source) in zip(SignalScope.stopSignals, sources) {
-        source.setEventHandler { [weak scope, weak self] in
-          scope?.deliver(number)
+      descriptors = (fds[0], fds[1])
+      signalPipeWriteDescriptor.store(fds[1], ordering: .sequentiallyConsistent)
+      var saved: [Int32: sigaction] = [:]
+      for number in SignalScope.stopSignals {
+        var action = sigaction()
+        action.__sigaction_handler.sa_handler = { number in
+          var byte = UInt8(truncatingIfNeeded: number)
+          _ = write(signalPipeWriteDescriptor.load(ordering: .relaxed), &byte, 1)
+        }
+        action.sa_flags = SA_RESTART
+        sigemptyset(&action.sa_mask)
+        var old = sigaction()
+        sigaction(number, &action, &old)
+        saved[number] = old
+      }
+      previous = Mutex(saved)
+      source = DispatchSource.makeReadSource(fileDescriptor: fds[0], queue: .global())
+      let readDescriptor = fds[0]
+      source.setEventHandler { [weak scope, weak self] in
+        var byte: UInt8 = 0
+        while read(readDescriptor, &byte, 1) == 1 {
+          scope?.deliver(Int32(byte))
           self?.restoreDispositions()
         }
-        source.resume()
       }
+      source.resume()
     }
 
     /// Puts back what the signals did before the scope (a second signal then acts as usual).
@@ -89,12 +107,18 @@ public final class SignalScope: Sendable {
         defer { previous.removeAll() }
         return previous
       }
-      for (number, handler) in saved { Glibc.signal(number, handler) }
+      for (number, var action) in saved { sigaction(number, &action, nil) }
     }
 
     func remove() {
-      for source in sources { source.cancel() }
       restoreDispositions()
+      source.cancel()
+      close(descriptors.read)
+      close(descriptors.write)
     }
   }
 }
+
+/// Where the signal handler writes: a handler cannot capture context, so this one value is
+/// process-wide (as signal dispositions are). Set by the scope that installs the handlers.
+private let signalPipeWriteDescriptor = Atomic<Int32>(-1)

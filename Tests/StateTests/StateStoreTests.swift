@@ -1,4 +1,5 @@
 import Core
+import State
 import TestSupport
 import XCTest
 

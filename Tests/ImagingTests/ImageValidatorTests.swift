@@ -2,6 +2,7 @@ import TestSupport
 import XCTest
 
 @testable import Core
+@testable import Imaging
 
 final class ImageFormatTests: XCTestCase {
   func testDetectsFormatsByMagicBytes() {
