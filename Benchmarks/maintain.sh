@@ -1,28 +1,41 @@
 #!/usr/bin/env bash
-# Times `imagecache maintain` (expire + trim) on a cache of many small files against the floor
-# of one walk and one sort: `find DIR -type f -printf '%A@ %b %p\n' | sort -n`.
+# Times `imagecache maintain --dry-run --json` (the whole plan streamed as the JSON report) on a
+# cache of many small files against the floor of one walk and one sort:
+# `find DIR -type f -printf '%A@ %b %p\n' | sort -n`, which prints the same facts per file.
+# Runs alternate (floor, imagecache, floor, ...) and medians are reported, with peak RSS.
 #
-#   bash Benchmarks/maintain.sh            # 1,000,000 files
-#   FILES=100000 bash Benchmarks/maintain.sh
+#   bash Benchmarks/maintain.sh                 # 1,000,000 files on tmpfs (needs root to mount)
+#   FILES=100000 RUNS=3 bash Benchmarks/maintain.sh
+#   TMPFS=0 bash Benchmarks/maintain.sh         # on the disk instead (noisy: see README)
 #
-# Needs hyperfine and GNU time: installed with apt-get when missing.
+# The real pass (deletes) is timed once at the end. Needs GNU time: installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 FILES=${FILES:-1000000}
-RUNS=${RUNS:-3}
+RUNS=${RUNS:-5}
+TMPFS=${TMPFS:-1}
 WORK=${WORK:-$PWD/Benchmarks/work/maintain}
 
-bash scripts/install-system-packages hyperfine time
+bash scripts/install-system-packages time
 swift build -c release --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 
-make_cache() {  # a flat cache of $FILES files of 1-8 KiB with spread access times
-  rm -rf "$WORK"; mkdir -p "$WORK/cache/default"
-  python3 - "$WORK/cache/default" "$FILES" <<'PY'
-import os, random, sys, hashlib
+cleanup() {
+  if [ "$TMPFS" = 1 ] && mountpoint -q "$WORK"; then umount "$WORK"; fi
+  rm -rf "$WORK"
+}
+trap cleanup EXIT
+mkdir -p "$WORK"
+if [ "$TMPFS" = 1 ]; then mount -t tmpfs -o size=16g tmpfs "$WORK"; fi
+mkdir -p "$WORK/cache/default" "$WORK/tmp"
+export TMPDIR=$WORK/tmp  # the report's temporary files live beside the cache, as on a server
+
+echo "building a cache of $FILES files in $WORK (tmpfs: $TMPFS) ..." >&2
+python3 - "$WORK/cache/default" "$FILES" <<'PY'
+import hashlib, os, random, sys, time
 root, count = sys.argv[1], int(sys.argv[2])
 rng = random.Random(42)
-now = 1_700_000_000
+now = int(time.time())
 payload = bytes(8192)
 for i in range(count):
     name = hashlib.md5(f"https://example.com/{i}.jpg".encode()).hexdigest() + ".jpg"
@@ -30,34 +43,42 @@ for i in range(count):
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
     os.write(fd, payload[: rng.randint(1024, 8192)])
     os.close(fd)
-    t = now - rng.randint(0, 60 * 86400)
+    t = now - rng.randint(0, 30 * 86400)  # access times spread over the last 30 days
     os.utime(path, (t, t))
 PY
+DIR=$WORK/cache/default
+# The issue's case: 7-day age (about 77% of the files expire), then a 1 GB limit on the rest.
+MAINTAIN=("$BIN" maintain --cache "$WORK/cache" --max-age 7d --max-size 1GB)
+
+median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+measure() {  # label, command...: appends "seconds kib" to $WORK/<label>
+  local label=$1; shift
+  /usr/bin/time -f "%e %M" -o "$WORK/last" "$@" >/dev/null 2>&1
+  cat "$WORK/last" >>"$WORK/$label"
 }
 
-echo "building a cache of $FILES files in $WORK ..." >&2
-make_cache
-DIR=$WORK/cache/default
-TOTAL=$(du -s --block-size=1 "$DIR" | cut -f1)
-# Expire what is older than 30 days (about half), then trim what is left (above a quarter of the
-# total) to below an eighth: both passes have real work to do. Dates are in 2023, so the
-# --max-age is measured from today.
-AGE_DAYS=$(( ( $(date +%s) - 1700000000 ) / 86400 + 30 ))
-LIMIT=$(( TOTAL / 4 ))
-MAINTAIN=("$BIN" maintain --cache "$WORK/cache" --max-age "${AGE_DAYS}d" --max-size "$LIMIT")
+"${MAINTAIN[@]}" --dry-run --json >/dev/null 2>&1  # warm the page cache and the dentry cache
+for _ in $(seq "$RUNS"); do
+  measure floor bash -c "find '$DIR' -type f -printf '%A@ %b %p\n' | sort -n"
+  measure imagecache "${MAINTAIN[@]}" --dry-run --json
+done
+"${MAINTAIN[@]}" --dry-run --json 2>/dev/null | python3 -c "
+import json, sys
+r = json.load(sys.stdin)
+print('plan: ' + ', '.join(f\"{p['pass']} {len(p['actions'])} actions\" for p in r['maintenance']))"
 
-echo; echo "== plan only (dry run) vs the floor, warm page cache, $RUNS runs each"
-hyperfine --warmup 1 --runs "$RUNS" --export-markdown "$WORK/dry-run.md" \
-  -n "find | sort -n (floor)" "find '$DIR' -type f -printf '%A@ %b %p\n' | sort -n > /dev/null" \
-  -n "imagecache maintain --dry-run" "${MAINTAIN[*]} --dry-run 2>/dev/null"
-cat "$WORK/dry-run.md"
+floor_s=$(cut -d' ' -f1 "$WORK/floor" | median)
+ours_s=$(cut -d' ' -f1 "$WORK/imagecache" | median)
+floor_m=$(cut -d' ' -f2 "$WORK/floor" | median)
+ours_m=$(cut -d' ' -f2 "$WORK/imagecache" | median)
+echo
+echo "$FILES files, tmpfs: $TMPFS, medians of $RUNS alternating runs"
+echo "| | time | relative | peak RSS |"
+echo "|---|---|---|---|"
+echo "| find -printf \\| sort -n (floor) | ${floor_s} s | 1.00 | $((floor_m / 1024)) MB |"
+echo "| imagecache maintain --dry-run --json | ${ours_s} s | $(echo "$ours_s $floor_s" | awk '{printf "%.2f", $1/$2}') | $((ours_m / 1024)) MB |"
 
-echo; echo "== peak memory of the dry run"
-/usr/bin/time -f "imagecache maintain --dry-run: %e s, peak RSS %M KiB" "${MAINTAIN[@]}" --dry-run 2>&1 >/dev/null | tail -1
-/usr/bin/time -f "find | sort -n: %e s, peak RSS %M KiB" bash -c "find '$DIR' -type f -printf '%A@ %b %p\n' | sort -n > /dev/null" 2>&1 | tail -1
-
-echo; echo "== the real pass (deletes files; timed once, then the floor on what is left)"
-/usr/bin/time -f "imagecache maintain: %e s, peak RSS %M KiB" "${MAINTAIN[@]}" --report "$WORK/report.json" 2>&1 | tail -3
-/usr/bin/time -f "find | sort -n on the remaining tree: %e s" bash -c "find '$DIR' -type f -printf '%A@ %b %p\n' | sort -n > /dev/null" 2>&1 | tail -1
+echo
+/usr/bin/time -f "the real pass (deletes): %e s, peak RSS %M KiB" "${MAINTAIN[@]}" \
+  --report "$WORK/report.json" 2>&1 | tail -1
 python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print({p['pass']: (p['filesRemoved'], p['bytesFreed']) for p in r['maintenance']})" "$WORK/report.json"
-rm -rf "$WORK"

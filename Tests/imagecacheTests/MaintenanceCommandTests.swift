@@ -44,6 +44,33 @@ final class MaintenanceCommandTests: XCTestCase {
     XCTAssertTrue(result.stderr.contains("trim: removed"), result.stderr)
   }
 
+  func testSIGINTDuringATrimOfALargeCacheExits130WithAnInterruptedReport() throws {
+    let count = 20_000
+    for index in 0..<count {
+      try builder.file("d\(index % 100)/f\(index)", size: 10, accessTime: 10_000 + Int64(index))
+    }
+    let reportPath = temporary.appending("report.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "maintain", "--cache", location.directory, "--max-age", "-1", "--max-size", "1", "-v",
+      "--report", reportPath,
+    ])
+    var said = ""
+    while !said.contains("trim: delete") {
+      let chunk = stderr.fileHandleForReading.availableData
+      guard !chunk.isEmpty else { break }
+      said += String(decoding: chunk, as: UTF8.self)
+    }
+    kill(process.processIdentifier, SIGINT)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+
+    XCTAssertEqual(result.status, 130, said + result.stderr)
+    let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.status, .interrupted)
+    let remaining = try builder.remainingFiles().count
+    XCTAssertGreaterThan(remaining, 0, "stopped mid-trim")
+    XCTAssertEqual(report.maintenance.last?.filesRemoved, count - remaining)
+  }
+
   func testDryRunPrintsThePlanAndJSONOnStdout() throws {
     try builder.file("old", accessTime: 1_000)
     let result = try ImageCacheBinary.run([

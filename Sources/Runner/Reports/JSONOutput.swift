@@ -27,6 +27,24 @@ struct JSONOutput {
     bytes.append(contentsOf: [UInt8(ascii: "\""), UInt8(ascii: ":")])
   }
 
+  /// `,"key":`, for every member of an object after its first.
+  mutating func member(_ name: StaticString) {
+    bytes.append(UInt8(ascii: ","))
+    key(name)
+  }
+
+  /// `,"key":"value"`
+  mutating func member(_ name: StaticString, _ value: String) {
+    member(name)
+    string(value)
+  }
+
+  /// `,"key":123`
+  mutating func member(_ name: StaticString, _ value: some BinaryInteger) {
+    member(name)
+    integer(value)
+  }
+
   /// A JSON string, escaped as RFC 8259 requires (control characters, `"` and `\`).
   mutating func string(_ value: String) {
     bytes.append(UInt8(ascii: "\""))
@@ -108,20 +126,11 @@ extension MaintenanceAction {
     json.raw("{")
     json.key("kind")
     json.string(kind.rawValue)
-    json.raw(",")
-    json.key("path")
-    json.string(path)
-    if let destination {
-      json.raw(",")
-      json.key("destination")
-      json.string(destination)
-    }
-    json.raw(",")
-    json.key("bytes")
-    json.integer(bytes)
+    json.member("path", path)
+    if let destination { json.member("destination", destination) }
+    json.member("bytes", bytes)
     if let date {
-      json.raw(",")
-      json.key("date")
+      json.member("date")
       json.date(date)
     }
     json.raw("}")
@@ -133,31 +142,14 @@ extension FailureReport {
     json.raw("{")
     json.key("url")
     json.string(url)
-    json.raw(",")
-    json.key("code")
-    json.integer(code)
-    json.raw(",")
-    json.key("name")
-    json.string(name)
-    if let httpStatus {
-      json.raw(",")
-      json.key("httpStatus")
-      json.integer(httpStatus)
-    }
-    json.raw(",")
-    json.key("message")
-    json.string(message)
-    json.raw(",")
-    json.key("attempts")
-    json.integer(attempts)
-    json.raw(",")
-    json.key("blacklisted")
+    json.member("code", code)
+    json.member("name", name)
+    if let httpStatus { json.member("httpStatus", httpStatus) }
+    json.member("message", message)
+    json.member("attempts", attempts)
+    json.member("blacklisted")
     json.bool(blacklisted)
-    if let source {
-      json.raw(",")
-      json.key("source")
-      json.string(source)
-    }
+    if let source { json.member("source", source) }
     json.raw("}")
   }
 }
@@ -167,24 +159,10 @@ extension DownloadReport {
     json.raw("{")
     json.key("url")
     json.string(url)
-    json.raw(",")
-    json.key("bytes")
-    json.integer(bytes)
-    if let format {
-      json.raw(",")
-      json.key("format")
-      json.string(format.rawValue)
-    }
-    if let width {
-      json.raw(",")
-      json.key("width")
-      json.integer(width)
-    }
-    if let height {
-      json.raw(",")
-      json.key("height")
-      json.integer(height)
-    }
+    json.member("bytes", bytes)
+    if let format { json.member("format", format.rawValue) }
+    if let width { json.member("width", width) }
+    if let height { json.member("height", height) }
     json.raw("}")
   }
 }

@@ -140,87 +140,54 @@ public final class ReportWriter: Sendable {
     json.raw("{")
     json.key("schemaVersion")
     json.integer(1)
-    json.raw(",")
-    json.key("job")
-    json.string(job)
-    json.raw(",")
-    json.key("status")
-    json.string(status.rawValue)
-    json.raw(",")
-    json.key("startedAt")
+    json.member("job", job)
+    json.member("status", status.rawValue)
+    json.member("startedAt")
     json.date(startedAt)
-    json.raw(",")
-    json.key("finishedAt")
+    json.member("finishedAt")
     json.date(finishedAt)
-    json.raw(",")
-    json.key("cache")
+    json.member("cache")
     json.raw("{")
     json.key("path")
     json.string(location.directory)
-    json.raw(",")
-    json.key("namespace")
-    json.string(location.namespace)
+    json.member("namespace", location.namespace)
     json.raw("}")
-    if let error {
-      json.raw(",")
-      json.key("error")
-      json.string(error)
+    if let error { json.member("error", error) }
+    /// `,"key":[...]`, the array's entries copied from its temporary file.
+    func array(_ key: StaticString, _ entries: SpillFile) throws(FileSystemError) {
+      json.member(key)
+      try output.write(&json)
+      try entries.copy(to: output)
     }
     if let prefetch {
-      json.raw(",\n")
-      json.key("prefetch")
+      json.raw("\n")
+      json.member("prefetch")
       json.raw("{")
       Self.writeCounts(prefetch, to: &json)
-      json.raw(",")
-      json.key("failures")
-      try output.write(&json)
-      try state.failures.copy(to: output)
-      json.raw(",")
-      json.key("downloads")
-      try output.write(&json)
-      try state.downloads.copy(to: output)
-      json.raw(",")
-      json.key("blacklistedURLs")
-      try output.write(&json)
-      try state.blacklistedURLs.copy(to: output)
-      json.raw(",")
-      json.key("lineErrors")
-      try output.write(&json)
-      try state.lineErrors.copy(to: output)
+      try array("failures", state.failures)
+      try array("downloads", state.downloads)
+      try array("blacklistedURLs", state.blacklistedURLs)
+      try array("lineErrors", state.lineErrors)
       json.raw("}")
     }
-    json.raw(",\n")
-    json.key("maintenance")
+    json.raw("\n")
+    json.member("maintenance")
     json.raw("[")
     for (index, pass) in state.passes.enumerated() {
-      if index > 0 { json.raw(",") }
-      json.raw("\n{")
+      json.raw(index > 0 ? ",\n{" : "\n{")
       json.key("pass")
       json.string(pass.summary.pass.rawValue)
-      json.raw(",")
-      json.key("dryRun")
+      json.member("dryRun")
       json.bool(pass.summary.dryRun)
-      json.raw(",")
-      json.key("filesRemoved")
-      json.integer(pass.summary.filesRemoved)
-      json.raw(",")
-      json.key("filesMoved")
-      json.integer(pass.summary.filesMoved)
-      json.raw(",")
-      json.key("bytesFreed")
-      json.integer(pass.summary.bytesFreed)
-      json.raw(",")
-      json.key("errors")
-      try output.write(&json)
-      try pass.errors.copy(to: output)
-      json.raw(",")
-      json.key("actions")
-      try output.write(&json)
-      try pass.actions.copy(to: output)
+      json.member("filesRemoved", pass.summary.filesRemoved)
+      json.member("filesMoved", pass.summary.filesMoved)
+      json.member("bytesFreed", pass.summary.bytesFreed)
+      try array("errors", pass.errors)
+      try array("actions", pass.actions)
       json.raw("}")
     }
-    json.raw("],\n")
-    json.key("warnings")
+    json.raw("]\n")
+    json.member("warnings")
     json.raw("[")
     for (index, warning) in warnings.enumerated() {
       if index > 0 { json.raw(",") }
@@ -231,20 +198,16 @@ public final class ReportWriter: Sendable {
   }
 
   private static func writeCounts(_ counts: PrefetchCounts, to json: inout JSONOutput) {
+    json.key("total")
+    json.integer(counts.total)
     let integers: [(StaticString, Int)] = [
-      ("total", counts.total), ("memoryHits", counts.memoryHits), ("diskHits", counts.diskHits),
+      ("memoryHits", counts.memoryHits), ("diskHits", counts.diskHits),
       ("downloaded", counts.downloaded), ("notModified", counts.notModified),
       ("failed", counts.failed), ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
     ]
-    for (name, value) in integers {
-      json.key(name)
-      json.integer(value)
-      json.raw(",")
-    }
-    json.key("bytesDownloaded")
-    json.integer(counts.bytesDownloaded)
-    json.raw(",")
-    json.key("durationSeconds")
+    for (name, value) in integers { json.member(name, value) }
+    json.member("bytesDownloaded", counts.bytesDownloaded)
+    json.member("durationSeconds")
     json.number(counts.durationSeconds)
   }
 }
