@@ -21,8 +21,9 @@ public struct CleanupConfiguration: Sendable, Equatable {
   public init() {}
 
   /// The defaults, with the given settings changed.
-  public init(maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil)
-  {
+  public init(
+    maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil
+  ) {
     if let maxDiskAge { self.maxDiskAge = maxDiskAge }
     if let maxDiskSize { self.maxDiskSize = maxDiskSize }
     if let expireType { self.expireType = expireType }
@@ -93,8 +94,8 @@ public struct CacheCleaner: Sendable {
     var survivors = Survivors()
     var remainingBytes: UInt64 = 0
     var stopped = false
-    try CacheScanner(root: diskCachePath).forEachFile(onError: { expire.recordError("\($0)") }) {
-      file in
+    func reportUnreadable(_ error: FileSystemError) { expire.recordError("\(error)") }
+    try CacheScanner(root: diskCachePath).forEachFile(onError: reportUnreadable) { file in
       if stop() {
         stopped = true
         return false

@@ -1,11 +1,11 @@
 import AsyncHTTPClient
 import Core
 import Foundation
-import State
 import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import State
 import Synchronization
 
 /// One download to make.

@@ -96,7 +96,8 @@ final class JobRunnerTests: XCTestCase {
     let prefetch = try XCTUnwrap(report.prefetch)
     XCTAssertEqual(prefetch.diskHits, 1, "the migrated a.jpg is a hit")
     XCTAssertEqual(prefetch.downloaded, 2)
-    XCTAssertEqual(Set(prefetch.downloads.map(\.url)), [server.url("/b.png"), server.url("/c.gif")])
+    XCTAssertEqual(
+      Set(prefetch.downloads.map(\.url)), [server.url("/b.png"), server.url("/c.gif")])
     XCTAssertEqual(server.requestCount("/a.jpg"), 0)
     XCTAssertEqual(report.maintenance[2].filesRemoved, 1, "the forgotten file expired")
     XCTAssertEqual(report.maintenance[3].filesRemoved, 0, "far below the size limit")
@@ -160,7 +161,9 @@ final class JobRunnerTests: XCTestCase {
   }
 
   func testSIGINTDuringATrimStopsAfterTheFileInHandAndReportsInterrupted() async throws {
-    for index in 0..<2_000 { try builder.file("f\(index)", size: 10, accessTime: 10_000 + Int64(index)) }
+    for index in 0..<2_000 {
+      try builder.file("f\(index)", size: 10, accessTime: 10_000 + Int64(index))
+    }
     var job = Job(name: "trim", location: location)
     job.cleanup = CleanupConfiguration(maxDiskAge: -1, maxDiskSize: 1)
     let sent = Atomic<Bool>(false)

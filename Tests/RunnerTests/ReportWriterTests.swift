@@ -61,8 +61,10 @@ final class ReportWriterTests: XCTestCase {
     XCTAssertEqual(report.schemaVersion, 1)
     XCTAssertEqual(report.job, "night\u{1}ly")
     XCTAssertEqual(report.status, .completed)
-    XCTAssertEqual(report.startedAt.timeIntervalSince1970, started.timeIntervalSince1970, accuracy: 0.001)
-    XCTAssertEqual(report.finishedAt.timeIntervalSince1970, finished.timeIntervalSince1970, accuracy: 0.001)
+    XCTAssertEqual(
+      report.startedAt.timeIntervalSince1970, started.timeIntervalSince1970, accuracy: 0.001)
+    XCTAssertEqual(
+      report.finishedAt.timeIntervalSince1970, finished.timeIntervalSince1970, accuracy: 0.001)
     XCTAssertEqual(report.cache.path, location.directory)
     XCTAssertEqual(report.cache.namespace, "ns")
     let prefetch = try XCTUnwrap(report.prefetch)

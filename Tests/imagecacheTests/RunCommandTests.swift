@@ -1,7 +1,7 @@
 import Core
-import Runner
 import Foundation
 import NIOCore
+import Runner
 import TestSupport
 import XCTest
 

@@ -5,8 +5,7 @@ import Foundation
 public enum BlacklistRule {
   /// Whether a URL that last failed at `lastFailedAt` is still blacklisted at `now`, given an
   /// optional time-to-live after its last failure (`nil`: forever).
-  public static func isActive(lastFailedAt: Date, at now: Date, timeToLive: TimeInterval?) -> Bool
-  {
+  public static func isActive(lastFailedAt: Date, at now: Date, timeToLive: TimeInterval?) -> Bool {
     guard let timeToLive else { return true }
     return lastFailedAt.addingTimeInterval(timeToLive) > now
   }

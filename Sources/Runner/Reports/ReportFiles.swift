@@ -18,7 +18,8 @@ final class SpillFile: @unchecked Sendable {
   private static let bufferSize = 1 << 16
 
   init() throws(FileSystemError) {
-    let folder = ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
+    let folder =
+      ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
       ?? "/tmp"
     var template = Array((folder + "/.imagecache-report-XXXXXX").utf8CString)
     descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }

@@ -186,7 +186,9 @@ public struct JobRunner: Sendable {
     settings.verbose || (settings.dryRun && !settings.printsReport)
   }
 
-  private func beginPass(_ pass: MaintenancePassReport.Pass, in writer: ReportWriter, listsActions: Bool)
+  private func beginPass(
+    _ pass: MaintenancePassReport.Pass, in writer: ReportWriter, listsActions: Bool
+  )
     throws -> PassSink
   {
     let console = console

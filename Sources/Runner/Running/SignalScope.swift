@@ -68,7 +68,9 @@ public final class SignalScope: Sendable {
 
     init(scope: SignalScope) throws(FileSystemError) {
       var fds: [Int32] = [-1, -1]
-      guard pipe(&fds) == 0 else { throw FileSystemError("create", path: "signal pipe", errno: errno) }
+      guard pipe(&fds) == 0 else {
+        throw FileSystemError("create", path: "signal pipe", errno: errno)
+      }
       for fd in fds {
         _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
         _ = fcntl(fd, F_SETFL, O_NONBLOCK)
