@@ -11,6 +11,7 @@ public enum JSONValue: Sendable, Equatable, Codable {
 
   public init(from decoder: Decoder) throws {
     let container = try decoder.singleValueContainer()
+    // Each JSON type is tried in turn; only the last attempt's failure is an error.
     if container.decodeNil() {
       self = .null
     } else if let value = try? container.decode(Bool.self) {

@@ -205,6 +205,7 @@ public struct ImageContext: Sendable, Equatable {
         switch value {
         case .number(let seconds) where seconds > 0: context.downloadTimeout = seconds
         case .string(let text):
+          // A value that does not parse is reported below with its field.
           guard let seconds = try? parseDuration(text), seconds > 0 else {
             throw fail(key, "expected a positive duration such as 15s")
           }

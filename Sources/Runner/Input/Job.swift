@@ -261,6 +261,7 @@ struct JobParser {
   }
 
   func duration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
+    // A value that does not parse is reported below with its line and field.
     guard let text = node.string, let seconds = try? parseDuration(text) else {
       throw fail(node, field, "expected a duration such as 30s, 15m, 12h or 7d")
     }
@@ -274,6 +275,7 @@ struct JobParser {
   }
 
   func byteCount(_ node: Node, _ field: String) throws(ConfigurationError) -> UInt64 {
+    // A value that does not parse is reported below with its line and field.
     guard let text = node.string, let bytes = try? parseByteCount(text) else {
       throw fail(node, field, "expected a size such as 500MB or 2GiB")
     }
