@@ -15,6 +15,8 @@ let package = Package(
     .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
     .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+    // Already built for async-http-client; named for its decompression-limit error.
+    .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -40,8 +42,12 @@ let package = Package(
     .target(
       name: "State",
       dependencies: ["Core", .product(name: "GRDB", package: "GRDB.swift")]),
+    // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames.
+    .target(
+      name: "CImaging", dependencies: ["CPNG"], path: "Sources/CImaging",
+      linkerSettings: [.linkedLibrary("png16")]),
     // Validation: the only code that touches libjpeg-turbo and libpng.
-    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG"]),
+    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging"]),
     .target(
       name: "Prefetcher",
       dependencies: [
@@ -51,6 +57,7 @@ let package = Package(
         .product(name: "NIOPosix", package: "swift-nio"),
         .product(name: "NIOHTTP1", package: "swift-nio"),
         .product(name: "NIOSSL", package: "swift-nio-ssl"),
+        .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
         .product(name: "DequeModule", package: "swift-collections"),
       ]),
     // Expire, trim and migrate: neither YAML nor SQL.

@@ -1,14 +1,22 @@
+import CImaging
 import CPNG
 import CTurboJPEG
 import Core
 import Foundation
 
 /// Decides whether a body is an image worth caching; a refusal is SD's `badImageData`.
+///
+/// Validation never allocates by what a header claims (SPEC section 2, step 6): an image over
+/// `maxPixels` is refused before any pixel is decoded, and a full decode holds one PNG row, or
+/// a JPEG at an eighth of its size, at a time.
 public struct ImageValidator: Sendable {
   public var level: ValidationLevel
+  /// Images with more pixels are `badImageData`, whatever their data.
+  public var maxPixels: Int
 
-  public init(level: ValidationLevel = .structure) {
+  public init(level: ValidationLevel = .structure, maxPixels: Int) {
     self.level = level
+    self.maxPixels = maxPixels
   }
 
   public func validate(_ data: Data) throws(ImageCacheError) -> ImageInfo {
@@ -28,10 +36,19 @@ public struct ImageValidator: Sendable {
     } catch {
       throw .badImageData(reason: "\(format.rawValue): \(error)")
     }
+    if let width = info.width, let height = info.height,
+      width.multipliedReportingOverflow(by: height).partialValue > maxPixels
+        || width.multipliedReportingOverflow(by: height).overflow
+    {
+      throw .badImageData(
+        reason:
+          "\(format.rawValue): \(width)x\(height) is over the limit of \(maxPixels) pixels "
+          + "(maxPixels); not decoded")
+    }
     if level == .full {
       switch format {
       case .jpeg: try JPEGDecoder.decode(data)
-      case .png: try PNGDecoder.decode(data)
+      case .png: try PNGDecoder.decode(data, maxPixels: maxPixels)
       default: break
       }
     }
@@ -359,7 +376,9 @@ struct StructureCheck {
 
 /// Full JPEG decode with the TurboJPEG API, which reports errors as return codes (plain libjpeg
 /// would longjmp through Swift frames). A warning such as "premature end of data" stops the
-/// decode and counts as a failure.
+/// decode and counts as a failure. The image is decoded at an eighth of its size in grey: every
+/// coefficient is still entropy-decoded (which is what finds truncated or corrupt data) while
+/// the pixels take 1/192 of the full-size RGB buffer.
 enum JPEGDecoder {
   static func decode(_ data: Data) throws(ImageCacheError) {
     guard let handle = tjInitDecompress() else {
@@ -376,40 +395,31 @@ enum JPEGDecoder {
         tjDecompressHeader3(
           handle, source, UInt(raw.count), &width, &height, &subsampling, &colorspace) == 0
       else { return String(cString: tjGetErrorStr2(handle)) }
-      var pixels = [UInt8](repeating: 0, count: Int(width) * Int(height) * 3)
+      let scaledWidth = (Int(width) + 7) / 8
+      let scaledHeight = (Int(height) + 7) / 8
+      var pixels = [UInt8](repeating: 0, count: scaledWidth * scaledHeight)
       let status = tjDecompress2(
-        handle, source, UInt(raw.count), &pixels, width, 0, height, Int32(TJPF_RGB.rawValue),
-        TJFLAG_STOPONWARNING | TJFLAG_ACCURATEDCT)
+        handle, source, UInt(raw.count), &pixels, Int32(scaledWidth), 0, Int32(scaledHeight),
+        Int32(TJPF_GRAY.rawValue), TJFLAG_STOPONWARNING)
       return status == 0 ? nil : String(cString: tjGetErrorStr2(handle))
     }
     if let failure { throw .badImageData(reason: "jpeg: \(failure)") }
   }
 }
 
-/// Full PNG decode with libpng's simplified API (which contains libpng's longjmp itself); a
-/// warning counts as a failure.
+/// Full PNG decode, one row at a time, with libpng's errors caught in C (``ic_png_decode_rows``);
+/// a warning counts as a failure.
 enum PNGDecoder {
-  static func decode(_ data: Data) throws(ImageCacheError) {
-    var image = png_image()
-    image.version = ic_png_image_version
-    let failure: String? = data.withUnsafeBytes { raw in
-      defer { png_image_free(&image) }
-      guard png_image_begin_read_from_memory(&image, raw.baseAddress, raw.count) != 0 else {
-        return message(of: &image)
-      }
-      image.format = ic_png_format_rgba
-      var pixels = [UInt8](repeating: 0, count: Int(image.width) * Int(image.height) * 4)
-      guard png_image_finish_read(&image, nil, &pixels, 0, nil) != 0,
-        image.warning_or_error == 0
-      else { return message(of: &image) }
-      return nil
+  static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
+    var message = [CChar](repeating: 0, count: 256)
+    let status = data.withUnsafeBytes { raw in
+      ic_png_decode_rows(
+        raw.baseAddress!.assumingMemoryBound(to: UInt8.self), raw.count,
+        UInt64(maxPixels), &message, message.count)
     }
-    if let failure { throw .badImageData(reason: "png: \(failure)") }
-  }
-
-  private static func message(of image: inout png_image) -> String {
-    withUnsafeBytes(of: &image.message) { raw in
-      String(decoding: raw.prefix { $0 != 0 }, as: UTF8.self)
-    }
+    guard status != 0 else { return }
+    let text = String(
+      decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    throw .badImageData(reason: "png: \(text)")
   }
 }

@@ -3,6 +3,7 @@ import Core
 import Foundation
 import NIOCore
 import NIOHTTP1
+import NIOHTTPCompression
 import NIOPosix
 import NIOSSL
 import State
@@ -217,7 +218,9 @@ public final class Downloader: Sendable {
         connect: .milliseconds(key.timeoutMilliseconds),
         read: .milliseconds(key.timeoutMilliseconds))
       configuration.redirectConfiguration = .disallow
-      configuration.decompression = .enabled(limit: .ratio(100))
+      // A compressed body counts by its decompressed size: a gzip bomb is a response too large.
+      configuration.decompression = .enabled(
+        limit: .size(Int(clamping: self.configuration.maxResponseSize)))
       configuration.connectionPool = .init(
         idleTimeout: .seconds(60),
         concurrentHTTP1ConnectionsPerHostSoftLimit: self.configuration.perHostConcurrency)
@@ -259,6 +262,10 @@ public final class Downloader: Sendable {
   /// Maps what async-http-client and NIO throw to SD's error names (SPEC section 2).
   static func classify(_ error: Error) -> ImageCacheError {
     if error is CancellationError { return .cancelled }
+    if let error = error as? NIOHTTPDecompression.DecompressionError, error == .limit {
+      return .network(
+        .responseTooLarge, message: "the decompressed body is over the response size limit")
+    }
     if let error = error as? HTTPClientError {
       switch error {
       case .connectTimeout, .readTimeout, .deadlineExceeded, .tlsHandshakeTimeout,

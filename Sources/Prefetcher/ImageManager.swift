@@ -37,6 +37,25 @@ public final class ImageManager: Sendable {
   private let memory: MemoryCache
   private let states: Mutex<[String: NamespaceState]>
   private let inFlight = InFlightLoads()
+  private let runEnding = Mutex<ImageCacheError?>(nil)
+  /// The locks of the namespaces other than the default one that lines named, held until
+  /// ``close()``.
+  private let namespaceLocks = Mutex<[String: RunLock]>([:])
+
+  /// Releases the locks of the other namespaces used. Call it when the run is over.
+  public func close() {
+    let locks = namespaceLocks.withLock { locks in
+      defer { locks.removeAll() }
+      return Array(locks.values)
+    }
+    for lock in locks { lock.release() }
+  }
+
+  deinit { close() }
+
+  /// The first store failure that ends the run (the disk is full, over quota or read-only):
+  /// the prefetcher starts nothing more once it is set.
+  public var runEndingFailure: ImageCacheError? { runEnding.withLock { $0 } }
 
   /// The state of one namespace: its cache, its state store, and the blacklist in memory (so
   /// that checking a URL needs no database read).
@@ -132,6 +151,10 @@ public final class ImageManager: Sendable {
     let namespace: NamespaceState
     do {
       namespace = try state(for: context.namespace)
+    } catch RunLock.Failure.held {
+      return LoadResult(
+        outcome: .failed(
+          .namespaceLocked(context.namespace ?? defaultNamespace), blacklisted: false))
     } catch {
       return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
     }
@@ -211,20 +234,22 @@ public final class ImageManager: Sendable {
       do {
         _ = try cache.disk.touch(forKey: key)
       } catch {
-        return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+        return storeFailed(error)
       }
       return LoadResult(outcome: .notModified)
     }
     let info: ImageInfo
     do {
-      info = try ImageValidator(level: configuration.validation).validate(response.body)
+      info = try ImageValidator(
+        level: configuration.validation, maxPixels: configuration.maxPixels
+      ).validate(response.body)
     } catch {
       return fail(error, url: blacklistKey, in: namespace)
     }
     do {
       try cache.store(response.body, forKey: key, cacheType: context.storeCacheType)
     } catch {
-      return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+      return storeFailed(error)
     }
     do {
       if response.etag != nil || response.lastModified != nil {
@@ -240,6 +265,15 @@ public final class ImageManager: Sendable {
       return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
     }
     return LoadResult(outcome: .downloaded(bytes: response.body.count, info: info))
+  }
+
+  /// A store that failed; one that every later store would meet too (a full or read-only disk)
+  /// is kept as ``runEndingFailure``.
+  private func storeFailed(_ error: any Error) -> LoadResult {
+    let failure = ImageCacheError.storeFailed(
+      reason: "\(error)", errno: (error as? FileSystemError)?.errno ?? 0)
+    if failure.endsRun { runEnding.withLock { $0 = $0 ?? failure } }
+    return LoadResult(outcome: .failed(failure, blacklisted: false))
   }
 
   /// Records a failure, blacklisting the URL when SD 5 would.
@@ -275,6 +309,10 @@ public final class ImageManager: Sendable {
     let name = namespace ?? defaultNamespace
     if let existing = states.withLock({ $0[name] }) { return existing }
     let location = CacheLocation(directory: directory, namespace: name)
+    // Another namespace is another cache: its lock keeps two runs from writing it at once.
+    try namespaceLocks.withLock { locks in
+      if locks[name] == nil { locks[name] = try RunLock.acquire(location: location) }
+    }
     let created = try NamespaceState(
       cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
       store: StateStore(location: location), timeToLive: configuration.blacklistTTL)

@@ -24,6 +24,9 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   public var maxRedirects = 10
   /// How a body is checked before it is stored.
   public var validation: ValidationLevel = .structure
+  /// An image with more pixels is `badImageData`, refused before any pixel is decoded: no
+  /// header may make validation allocate gigabytes.
+  public var maxPixels = 100_000_000
   /// A blacklisted URL counts as blacklisted for this long after its last failure; `nil`:
   /// forever.
   public var blacklistTTL: TimeInterval?

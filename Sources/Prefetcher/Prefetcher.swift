@@ -89,7 +89,9 @@ public struct Prefetcher: Sendable {
 
     await withTaskGroup(of: Finished.self) { group in
       while true {
-        while !exhausted && !stop.isStopped && window.count < windowSize {
+        // A signal, or a disk that can take no more (SPEC section 2, step 7): start nothing new.
+        let stopping = stop.isStopped || manager.runEndingFailure != nil
+        while !exhausted && !stopping && window.count < windowSize {
           guard let next = iterator.next() else {
             exhausted = true
             break
@@ -102,7 +104,7 @@ public struct Prefetcher: Sendable {
             recorder.recordLineError(error.description)
           }
         }
-        if stop.isStopped { window.removeAll() }
+        if stopping { window.removeAll() }
         if running < configuration.concurrency,
           let item = window.takeNext(where: {
             perHost[$0, default: 0] < configuration.perHostConcurrency

@@ -39,6 +39,12 @@ public final class RunLock: Sendable {
     return try await body()
   }
 
+  /// Takes the lock without waiting, for an owner that releases it when its own scope ends
+  /// (the manager, for the namespaces manifest lines name).
+  package static func acquire(location: CacheLocation) throws -> RunLock {
+    try RunLock(location: location, wait: false)
+  }
+
   private init(location: CacheLocation, wait: Bool) throws {
     try FileSystem.createDirectory(path: location.stateDirectory)
     path = (location.stateDirectory as NSString).appendingPathComponent("lock")
@@ -56,7 +62,7 @@ public final class RunLock: Sendable {
     _ = pid.withCString { write(fd, $0, strlen($0)) }
   }
 
-  private func release() {
+  package func release() {
     flock(fd, LOCK_UN)
     close(fd)
   }

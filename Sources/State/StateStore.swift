@@ -87,7 +87,30 @@ public final class StateStore: Sendable {
   public let path: String
   /// What opening had to say to the user, such as a corrupt file moved aside.
   public let warnings: [String]
-  private let database: DatabasePool
+  private let database: any DatabaseWriter
+
+  /// Opens the state of the cache at `location` for reading only (`stats`, `blacklist list`:
+  /// SPEC section 8), so that a read-only state file or folder still works; `nil` when the
+  /// cache has no state yet. Nothing is created, migrated or moved aside.
+  public static func openForReading(location: CacheLocation) throws -> StateStore? {
+    let path = (location.stateDirectory as NSString).appendingPathComponent(fileName)
+    guard FileManager.default.fileExists(atPath: path) else { return nil }
+    var configuration = Configuration()
+    configuration.readonly = true
+    configuration.busyMode = .timeout(10)
+    do {
+      return StateStore(
+        path: path, database: try DatabaseQueue(path: path, configuration: configuration))
+    } catch let error as DatabaseError {
+      throw StateStoreError(path: path, operation: "open for reading", underlying: error)
+    }
+  }
+
+  private init(path: String, database: any DatabaseWriter) {
+    self.path = path
+    self.database = database
+    warnings = []
+  }
 
   /// Opens (creating and migrating as needed) the state of the cache at `location`.
   public convenience init(location: CacheLocation, now: Date = Date()) throws {
@@ -206,12 +229,16 @@ public final class StateStore: Sendable {
 
   // MARK: Runs
 
-  /// Records the start of a run and returns its id.
-  public func beginRun(job: String, at date: Date) throws -> Int64 {
+  /// Records the start of a run and returns its id. A run still marked `running` died without
+  /// finishing (kill -9, power loss: the caller holds the cache's lock, so none is alive) and
+  /// is marked `abandoned` (SPEC section 8); `abandoned` says how many there were.
+  public func beginRun(job: String, at date: Date) throws -> (id: Int64, abandoned: Int) {
     try write { db in
+      let abandoned = try RunRecord.filter(Column("status") == "running").updateAll(
+        db, Column("status").set(to: "abandoned"))
       var run = RunRecord(job: job, startedAt: date)
       try run.insert(db)
-      return run.id!
+      return (run.id!, abandoned)
     }
   }
 

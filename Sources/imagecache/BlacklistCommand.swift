@@ -28,8 +28,9 @@ struct BlacklistCommand: ParsableCommand {
     var json = false
 
     func run() throws {
-      let store = try openState(cacheOptions.location)
-      let entries = try store.blacklist()
+      // Read-only: a read-only state file (or a cache with no state yet) still lists.
+      let entries =
+        try StateStore.openForReading(location: cacheOptions.location)?.blacklist() ?? []
       if json { return try Console.printJSON(entries) }
       let formatter = ISO8601DateFormatter()
       for entry in entries {

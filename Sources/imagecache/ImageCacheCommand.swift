@@ -66,7 +66,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
       status = .locked
     case is ConfigurationError, is MaintenanceError:
       status = .usage
-    case is RunLock.Failure, is FileSystemError, is StateStoreError:
+    case is RunLock.Failure, is FileSystemError, is StateStoreError, is RunEndingError:
       status = .fatalIO
     default:
       // Usage and validation errors exit 2; anything else is a failure of the machinery: 4.
@@ -74,7 +74,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
     }
     let ours =
       error is RunLock.Failure || error is FileSystemError || error is ConfigurationError
-      || error is MaintenanceError || error is StateStoreError
+      || error is MaintenanceError || error is StateStoreError || error is RunEndingError
     Console.standard.say(ours ? "imagecache: \(error)" : fullMessage(for: error))
     Foundation.exit(status.rawValue)
   }

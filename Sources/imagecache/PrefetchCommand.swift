@@ -64,6 +64,13 @@ struct PrefetchSettings: ParsableArguments {
   var validation = PrefetchConfiguration().validation
 
   @Option(
+    name: .customLong("max-pixels"),
+    help: ArgumentHelp(
+      "A larger image (width x height) fails as badImageData, refused before decoding.",
+      valueName: "count"))
+  var maxPixels = PrefetchConfiguration().maxPixels
+
+  @Option(
     name: .customLong("blacklist-ttl"),
     help: ArgumentHelp(
       "Forget a blacklisted URL this long after its last failure (default: never).",
@@ -76,6 +83,7 @@ struct PrefetchSettings: ParsableArguments {
       throw ValidationError("--per-host-concurrency must be at least 1")
     }
     guard retries >= 0 else { throw ValidationError("--retries cannot be negative") }
+    guard maxPixels > 0 else { throw ValidationError("--max-pixels must be at least 1") }
     guard timeout.seconds > 0, deadline.seconds > 0, (blacklistTTL?.seconds ?? 1) > 0 else {
       throw ValidationError("--timeout, --deadline and --blacklist-ttl must be positive")
     }
@@ -102,6 +110,7 @@ struct PrefetchSettings: ParsableArguments {
     job.prefetch.maxResponseSize = maxResponseSize.bytes
     job.prefetch.retries = retries
     job.prefetch.validation = validation
+    job.prefetch.maxPixels = maxPixels
     job.prefetch.blacklistTTL = blacklistTTL?.seconds
   }
 

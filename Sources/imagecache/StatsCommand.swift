@@ -38,6 +38,7 @@ struct StatsCommand: ParsableCommand {
       access dates:    \(date(stats.oldestAccess)) .. \(date(stats.newestAccess))
       modified dates:  \(date(stats.oldestModification)) .. \(date(stats.newestModification))
       legacy names:    \(stats.legacyNames)
+      temporary files: \(stats.temporaryFiles) (\(formatBytes(stats.temporaryBytes)))
       """)
   }
 }

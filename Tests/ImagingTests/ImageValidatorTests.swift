@@ -192,3 +192,10 @@ func isoMedia(brand: String, width: Int = 1, height: Int = 1) -> Data {
   let meta = box("meta", be32(0) + box("iprp", box("ipco", ispe)))
   return ftyp + meta + box("mdat", Data(count: 16))
 }
+
+extension ImageValidator {
+  /// SPEC section 2's default limit of 100 megapixels.
+  init(level: ValidationLevel = .structure) {
+    self.init(level: level, maxPixels: 100_000_000)
+  }
+}

@@ -93,13 +93,43 @@ final class StateStoreTests: XCTestCase {
   func testRunsAreRecorded() throws {
     let store = try StateStore(location: location)
     let start = Date(timeIntervalSince1970: 1_700_000_000)
-    let id = try store.beginRun(job: "nightly", at: start)
+    let (id, abandoned) = try store.beginRun(job: "nightly", at: start)
+    XCTAssertEqual(abandoned, 0)
     try store.finishRun(id: id, at: start.addingTimeInterval(5), status: "completed", summary: "{}")
     let run = try XCTUnwrap(try store.recentRuns().first)
     XCTAssertEqual(run.id, id)
     XCTAssertEqual(run.job, "nightly")
     XCTAssertEqual(run.status, "completed")
     XCTAssertEqual(run.finishedAt, start.addingTimeInterval(5))
+  }
+
+  func testARunThatDiedRunningIsMarkedAbandonedAtTheNextStart() throws {
+    let store = try StateStore(location: location)
+    let start = Date(timeIntervalSince1970: 1_700_000_000)
+    let (killed, _) = try store.beginRun(job: "nightly", at: start)
+    let (next, abandoned) = try store.beginRun(job: "nightly", at: start.addingTimeInterval(86_400))
+    XCTAssertEqual(abandoned, 1)
+    let runs = try store.recentRuns()
+    XCTAssertEqual(runs.first { $0.id == killed }?.status, "abandoned")
+    XCTAssertEqual(runs.first { $0.id == next }?.status, "running")
+  }
+
+  func testAReadOnlyStateFileCanStillBeRead() throws {
+    let store = try StateStore(location: location)
+    try store.recordFailure(url: "u", code: 1001, name: "badImageData", reason: "r", at: Date())
+    let path = location.stateDirectory + "/state.sqlite"
+    chmod(path, 0o444)
+    chmod(location.stateDirectory, 0o555)
+    defer {
+      chmod(location.stateDirectory, 0o755)
+      chmod(path, 0o644)
+    }
+    let reader = try XCTUnwrap(try StateStore.openForReading(location: location))
+    XCTAssertEqual(try reader.blacklist().map(\.url), ["u"])
+    XCTAssertNil(
+      try StateStore.openForReading(
+        location: CacheLocation(directory: location.directory, namespace: "none")),
+      "no state yet: nothing to read, nothing created")
   }
 
   func testCorruptStateFileIsMovedAsideAndRecreated() throws {

@@ -151,6 +151,14 @@ public struct ImageContext: Sendable, Equatable {
     "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio",
   ]
 
+  /// Whether `text` holds no control character (a tab may be allowed: header values can hold
+  /// one), so that it can go into a request or onto a terminal as it is (SPEC section 10).
+  static func isPrintable(_ text: String, allowingTab: Bool = false) -> Bool {
+    !text.unicodeScalars.contains {
+      $0.properties.generalCategory == .control && !(allowingTab && $0 == "\t")
+    }
+  }
+
   /// This context with the keys of `object` applied on top (headers are merged). Unknown keys
   /// and bad values are errors naming the key.
   public func applying(
@@ -180,12 +188,18 @@ public struct ImageContext: Sendable, Equatable {
           throw fail(key, "expected an object of header names to values")
         }
         for (name, headerValue) in headers {
+          // A name is echoed in the message only when it is safe to print as it is.
+          let field = "\(key).\(Self.isPrintable(name) ? name : name.debugDescription)"
           guard case .string(let string) = headerValue else {
-            throw fail("\(key).\(name)", "a header value must be a string")
+            throw fail(field, "a header value must be a string")
           }
-          guard !name.isEmpty, !name.contains(where: { $0 == ":" || $0.isNewline || $0 == " " }),
-            !string.contains(where: \.isNewline)
-          else { throw fail("\(key).\(name)", "not a valid header") }
+          guard !name.isEmpty, Self.isPrintable(name),
+            !name.contains(where: { $0 == ":" || $0 == " " })
+          else { throw fail(field, "not a valid header name") }
+          guard Self.isPrintable(string, allowingTab: true) else {
+            throw fail(
+              field, "a header value must not hold NUL, CR, LF or other control characters")
+          }
           context.headers[name] = string
         }
       case "storeCacheType", "queryCacheType":

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
 /// SD's error codes (SPEC section 2), with the stable names reports use.
 public enum SDErrorCode: Int, Sendable, Codable, CaseIterable {
   case invalidURL = 1000
@@ -78,11 +84,15 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   case invalidDownloadContentType(String)
   case cancelled
   case network(NetworkFailure, message: String)
-  /// The image downloaded but could not be written to the cache.
-  case storeFailed(reason: String)
+  /// The image downloaded but could not be written to the cache; `errno` says why, when the
+  /// file system said.
+  case storeFailed(reason: String, errno: Int32 = 0)
   /// The state database (blacklist, validators) could not be read or written; the message
   /// names its file.
   case stateFailed(reason: String)
+  /// A manifest line names another namespace whose lock another run holds: nothing is
+  /// written there (SPEC section 10).
+  case namespaceLocked(String)
 
   /// SD's code for this error, when SD has one (network and store failures have none).
   public var sdCode: SDErrorCode? {
@@ -94,7 +104,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadResponse: .invalidDownloadResponse
     case .invalidDownloadContentType: .invalidDownloadContentType
     case .cancelled: .cancelled
-    case .network, .storeFailed, .stateFailed: nil
+    case .network, .storeFailed, .stateFailed, .namespaceLocked: nil
     }
   }
 
@@ -104,6 +114,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .network(let failure, _): failure.code
     case .storeFailed: -3000
     case .stateFailed: -3001
+    case .namespaceLocked: -3002
     default: sdCode?.rawValue ?? 0
     }
   }
@@ -114,6 +125,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .network(let failure, _): failure.rawValue
     case .storeFailed: "storeFailed"
     case .stateFailed: "stateFailed"
+    case .namespaceLocked: "namespaceLocked"
     default: sdCode?.name ?? "unknown"
     }
   }
@@ -140,9 +152,16 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidURL, .badImageData: true
     case .network(let failure, _): !failure.isTransient
     case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
-      .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed:
+      .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed, .namespaceLocked:
       false
     }
+  }
+
+  /// A failure that every later store would meet too: the disk is full, over quota or
+  /// read-only. It ends the run (SPEC section 2, step 7) instead of failing URL after URL.
+  public var endsRun: Bool {
+    guard case .storeFailed(_, let errno) = self else { return false }
+    return [ENOSPC, EDQUOT, EROFS].contains(errno)
   }
 
   /// A sentence for people.
@@ -156,8 +175,10 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadContentType(let type): "unacceptable content type \(type)"
     case .cancelled: "cancelled"
     case .network(let failure, let message): "\(failure.rawValue): \(message)"
-    case .storeFailed(let reason): "could not store in the cache: \(reason)"
+    case .storeFailed(let reason, _): "could not store in the cache: \(reason)"
     case .stateFailed(let reason): "could not use the state database: \(reason)"
+    case .namespaceLocked(let namespace):
+      "another run holds the lock of namespace \(namespace.debugDescription); nothing written there"
     }
   }
 }

@@ -88,9 +88,9 @@ public struct CacheScanner: Sendable {
       }
       if type != UInt8(DT_REG) && type != UInt8(DT_UNKNOWN) { continue }
       let attributes: FileAttributes?
-      do {
+      do throws(FileSystemError) {
         attributes = try FileSystem.attributes(directoryFD: directoryFD, name: name)
-      } catch let error as FileSystemError {
+      } catch {
         onError(
           FileSystemError(error.operation, path: root + "/" + relativePath, errno: error.errno))
         continue

@@ -77,12 +77,14 @@ extension Date {
 public enum FileSystem {
   /// The attributes of `path` (not following a final symbolic link), or `nil` if it does not
   /// exist.
-  public static func attributes(atPath path: String) throws -> FileAttributes? {
+  public static func attributes(atPath path: String) throws(FileSystemError) -> FileAttributes? {
     try attributes(directoryFD: AT_FDCWD, name: path)
   }
 
   /// The attributes of `name` relative to an open directory, or `nil` if it does not exist.
-  public static func attributes(directoryFD: Int32, name: String) throws -> FileAttributes? {
+  public static func attributes(directoryFD: Int32, name: String) throws(FileSystemError)
+    -> FileAttributes?
+  {
     var stat = ic_file_stat()
     guard ic_stat_at(directoryFD, name, &stat) == 0 else {
       if errno == ENOENT || errno == ENOTDIR || errno == ENAMETOOLONG { return nil }
@@ -137,7 +139,7 @@ public enum FileSystem {
   public static func writeAtomically(_ data: Data, toPath path: String) throws {
     let directory = (path as NSString).deletingLastPathComponent
     let name = (path as NSString).lastPathComponent
-    let temporary = directory + "/." + name + "." + randomSuffix() + ".tmp"
+    let temporary = directory + "/" + temporaryPrefix + name + "." + randomSuffix()
     var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
     if fd < 0 && errno == ENOENT {
       try createDirectory(path: directory)
@@ -160,9 +162,55 @@ public enum FileSystem {
     }
   }
 
+  /// How the temporary files of atomic writes begin: hidden (no pass, read or count sees them as
+  /// cache files) and the tool's own, so that one left by a killed run can be found and removed
+  /// (SPEC section 8).
+  public static let temporaryPrefix = ".imagecache-tmp."
+
+  /// The tool's temporary files directly in `directory` (stores are flat), with their
+  /// attributes. A missing folder has none.
+  public static func temporaryFiles(in directory: String) throws(FileSystemError) -> [(
+    name: String, attributes: FileAttributes
+  )] {
+    guard let dir = opendir(directory) else {
+      if errno == ENOENT { return [] }
+      throw FileSystemError("read directory", path: directory, errno: errno)
+    }
+    defer { closedir(dir) }
+    var found: [(String, FileAttributes)] = []
+    while let entry = readdir(dir) {
+      let name = withUnsafePointer(to: entry.pointee.d_name) {
+        $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+      }
+      guard name.hasPrefix(temporaryPrefix),
+        let attributes = try attributes(directoryFD: dirfd(dir), name: name),
+        attributes.isRegularFile
+      else { continue }
+      found.append((name, attributes))
+    }
+    return found
+  }
+
+  /// Removes the tool's temporary files in `directory` last modified before `cutoff`: what a
+  /// killed run left (a live store finishes within its download deadline). Returns how many
+  /// there were and their allocated bytes; with `dryRun`, only counts them.
+  public static func removeStaleTemporaries(
+    in directory: String, modifiedBefore cutoff: Date, dryRun: Bool
+  ) throws(FileSystemError) -> (count: Int, bytes: UInt64) {
+    var count = 0
+    var bytes: UInt64 = 0
+    for (name, attributes) in try temporaryFiles(in: directory)
+    where attributes.modificationDate < cutoff {
+      if !dryRun { try removeFile(path: directory + "/" + name) }
+      count += 1
+      bytes += attributes.allocatedSize
+    }
+    return (count, bytes)
+  }
+
   /// Removes the file at `path`. Returns `false` when there was none.
   @discardableResult
-  public static func removeFile(path: String) throws -> Bool {
+  public static func removeFile(path: String) throws(FileSystemError) -> Bool {
     guard unlink(path) == 0 else {
       if errno == ENOENT { return false }
       throw FileSystemError("remove", path: path, errno: errno)

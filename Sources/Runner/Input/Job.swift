@@ -53,8 +53,18 @@ public struct Job: Sendable {
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
   /// file, the line and the field.
   public static func load(path: String) throws(ConfigurationError) -> Job {
+    // A path that cannot be examined is reported by the read below.
+    if let attributes = try? FileSystem.attributes(atPath: path), attributes.isDirectory {
+      throw ConfigurationError(source: path, message: "is a folder, not a job file")
+    }
     guard let data = FileManager.default.contents(atPath: path) else {
       throw ConfigurationError(source: path, message: "cannot read the job file")
+    }
+    guard data.count <= maxFileSize else {
+      throw ConfigurationError(
+        source: path,
+        message: "a job file is small; this one is \(formatBytes(UInt64(data.count))) "
+          + "(at most \(formatBytes(UInt64(maxFileSize))))")
     }
     guard let text = String(data: data, encoding: .utf8) else {
       throw ConfigurationError(source: path, message: "the job file is not UTF-8 text")
@@ -69,8 +79,13 @@ public struct Job: Sendable {
       throw ConfigurationError(source: path, message: "not valid YAML or JSON: \(error)")
     }
     guard let root else { throw ConfigurationError(source: path, message: "the job file is empty") }
-    return try JobParser(file: path).parse(root)
+    let parser = JobParser(file: path)
+    try parser.refuseAnchors(root)
+    return try parser.parse(root)
   }
+
+  /// The largest job file read: with anchors refused, reading one costs a few times this.
+  public static let maxFileSize = 1 << 20
 
   /// The report path for a run started at `date`, placeholders filled in.
   public func reportPath(startedAt date: Date) -> String? {
@@ -98,7 +113,28 @@ struct JobParser {
   var directory: String { (file as NSString).deletingLastPathComponent }
 
   func fail(_ node: Node?, _ field: String, _ message: String) -> ConfigurationError {
-    ConfigurationError(source: file, line: node?.mark?.line, field: field, message: message)
+    ConfigurationError(
+      source: file, line: node?.mark?.line, field: field.isEmpty ? nil : field, message: message)
+  }
+
+  /// Refuses YAML anchors and aliases (SPEC section 10): an alias is one more reference to a
+  /// subtree, and a few nested ones (a "billion laughs") expand to gigabytes when walked. The
+  /// walk stops at the first anchored node, so it never expands one.
+  func refuseAnchors(_ node: Node) throws(ConfigurationError) {
+    if node.anchor != nil {
+      throw fail(node, "", "YAML anchors and aliases (&name, *name) are not supported")
+    }
+    switch node {
+    case .mapping(let mapping):
+      for (key, value) in mapping {
+        try refuseAnchors(key)
+        try refuseAnchors(value)
+      }
+    case .sequence(let sequence):
+      for item in sequence { try refuseAnchors(item) }
+    case .scalar, .alias:
+      break
+    }
   }
 
   func parse(_ root: Node) throws(ConfigurationError) -> Job {
@@ -190,7 +226,7 @@ struct JobParser {
       mapping,
       known: [
         "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
-        "validate", "blacklistTTL",
+        "validate", "maxPixels", "blacklistTTL",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -216,6 +252,9 @@ struct JobParser {
     }
     if let value = mapping["validate"] {
       limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
+    }
+    if let value = mapping["maxPixels"] {
+      limits.maxPixels = try positive(value, "prefetch.maxPixels")
     }
     if let value = mapping["blacklistTTL"] {
       limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL")

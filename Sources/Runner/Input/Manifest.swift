@@ -44,6 +44,11 @@ public struct ManifestLineError: Error, Sendable, Equatable, CustomStringConvert
 /// Reads a manifest line by line, never loading it whole (SPEC section 6): plain text (one URL
 /// a line, `#` comments, blank lines ignored) or JSON Lines (a line starting with `{` is an
 /// object with `url` and optional `options` and `context`). Both kinds may be mixed.
+///
+/// Manifests come from other systems and are not trusted (SPEC section 10): a byte order mark
+/// is ignored; a line that is not UTF-8, holds a control character, or is longer than
+/// ``LineReader/maxLineLength`` is a line error and never sent anywhere; a JSON line with a
+/// duplicate or unknown key is a line error.
 public struct ManifestReader: Sequence {
   public let path: String
 
@@ -61,9 +66,22 @@ public struct ManifestReader: Sequence {
     let lines: LineReader
 
     public mutating func next() -> Result<ManifestEntry, ManifestLineError>? {
-      while let (number, rawLine) = lines.next() {
+      while let (number, read) = lines.next() {
+        let rawLine: String
+        switch read {
+        case .success(let text): rawLine = text
+        case .failure(let problem):
+          return .failure(
+            ManifestLineError(file: path, line: number, field: nil, message: problem.message))
+        }
         let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
         if line.isEmpty || line.hasPrefix("#") { continue }
+        if line.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+          return .failure(
+            ManifestLineError(
+              file: path, line: number, field: nil,
+              message: "holds a control character (NUL, tab, CR...); not sent anywhere"))
+        }
         if line.hasPrefix("{") { return Self.parseJSON(line, file: path, line: number) }
         return .success(ManifestEntry(url: line, file: path, line: number))
       }
@@ -79,17 +97,56 @@ public struct ManifestReader: Sequence {
       var url: String
       var options: [String]?
       var context: [String: JSONValue]?
+
+      static let knownKeys: Set<String> = ["url", "options", "context"]
+
+      private struct AnyKey: CodingKey {
+        var stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+      }
+
+      init(from decoder: any Decoder) throws {
+        let keys = try decoder.container(keyedBy: AnyKey.self).allKeys.map(\.stringValue)
+        if let unknown = keys.sorted().first(where: { !Self.knownKeys.contains($0) }) {
+          throw UnknownKey(name: unknown)
+        }
+        let container = try decoder.container(keyedBy: CodingKeys.self)
+        url = try container.decode(String.self, forKey: .url)
+        options = try container.decodeIfPresent([String].self, forKey: .options)
+        context = try container.decodeIfPresent([String: JSONValue].self, forKey: .context)
+      }
+
+      private enum CodingKeys: String, CodingKey {
+        case url, options, context
+      }
+    }
+
+    private struct UnknownKey: Error {
+      var name: String
     }
 
     static func parseJSON(_ line: String, file: String, line number: Int)
       -> Result<ManifestEntry, ManifestLineError>
     {
+      if let duplicate = JSONKeyScanner.firstDuplicateKey(in: Array(line.utf8)) {
+        return .failure(
+          ManifestLineError(
+            file: file, line: number, field: duplicate,
+            message: "duplicate key (which one counts would be a guess)"))
+      }
       do {
         let decoded = try JSONDecoder().decode(JSONLine.self, from: Data(line.utf8))
         return .success(
           ManifestEntry(
             url: decoded.url, options: decoded.options ?? [], context: decoded.context ?? [:],
             file: file, line: number))
+      } catch let unknown as UnknownKey {
+        return .failure(
+          ManifestLineError(
+            file: file, line: number, field: unknown.name.debugDescription,
+            message: "unknown key (known: url, options, context)"))
       } catch DecodingError.keyNotFound(let key, _) {
         return .failure(
           ManifestLineError(file: file, line: number, field: key.stringValue, message: "missing"))
@@ -109,12 +166,74 @@ public struct ManifestReader: Sequence {
   }
 }
 
-/// Reads a file's lines in fixed-size chunks: memory stays bounded whatever the file's size.
+/// Finds a key that appears twice in one JSON object, at any depth, without building the value:
+/// JSON parsers silently keep one of them.
+enum JSONKeyScanner {
+  /// The first duplicate key (as written, escapes and all), or `nil`.
+  static func firstDuplicateKey(in bytes: [UInt8]) -> String? {
+    // One entry per open container: the keys seen so far, or nil for an array.
+    var stack: [Set<ArraySlice<UInt8>>?] = []
+    var expectingKey = false
+    var index = 0
+    while index < bytes.count {
+      switch bytes[index] {
+      case UInt8(ascii: "{"):
+        stack.append([])
+        expectingKey = true
+      case UInt8(ascii: "["):
+        stack.append(nil)
+        expectingKey = false
+      case UInt8(ascii: "}"), UInt8(ascii: "]"):
+        _ = stack.popLast()
+        expectingKey = false
+      case UInt8(ascii: ","):
+        expectingKey = stack.last.map { $0 != nil } ?? false
+      case UInt8(ascii: "\""):
+        let start = index + 1
+        index += 1
+        while index < bytes.count && bytes[index] != UInt8(ascii: "\"") {
+          index += bytes[index] == UInt8(ascii: "\\") ? 2 : 1
+        }
+        if expectingKey, let keys = stack.last, var seen = keys {
+          let key = bytes[start..<min(index, bytes.count)]
+          guard seen.insert(key).inserted else { return String(decoding: key, as: UTF8.self) }
+          stack[stack.count - 1] = seen
+          expectingKey = false
+        }
+      default:
+        break
+      }
+      index += 1
+    }
+    return nil
+  }
+}
+
+/// Why a line could not be read as text.
+public enum LineProblem: Error, Sendable, Equatable {
+  case notUTF8
+  case tooLong(limit: Int)
+
+  public var message: String {
+    switch self {
+    case .notUTF8: "not valid UTF-8; not sent anywhere"
+    case .tooLong(let limit): "longer than \(limit / 1024) KiB; skipped"
+    }
+  }
+}
+
+/// Reads a file's lines in fixed-size chunks: memory stays bounded whatever the file's size. A
+/// UTF-8 byte order mark at the start is dropped; a line over ``maxLineLength`` bytes is
+/// skipped as it streams past, never held whole.
 public final class LineReader: Sequence, IteratorProtocol {
+  /// The longest line read (SPEC section 10).
+  public static let maxLineLength = 64 * 1024
   private var fd: Int32
   private var buffer: [UInt8] = []
   private var start = 0
   private var atEnd = false
+  /// Inside a line that is too long: everything up to its newline is dropped.
+  private var skippingLongLine = false
   public private(set) var lineNumber = 0
   /// Set when the file could not be opened or read.
   public var error: String?
@@ -128,27 +247,48 @@ public final class LineReader: Sequence, IteratorProtocol {
     }
   }
 
-  /// The next line (without its newline) and its 1-based number.
-  public func next() -> (Int, String)? {
+  /// The next line (without its newline) or why it cannot be used, and its 1-based number.
+  public func next() -> (Int, Result<String, LineProblem>)? {
     while true {
       if let newline = buffer[start...].firstIndex(of: UInt8(ascii: "\n")) {
-        let line = String(decoding: buffer[start..<newline], as: UTF8.self)
+        let bytes = buffer[start..<newline]
         start = newline + 1
         lineNumber += 1
-        return (lineNumber, line)
+        if skippingLongLine || bytes.count > Self.maxLineLength {
+          skippingLongLine = false
+          return (lineNumber, .failure(.tooLong(limit: Self.maxLineLength)))
+        }
+        return (lineNumber, Self.text(bytes, first: lineNumber == 1))
+      }
+      if buffer.count - start > Self.maxLineLength {
+        // No newline in sight: drop what is buffered and go on dropping to the line's end.
+        skippingLongLine = true
+        buffer.removeAll(keepingCapacity: true)
+        start = 0
       }
       if atEnd {
-        guard start < buffer.count else {
+        guard start < buffer.count || skippingLongLine else {
           closeFile()
           return nil
         }
-        let line = String(decoding: buffer[start...], as: UTF8.self)
+        let bytes = buffer[start...]
         start = buffer.count
         lineNumber += 1
-        return (lineNumber, line)
+        if skippingLongLine {
+          skippingLongLine = false
+          return (lineNumber, .failure(.tooLong(limit: Self.maxLineLength)))
+        }
+        return (lineNumber, Self.text(bytes, first: lineNumber == 1))
       }
       fill()
     }
+  }
+
+  private static func text(_ bytes: ArraySlice<UInt8>, first: Bool) -> Result<String, LineProblem> {
+    var bytes = bytes
+    if first && bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+    guard let text = String(validating: bytes, as: UTF8.self) else { return .failure(.notUTF8) }
+    return .success(text)
   }
 
   private func fill() {

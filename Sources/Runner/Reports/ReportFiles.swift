@@ -21,11 +21,8 @@ final class SpillFile: @unchecked Sendable {
     let folder =
       ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
       ?? "/tmp"
-    var template = Array((folder + "/.imagecache-report-XXXXXX").utf8CString)
-    descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    let path = String(cString: template)
-    guard descriptor >= 0 else { throw FileSystemError("create", path: path, errno: errno) }
-    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    let (descriptor, path) = try makeTemporaryFile(folder + "/.imagecache-report-")
+    self.descriptor = descriptor
     unlink(path)
   }
 
@@ -82,11 +79,7 @@ final class ReportOutput: @unchecked Sendable {
     let folder = parent.isEmpty ? "." : parent
     try FileSystem.createDirectory(path: folder)
     let name = (file as NSString).lastPathComponent
-    var template = Array((folder + "/.\(name).imagecache-XXXXXX").utf8CString)
-    descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-    temporaryPath = String(cString: template)
-    guard descriptor >= 0 else { throw FileSystemError("create", path: file, errno: errno) }
-    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    (descriptor, temporaryPath) = try makeTemporaryFile(folder + "/.\(name).imagecache-")
     fchmod(descriptor, 0o644)
   }
 
@@ -144,4 +137,15 @@ final class ReportOutput: @unchecked Sendable {
       written += result
     }
   }
+}
+
+/// Creates a new file named `prefix` and six random characters (`mkstemp(3)`), closed on exec.
+private func makeTemporaryFile(_ prefix: String) throws(FileSystemError) -> (Int32, String) {
+  var template = Array((prefix + "XXXXXX").utf8CString)
+  let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+  let path = String(
+    decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  guard descriptor >= 0 else { throw FileSystemError("create", path: path, errno: errno) }
+  _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+  return (descriptor, path)
 }

@@ -13,6 +13,10 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
   public var oldestModification: Date?
   public var newestModification: Date?
   public var legacyNames = 0
+  /// Temporary files of atomic stores: a live run's, or ones a killed run left (removed by the
+  /// next run or `maintain` once an hour old).
+  public var temporaryFiles = 0
+  public var temporaryBytes: UInt64 = 0
 
   /// Walks the disk cache path of `location` once. Entries that cannot be read go to
   /// `onError` and the walk goes on.
@@ -23,6 +27,10 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
     try CacheScanner(root: location.diskCachePath).forEachFile(onError: onError) { file in
       stats.add(file)
       return true
+    }
+    for (_, attributes) in try FileSystem.temporaryFiles(in: location.diskCachePath) {
+      stats.temporaryFiles += 1
+      stats.temporaryBytes += attributes.allocatedSize
     }
     return stats
   }

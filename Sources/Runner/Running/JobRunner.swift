@@ -73,12 +73,15 @@ public struct JobRunner: Sendable {
 
     var counts: PrefetchCounts?
     do {
+      try removeStaleTemporaries(startedAt: startedAt, warnings: &warnings)
       if job.passes.contains(.migrate) { try migrate(into: writer, stop: signals.stop) }
       if job.prefetchesManifests && !settings.dryRun && !job.manifests.isEmpty
         && signals.signal == nil
       {
-        counts = try await prefetch(
+        let prefetched = try await prefetch(
           into: writer, startedAt: startedAt, signals: signals, warnings: &warnings)
+        counts = prefetched.counts
+        if let failure = prefetched.runEndingFailure { throw RunEndingError(failure: failure) }
       }
       if signals.signal == nil { try clean(into: writer, stop: signals.stop) }
     } catch {
@@ -105,6 +108,24 @@ public struct JobRunner: Sendable {
       reportFiles: writer.files)
   }
 
+  /// How old a temporary file of an atomic store must be before it counts as left by a killed
+  /// run: far beyond any download's deadline.
+  public static let staleTemporaryAge: TimeInterval = 3600
+
+  /// Removes what killed runs left behind (SPEC section 8), or in a dry run says what would go.
+  private func removeStaleTemporaries(startedAt: Date, warnings: inout [String]) throws {
+    let stale = try FileSystem.removeStaleTemporaries(
+      in: job.location.diskCachePath,
+      modifiedBefore: startedAt.addingTimeInterval(-Self.staleTemporaryAge),
+      dryRun: settings.dryRun)
+    guard stale.count > 0 else { return }
+    let line =
+      "\(settings.dryRun ? "would remove" : "removed") \(stale.count) temporary file(s) "
+      + "(\(formatBytes(stale.bytes))) left by a killed run"
+    console.say("\(job.name): \(line)")
+    warnings.append(line)
+  }
+
   /// The job's own report path, then `--report`'s.
   private func reportFiles(startedAt: Date) -> [String] {
     let own = job.reportPath(startedAt: startedAt).map { [$0] } ?? []
@@ -114,34 +135,45 @@ public struct JobRunner: Sendable {
 
   // MARK: Prefetch
 
+  /// Prefetches the job's manifests; returns the counts and the store failure that ended the
+  /// prefetch early, if one did.
   private func prefetch(
     into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: inout [String]
-  ) async throws -> PrefetchCounts {
+  ) async throws -> (counts: PrefetchCounts, runEndingFailure: ImageCacheError?) {
     let store = try StateStore(location: job.location)
     for warning in store.warnings { console.say("warning: \(warning)") }
     warnings += store.warnings
-    let runID = try store.beginRun(job: job.name, at: startedAt)
+    let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
+    if abandoned > 0 {
+      let warning =
+        "marked \(abandoned) earlier run(s) abandoned: they died without finishing (kill -9, power loss)"
+      console.say("warning: \(warning)")
+      warnings.append(warning)
+    }
     let items = ManifestItems(
       paths: job.manifests, defaultOptions: job.options, defaultContext: job.context)
     let progress = console.progress(
       total: job.manifests.reduce(0) { $0 + ManifestReader(path: $1).count { _ in true } })
     let recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
 
-    let counts = try await Downloader.withDownloader(configuration: job.prefetch) { downloader in
+    let (counts, failure) = try await Downloader.withDownloader(configuration: job.prefetch) {
+      downloader in
       let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
+      defer { manager.close() }
       let counts = await Self.prefetch(
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
         recorder: recorder)
       try manager.flush()
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
-      return counts
+      return (counts, manager.runEndingFailure)
     }
     warnings += items.warnings
+    let status: RunReport.Status =
+      failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
     try store.finishRun(
-      id: runID, at: Date(),
-      status: (signals.signal == nil ? RunReport.Status.completed : .interrupted).rawValue,
+      id: runID, at: Date(), status: status.rawValue,
       summary: "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
-    return counts
+    return (counts, failure)
   }
 
   /// Prefetches until done or until a signal, which cancels the loads in flight (stores are
@@ -250,6 +282,13 @@ public struct JobRunner: Sendable {
     if expires { endPass(expire, in: writer) }
     if trims { endPass(trim, in: writer) }
   }
+}
+
+/// A failure that ended a run part-way (exit code 4): the disk is full, over quota or
+/// read-only, so every later store would fail too (SPEC section 2, step 7).
+public struct RunEndingError: Error, Sendable, CustomStringConvertible {
+  public var failure: ImageCacheError
+  public var description: String { "the run stopped: \(failure.message)" }
 }
 
 /// Says bad manifest lines and the first failures on the console as it streams them into the
