@@ -98,6 +98,30 @@ final class JobTests: XCTestCase {
       temporary.appending("reports/2023-11-14.json"))
   }
 
+  func testAmpersandsAndStarsInTextAreNotAnchors() throws {
+    let path = try write(
+      """
+      name: a*b&c   # &not-an-anchor *nor-an-alias
+      cache: {directory: "/srv/*&cache"}
+      context:
+        headers: {Cookie: 'k=v&x=*y', X-Stars: "*"}
+      report: reports/*.json
+      """)
+    let job = try Job.load(path: path)
+    XCTAssertEqual(job.name, "a*b&c")
+    XCTAssertEqual(job.location.directory, "/srv/*&cache")
+    XCTAssertEqual(job.context.headers, ["Cookie": "k=v&x=*y", "X-Stars": "*"])
+  }
+
+  func testAnchorsAndAliasesAreRefusedNamingTheLine() throws {
+    try assertError(
+      "cache: {directory: c}\nbase: &base {Authorization: x}\ncontext: {headers: *base}\n",
+      line: 2, field: nil, containing: "anchors and aliases")
+    try assertError(
+      "cache: {directory: c}\nmanifests:\n  - a.txt\n  - *x\n", line: 4, field: nil,
+      containing: "anchors and aliases")
+  }
+
   func testJSONJobWithDefaults() throws {
     let path = try write(
       #"{"cache": {"directory": "/srv/c"}, "manifests": ["m.txt"]}"#, name: "nightly.json")

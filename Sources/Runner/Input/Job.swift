@@ -69,6 +69,13 @@ public struct Job: Sendable {
     guard let text = String(data: data, encoding: .utf8) else {
       throw ConfigurationError(source: path, message: "the job file is not UTF-8 text")
     }
+    // Before Yams sees it: composing nested aliases (a "billion laughs") takes time exponential
+    // in their depth, even before anything walks the result.
+    if let line = YAMLAnchorScanner.firstAnchorOrAlias(in: text) {
+      throw ConfigurationError(
+        source: path, line: line,
+        message: "YAML anchors and aliases (&name, *name) are not supported in job files")
+    }
     let root: Node?
     do {
       root = try Yams.compose(yaml: text)
@@ -79,9 +86,7 @@ public struct Job: Sendable {
       throw ConfigurationError(source: path, message: "not valid YAML or JSON: \(error)")
     }
     guard let root else { throw ConfigurationError(source: path, message: "the job file is empty") }
-    let parser = JobParser(file: path)
-    try parser.refuseAnchors(root)
-    return try parser.parse(root)
+    return try JobParser(file: path).parse(root)
   }
 
   /// The largest job file read: with anchors refused, reading one costs a few times this.
@@ -115,26 +120,6 @@ struct JobParser {
   func fail(_ node: Node?, _ field: String, _ message: String) -> ConfigurationError {
     ConfigurationError(
       source: file, line: node?.mark?.line, field: field.isEmpty ? nil : field, message: message)
-  }
-
-  /// Refuses YAML anchors and aliases (SPEC section 10): an alias is one more reference to a
-  /// subtree, and a few nested ones (a "billion laughs") expand to gigabytes when walked. The
-  /// walk stops at the first anchored node, so it never expands one.
-  func refuseAnchors(_ node: Node) throws(ConfigurationError) {
-    if node.anchor != nil {
-      throw fail(node, "", "YAML anchors and aliases (&name, *name) are not supported")
-    }
-    switch node {
-    case .mapping(let mapping):
-      for (key, value) in mapping {
-        try refuseAnchors(key)
-        try refuseAnchors(value)
-      }
-    case .sequence(let sequence):
-      for item in sequence { try refuseAnchors(item) }
-    case .scalar, .alias:
-      break
-    }
   }
 
   func parse(_ root: Node) throws(ConfigurationError) -> Job {
@@ -363,5 +348,76 @@ struct JobParser {
     return expanded.hasPrefix("/")
       ? expanded
       : (directory.isEmpty ? expanded : (directory as NSString).appendingPathComponent(expanded))
+  }
+}
+
+/// Finds YAML anchors (`&name`) and aliases (`*name`) by reading the text, not by composing it
+/// (SPEC section 10). A `&` or `*` counts where a node can start (at a line's start, or after
+/// `:`, `-`, `?`, `,`, `[` or `{` and spaces), outside quoted scalars and comments, so that
+/// `a&b` in a URL or `*` inside quotes is text.
+enum YAMLAnchorScanner {
+  /// The 1-based line of the first anchor or alias, or `nil`.
+  static func firstAnchorOrAlias(in text: String) -> Int? {
+    let bytes = Array(text.utf8)
+    var line = 1
+    var atNodeStart = true
+    var index = 0
+    func isSpace(_ byte: UInt8) -> Bool { byte == UInt8(ascii: " ") || byte == UInt8(ascii: "\t") }
+    while index < bytes.count {
+      let byte = bytes[index]
+      switch byte {
+      case UInt8(ascii: "\n"):
+        line += 1
+        atNodeStart = true
+      case UInt8(ascii: " "), UInt8(ascii: "\t"), UInt8(ascii: "\r"):
+        break
+      case UInt8(ascii: "#") where index == 0 || isSpace(bytes[index - 1]) || atNodeStart:
+        while index < bytes.count && bytes[index] != UInt8(ascii: "\n") { index += 1 }
+        continue
+      case UInt8(ascii: "&"), UInt8(ascii: "*"):
+        // (A `where` clause would apply to the last pattern only: hence the `if`.)
+        if atNodeStart, index + 1 < bytes.count, !isSpace(bytes[index + 1]),
+          bytes[index + 1] != UInt8(ascii: "\n")
+        {
+          return line
+        }
+        atNodeStart = false
+      case UInt8(ascii: "\""), UInt8(ascii: "'"):
+        guard atNodeStart else {
+          atNodeStart = false
+          break
+        }
+        // A quoted scalar, possibly over several lines; `\"` escapes in double quotes, `''` in
+        // single quotes.
+        index += 1
+        while index < bytes.count {
+          if bytes[index] == UInt8(ascii: "\n") { line += 1 }
+          if byte == UInt8(ascii: "\"") && bytes[index] == UInt8(ascii: "\\") {
+            index += 2
+            continue
+          }
+          if bytes[index] == byte {
+            if byte == UInt8(ascii: "'") && index + 1 < bytes.count && bytes[index + 1] == byte {
+              index += 2
+              continue
+            }
+            break
+          }
+          index += 1
+        }
+        atNodeStart = false
+      case UInt8(ascii: ":"), UInt8(ascii: "-"), UInt8(ascii: "?"), UInt8(ascii: ","),
+        UInt8(ascii: "["), UInt8(ascii: "{"):
+        // An indicator when a space, a line end or a flow bracket follows (`a:b` is text).
+        let next = index + 1 < bytes.count ? bytes[index + 1] : UInt8(ascii: "\n")
+        atNodeStart =
+          isSpace(next) || next == UInt8(ascii: "\n") || byte == UInt8(ascii: "[")
+          || byte == UInt8(ascii: "{") || byte == UInt8(ascii: ",")
+      default:
+        atNodeStart = false
+      }
+      index += 1
+    }
+    return nil
   }
 }

@@ -1,0 +1,283 @@
+import Core
+import Foundation
+import Maintenance
+import Prefetcher
+import Runner
+import State
+import TestSupport
+import XCTest
+
+/// SPEC section 10: manifests and job files from other systems, full disks, stale state. Each
+/// test asserts what the user sees: the report, the files on disk, what reached the server.
+final class HostileInputTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var location: CacheLocation!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    server = try LoopbackServer(routes: [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/blob": { _ in ServerResponse(body: Data(repeating: 1, count: 64 * 1024)) },
+      "/bomb.png": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/png"), ("Content-Encoding", "gzip")],
+          body: HostileInputTests.gzipBomb)
+      },
+    ])
+    location = CacheLocation(directory: temporary.appending("cache"))
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  /// 4 MiB of zeros, gzip-compressed to a few KiB (made by gzip(1)).
+  static let gzipBomb: Data = {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", "head -c 4194304 /dev/zero | gzip -c"]
+    let pipe = Pipe()
+    process.standardOutput = pipe
+    try? process.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return data
+  }()
+
+  private func write(_ bytes: [UInt8], to name: String) throws -> String {
+    let path = temporary.appending(name)
+    XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))
+    return path
+  }
+
+  private func prefetch(
+    _ manifests: [String], configure: (inout Job) -> Void = { _ in }
+  ) async throws -> (RunOutcome, RunReport) {
+    var job = Job(name: "hostile", location: location)
+    job.manifests = manifests
+    job.passes = []
+    configure(&job)
+    var settings = RunSettings()
+    settings.reportFiles = [temporary.appending("report.json")]
+    let outcome = try await JobRunner(job: job, settings: settings, console: RecordingConsole())
+      .run()
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: outcome.reportFiles[0]))
+    return (outcome, try RunReport.decode(data))
+  }
+
+  private var cachedFiles: [String] {
+    get throws { try CacheScanner(root: location.diskCachePath).files().map(\.name) }
+  }
+
+  // MARK: Manifest lines
+
+  func testAByteOrderMarkIsIgnoredInTextAndJSONLinesManifests() async throws {
+    let bom: [UInt8] = [0xEF, 0xBB, 0xBF]
+    let text = try write(bom + Array(server.url("/a.jpg").utf8), to: "bom.txt")
+    let jsonl = try write(
+      bom + Array(#"{"url": "\#(server.url("/b.png"))"}"#.utf8), to: "bom.jsonl")
+    let (_, report) = try await prefetch([text, jsonl])
+    let prefetch = try XCTUnwrap(report.prefetch)
+    XCTAssertEqual(prefetch.downloaded, 2, "\(prefetch.lineErrors) \(prefetch.failures)")
+    XCTAssertEqual(prefetch.blacklistedURLs, [])
+  }
+
+  func testLinesThatAreNotCleanTextAreLineErrorsSentNowhere() async throws {
+    let url = Array(server.url("/echo.png").utf8)
+    var bytes: [UInt8] = []
+    bytes += url + [0xFF, 0xFE] + [0x0A]  // invalid UTF-8
+    bytes += url + Array("%00".utf8) + [0x00] + [0x0A]  // a NUL
+    bytes +=
+      Array(
+        #"{"url": "\#(server.url("/echo.png"))", "context": {"headers": {"X": "a\u0000b"}}}"#.utf8)
+      + [0x0A]
+    bytes +=
+      Array(#"{"url": "\#(server.url("/echo.png"))", "context": {"namespace": "a\u0000b"}}"#.utf8)
+      + [0x0A]
+    bytes +=
+      Array(
+        #"{"url": "\#(server.url("/echo.png"))", "context": {"headers": {"X\r\nEvil": "1"}}}"#.utf8)
+      + [0x0A]
+    let path = try write(bytes, to: "dirty.txt")
+
+    let (outcome, report) = try await prefetch([path])
+
+    let prefetch = try XCTUnwrap(report.prefetch)
+    XCTAssertEqual(prefetch.skipped, 5)
+    XCTAssertEqual(prefetch.failed, 0)
+    XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(server.requestCount("/echo.png"), 0, "nothing was sent")
+    XCTAssertEqual(prefetch.blacklistedURLs, [])
+    XCTAssertEqual(prefetch.lineErrors.count, 5)
+    for (index, line) in prefetch.lineErrors.enumerated() {
+      XCTAssertTrue(line.hasPrefix("\(path):\(index + 1): "), line)
+    }
+    XCTAssertTrue(prefetch.lineErrors[0].contains("UTF-8"), prefetch.lineErrors[0])
+    XCTAssertTrue(prefetch.lineErrors[1].contains("control character"), prefetch.lineErrors[1])
+    XCTAssertFalse(prefetch.lineErrors[4].contains("\r"), "a hostile name is not echoed raw")
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: temporary.appending("cache/a\u{0}b")))
+  }
+
+  func testAHugeLineIsSkippedWithoutBeingCopiedAnywhere() async throws {
+    var bytes = Array(server.url("/echo.png?").utf8)
+    bytes += [UInt8](repeating: UInt8(ascii: "x"), count: 20 << 20)
+    bytes += [0x0A] + Array(server.url("/a.jpg").utf8)
+    let path = try write(bytes, to: "long.txt")
+    let (_, report) = try await prefetch([path])
+    let prefetch = try XCTUnwrap(report.prefetch)
+    XCTAssertEqual(prefetch.lineErrors.count, 1)
+    XCTAssertLessThan(prefetch.lineErrors[0].utf8.count, 500, "the line is not in the report")
+    XCTAssertTrue(prefetch.lineErrors[0].contains("\(path):1: "), prefetch.lineErrors[0])
+    XCTAssertEqual(prefetch.downloaded, 1, "the next line is read")
+    XCTAssertEqual(server.requestCount("/echo.png"), 0)
+  }
+
+  func testDuplicateAndUnknownKeysInAJSONLineAreLineErrors() async throws {
+    let url = server.url("/echo.png")
+    let path = try write(
+      Array(
+        """
+        {"url": "\(url)", "url": "\(server.url("/a.jpg"))"}
+        {"url": "\(url)", "priority": "high"}
+        {"url": "\(url)", "context": {"headers": {"A": "1", "A": "2"}}}
+        """.utf8), to: "keys.jsonl")
+    let (_, report) = try await prefetch([path])
+    let prefetch = try XCTUnwrap(report.prefetch)
+    XCTAssertEqual(prefetch.skipped, 3)
+    XCTAssertTrue(prefetch.lineErrors[0].contains("duplicate key"), prefetch.lineErrors[0])
+    XCTAssertTrue(prefetch.lineErrors[1].contains("unknown key"), prefetch.lineErrors[1])
+    XCTAssertTrue(prefetch.lineErrors[2].contains("duplicate key"), prefetch.lineErrors[2])
+    XCTAssertEqual(server.requestCount("/echo.png") + server.requestCount("/a.jpg"), 0)
+  }
+
+  // MARK: Job files
+
+  func testYAMLAliasesAreRefusedBeforeTheyExpand() throws {
+    var yaml =
+      "cache: {directory: c}\na0: &a0 [\"x\", \"x\", \"x\", \"x\", \"x\", \"x\", \"x\", \"x\"]\n"
+    for level in 1..<12 {
+      yaml +=
+        "a\(level): &a\(level) ["
+        + Array(repeating: "*a\(level - 1)", count: 8).joined(
+          separator: ", ") + "]\n"
+    }
+    yaml += "context: {headers: {X: *a11}}\n"
+    let path = temporary.appending("laughs.yaml")
+    try yaml.write(toFile: path, atomically: true, encoding: .utf8)
+    let started = Date()
+    XCTAssertThrowsError(try Job.load(path: path)) { error in
+      XCTAssertTrue("\(error)".contains("anchors and aliases"), "\(error)")
+      XCTAssertTrue("\(error)".hasPrefix("\(path):"), "\(error)")
+    }
+    XCTAssertLessThan(Date().timeIntervalSince(started), 5, "refused without expanding 8^12 nodes")
+  }
+
+  // MARK: Responses
+
+  func testAGzipBombIsAResponseTooLarge() async throws {
+    let path = try write(Array(server.url("/bomb.png").utf8), to: "bomb.txt")
+    let (outcome, report) = try await prefetch([path]) { $0.prefetch.maxResponseSize = 1 << 20 }
+    XCTAssertEqual(outcome.failedURLs, 1)
+    XCTAssertEqual(report.prefetch?.failures.first?.name, "responseTooLarge")
+    XCTAssertEqual(try cachedFiles, [])
+  }
+
+  // MARK: Disks and state
+
+  func testAFullDiskEndsTheRunAsFailedWithNothingPartialLeft() async throws {
+    let mountPoint = temporary.appending("small")
+    try FileSystem.createDirectory(path: mountPoint)
+    let mount = Process()
+    mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+    mount.arguments = ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint]
+    mount.standardError = FileHandle.nullDevice
+    try mount.run()
+    mount.waitUntilExit()
+    guard mount.terminationStatus == 0 else {
+      throw XCTSkip("a small tmpfs needs root (mount -t tmpfs); the full-disk case is not run")
+    }
+    defer {
+      let umount = Process()
+      umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+      umount.arguments = [mountPoint]
+      try? umount.run()
+      umount.waitUntilExit()
+    }
+    location = CacheLocation(directory: mountPoint)
+    let urls = (0..<60).map { server.url("/blob") + "?n=\($0)" }
+    let path = try write(Array(urls.joined(separator: "\n").utf8), to: "many.txt")
+
+    do {
+      _ = try await prefetch([path]) {
+        $0.prefetch.validation = .none
+        $0.prefetch.concurrency = 1
+      }
+      XCTFail("the run went on with a full disk")
+    } catch let error as RunEndingError {
+      XCTAssertTrue(error.failure.endsRun)
+    }
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("report.json"))))
+    XCTAssertEqual(report.status, .failed)
+    XCTAssertTrue(report.error?.contains("No space left") ?? false, report.error ?? "no error")
+    XCTAssertLessThan(server.requestCount("/blob"), 60, "no download after the disk filled")
+    for file in try CacheScanner(root: location.diskCachePath).files() {
+      XCTAssertEqual(file.attributes.size, 64 * 1024, "whole files only: \(file.name)")
+    }
+    XCTAssertEqual(
+      try FileSystem.temporaryFiles(in: location.diskCachePath).count, 0,
+      "the failed store's temporary file is gone")
+  }
+
+  func testStaleTemporaryFilesAreRemovedAndCounted() async throws {
+    let directory = location.diskCachePath
+    try FileSystem.createDirectory(path: directory)
+    let stale = directory + "/" + FileSystem.temporaryPrefix + "abc.jpg.x1"
+    let fresh = directory + "/" + FileSystem.temporaryPrefix + "def.jpg.x2"
+    for path in [stale, fresh] {
+      XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(count: 10)))
+    }
+    let twoHoursAgo = Date().addingTimeInterval(-7200)
+    try FileSystem.setTimes(path: stale, access: twoHoursAgo, modification: twoHoursAgo)
+    XCTAssertEqual(try CacheStatistics.collect(location: location) { _ in }.temporaryFiles, 2)
+
+    var job = Job(name: "maintain", location: location)
+    job.passes = [.expire]
+    var settings = RunSettings()
+    settings.dryRun = true
+    _ = try await JobRunner(job: job, settings: settings, console: RecordingConsole()).run()
+    XCTAssertTrue(FileManager.default.fileExists(atPath: stale), "a dry run removes nothing")
+
+    _ = try await JobRunner(job: job, console: RecordingConsole()).run()
+    XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
+    XCTAssertTrue(FileManager.default.fileExists(atPath: fresh), "a live store's file stays")
+    XCTAssertEqual(try CacheStatistics.collect(location: location) { _ in }.temporaryFiles, 1)
+  }
+
+  func testALineNamingALockedNamespaceFailsAndWritesNothingThere() async throws {
+    let avatars = CacheLocation(directory: location.directory, namespace: "avatars")
+    let path = try write(
+      Array(
+        """
+        {"url": "\(server.url("/a.jpg"))", "context": {"namespace": "avatars"}}
+        \(server.url("/b.png"))
+        """.utf8), to: "ns.jsonl")
+    let (outcome, report) = try await RunLock.withLock(location: avatars, wait: false) {
+      try await prefetch([path])
+    }
+    XCTAssertEqual(outcome.failedURLs, 1)
+    XCTAssertEqual(report.prefetch?.failures.first?.name, "namespaceLocked")
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0)
+    XCTAssertEqual(try CacheScanner(root: avatars.diskCachePath).files(), [])
+
+    let (again, _) = try await prefetch([path])
+    XCTAssertEqual(again.failedURLs, 0, "the lock is free again: the line goes through")
+    XCTAssertEqual(try CacheScanner(root: avatars.diskCachePath).files().count, 1)
+  }
+}
