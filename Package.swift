@@ -91,7 +91,7 @@ let package = Package(
     .executableTarget(name: "cache-writer", dependencies: ["Core"], path: "Tests/CacheWriter"),
     .testTarget(name: "CoreTests", dependencies: ["Core", "State", "TestSupport", "cache-writer"]),
     .testTarget(name: "StateTests", dependencies: ["State", "Core", "TestSupport"]),
-    .testTarget(name: "ImagingTests", dependencies: ["Imaging", "Core", "TestSupport"]),
+    .testTarget(name: "ImagingTests", dependencies: ["Imaging", "Core", "CPNG", "TestSupport"]),
     .testTarget(
       name: "PrefetcherTests",
       dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport"]),

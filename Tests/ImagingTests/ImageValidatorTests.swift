@@ -1,3 +1,4 @@
+import CPNG
 import TestSupport
 import XCTest
 
@@ -94,6 +95,54 @@ final class ImageValidatorTests: XCTestCase {
     corrupt[4] = 0x00  // the APP0 segment claims a length of 1 byte
     corrupt[5] = 0x01
     assertBadImageData(corrupt, level: .structure, containing: "segment length 1")
+  }
+
+  /// Rewrites one chunk of a PNG, with a correct CRC, so that only what is inside it is wrong.
+  private func png(_ data: Data, replacing type: String, with edit: (inout [UInt8]) -> Void) -> Data
+  {
+    var bytes = [UInt8](data)
+    var offset = 8
+    while offset + 8 <= bytes.count {
+      let length =
+        Int(bytes[offset]) << 24 | Int(bytes[offset + 1]) << 16
+        | Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
+      if String(decoding: bytes[(offset + 4)..<(offset + 8)], as: UTF8.self) == type {
+        var body = Array(bytes[(offset + 8)..<(offset + 8 + length)])
+        edit(&body)
+        bytes.replaceSubrange((offset + 8)..<(offset + 8 + length), with: body)
+        let crc = (Array(type.utf8) + body).withUnsafeBufferPointer {
+          UInt32(crc32(0, $0.baseAddress, UInt32($0.count)))
+        }
+        let crcOffset = offset + 8 + length
+        for index in 0..<4 {
+          bytes[crcOffset + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index))
+        }
+        break
+      }
+      offset += 12 + length
+    }
+    return Data(bytes)
+  }
+
+  func testAPNGDeclaringMoreThanMaxPixelsIsRefusedBeforeDecoding() throws {
+    // 60000 x 60000 in IHDR, a few hundred bytes of data: it would take 14 GB to decode.
+    let bomb = png(Fixtures.png, replacing: "IHDR") { ihdr in
+      ihdr.replaceSubrange(0..<8, with: [0, 0, 0xEA, 0x60, 0, 0, 0xEA, 0x60])
+    }
+    for level in [ValidationLevel.structure, .full] {
+      assertBadImageData(bomb, level: level, containing: "maxPixels")
+    }
+    XCTAssertThrowsError(try ImageValidator(level: .full, maxPixels: 10).validate(Fixtures.png))
+  }
+
+  func testCorruptPNGImageDataIsCaughtOnlyByTheRowByRowDecode() throws {
+    let corrupt = png(Fixtures.png, replacing: "IDAT") { idat in
+      for index in (idat.count / 2)..<min(idat.count / 2 + 8, idat.count - 4) {
+        idat[index] ^= 0x5A
+      }
+    }
+    XCTAssertNoThrow(try ImageValidator(level: .structure).validate(corrupt))
+    assertBadImageData(corrupt, level: .full, containing: "png:")
   }
 
   func testTruncatedPNGIsCaughtByStructure() {

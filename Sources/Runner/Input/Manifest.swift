@@ -76,11 +76,10 @@ public struct ManifestReader: Sequence {
         }
         let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
         if line.isEmpty || line.hasPrefix("#") { continue }
-        if line.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+        if Self.holdsControlCharacter(line) {
           return .failure(
             ManifestLineError(
-              file: path, line: number, field: nil,
-              message: "holds a control character (NUL, tab, CR...); not sent anywhere"))
+              file: path, line: number, field: nil, message: Self.controlCharacterMessage))
         }
         if line.hasPrefix("{") { return Self.parseJSON(line, file: path, line: number) }
         return .success(ManifestEntry(url: line, file: path, line: number))
@@ -91,6 +90,13 @@ public struct ManifestReader: Sequence {
           ManifestLineError(file: path, line: lines.lineNumber, field: nil, message: error))
       }
       return nil
+    }
+
+    static let controlCharacterMessage =
+      "holds a control character (NUL, tab, CR...); not sent anywhere"
+
+    static func holdsControlCharacter(_ text: String) -> Bool {
+      text.unicodeScalars.contains { $0.properties.generalCategory == .control }
     }
 
     private struct JSONLine: Decodable {
@@ -138,6 +144,12 @@ public struct ManifestReader: Sequence {
       }
       do {
         let decoded = try JSONDecoder().decode(JSONLine.self, from: Data(line.utf8))
+        // A JSON escape (`\u0000`, `\t`) gets past the check of the raw line.
+        if holdsControlCharacter(decoded.url) {
+          return .failure(
+            ManifestLineError(
+              file: file, line: number, field: "url", message: controlCharacterMessage))
+        }
         return .success(
           ManifestEntry(
             url: decoded.url, options: decoded.options ?? [], context: decoded.context ?? [:],

@@ -1,0 +1,118 @@
+import Core
+import Foundation
+import State
+import TestSupport
+import XCTest
+
+/// SPEC section 10 on the built binary, as cron runs it: dead consoles, missing manifests,
+/// hang-ups, read-only state.
+final class UnattendedTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var location: CacheLocation!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    server = try LoopbackServer(routes: [
+      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) },
+    ])
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func manifest(_ urls: [String]) throws -> String {
+    let path = temporary.appending("urls.txt")
+    try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  func testAClosedStderrAndAFullStdoutDoNotStopTheRun() throws {
+    let urls = try manifest([server.url("/photo.jpg")])
+    let report = temporary.appending("report.json")
+    let quoted =
+      ([
+        ImageCacheBinary.path, "prefetch", urls, "--cache", location.directory,
+        "--report", report, "--json",
+      ]).map { "'\($0)'" }.joined(separator: " ")
+    let shell = Process()
+    shell.executableURL = URL(fileURLWithPath: "/bin/sh")
+    shell.arguments = ["-c", "exec \(quoted) 2>&- >/dev/full"]
+    try shell.run()
+    shell.waitUntilExit()
+    XCTAssertEqual(shell.terminationStatus, 0)
+    let written = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: report)))
+    XCTAssertEqual(written.status, .completed)
+    XCTAssertEqual(written.prefetch?.downloaded, 1)
+  }
+
+  func testAMissingOrFolderManifestStopsEverythingWithExitTwo() throws {
+    let job = temporary.appending("job.yaml")
+    try "cache: {directory: cache}\nmanifests: [missing.txt]\n".write(
+      toFile: job, atomically: true, encoding: .utf8)
+    let missing = try ImageCacheBinary.run(["run", job])
+    XCTAssertEqual(missing.status, 2)
+    XCTAssertTrue(missing.stderr.contains(temporary.appending("missing.txt")), missing.stderr)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.appending("cache")))
+
+    try FileSystem.createDirectory(path: temporary.appending("folder.txt"))
+    let folder = try ImageCacheBinary.run([
+      "prefetch", temporary.appending("folder.txt"), "--cache", location.directory,
+    ])
+    XCTAssertEqual(folder.status, 2)
+    XCTAssertTrue(folder.stderr.contains("folder.txt"), folder.stderr)
+  }
+
+  func testSIGHUPIsTreatedLikeSIGTERM() throws {
+    let urls = try manifest((0..<4).map { server.url("/slow.jpg") + "?n=\($0)" })
+    let report = temporary.appending("report.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "prefetch", urls, "--cache", location.directory, "--report", report,
+    ])
+    let deadline = Date().addingTimeInterval(10)
+    while server.requestCount("/slow.jpg") == 0 && Date() < deadline { usleep(20_000) }
+    kill(process.processIdentifier, SIGHUP)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(result.status, 128 + SIGHUP, result.stderr)
+    let written = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: report)))
+    XCTAssertEqual(written.status, .interrupted)
+    let run = try XCTUnwrap(try StateStore(location: location).recentRuns().first)
+    XCTAssertEqual(run.status, "interrupted", "the state database does not say running")
+  }
+
+  func testBlacklistListWorksOnAReadOnlyState() throws {
+    let store = try StateStore(location: location)
+    try store.recordFailure(
+      url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: Date())
+    // File modes do not bind root: a read-only bind mount of the state folder does.
+    let state = location.stateDirectory
+    guard run("/bin/mount", ["--bind", state, state]) == 0 else {
+      throw XCTSkip("a read-only bind mount needs root; the read-only state case is not run")
+    }
+    defer { _ = run("/bin/umount", [state]) }
+    XCTAssertEqual(run("/bin/mount", ["-o", "remount,ro,bind", state]), 0)
+    XCTAssertFalse(FileManager.default.isWritableFile(atPath: state + "/state.sqlite"))
+
+    let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", location.directory])
+    XCTAssertEqual(list.status, 0, list.stderr)
+    XCTAssertTrue(list.stderr.contains("https://x/a.png"), list.stderr)
+    let clear = try ImageCacheBinary.run(["blacklist", "clear", "--cache", location.directory])
+    XCTAssertEqual(clear.status, 4, "writing is a fatal I/O error")
+    XCTAssertTrue(clear.stderr.contains(state + "/state.sqlite"), "names the file: \(clear.stderr)")
+  }
+
+  @discardableResult
+  private func run(_ tool: String, _ arguments: [String]) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    process.standardError = FileHandle.nullDevice
+    do { try process.run() } catch { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+  }
+}
