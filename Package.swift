@@ -101,6 +101,9 @@ let package = Package(
       dependencies: ["Runner", "Core", "State", "Prefetcher", "Maintenance", "TestSupport"]),
     .testTarget(
       name: "imagecacheTests",
-      dependencies: ["Core", "State", "Runner", "TestSupport", "imagecache"]),
+      dependencies: [
+        "Core", "State", "Runner", "TestSupport", "imagecache",
+        .product(name: "GRDB", package: "GRDB.swift"),
+      ]),
   ]
 )
