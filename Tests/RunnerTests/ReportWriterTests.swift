@@ -107,6 +107,22 @@ final class ReportWriterTests: XCTestCase {
     XCTAssertNil(report.prefetch)
   }
 
+  func testABareFileNameIsWrittenInTheWorkingDirectory() throws {
+    let previous = FileManager.default.currentDirectoryPath
+    XCTAssertTrue(FileManager.default.changeCurrentDirectoryPath(temporary.path))
+    defer { FileManager.default.changeCurrentDirectoryPath(previous) }
+    let writer = try ReportWriter(
+      job: "j", location: CacheLocation(directory: "/c"), startedAt: Date(), files: ["r.json"],
+      standardOutput: false)
+    try writer.finish(status: .completed, finishedAt: Date(), prefetch: nil, warnings: [])
+    XCTAssertEqual(
+      try RunReport.decode(
+        XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("r.json")))
+      ).job,
+      "j")
+    XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temporary.path), ["r.json"])
+  }
+
   func testAReportPathThatCannotBeWrittenFailsBeforeTheRun() throws {
     try "x".write(toFile: temporary.appending("file"), atomically: true, encoding: .utf8)
     XCTAssertThrowsError(

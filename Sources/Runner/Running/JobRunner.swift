@@ -249,7 +249,8 @@ public struct JobRunner: Sendable {
         from: source, dryRun: settings.dryRun, now: now, into: &recorder,
         stop: { stop.isStopped })
       endPass(pass, in: writer)
-    } else {
+    } else if settings.verbose || job.migrateFrom != nil {
+      // A nightly job that lists migrate says nothing when there is nothing to migrate.
       console.say("migrate: no legacy folder at \(source)")
     }
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
