@@ -156,7 +156,7 @@ public final class ImageManager: Sendable {
         outcome: .failed(
           .namespaceLocked(context.namespace ?? defaultNamespace), blacklisted: false))
     } catch {
-      return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
+      return stateFailed(error)
     }
     let parsed = URL(string: trimmed)
     let blacklistKey = parsed?.absoluteString ?? trimmed
@@ -217,7 +217,7 @@ public final class ImageManager: Sendable {
         try namespace.flush()
         request.validators = try namespace.store.validators(forKey: key)
       } catch {
-        return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
+        return stateFailed(error)
       }
     }
 
@@ -262,7 +262,7 @@ public final class ImageManager: Sendable {
       }
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
     } catch {
-      return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: false))
+      return stateFailed(error)
     }
     return LoadResult(outcome: .downloaded(bytes: response.body.count, info: info))
   }
@@ -274,6 +274,11 @@ public final class ImageManager: Sendable {
       reason: "\(error)", errno: (error as? FileSystemError)?.errno ?? 0)
     if failure.endsRun { runEnding.withLock { $0 = $0 ?? failure } }
     return LoadResult(outcome: .failed(failure, blacklisted: false))
+  }
+
+  /// The state database could not be read or written for this URL.
+  private func stateFailed(_ error: any Error, blacklisted: Bool = false) -> LoadResult {
+    LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: blacklisted))
   }
 
   /// Records a failure, blacklisting the URL when SD 5 would.
@@ -289,7 +294,7 @@ public final class ImageManager: Sendable {
       try namespace.store.recordFailure(
         url: url, code: error.code, name: error.name, reason: error.message, at: now)
     } catch {
-      return LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: true))
+      return stateFailed(error, blacklisted: true)
     }
     return LoadResult(outcome: .failed(error, blacklisted: true))
   }

@@ -175,9 +175,9 @@ public final class StateStore: Sendable {
   public func blacklist(now: Date = Date(), timeToLive: TimeInterval? = nil) throws
     -> [BlacklistEntry]
   {
-    try read { db in
-      try BlacklistEntry.order(Column("firstFailedAt"), Column("url")).fetchAll(db)
-    }.filter { $0.isActive(at: now, timeToLive: timeToLive) }
+    var entries: [BlacklistEntry] = []
+    try forEachBlacklisted(now: now, timeToLive: timeToLive) { entries.append($0) }
+    return entries
   }
 
   /// Calls `body` with every active entry, oldest failure first, reading them one at a time

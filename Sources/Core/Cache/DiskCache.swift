@@ -24,7 +24,7 @@ public struct CacheLocation: Sendable, Equatable, Codable {
       return "must be a single folder name, not \(name.debugDescription)"
     }
     if name.contains("/") { return "must be a single folder name without '/'" }
-    if name.unicodeScalars.contains(where: { $0.properties.generalCategory == .control }) {
+    if name.containsControlCharacter() {
       return "must not hold control characters"
     }
     return nil

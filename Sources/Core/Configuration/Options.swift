@@ -151,14 +151,6 @@ public struct ImageContext: Sendable, Equatable {
     "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio",
   ]
 
-  /// Whether `text` holds no control character (a tab may be allowed: header values can hold
-  /// one), so that it can go into a request or onto a terminal as it is (SPEC section 10).
-  static func isPrintable(_ text: String, allowingTab: Bool = false) -> Bool {
-    !text.unicodeScalars.contains {
-      $0.properties.generalCategory == .control && !(allowingTab && $0 == "\t")
-    }
-  }
-
   /// This context with the keys of `object` applied on top (headers are merged). Unknown keys
   /// and bad values are errors naming the key.
   public func applying(
@@ -189,14 +181,14 @@ public struct ImageContext: Sendable, Equatable {
         }
         for (name, headerValue) in headers {
           // A name is echoed in the message only when it is safe to print as it is.
-          let field = "\(key).\(Self.isPrintable(name) ? name : name.debugDescription)"
+          let field = "\(key).\(name.containsControlCharacter() ? name.debugDescription : name)"
           guard case .string(let string) = headerValue else {
             throw fail(field, "a header value must be a string")
           }
-          guard !name.isEmpty, Self.isPrintable(name),
+          guard !name.isEmpty, !name.containsControlCharacter(),
             !name.contains(where: { $0 == ":" || $0 == " " })
           else { throw fail(field, "not a valid header name") }
-          guard Self.isPrintable(string, allowingTab: true) else {
+          guard !string.containsControlCharacter(allowingTab: true) else {
             throw fail(
               field, "a header value must not hold NUL, CR, LF or other control characters")
           }

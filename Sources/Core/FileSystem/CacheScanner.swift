@@ -71,11 +71,7 @@ public struct CacheScanner: Sendable {
     }
     defer { closedir(dir) }
     while let entry = readdir(dir) {
-      let name = withUnsafePointer(to: entry.pointee.d_name) {
-        $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) {
-          String(cString: $0)
-        }
-      }
+      let name = FileSystem.entryName(entry)
       if name.hasPrefix(".") { continue }
       let relativePath = prefix + name
       let type = entry.pointee.d_type

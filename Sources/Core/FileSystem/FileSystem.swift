@@ -162,6 +162,13 @@ public enum FileSystem {
     }
   }
 
+  /// The name of a directory entry that `readdir(3)` returned.
+  public static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
+    withUnsafePointer(to: entry.pointee.d_name) {
+      $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
+    }
+  }
+
   /// How the temporary files of atomic writes begin: hidden (no pass, read or count sees them as
   /// cache files) and the tool's own, so that one left by a killed run can be found and removed
   /// (SPEC section 8).
@@ -179,9 +186,7 @@ public enum FileSystem {
     defer { closedir(dir) }
     var found: [(String, FileAttributes)] = []
     while let entry = readdir(dir) {
-      let name = withUnsafePointer(to: entry.pointee.d_name) {
-        $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-      }
+      let name = entryName(entry)
       guard name.hasPrefix(temporaryPrefix),
         let attributes = try attributes(directoryFD: dirfd(dir), name: name),
         attributes.isRegularFile

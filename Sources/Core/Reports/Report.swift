@@ -106,8 +106,8 @@ extension MaintenanceRecorder {
   }
 }
 
-/// One maintenance pass in a report (SPEC section 6), held in memory: what tests and
-/// `report merge` decode, and a recorder for callers that want the whole pass back.
+/// One maintenance pass in a report (SPEC section 6), held in memory: what a decoded report
+/// holds, and a recorder for callers that want the whole pass back.
 public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRecorder {
   public enum Pass: String, Sendable, Codable {
     case migrate
@@ -222,7 +222,7 @@ public protocol PrefetchRecorder {
   mutating func recordLineError(_ message: String)
 }
 
-/// The prefetch part of a report, held in memory: what tests and `report merge` decode. The
+/// The prefetch part of a report, held in memory: what a decoded report holds. The
 /// counts sit beside the lists in JSON, and read as if they were its own properties.
 @dynamicMemberLookup
 public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {

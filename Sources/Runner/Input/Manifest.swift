@@ -76,7 +76,7 @@ public struct ManifestReader: Sequence {
         }
         let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
         if line.isEmpty || line.hasPrefix("#") { continue }
-        if Self.holdsControlCharacter(line) {
+        if line.containsControlCharacter() {
           return .failure(
             ManifestLineError(
               file: path, line: number, field: nil, message: Self.controlCharacterMessage))
@@ -94,10 +94,6 @@ public struct ManifestReader: Sequence {
 
     static let controlCharacterMessage =
       "holds a control character (NUL, tab, CR...); not sent anywhere"
-
-    static func holdsControlCharacter(_ text: String) -> Bool {
-      text.unicodeScalars.contains { $0.properties.generalCategory == .control }
-    }
 
     private struct JSONLine: Decodable {
       var url: String
@@ -145,7 +141,7 @@ public struct ManifestReader: Sequence {
       do {
         let decoded = try JSONDecoder().decode(JSONLine.self, from: Data(line.utf8))
         // A JSON escape (`\u0000`, `\t`) gets past the check of the raw line.
-        if holdsControlCharacter(decoded.url) {
+        if decoded.url.containsControlCharacter() {
           return .failure(
             ManifestLineError(
               file: file, line: number, field: "url", message: controlCharacterMessage))

@@ -93,3 +93,10 @@ final class WarningList: Sendable {
   }
   var all: [String] { list.withLock { $0 } }
 }
+
+extension Job {
+  /// The job's manifests, read lazily, with its options and context as every line's defaults.
+  public var manifestItems: ManifestItems {
+    ManifestItems(paths: manifests, defaultOptions: options, defaultContext: context)
+  }
+}

@@ -150,8 +150,7 @@ public struct JobRunner: Sendable {
       console.say("warning: \(warning)")
       warnings.append(warning)
     }
-    let items = ManifestItems(
-      paths: job.manifests, defaultOptions: job.options, defaultContext: job.context)
+    let items = job.manifestItems
     let progress = console.progress(
       total: job.manifests.reduce(0) { $0 + ManifestReader(path: $1).count { _ in true } })
     let recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
@@ -256,9 +255,7 @@ public struct JobRunner: Sendable {
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
     var recorder = pass
-    let keys = ManifestItems(
-      paths: job.manifests, defaultOptions: job.options, defaultContext: job.context
-    ).cacheKeys { lineError in
+    let keys = job.manifestItems.cacheKeys { lineError in
       var lineErrors = pass
       lineErrors.recordError(lineError.description)
     }
