@@ -12,11 +12,8 @@ let package = Package(
     .library(name: "Runner", targets: ["Runner"]),
   ],
   dependencies: [
-    .package(url: "https://github.com/swift-server/async-http-client.git", from: "1.37.0"),
+    // Only for the tests' loopback HTTP server.
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-    .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-    // Already built for async-http-client; named for its decompression-limit error.
-    .package(url: "https://github.com/apple/swift-nio-extras.git", from: "1.35.2"),
     .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
@@ -28,6 +25,10 @@ let package = Package(
     .systemLibrary(
       name: "CTurboJPEG", path: "Sources/CTurboJPEG", pkgConfig: "libturbojpeg",
       providers: [.apt(["libturbojpeg0-dev"])]),
+    // libcurl's multi interface: the HTTP client (SPEC section 2).
+    .systemLibrary(
+      name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
+      providers: [.apt(["libcurl4-openssl-dev"])]),
     .systemLibrary(
       name: "CPNG", path: "Sources/CPNG", pkgConfig: "libpng",
       providers: [.apt(["libpng-dev"])]),
@@ -51,13 +52,7 @@ let package = Package(
     .target(
       name: "Prefetcher",
       dependencies: [
-        "Core", "State", "Imaging",
-        .product(name: "AsyncHTTPClient", package: "async-http-client"),
-        .product(name: "NIOCore", package: "swift-nio"),
-        .product(name: "NIOPosix", package: "swift-nio"),
-        .product(name: "NIOHTTP1", package: "swift-nio"),
-        .product(name: "NIOSSL", package: "swift-nio-ssl"),
-        .product(name: "NIOHTTPCompression", package: "swift-nio-extras"),
+        "Core", "State", "Imaging", "CCurl",
         .product(name: "DequeModule", package: "swift-collections"),
       ]),
     // Expire, trim and migrate: neither YAML nor SQL.

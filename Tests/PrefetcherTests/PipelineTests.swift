@@ -64,7 +64,7 @@ final class PipelineTests: XCTestCase {
   }
 
   override func tearDown() async throws {
-    try await downloader.shutdown()
+    await downloader.shutdown()
     server.shutdown()
     temporary.remove()
   }
@@ -250,7 +250,7 @@ final class PipelineTests: XCTestCase {
     let patient = Downloader(configuration: configuration)
     let outcome = try await load(
       "/image.png", manager: ImageManager(location: location, downloader: patient))
-    try await patient.shutdown()
+    await patient.shutdown()
     guard case .downloaded = outcome else { return XCTFail("\(outcome)") }
   }
 
@@ -325,7 +325,7 @@ extension PipelineTests {
     let started = Date()
     let outcome = await (try ImageManager(location: location, downloader: patient))
       .load(url, options: ImageOptions(), context: ImageContext()).outcome
-    try await patient.shutdown()
+    await patient.shutdown()
     guard case .failed(let error, let blacklisted) = outcome else { return XCTFail("\(outcome)") }
     XCTAssertEqual(error.name, "cannotConnectToHost")
     XCTAssertFalse(blacklisted)

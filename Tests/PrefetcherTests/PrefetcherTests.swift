@@ -34,7 +34,7 @@ final class PrefetcherTests: XCTestCase {
   }
 
   override func tearDown() async throws {
-    for downloader in downloaders { try await downloader.shutdown() }
+    for downloader in downloaders { await downloader.shutdown() }
     server.shutdown()
     temporary.remove()
   }

@@ -40,6 +40,9 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
   case networkConnectionLost
   case notConnectedToInternet
   case secureConnectionFailed
+  case serverCertificateUntrusted
+  case badServerResponse
+  case cannotDecodeContentData
   case tooManyRedirects
   case responseTooLarge
   case cancelled
@@ -51,7 +54,8 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
     case .timedOut, .cannotConnectToHost, .cannotFindHost, .networkConnectionLost,
       .notConnectedToInternet, .cancelled:
       true
-    case .secureConnectionFailed, .tooManyRedirects, .responseTooLarge, .other:
+    case .secureConnectionFailed, .serverCertificateUntrusted, .badServerResponse,
+      .cannotDecodeContentData, .tooManyRedirects, .responseTooLarge, .other:
       false
     }
   }
@@ -67,6 +71,9 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
     case .tooManyRedirects: -1007
     case .responseTooLarge: -1103
     case .secureConnectionFailed: -1200
+    case .serverCertificateUntrusted: -1202
+    case .badServerResponse: -1011
+    case .cannotDecodeContentData: -1016
     case .cancelled: -999
     case .other: -1
     }

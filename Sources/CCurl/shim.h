@@ -1,0 +1,53 @@
+// libcurl, with typed wrappers for its variadic setopt and getinfo calls, which Swift cannot
+// call directly. Nothing but Prefetcher's Downloader imports this module.
+#include <curl/curl.h>
+
+static inline CURLcode ic_easy_setopt_long(CURL *handle, CURLoption option, long value) {
+  return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ic_easy_setopt_off(CURL *handle, CURLoption option, curl_off_t value) {
+  return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ic_easy_setopt_string(CURL *handle, CURLoption option, const char *value) {
+  return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ic_easy_setopt_pointer(CURL *handle, CURLoption option, void *value) {
+  return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ic_easy_setopt_slist(CURL *handle, CURLoption option,
+                                            struct curl_slist *value) {
+  return curl_easy_setopt(handle, option, value);
+}
+
+static inline CURLcode ic_easy_setopt_write_function(CURL *handle, CURLoption option,
+                                                     curl_write_callback callback) {
+  return curl_easy_setopt(handle, option, callback);
+}
+
+static inline CURLcode ic_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
+  return curl_easy_getinfo(handle, info, value);
+}
+
+static inline CURLcode ic_easy_getinfo_string(CURL *handle, CURLINFO info, char **value) {
+  return curl_easy_getinfo(handle, info, value);
+}
+
+static inline CURLMcode ic_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {
+  return curl_multi_setopt(multi, option, value);
+}
+
+static inline CURLSHcode ic_share_setopt_long(CURLSH *share, CURLSHoption option, long value) {
+  return curl_share_setopt(share, option, value);
+}
+
+/// The `result` of a finished transfer's message (a union member Swift reads awkwardly).
+static inline CURLcode ic_message_result(const CURLMsg *message) { return message->data.result; }
+
+static const long ic_global_all = CURL_GLOBAL_ALL;
+static const long ic_pipe_multiplex = CURLPIPE_MULTIPLEX;
+static const long ic_http_version_2tls = CURL_HTTP_VERSION_2TLS;
+static const int ic_error_size = CURL_ERROR_SIZE;

@@ -1,0 +1,62 @@
+import CCurl
+import Core
+
+/// What each libcurl result code means in SD's terms (SPEC section 2): the one table that turns
+/// a `CURLcode` into the error a report shows and the blacklist judges. The transient classes
+/// (timedOut, cannotConnectToHost, cannotFindHost, networkConnectionLost) are retried and never
+/// blacklisted; every other class is, as SD 5 does for the `NSURLError` it stands for.
+enum CurlFailure {
+  /// SD's error for `code`, with curl's own message (`detail`: its error buffer) kept.
+  static func error(for code: CURLcode, detail: String) -> ImageCacheError {
+    let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+    return switch failureClass(of: code) {
+    case .invalidURL: .invalidURL("", reason: message)
+    case .cancelled: .cancelled
+    case .network(let failure): .network(failure, message: message)
+    }
+  }
+
+  enum Class: Equatable {
+    case invalidURL
+    case cancelled
+    case network(NetworkFailure)
+  }
+
+  static func failureClass(of code: CURLcode) -> Class {
+    switch code {
+    case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+      .invalidURL
+    case CURLE_ABORTED_BY_CALLBACK:
+      .cancelled
+    case CURLE_COULDNT_RESOLVE_HOST, CURLE_COULDNT_RESOLVE_PROXY:
+      .network(.cannotFindHost)
+    case CURLE_COULDNT_CONNECT:
+      .network(.cannotConnectToHost)
+    case CURLE_OPERATION_TIMEDOUT:
+      .network(.timedOut)
+    // A body shorter than its Content-Length, a reset or a close mid-response, an HTTP/2
+    // stream or connection torn down: the connection was lost, which a retry may mend.
+    case CURLE_PARTIAL_FILE, CURLE_RECV_ERROR, CURLE_SEND_ERROR, CURLE_GOT_NOTHING, CURLE_HTTP2,
+      CURLE_HTTP2_STREAM:
+      .network(.networkConnectionLost)
+    case CURLE_PEER_FAILED_VERIFICATION, CURLE_SSL_CACERT_BADFILE, CURLE_SSL_ISSUER_ERROR,
+      CURLE_SSL_PINNEDPUBKEYNOTMATCH, CURLE_SSL_INVALIDCERTSTATUS:
+      .network(.serverCertificateUntrusted)
+    case CURLE_SSL_CONNECT_ERROR, CURLE_SSL_CERTPROBLEM, CURLE_SSL_CIPHER,
+      CURLE_SSL_ENGINE_NOTFOUND,
+      CURLE_SSL_ENGINE_SETFAILED, CURLE_SSL_ENGINE_INITFAILED, CURLE_USE_SSL_FAILED,
+      CURLE_SSL_SHUTDOWN_FAILED, CURLE_SSL_CRL_BADFILE, CURLE_SSL_CLIENTCERT:
+      .network(.secureConnectionFailed)
+    case CURLE_TOO_MANY_REDIRECTS:
+      .network(.tooManyRedirects)
+    case CURLE_FILESIZE_EXCEEDED:
+      .network(.responseTooLarge)
+    case CURLE_BAD_CONTENT_ENCODING:
+      .network(.cannotDecodeContentData)
+    case CURLE_WEIRD_SERVER_REPLY:
+      .network(.badServerResponse)
+    default:
+      .network(.other)
+    }
+  }
+}

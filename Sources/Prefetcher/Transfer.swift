@@ -1,0 +1,233 @@
+import CCurl
+import Core
+import Foundation
+
+/// One download as the transfer thread sees it, from the first request to the last redirect:
+/// what to send on each hop, what came back, and how it ends in SD's terms.
+final class Transfer: @unchecked Sendable {
+  let request: DownloadRequest
+  /// The largest body kept, after decompression.
+  let limit: Int
+  let idleTimeout: TimeInterval
+  let maxRedirects: Int
+  private let userAgent: String
+  private let deadlineSeconds: TimeInterval
+  /// When the whole download must be over, on the monotonic clock.
+  private let deadline: UInt64
+  /// Set by the task before the transfer is queued; resumed once by the loop thread.
+  var continuation: CheckedContinuation<Result<DownloadResponse, DownloadFailure>, Never>?
+
+  // From here on, only the loop thread reads and writes.
+  var easy: EasyHandle?
+  var cancelRequested = false
+  var finished = false
+  /// The URL of the current hop.
+  private(set) var url: URL
+  private var redirects = 0
+  private var status = 0
+  private var body = Data()
+  private var etag: String?
+  private var lastModified: String?
+  private var retryAfter: String?
+  private var location: String?
+  /// Bytes of a non-2xx answer's body read and dropped (so that the connection can be reused).
+  private var drained = 0
+  private var abort: Abort?
+
+  private enum Abort {
+    /// The body passed the size limit.
+    case tooLarge
+    /// A redirect's or an error's body passed 64 KiB: not worth reading to the end.
+    case drainedEnough
+  }
+
+  /// The most of a redirect's or an error's body read to keep its connection.
+  static let maxDrained = 64 * 1024
+
+  init(request: DownloadRequest, configuration: PrefetchConfiguration) {
+    self.request = request
+    url = request.url
+    limit = Int(clamping: configuration.maxResponseSize)
+    idleTimeout = request.timeout ?? configuration.timeout
+    maxRedirects = configuration.maxRedirects
+    userAgent = configuration.userAgent
+    deadlineSeconds = configuration.deadline
+    deadline =
+      DispatchTime.now().uptimeNanoseconds + UInt64(max(0, configuration.deadline) * 1e9)
+  }
+
+  /// What is left of the deadline, or `nil` once it has passed.
+  var remainingMilliseconds: Int? {
+    let now = DispatchTime.now().uptimeNanoseconds
+    guard now < deadline else { return nil }
+    return max(1, Int((deadline - now) / 1_000_000))
+  }
+
+  var deadlineFailure: DownloadFailure {
+    DownloadFailure(
+      .network(
+        .timedOut, message: "the download took longer than its \(deadlineSeconds) s deadline"))
+  }
+
+  /// The request headers of the current hop: SD's defaults, then the job's and the line's
+  /// (replacing a default of the same name), then the validators of a revalidation. After a
+  /// redirect to another origin (scheme, host or port), credentials are left out.
+  func headerLines() -> [String] {
+    var headers: [(name: String, value: String)] = [
+      ("Accept", "image/*,*/*;q=0.8"), ("User-Agent", userAgent),
+    ]
+    func set(_ name: String, _ value: String) {
+      if let index = headers.firstIndex(where: {
+        $0.name.caseInsensitiveCompare(name) == .orderedSame
+      }) {
+        headers[index] = (name, value)
+      } else {
+        headers.append((name, value))
+      }
+    }
+    for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { set(name, value) }
+    if let validators = request.validators {
+      if let etag = validators.etag { set("If-None-Match", etag) }
+      if let lastModified = validators.lastModified { set("If-Modified-Since", lastModified) }
+    }
+    if Origin(url) != Origin(request.url) {
+      headers.removeAll { Self.credentialHeaders.contains($0.name.lowercased()) }
+    }
+    // "Name;" is how curl is told to send a header with an empty value.
+    return headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }
+  }
+
+  static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
+
+  /// Forgets the previous hop's answer.
+  func resetResponse() {
+    status = 0
+    body = Data()
+    etag = nil
+    lastModified = nil
+    retryAfter = nil
+    location = nil
+    drained = 0
+    abort = nil
+  }
+
+  /// A piece of the body; `false` stops the transfer.
+  func receiveBody(_ bytes: UnsafeRawBufferPointer) -> Bool {
+    guard (200...299).contains(status) else {
+      drained += bytes.count
+      if drained > Self.maxDrained {
+        abort = .drainedEnough
+        return false
+      }
+      return true
+    }
+    guard body.count + bytes.count <= limit else {
+      abort = .tooLarge
+      return false
+    }
+    body.append(bytes.assumingMemoryBound(to: UInt8.self))
+    return true
+  }
+
+  /// One header line (the status line included) of the current answer.
+  func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
+    let line = String(decoding: bytes, as: UTF8.self)
+    if line.hasPrefix("HTTP/") {
+      // A new answer (after an interim 1xx, the final one): only its headers count.
+      resetResponse()
+      status = line.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
+      return
+    }
+    guard let colon = line.firstIndex(of: ":") else { return }
+    let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
+    switch line[..<colon].lowercased() {
+    case "etag": etag = value
+    case "last-modified": lastModified = value
+    case "retry-after": retryAfter = value
+    case "location": location = value
+    case "content-length":
+      if (200...299).contains(status), let declared = Int(value), declared <= limit {
+        body.reserveCapacity(declared)
+      }
+    default: break
+    }
+  }
+
+  enum Conclusion {
+    /// Send the next hop.
+    case redirect
+    case done(Result<DownloadResponse, DownloadFailure>)
+  }
+
+  /// How the current hop ended, given curl's result code.
+  func conclude(_ code: CURLcode) -> Conclusion {
+    guard let easy else { return .done(.failure(.init(.cancelled))) }
+    if abort == .tooLarge {
+      return .done(
+        .failure(
+          .init(
+            .network(
+              .responseTooLarge, message: "the body is over the \(limit)-byte limit"))))
+    }
+    guard code == CURLE_OK || abort == .drainedEnough else {
+      var message = easy.errorMessage
+      if code == CURLE_OPERATION_TIMEDOUT && remainingMilliseconds == nil {
+        message = deadlineFailure.error.message + " (\(message))"
+      }
+      var error = CurlFailure.error(for: code, detail: message)
+      if case .invalidURL(_, let reason) = error {
+        error = .invalidURL(url.absoluteString, reason: reason)
+      }
+      return .done(.failure(.init(error)))
+    }
+    let status = easy.info(CURLINFO_RESPONSE_CODE)
+    if [301, 302, 303, 307, 308].contains(status), let location {
+      return redirect(to: easy.stringInfo(CURLINFO_REDIRECT_URL) ?? location)
+    }
+    if (200...299).contains(status) || (status == 304 && request.validators != nil) {
+      return .done(
+        .success(
+          DownloadResponse(
+            status: status, body: status == 304 ? Data() : body, etag: etag,
+            lastModified: lastModified, url: url)))
+    }
+    return .done(
+      .failure(
+        DownloadFailure(
+          .invalidDownloadStatusCode(status), retryAfter: Downloader.retryAfter(retryAfter))))
+  }
+
+  private func redirect(to location: String) -> Conclusion {
+    guard let next = URL(string: location, relativeTo: url)?.absoluteURL else {
+      return .done(.failure(.init(.invalidURL(location, reason: "redirect to an unparsable URL"))))
+    }
+    guard let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
+      return .done(
+        .failure(
+          .init(
+            .invalidURL(
+              next.absoluteString, reason: "redirect to a scheme other than http or https"))))
+    }
+    redirects += 1
+    guard redirects <= maxRedirects else {
+      return .done(
+        .failure(.init(.network(.tooManyRedirects, message: "more than \(maxRedirects) redirects")))
+      )
+    }
+    url = next
+    return .redirect
+  }
+}
+
+/// Scheme, host and port: what must stay the same for credentials to follow a redirect.
+struct Origin: Equatable {
+  var scheme: String
+  var host: String
+  var port: Int
+
+  init(_ url: URL) {
+    scheme = url.scheme?.lowercased() ?? ""
+    host = url.host?.lowercased() ?? ""
+    port = url.port ?? (scheme == "https" ? 443 : 80)
+  }
+}

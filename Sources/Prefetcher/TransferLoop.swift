@@ -1,0 +1,282 @@
+import CCurl
+import Core
+import Foundation
+import Synchronization
+
+/// libcurl's process-wide set-up, done once before the first handle.
+private let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
+
+/// One thread that owns a libcurl multi handle and drives every transfer on it: tasks hand it
+/// transfers to start or cancel through an inbox (waking it with `curl_multi_wakeup`), it runs
+/// `curl_multi_perform` and `curl_multi_poll`, and each finished transfer resumes its task's
+/// continuation. Validation and the store happen in that task, off this thread. Easy handles
+/// are kept and reused, so connections, TLS sessions and DNS answers are too.
+final class TransferLoop: @unchecked Sendable {
+  enum Command {
+    case start(Transfer)
+    case cancel(Transfer)
+  }
+
+  private struct Inbox {
+    var commands: [Command] = []
+    var stopping = false
+    var exited = false
+    var waiters: [CheckedContinuation<Void, Never>] = []
+  }
+
+  private let inbox = Mutex(Inbox())
+  private let multi: UnsafeMutableRawPointer
+  /// The cookie engine of `handleCookies`, shared by every transfer that asks for cookies
+  /// during one run (and by no other).
+  private let cookies: UnsafeMutableRawPointer
+
+  // Owned by the loop thread.
+  private var active: [UnsafeMutableRawPointer: Transfer] = [:]
+  private var idle: [EasyHandle] = []
+
+  init(configuration: PrefetchConfiguration) {
+    precondition(curlInitialised, "curl_global_init failed")
+    multi = curl_multi_init()
+    ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
+    ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
+    ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.perHostConcurrency)
+    cookies = curl_share_init()
+    ic_share_setopt_long(cookies, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
+    let thread = Thread { [self] in run() }
+    thread.name = "imagecache-transfers"
+    thread.start()
+  }
+
+  /// Queues `command` for the loop thread. A transfer started after ``stop()`` fails as
+  /// cancelled at once.
+  func submit(_ command: Command) {
+    let accepted = inbox.withLock { inbox in
+      guard !inbox.stopping else { return false }
+      inbox.commands.append(command)
+      // Under the lock: the loop frees the multi handle only once `stopping` is set.
+      curl_multi_wakeup(multi)
+      return true
+    }
+    if !accepted, case .start(let transfer) = command {
+      transfer.continuation?.resume(returning: .failure(DownloadFailure(.cancelled)))
+      transfer.continuation = nil
+    }
+  }
+
+  /// Cancels every transfer in flight, frees the handles and ends the thread; returns once it
+  /// has.
+  func stop() async {
+    await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+      let exited = inbox.withLock { inbox in
+        guard !inbox.exited else { return true }
+        inbox.waiters.append(waiter)
+        if !inbox.stopping {
+          inbox.stopping = true
+          curl_multi_wakeup(multi)
+        }
+        return false
+      }
+      if exited { waiter.resume() }
+    }
+  }
+
+  private func run() {
+    var running: Int32 = 0
+    while true {
+      let (commands, stopping) = inbox.withLock { inbox in
+        defer { inbox.commands.removeAll(keepingCapacity: true) }
+        return (inbox.commands, inbox.stopping)
+      }
+      for command in commands {
+        switch command {
+        case .start(let transfer): start(transfer)
+        case .cancel(let transfer): cancel(transfer)
+        }
+      }
+      if stopping { break }
+      curl_multi_perform(multi, &running)
+      collectFinished()
+      curl_multi_poll(multi, nil, 0, 1000, nil)
+    }
+    for transfer in Array(active.values) { cancel(transfer) }
+    idle.removeAll()
+    curl_multi_cleanup(multi)
+    curl_share_cleanup(cookies)
+    let waiters = inbox.withLock { inbox in
+      inbox.exited = true
+      return inbox.waiters
+    }
+    for waiter in waiters { waiter.resume() }
+  }
+
+  private func start(_ transfer: Transfer) {
+    guard !transfer.cancelRequested else { return finish(transfer, .failure(.init(.cancelled))) }
+    guard let easy = idle.popLast() ?? EasyHandle() else {
+      return finish(transfer, .failure(.init(.network(.other, message: "curl_easy_init failed"))))
+    }
+    easy.prepare(for: transfer, cookies: transfer.request.handleCookies ? cookies : nil)
+    transfer.easy = easy
+    send(transfer)
+  }
+
+  /// Sends the request for the transfer's current URL: the first one, or the next hop of a
+  /// redirect.
+  private func send(_ transfer: Transfer) {
+    guard let easy = transfer.easy else { return }
+    guard let remaining = transfer.remainingMilliseconds else {
+      return finish(transfer, .failure(transfer.deadlineFailure))
+    }
+    easy.setHop(for: transfer, timeoutMilliseconds: remaining)
+    active[easy.handle] = transfer
+    curl_multi_add_handle(multi, easy.handle)
+  }
+
+  private func cancel(_ transfer: Transfer) {
+    guard !transfer.finished else { return }
+    guard let easy = transfer.easy, active[easy.handle] != nil else {
+      // Not started yet: the start that follows in the inbox sees the flag.
+      transfer.cancelRequested = true
+      return
+    }
+    curl_multi_remove_handle(multi, easy.handle)
+    active[easy.handle] = nil
+    finish(transfer, .failure(.init(.cancelled)))
+  }
+
+  private func collectFinished() {
+    var queued: Int32 = 0
+    while let message = curl_multi_info_read(multi, &queued) {
+      guard message.pointee.msg == CURLMSG_DONE, let handle = message.pointee.easy_handle else {
+        continue
+      }
+      // Read before the handle is removed: removing it frees the message.
+      let code = ic_message_result(message)
+      curl_multi_remove_handle(multi, handle)
+      guard let transfer = active.removeValue(forKey: handle) else { continue }
+      switch transfer.conclude(code) {
+      case .redirect: send(transfer)
+      case .done(let result): finish(transfer, result)
+      }
+    }
+  }
+
+  private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
+    transfer.finished = true
+    if let easy = transfer.easy {
+      easy.release()
+      idle.append(easy)
+      transfer.easy = nil
+    }
+    transfer.continuation?.resume(returning: result)
+    transfer.continuation = nil
+  }
+}
+
+/// A libcurl easy handle and its error buffer, reused from transfer to transfer.
+final class EasyHandle {
+  let handle: UnsafeMutableRawPointer
+  private let errorBuffer: UnsafeMutablePointer<CChar>
+  private var headerList: UnsafeMutablePointer<curl_slist>?
+  private var reused = false
+
+  init?() {
+    guard let handle = curl_easy_init() else { return nil }
+    self.handle = handle
+    errorBuffer = .allocate(capacity: Int(ic_error_size))
+  }
+
+  deinit {
+    curl_easy_cleanup(handle)
+    curl_slist_free_all(headerList)
+    errorBuffer.deallocate()
+  }
+
+  /// curl's message for the last failure, when it wrote one.
+  var errorMessage: String { String(cString: errorBuffer) }
+
+  /// Sets what stays the same for every hop of `transfer`.
+  func prepare(for transfer: Transfer, cookies: UnsafeMutableRawPointer?) {
+    if reused { curl_easy_reset(handle) }
+    reused = true
+    errorBuffer[0] = 0
+    let context = Unmanaged.passUnretained(transfer).toOpaque()
+    ic_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+    ic_easy_setopt_write_function(handle, CURLOPT_WRITEFUNCTION, receiveBody)
+    ic_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
+    ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
+    ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+    ic_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+    // Redirects are followed here, hop by hop, so that each one is checked (scheme, count,
+    // credentials); curl is also told never to speak anything but HTTP.
+    ic_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+    ic_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+    // The connect timeout, and the idle timeout as "under 1 byte/s for that many seconds".
+    let timeout = transfer.idleTimeout
+    ic_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(timeout * 1000))
+    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(timeout.rounded(.up))))
+    // A declared size over the limit fails before the body; the streamed count is checked as
+    // it arrives, after decompression ("" accepts every encoding curl was built with).
+    ic_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(transfer.limit))
+    ic_easy_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
+    ic_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, ic_http_version_2tls)
+    if transfer.request.allowInvalidSSLCertificates {
+      ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
+      ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
+    }
+    ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
+    if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
+  }
+
+  /// Sets the URL, headers and remaining deadline of the transfer's next request.
+  func setHop(for transfer: Transfer, timeoutMilliseconds: Int) {
+    transfer.resetResponse()
+    ic_easy_setopt_string(handle, CURLOPT_URL, transfer.url.absoluteString)
+    ic_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
+    // Over TLS, wait for a connection being set up to say whether it multiplexes (HTTP/2)
+    // rather than opening another.
+    ic_easy_setopt_long(
+      handle, CURLOPT_PIPEWAIT, transfer.url.scheme?.lowercased() == "https" ? 1 : 0)
+    curl_slist_free_all(headerList)
+    headerList = nil
+    for line in transfer.headerLines() { headerList = curl_slist_append(headerList, line) }
+    ic_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
+    errorBuffer[0] = 0
+  }
+
+  /// Drops the request's header list once the transfer is over.
+  func release() {
+    ic_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, nil)
+    curl_slist_free_all(headerList)
+    headerList = nil
+  }
+
+  /// An integer the transfer reported (`CURLINFO_RESPONSE_CODE`...).
+  func info(_ info: CURLINFO) -> Int {
+    var value = 0
+    ic_easy_getinfo_long(handle, info, &value)
+    return value
+  }
+
+  /// A string the transfer reported (`CURLINFO_REDIRECT_URL`...), if any.
+  func stringInfo(_ info: CURLINFO) -> String? {
+    var value: UnsafeMutablePointer<CChar>?
+    ic_easy_getinfo_string(handle, info, &value)
+    return value.map { String(cString: $0) }
+  }
+}
+
+private let receiveBody: curl_write_callback = { data, size, count, context in
+  let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+  let length = size * count
+  guard let data, length > 0 else { return length }
+  return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+}
+
+private let receiveHeader: curl_write_callback = { data, size, count, context in
+  let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+  let length = size * count
+  guard let data, length > 0 else { return length }
+  transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length))
+  return length
+}
