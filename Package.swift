@@ -14,7 +14,6 @@ let package = Package(
   dependencies: [
     // Only for the tests' loopback HTTP server.
     .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
-    .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
     .package(url: "https://github.com/groue/GRDB.swift.git", from: "7.10.0"),
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
@@ -29,6 +28,10 @@ let package = Package(
     .systemLibrary(
       name: "CCurl", path: "Sources/CCurl", pkgConfig: "libcurl",
       providers: [.apt(["libcurl4-openssl-dev"])]),
+    // OpenSSL's libcrypto, for MD5 (libcurl links it already).
+    .systemLibrary(
+      name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
+      providers: [.apt(["libssl-dev"])]),
     .systemLibrary(
       name: "CPNG", path: "Sources/CPNG", pkgConfig: "libpng",
       providers: [.apt(["libpng-dev"])]),
@@ -38,7 +41,7 @@ let package = Package(
     // codes, per-URL options and context, the report model: no heavy dependency (STYLE).
     .target(
       name: "Core",
-      dependencies: ["CFileStat", .product(name: "Crypto", package: "swift-crypto")]),
+      dependencies: ["CFileStat", "CCrypto"]),
     // The SQLite state store (blacklist, validators, runs) and the run lock.
     .target(
       name: "State",
@@ -89,7 +92,7 @@ let package = Package(
     .testTarget(name: "ImagingTests", dependencies: ["Imaging", "Core", "CPNG", "TestSupport"]),
     .testTarget(
       name: "PrefetcherTests",
-      dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport"]),
+      dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport", "CCurl"]),
     .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "TestSupport"]),
     .testTarget(
       name: "RunnerTests",

@@ -24,7 +24,7 @@ enum CurlFailure {
 
   static func failureClass(of code: CURLcode) -> Class {
     switch code {
-    case CURLE_UNSUPPORTED_PROTOCOL, CURLE_URL_MALFORMAT:
+    case CURLE_URL_MALFORMAT:
       .invalidURL
     case CURLE_ABORTED_BY_CALLBACK:
       .cancelled
@@ -53,7 +53,9 @@ enum CurlFailure {
       .network(.responseTooLarge)
     case CURLE_BAD_CONTENT_ENCODING:
       .network(.cannotDecodeContentData)
-    case CURLE_WEIRD_SERVER_REPLY:
+    // Schemes are checked before curl sees a URL, so "unsupported protocol" means the server
+    // answered in something other than HTTP/1.x or 2 (HTTP/0.9, another protocol).
+    case CURLE_WEIRD_SERVER_REPLY, CURLE_UNSUPPORTED_PROTOCOL:
       .network(.badServerResponse)
     default:
       .network(.other)

@@ -143,7 +143,7 @@ public final class ImageManager: Sendable {
   public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async
     -> LoadResult
   {
-    let trimmed = rawURL.trimmingCharacters(in: .whitespaces)
+    let trimmed = rawURL.trimmingWhitespace(keepingLineBreaks: true)
     guard !trimmed.isEmpty else {
       return LoadResult(
         outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false))
@@ -330,25 +330,37 @@ public final class ImageManager: Sendable {
 }
 
 /// One load per URL and cache key at a time: a duplicate that arrives while the first is in
-/// flight waits for it and shares its result instead of making a second request.
-actor InFlightLoads {
-  private var tasks: [String: Task<LoadResult, Never>] = [:]
+/// flight waits for it and shares its result instead of making a second request. The first
+/// caller runs the load itself (no task or actor hop per URL: this runs for every URL).
+final class InFlightLoads: Sendable {
+  /// For each key in flight, the duplicates waiting for its result.
+  private let waiting = Mutex<[String: [CheckedContinuation<LoadResult?, Never>]]>([:])
 
-  func run(key: String, _ body: @escaping @Sendable () async -> LoadResult) async -> LoadResult {
-    if let existing = tasks[key] {
-      let shared = await existing.value
+  func run(key: String, _ body: () async -> LoadResult) async -> LoadResult {
+    let first = waiting.withLock { waiting in
+      guard waiting[key] == nil else { return false }
+      waiting[key] = []
+      return true
+    }
+    guard first else {
+      let shared = await withCheckedContinuation { continuation in
+        let queued = waiting.withLock { waiting in
+          guard waiting[key] != nil else { return false }
+          waiting[key]!.append(continuation)
+          return true
+        }
+        // The first load ended in between: its result is gone, so this one loads again.
+        if !queued { continuation.resume(returning: nil) }
+      }
+      guard let shared else { return await run(key: key, body) }
       // The first caller reports the download; a duplicate finds the image in place.
       if case .downloaded = shared.outcome { return LoadResult(outcome: .diskHit) }
       return shared
     }
-    let task = Task { await body() }
-    tasks[key] = task
-    let result = await withTaskCancellationHandler {
-      await task.value
-    } onCancel: {
-      task.cancel()
+    let result = await body()
+    for duplicate in waiting.withLock({ $0.removeValue(forKey: key) ?? [] }) {
+      duplicate.resume(returning: result)
     }
-    tasks[key] = nil
     return result
   }
 }

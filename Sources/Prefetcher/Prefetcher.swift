@@ -17,7 +17,7 @@ public struct PrefetchItem: Sendable {
 
   /// The cache key the manager stores this URL under, or `nil` for a URL that does not parse.
   public var cacheKey: String? {
-    URL(string: url.trimmingCharacters(in: .whitespaces)).map {
+    URL(string: url.trimmingWhitespace(keepingLineBreaks: true)).map {
       context.cacheKeyFilter.cacheKey(for: $0)
     }
   }

@@ -129,28 +129,55 @@ final class Transfer: @unchecked Sendable {
     return true
   }
 
-  /// One header line (the status line included) of the current answer.
-  func receiveHeader(_ bytes: UnsafeRawBufferPointer) {
-    let line = String(decoding: bytes, as: UTF8.self)
-    if line.hasPrefix("HTTP/") {
+  /// One header line (the status line included) of the current answer. Parsed as bytes: it
+  /// runs for every header of every response, and only five names matter.
+  func receiveHeader(_ line: UnsafeRawBufferPointer) {
+    if line.starts(with: Self.statusPrefix) {
       // A new answer (after an interim 1xx, the final one): only its headers count.
       resetResponse()
-      status = line.split(separator: " ", maxSplits: 2).dropFirst().first.flatMap { Int($0) } ?? 0
+      var digits = line.drop { $0 != UInt8(ascii: " ") }.dropFirst().prefix(3)
+      status = 0
+      while let digit = digits.popFirst(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) {
+        status = status * 10 + Int(digit - UInt8(ascii: "0"))
+      }
       return
     }
-    guard let colon = line.firstIndex(of: ":") else { return }
-    let value = line[line.index(after: colon)...].trimmingCharacters(in: .whitespacesAndNewlines)
-    switch line[..<colon].lowercased() {
-    case "etag": etag = value
-    case "last-modified": lastModified = value
-    case "retry-after": retryAfter = value
-    case "location": location = value
-    case "content-length":
+    guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
+      let header = Self.interesting.first(where: { Self.equalIgnoringCase(line[..<colon], $0.name) }
+      )
+    else { return }
+    let whitespace: Set<UInt8> = [0x20, 0x09, 0x0D, 0x0A]
+    let raw = line[(colon + 1)...].drop { whitespace.contains($0) }
+    let end = raw.lastIndex { !whitespace.contains($0) }.map { $0 + 1 } ?? raw.startIndex
+    let value = String(decoding: raw[raw.startIndex..<end], as: UTF8.self)
+    switch header.field {
+    case .etag: etag = value
+    case .lastModified: lastModified = value
+    case .retryAfter: retryAfter = value
+    case .location: location = value
+    case .contentLength:
       if (200...299).contains(status), let declared = Int(value), declared <= limit {
         body.reserveCapacity(declared)
       }
-    default: break
     }
+  }
+
+  private static let statusPrefix = Array("HTTP/".utf8)
+
+  private enum Field { case etag, lastModified, retryAfter, location, contentLength }
+
+  private static let interesting: [(name: [UInt8], field: Field)] = [
+    (Array("etag".utf8), .etag), (Array("last-modified".utf8), .lastModified),
+    (Array("retry-after".utf8), .retryAfter), (Array("location".utf8), .location),
+    (Array("content-length".utf8), .contentLength),
+  ]
+
+  /// Whether `name` is `lowercase` in any case (ASCII).
+  private static func equalIgnoringCase(_ name: Slice<UnsafeRawBufferPointer>, _ lowercase: [UInt8])
+    -> Bool
+  {
+    name.count == lowercase.count
+      && zip(name, lowercase).allSatisfy { ($0 | 0x20) == $1 || $0 == $1 }
   }
 
   enum Conclusion {

@@ -219,7 +219,19 @@ public final class StateStore: Sendable {
   public func setValidators(_ batch: [CacheValidators]) throws {
     guard !batch.isEmpty else { return }
     try write { db in
-      for validators in batch { try validators.upsert(db) }
+      // One prepared statement for the batch: the record API would build its SQL per row.
+      let statement = try db.cachedStatement(
+        sql: """
+          INSERT INTO validators (cacheKey, etag, lastModified, updatedAt) VALUES (?, ?, ?, ?)
+          ON CONFLICT (cacheKey) DO UPDATE SET
+            etag = excluded.etag, lastModified = excluded.lastModified,
+            updatedAt = excluded.updatedAt
+          """)
+      for validators in batch {
+        try statement.execute(arguments: [
+          validators.cacheKey, validators.etag, validators.lastModified, validators.updatedAt,
+        ])
+      }
     }
   }
 

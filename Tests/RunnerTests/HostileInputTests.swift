@@ -35,18 +35,8 @@ final class HostileInputTests: XCTestCase {
     temporary.remove()
   }
 
-  /// 4 MiB of zeros, gzip-compressed to a few KiB (made by gzip(1)).
-  static let gzipBomb: Data = {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", "head -c 4194304 /dev/zero | gzip -c"]
-    let pipe = Pipe()
-    process.standardOutput = pipe
-    try? process.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return data
-  }()
+  /// 4 MiB of zeros, gzip-compressed to a few KiB.
+  static let gzipBomb = Fixtures.gzip(Data(count: 4 << 20))
 
   private func write(_ bytes: [UInt8], to name: String) throws -> String {
     let path = temporary.appending(name)

@@ -24,6 +24,27 @@ public enum Fixtures {
   public static var png: Data { data("image.png") }
   /// A 1x1 GIF with two frames.
   public static var gif: Data { data("anim.gif") }
+  /// `data` compressed by gzip(1), as a server sends a `Content-Encoding: gzip` body.
+  public static func gzip(_ data: Data) -> Data {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", "gzip -c"]
+    let input = Pipe()
+    let output = Pipe()
+    process.standardInput = input
+    process.standardOutput = output
+    guard (try? process.run()) != nil else { fatalError("cannot run gzip") }
+    // Written from another thread: a large input would fill the pipe while nobody reads.
+    let writer = Thread {
+      input.fileHandleForWriting.write(data)
+      try? input.fileHandleForWriting.close()
+    }
+    writer.start()
+    let compressed = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return compressed
+  }
+
   /// A 1x1 lossless WebP.
   public static let webpLossless = Data(
     base64Encoded: "UklGRhoAAABXRUJQVlA4TA0AAAAvAAAAEAcQERGIiP4HAA==")!

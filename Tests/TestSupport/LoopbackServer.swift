@@ -27,10 +27,22 @@ public struct ServerResponse: Sendable {
   /// Send the body in pieces of `dripChunk` bytes, one every `dripInterval`.
   public var dripInterval: TimeAmount?
   public var dripChunk = 1
+  /// What happens to the connection once the body is written.
+  public var ending = Ending.keepAlive
+
+  public enum Ending: Sendable {
+    /// As the request asked (HTTP/1.1: kept open).
+    case keepAlive
+    /// Closed: a body shorter than its Content-Length ends early.
+    case close
+    /// Reset (RST, SO_LINGER 0) instead of closed.
+    case reset
+  }
 
   public init(
     status: Int = 200, headers: [(String, String)] = [], body: Data = Data(),
-    headDelay: TimeAmount? = nil, dripInterval: TimeAmount? = nil, dripChunk: Int = 1
+    headDelay: TimeAmount? = nil, dripInterval: TimeAmount? = nil, dripChunk: Int = 1,
+    ending: Ending = .keepAlive
   ) {
     self.status = status
     self.headers = headers
@@ -38,6 +50,7 @@ public struct ServerResponse: Sendable {
     self.headDelay = headDelay
     self.dripInterval = dripInterval
     self.dripChunk = dripChunk
+    self.ending = ending
   }
 
   public static func image(_ data: Data, type: String) -> ServerResponse {
@@ -177,7 +190,7 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
         context.write(
           wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
       }
-      finish(context: context, keepAlive: keepAlive)
+      finish(context: context, keepAlive: keepAlive, ending: response.ending)
       return
     }
     drip(
@@ -204,11 +217,66 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
     }
   }
 
-  private func finish(context: ChannelHandlerContext, keepAlive: Bool) {
+  private func finish(
+    context: ChannelHandlerContext, keepAlive: Bool, ending: ServerResponse.Ending = .keepAlive
+  ) {
     log.complete()
     let channel = context.channel
     context.writeAndFlush(wrapOutboundOut(.end(nil))).whenComplete { _ in
-      if !keepAlive { channel.close(promise: nil) }
+      switch ending {
+      case .keepAlive:
+        if !keepAlive { channel.close(promise: nil) }
+      case .close:
+        channel.close(promise: nil)
+      case .reset:
+        guard let socket = channel as? SocketOptionProvider else {
+          return channel.close(promise: nil)
+        }
+        socket.setSoLinger(linger(l_onoff: 1, l_linger: 0))
+          .whenComplete { _ in channel.close(promise: nil) }
+      }
+    }
+  }
+}
+
+/// A TCP server on 127.0.0.1 that answers every connection with the same raw bytes (no HTTP
+/// framing: for servers that do not speak HTTP, or that hang up at once) and then closes it.
+public final class RawLoopbackServer: Sendable {
+  public let port: Int
+  private let group: MultiThreadedEventLoopGroup
+  private let channel: any Channel
+
+  public func url(_ path: String) -> String { "http://127.0.0.1:\(port)\(path)" }
+
+  public init(reply: Data) throws {
+    let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+    channel = try ServerBootstrap(group: group)
+      .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
+      .childChannelInitializer { channel in
+        channel.pipeline.addHandler(RawReplyHandler(reply: reply))
+      }
+      .bind(host: "127.0.0.1", port: 0).wait()
+    port = channel.localAddress!.port!
+    self.group = group
+  }
+
+  public func shutdown() {
+    try? channel.close().wait()
+    try? group.syncShutdownGracefully()
+  }
+}
+
+final class RawReplyHandler: ChannelInboundHandler, Sendable {
+  typealias InboundIn = ByteBuffer
+  typealias OutboundOut = ByteBuffer
+  let reply: Data
+
+  init(reply: Data) { self.reply = reply }
+
+  func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+    let channel = context.channel
+    context.writeAndFlush(wrapOutboundOut(ByteBuffer(bytes: reply))).whenComplete { _ in
+      channel.close(promise: nil)
     }
   }
 }

@@ -1,4 +1,4 @@
-import Crypto
+import CCrypto
 import Foundation
 
 /// How SDWebImage names the file that holds a cache key (SPEC section 1).
@@ -45,7 +45,8 @@ public enum CacheFileName {
   /// to that NUL; we do the same so that such keys land on the same file.
   public static func md5Hex(_ key: String) -> String {
     let bytes = Array(key.utf8.prefix { $0 != 0 })
-    let digest = Insecure.MD5.hash(data: bytes)
+    var digest = [UInt8](repeating: 0, count: 16)
+    bytes.withUnsafeBufferPointer { ic_md5($0.baseAddress, $0.count, &digest) }
     let hexDigits = Array("0123456789abcdef".utf8)
     var hex = [UInt8]()
     hex.reserveCapacity(32)

@@ -1,10 +1,45 @@
 extension String {
-  /// Whether the text holds a control character (NUL, CR, LF, ESC...): such text never goes
-  /// into a path, a request or onto a terminal as it is (SPEC section 10). A tab may be
-  /// allowed, as in header values.
+  /// Whether the text holds a control character (NUL, CR, LF, ESC, C1 controls...): such text
+  /// never goes into a path, a request or onto a terminal as it is (SPEC section 10). A tab may
+  /// be allowed, as in header values.
   public func containsControlCharacter(allowingTab: Bool = false) -> Bool {
-    unicodeScalars.contains {
+    var ascii = true
+    for byte in utf8 {
+      if byte >= 0x80 {
+        ascii = false
+        break
+      }
+      if byte < 0x20 || byte == 0x7F {
+        if allowingTab && byte == 0x09 { continue }
+        return true
+      }
+    }
+    if ascii { return false }
+    // Outside ASCII (C1 controls, U+0080-U+009F): ask Unicode.
+    return unicodeScalars.contains {
       $0.properties.generalCategory == .control && !(allowingTab && $0 == "\t")
     }
+  }
+
+  /// The text without leading and trailing white space (and line breaks, unless
+  /// `keepingLineBreaks`), exactly as Foundation's `trimmingCharacters(in:)` with
+  /// `.whitespacesAndNewlines` (or `.whitespaces`), without bridging to `NSString`: it runs for
+  /// every manifest line and URL.
+  public func trimmingWhitespace(keepingLineBreaks: Bool = false) -> String {
+    func isBlank(_ scalar: Unicode.Scalar) -> Bool {
+      switch scalar.value {
+      case 0x20, 0x09: true
+      case 0x0A...0x0D, 0x85, 0x2028, 0x2029: !keepingLineBreaks
+      case 0..<0x80: false
+      default: scalar.properties.generalCategory == .spaceSeparator
+      }
+    }
+    let scalars = unicodeScalars
+    guard let first = scalars.firstIndex(where: { !isBlank($0) }) else { return "" }
+    let last = scalars.lastIndex { !isBlank($0) }!
+    if first == scalars.startIndex && scalars.index(after: last) == scalars.endIndex {
+      return self
+    }
+    return String(scalars[first...last])
   }
 }

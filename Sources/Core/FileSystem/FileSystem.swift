@@ -1,5 +1,6 @@
 import CFileStat
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -137,9 +138,13 @@ public enum FileSystem {
   /// one; a crash leaves at most a hidden temporary file, which no pass counts or serves.
   /// Missing directories are created.
   public static func writeAtomically(_ data: Data, toPath path: String) throws {
-    let directory = (path as NSString).deletingLastPathComponent
-    let name = (path as NSString).lastPathComponent
-    let temporary = directory + "/" + temporaryPrefix + name + "." + randomSuffix()
+    // Split at the last "/" by hand: NSString's path methods bridge and normalise, and this
+    // runs for every store. A bare name is in the working directory.
+    let slash = path.lastIndex(of: "/")
+    let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
+    let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
+    let temporary =
+      (directory == "/" ? "" : directory) + "/" + temporaryPrefix + name + "." + randomSuffix()
     var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
     if fd < 0 && errno == ENOENT {
       try createDirectory(path: directory)
@@ -237,9 +242,14 @@ public enum FileSystem {
     }
   }
 
+  /// Unique among the processes and threads that may write one cache (O_EXCL catches the
+  /// rest): the process id and a counter, without a getrandom(2) per store.
   private static func randomSuffix() -> String {
-    String(UInt64.random(in: 0...UInt64.max), radix: 36)
+    let count = temporaryCounter.add(1, ordering: .relaxed).newValue
+    return String(getpid(), radix: 36) + "-" + String(count, radix: 36)
   }
+
+  private static let temporaryCounter = Atomic<Int>(0)
 }
 
 extension timespec {

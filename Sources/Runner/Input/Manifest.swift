@@ -74,7 +74,7 @@ public struct ManifestReader: Sequence {
           return .failure(
             ManifestLineError(file: path, line: number, field: nil, message: problem.message))
         }
-        let line = rawLine.trimmingCharacters(in: .whitespacesAndNewlines)
+        let line = rawLine.trimmingWhitespace()
         if line.isEmpty || line.hasPrefix("#") { continue }
         if line.containsControlCharacter() {
           return .failure(

@@ -1,0 +1,275 @@
+import CCurl
+import Core
+import Foundation
+import NIOCore
+import TestSupport
+import XCTest
+
+@testable import Prefetcher
+
+/// The libcurl downloader (SPEC section 2): credentials and redirects, how each way a transfer
+/// can fail is named, decompression and the cookie engine, against real servers on 127.0.0.1.
+final class DownloaderTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var other: LoopbackServer!
+  var location: CacheLocation!
+  var downloaders: [Downloader] = []
+
+  static let credentials = ["Authorization", "Proxy-Authorization", "Cookie"]
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    let other = try LoopbackServer(routes: [
+      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
+    ])
+    self.other = other
+    let half = Fixtures.jpeg.prefix(400)
+    server = try LoopbackServer(routes: [
+      "/away": { _ in .redirect(to: other.url("/img.png")) },
+      "/here": { _ in .redirect(to: "/img.png") },
+      "/img.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/short.jpg": { _ in
+        ServerResponse(
+          headers: [("Content-Length", "\(Fixtures.jpeg.count)")], body: Data(half), ending: .close)
+      },
+      "/reset.jpg": { _ in
+        ServerResponse(
+          headers: [("Content-Length", "\(Fixtures.jpeg.count)")], body: Data(half), ending: .reset)
+      },
+      "/gzip.png": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/png"), ("Content-Encoding", "gzip")],
+          body: Fixtures.gzip(Fixtures.png))
+      },
+      "/not-gzip.png": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/png"), ("Content-Encoding", "gzip")], body: Fixtures.png
+        )
+      },
+      "/login.png": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/png"), ("Set-Cookie", "session=abc; Path=/")],
+          body: Fixtures.png)
+      },
+      "/after.png": { _ in .image(Fixtures.png, type: "image/png") },
+    ])
+  }
+
+  override func tearDown() async throws {
+    for downloader in downloaders { await downloader.shutdown() }
+    server.shutdown()
+    other.shutdown()
+    temporary.remove()
+  }
+
+  private func manager(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws
+    -> ImageManager
+  {
+    var configuration = PrefetchConfiguration()
+    configuration.timeout = 2
+    configuration.deadline = 5
+    configuration.retryBaseDelay = 0.01
+    configure(&configuration)
+    let downloader = Downloader(configuration: configuration)
+    downloaders.append(downloader)
+    return try ImageManager(location: location, downloader: downloader)
+  }
+
+  private func failure(_ outcome: LoadOutcome, file: StaticString = #filePath, line: UInt = #line)
+    -> (name: String, blacklisted: Bool)?
+  {
+    guard case .failed(let error, let blacklisted) = outcome else {
+      XCTFail("expected a failure, got \(outcome)", file: file, line: line)
+      return nil
+    }
+    return (error.name, blacklisted)
+  }
+
+  func testCredentialsAreNotSentToAnotherOriginAfterARedirect() async throws {
+    var context = ImageContext()
+    context.headers = [
+      "Authorization": "Bearer secret", "Proxy-Authorization": "Basic c2VjcmV0",
+      "Cookie": "sid=secret", "X-Trace": "42",
+    ]
+    let manager = try manager()
+    let away = await manager.load(server.url("/away"), options: ImageOptions(), context: context)
+      .outcome
+    guard case .downloaded = away else { return XCTFail("\(away)") }
+    let elsewhere = try XCTUnwrap(other.requests("/img.png").first)
+    XCTAssertEqual(elsewhere.header("X-Trace"), "42", "other headers follow the redirect")
+    for name in Self.credentials {
+      XCTAssertNil(elsewhere.header(name), "\(name) sent to another port")
+    }
+    XCTAssertEqual(server.requests("/away").first?.header("Authorization"), "Bearer secret")
+
+    let here = await manager.load(server.url("/here"), options: ImageOptions(), context: context)
+      .outcome
+    guard case .downloaded = here else { return XCTFail("\(here)") }
+    let sameOrigin = try XCTUnwrap(server.requests("/img.png").first)
+    XCTAssertEqual(sameOrigin.header("Authorization"), "Bearer secret")
+    XCTAssertEqual(sameOrigin.header("Proxy-Authorization"), "Basic c2VjcmV0")
+    XCTAssertEqual(sameOrigin.header("Cookie"), "sid=secret")
+  }
+
+  func testABodyCutShortOrResetIsConnectionLostRetriedAndNeverBlacklisted() async throws {
+    let prefetcher = Prefetcher(manager: try manager { $0.retries = 1 })
+    let report = await prefetcher.run(
+      ["/short.jpg", "/reset.jpg"].map { .success(PrefetchItem(url: server.url($0))) })
+    XCTAssertEqual(report.failed, 2)
+    for failure in report.failures {
+      XCTAssertEqual(failure.name, "networkConnectionLost", failure.message)
+      XCTAssertEqual(failure.attempts, 2, "transient: retried")
+      XCTAssertFalse(failure.blacklisted)
+    }
+    XCTAssertEqual(server.requestCount("/short.jpg"), 2)
+    XCTAssertEqual(server.requestCount("/reset.jpg"), 2)
+    XCTAssertEqual(try prefetcher.manager.blacklistedURLs(), [])
+    XCTAssertEqual(try CacheScanner(root: location.diskCachePath).files().count, 0)
+  }
+
+  func testServersThatDoNotAnswerHTTPAreNamedAsSDNamesThem() async throws {
+    let garbage = try RawLoopbackServer(reply: Data("SSH-2.0-OpenSSH_9.2\r\n\r\n".utf8))
+    let silent = try RawLoopbackServer(reply: Data())
+    defer {
+      garbage.shutdown()
+      silent.shutdown()
+    }
+    let manager = try manager()
+    let https = "https://127.0.0.1:\(server.port)/img.png"
+    for (url, name, blacklisted) in [
+      (garbage.url("/a.png"), "badServerResponse", true),
+      (silent.url("/a.png"), "networkConnectionLost", false),
+      (https, "secureConnectionFailed", true),
+    ] {
+      let outcome = await manager.load(
+        url, options: ImageOptions([.retryFailed]), context: ImageContext())
+      let failure = failure(outcome.outcome)
+      XCTAssertEqual(failure?.name, name, url)
+      XCTAssertEqual(failure?.blacklisted, blacklisted, url)
+    }
+  }
+
+  func testACompressedBodyIsStoredDecodedAndABadEncodingIsCannotDecode() async throws {
+    let manager = try manager()
+    let outcome = await manager.load(
+      server.url("/gzip.png"), options: ImageOptions(), context: ImageContext())
+    guard case .downloaded(let bytes, _) = outcome.outcome else {
+      return XCTFail("\(outcome.outcome)")
+    }
+    XCTAssertEqual(bytes, Fixtures.png.count)
+    let path = DiskCache(location: location).cachePath(forKey: server.url("/gzip.png"))
+    XCTAssertEqual(FileManager.default.contents(atPath: path), Fixtures.png)
+    XCTAssertNotNil(server.requests("/gzip.png").first?.header("Accept-Encoding"))
+
+    let bad = await manager.load(
+      server.url("/not-gzip.png"), options: ImageOptions(), context: ImageContext())
+    XCTAssertEqual(failure(bad.outcome)?.name, "cannotDecodeContentData")
+  }
+
+  func testCookiesAreKeptForTheRunOnlyWithHandleCookies() async throws {
+    let manager = try manager()
+    for path in ["/login.png", "/after.png"] {
+      _ = await manager.load(
+        server.url(path), options: ImageOptions([.handleCookies]), context: ImageContext())
+    }
+    XCTAssertEqual(server.requests("/after.png").last?.header("Cookie"), "session=abc")
+    _ = await manager.load(
+      server.url("/after.png"), options: ImageOptions([.fromLoaderOnly]), context: ImageContext())
+    XCTAssertEqual(server.requestCount("/after.png"), 2)
+    XCTAssertNil(server.requests("/after.png").last?.header("Cookie"), "not without the option")
+  }
+
+  func testAStartAfterShutdownFailsAsCancelled() async throws {
+    let downloader = Downloader()
+    await downloader.shutdown()
+    do {
+      _ = try await downloader.download(DownloadRequest(url: URL(string: server.url("/img.png"))!))
+      XCTFail("downloaded after shutdown")
+    } catch {
+      XCTAssertEqual(error.error.name, "cancelled")
+    }
+    XCTAssertEqual(server.requestCount("/img.png"), 0)
+  }
+
+  func testCancellingTheTaskCancelsTheTransfer() async throws {
+    let slow = try LoopbackServer(routes: [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .seconds(5)) }
+    ])
+    defer { slow.shutdown() }
+    let downloader = Downloader()
+    downloaders.append(downloader)
+    let started = Date()
+    let task = Task {
+      try await downloader.download(DownloadRequest(url: URL(string: slow.url("/slow.png"))!))
+    }
+    try await Task.sleep(nanoseconds: 200_000_000)
+    task.cancel()
+    let result = await task.result
+    XCTAssertLessThan(Date().timeIntervalSince(started), 3, "not held until the answer")
+    guard case .failure(let failure as DownloadFailure) = result else {
+      return XCTFail("\(result)")
+    }
+    XCTAssertEqual(failure.error.name, "cancelled")
+  }
+
+  /// The table from `CURLcode` to SD's names, class by class, including those a loopback server
+  /// cannot produce (a name that does not resolve, an untrusted certificate).
+  func testEveryCurlResultClassMapsToItsSDName() {
+    let expected: [(CURLcode, String)] = [
+      (CURLE_URL_MALFORMAT, "invalidURL"),
+      (CURLE_ABORTED_BY_CALLBACK, "cancelled"),
+      (CURLE_COULDNT_RESOLVE_HOST, "cannotFindHost"),
+      (CURLE_COULDNT_CONNECT, "cannotConnectToHost"),
+      (CURLE_OPERATION_TIMEDOUT, "timedOut"),
+      (CURLE_PARTIAL_FILE, "networkConnectionLost"),
+      (CURLE_RECV_ERROR, "networkConnectionLost"),
+      (CURLE_SEND_ERROR, "networkConnectionLost"),
+      (CURLE_GOT_NOTHING, "networkConnectionLost"),
+      (CURLE_HTTP2_STREAM, "networkConnectionLost"),
+      (CURLE_PEER_FAILED_VERIFICATION, "serverCertificateUntrusted"),
+      (CURLE_SSL_CONNECT_ERROR, "secureConnectionFailed"),
+      (CURLE_TOO_MANY_REDIRECTS, "tooManyRedirects"),
+      (CURLE_FILESIZE_EXCEEDED, "responseTooLarge"),
+      (CURLE_BAD_CONTENT_ENCODING, "cannotDecodeContentData"),
+      (CURLE_WEIRD_SERVER_REPLY, "badServerResponse"),
+      (CURLE_UNSUPPORTED_PROTOCOL, "badServerResponse"),
+      (CURLE_OUT_OF_MEMORY, "other"),
+    ]
+    for (code, name) in expected {
+      let error = CurlFailure.error(for: code, detail: "")
+      XCTAssertEqual(error.name, name, "CURLcode \(code.rawValue)")
+      XCTAssertFalse(error.message.isEmpty, "curl's own message is kept")
+      let transient = [
+        "cannotFindHost", "cannotConnectToHost", "timedOut", "networkConnectionLost",
+      ]
+      XCTAssertEqual(error.isTransient, transient.contains(name), name)
+      XCTAssertEqual(
+        error.blacklistsURL, !transient.contains(name) && name != "cancelled",
+        "SD 5's rule: \(name)")
+    }
+  }
+}
+
+extension DownloaderTests {
+  func testAnUntrustedCertificateFailsUnlessAllowInvalidSSLCertificates() async throws {
+    let tls = try TLSLoopbackServer(
+      files: ["photo.jpg": Fixtures.jpeg], root: temporary.appending("www"))
+    defer { tls.shutdown() }
+    let manager = try manager()
+    let refused = await manager.load(
+      tls.url("/photo.jpg"), options: ImageOptions(), context: ImageContext())
+    let failure = failure(refused.outcome)
+    XCTAssertEqual(failure?.name, "serverCertificateUntrusted")
+    XCTAssertEqual(failure?.blacklisted, true, "SD 5 blacklists it: not a transient error")
+
+    let allowed = await manager.load(
+      tls.url("/photo.jpg"), options: ImageOptions([.allowInvalidSSLCertificates, .retryFailed]),
+      context: ImageContext())
+    guard case .downloaded(let bytes, _) = allowed.outcome else {
+      return XCTFail("\(allowed.outcome)")
+    }
+    XCTAssertEqual(bytes, Fixtures.jpeg.count)
+  }
+}
