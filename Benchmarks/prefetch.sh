@@ -63,7 +63,6 @@ http {
   access_log off;
   sendfile on;
   keepalive_requests 100000;
-  http2_max_requests 100000;
   client_body_temp_path $WORK/nginx/tmp;
   proxy_temp_path $WORK/nginx/tmp;
   fastcgi_temp_path $WORK/nginx/tmp;
@@ -149,22 +148,21 @@ for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
 PY
 }
 
-echo; echo "== cold, written to tmpfs"
-rm -f "$WORK/tmpfs.results"
-for run in $(seq "$RUNS"); do
-  for scheme in http https; do
-    for tool in imagecache curl wget2; do measure "$WORK/tmpfs.results" $tool $scheme "$WORK/out"; done
+series() {  # results-file runs out: every tool and scheme, alternating, run after run
+  rm -f "$1"
+  for run in $(seq "$2"); do
+    for scheme in http https; do
+      for tool in imagecache curl wget2; do measure "$1" $tool $scheme "$3"; done
+    done
   done
-done
+}
+
+echo; echo "== cold, written to tmpfs"
+series "$WORK/tmpfs.results" "$RUNS" "$WORK/out"
 table "$WORK/tmpfs.results" "$RUNS" "On tmpfs"
 
 echo; echo "== cold, written to disk ($DISK_OUT; noisy, see README)"
-rm -f "$WORK/disk.results"
-for run in $(seq "$DISK_RUNS"); do
-  for scheme in http https; do
-    for tool in imagecache curl wget2; do measure "$WORK/disk.results" $tool $scheme "$DISK_OUT"; done
-  done
-done
+series "$WORK/disk.results" "$DISK_RUNS" "$DISK_OUT"
 table "$WORK/disk.results" "$DISK_RUNS" "On disk (ext4)"
 rm -rf "$WORK/out" "$DISK_OUT"
 
