@@ -2,6 +2,7 @@ import CCurl
 import Core
 import Foundation
 import State
+import Synchronization
 
 /// One download to make.
 public struct DownloadRequest: Sendable {
@@ -51,7 +52,9 @@ public struct DownloadFailure: Error, Sendable {
 /// scope.
 public final class Downloader: Sendable {
   public let configuration: PrefetchConfiguration
-  private let loop: TransferLoop
+  /// Started by the first download, so that a run of cache hits never loads TLS or starts the
+  /// thread; `stopped` once shut down.
+  private let state = Mutex<(loop: TransferLoop?, stopped: Bool)>((nil, false))
 
   /// The libcurl this binary runs with (`--version`).
   public static var libraryVersion: String { String(cString: curl_version()) }
@@ -60,7 +63,6 @@ public final class Downloader: Sendable {
   /// downloader across a test's steps create and shut it down themselves.
   package init(configuration: PrefetchConfiguration = PrefetchConfiguration()) {
     self.configuration = configuration
-    loop = TransferLoop(configuration: configuration)
   }
 
   /// Runs `body` with a downloader whose transfer thread is stopped when it returns or throws,
@@ -84,15 +86,24 @@ public final class Downloader: Sendable {
   /// Cancels what is in flight and stops the transfer thread. No download may start afterwards
   /// (one that tries fails as cancelled).
   package func shutdown() async {
-    await loop.stop()
+    let loop = state.withLock { state in
+      state.stopped = true
+      return state.loop
+    }
+    await loop?.stop()
   }
 
   /// Downloads `request.url`, or fails with SD's error for what went wrong. Cancelling the task
   /// cancels the transfer.
   public func download(_ request: DownloadRequest) async throws(DownloadFailure) -> DownloadResponse
   {
+    let started = state.withLock { state -> TransferLoop? in
+      guard !state.stopped else { return nil }
+      if state.loop == nil { state.loop = TransferLoop(configuration: configuration) }
+      return state.loop
+    }
+    guard let loop = started else { throw DownloadFailure(.cancelled) }
     let transfer = Transfer(request: request, configuration: configuration)
-    let loop = self.loop
     let result = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
         transfer.continuation = continuation
