@@ -56,9 +56,6 @@ public final class Downloader: Sendable {
   /// thread; `stopped` once shut down.
   private let state = Mutex<(loop: TransferLoop?, stopped: Bool)>((nil, false))
 
-  /// The libcurl this binary runs with (`--version`).
-  public static var libraryVersion: String { String(cString: curl_version()) }
-
   /// Callers use ``withDownloader(configuration:_:)``; tests of this package that keep one
   /// downloader across a test's steps create and shut it down themselves.
   package init(configuration: PrefetchConfiguration = PrefetchConfiguration()) {

@@ -146,9 +146,8 @@ final class Transfer: @unchecked Sendable {
       let header = Self.interesting.first(where: { Self.equalIgnoringCase(line[..<colon], $0.name) }
       )
     else { return }
-    let whitespace: Set<UInt8> = [0x20, 0x09, 0x0D, 0x0A]
-    let raw = line[(colon + 1)...].drop { whitespace.contains($0) }
-    let end = raw.lastIndex { !whitespace.contains($0) }.map { $0 + 1 } ?? raw.startIndex
+    let raw = line[(colon + 1)...].drop(while: Self.isBlank)
+    let end = raw.lastIndex { !Self.isBlank($0) }.map { $0 + 1 } ?? raw.startIndex
     let value = String(decoding: raw[raw.startIndex..<end], as: UTF8.self)
     switch header.field {
     case .etag: etag = value
@@ -163,6 +162,11 @@ final class Transfer: @unchecked Sendable {
   }
 
   private static let statusPrefix = Array("HTTP/".utf8)
+
+  /// Space, tab, CR or LF: what surrounds a header value.
+  private static func isBlank(_ byte: UInt8) -> Bool {
+    byte == 0x20 || byte == 0x09 || byte == 0x0D || byte == 0x0A
+  }
 
   private enum Field { case etag, lastModified, retryAfter, location, contentLength }
 
