@@ -32,6 +32,12 @@ let package = Package(
     .systemLibrary(
       name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
       providers: [.apt(["libssl-dev"])]),
+    // libxml2's streaming reader and zlib's gz* files: sitemap manifests (SPEC section 6).
+    .systemLibrary(
+      name: "CXML2", path: "Sources/CXML2", pkgConfig: "libxml-2.0",
+      providers: [.apt(["libxml2-dev"])]),
+    .systemLibrary(
+      name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
     .systemLibrary(
       name: "CPNG", path: "Sources/CPNG", pkgConfig: "libpng",
       providers: [.apt(["libpng-dev"])]),
@@ -67,7 +73,9 @@ let package = Package(
     .target(
       name: "Runner",
       dependencies: [
-        "Core", "State", "Prefetcher", "Maintenance", .product(name: "Yams", package: "Yams"),
+        "Core", "State", "Prefetcher", "Maintenance", "CXML2", "CZlib",
+        .product(name: "Yams", package: "Yams"),
+        .product(name: "DequeModule", package: "swift-collections"),
       ]),
     // The command line only: parse, call the runner, print, exit code.
     .executableTarget(

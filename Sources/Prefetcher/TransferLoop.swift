@@ -3,8 +3,8 @@ import Core
 import Foundation
 import Synchronization
 
-/// libcurl's process-wide set-up, done once before the first handle.
-private let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
+/// libcurl's process-wide set-up, done once before the first handle (of the loop or a fetch).
+let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 
 /// One thread that owns a libcurl multi handle and drives every transfer on it: tasks hand it
 /// transfers to start or cancel through an inbox (waking it with `curl_multi_wakeup`), it runs

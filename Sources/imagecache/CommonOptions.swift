@@ -71,7 +71,7 @@ struct Console: RunConsole {
     Self.write(line + "\n", to: STDERR_FILENO)
   }
 
-  func progress(total: Int) -> (any PrefetchProgress)? {
+  func progress(total: Int?) -> (any PrefetchProgress)? {
     ConsoleProgress(total: total, console: self)
   }
 
@@ -96,13 +96,14 @@ struct Console: RunConsole {
 
 /// On a terminal, one status line rewritten in place; otherwise a log line every few seconds.
 final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
-  private let total: Int
+  /// The lines to go, when known (not for sitemaps).
+  private let total: Int?
   private let console: Console
   private let isTerminal = isatty(STDERR_FILENO) == 1
   private let lock = NSLock()
   private var lastPrinted = Date.distantPast
 
-  init(total: Int, console: Console) {
+  init(total: Int?, console: Console) {
     self.total = total
     self.console = console
   }
@@ -126,9 +127,11 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
     let done = counts.total
     let rate = elapsed > 0 ? Double(done) / elapsed : 0
     var text =
-      "\(done)/\(total) done, \(counts.memoryHits + counts.diskHits) hits, \(counts.downloaded) downloaded, "
+      "\(done)\(total.map { "/\($0)" } ?? "") done, \(counts.memoryHits + counts.diskHits) hits, \(counts.downloaded) downloaded, "
       + "\(counts.notModified) not modified, \(counts.failed) failed, \(counts.blacklisted) blacklisted, \(Int(rate))/s"
-    if rate > 0 && total > done { text += ", ETA \(Int(Double(total - done) / rate))s" }
+    if let total, rate > 0 && total > done {
+      text += ", ETA \(Int(Double(total - done) / rate))s"
+    }
     return text
   }
 
@@ -170,3 +173,4 @@ struct ByteCount: ExpressibleByArgument, CustomStringConvertible {
 
 extension ExpireType: ExpressibleByArgument {}
 extension ValidationLevel: ExpressibleByArgument {}
+extension SitemapOrder: ExpressibleByArgument {}

@@ -49,7 +49,7 @@ struct MigrateCommand: AsyncParsableCommand {
     if let from, !FileManager.default.fileExists(atPath: from) {
       throw ValidationError("--from \(from): no such folder")
     }
-    for path in manifest { try checkReadableFile(path, what: "--manifest") }
+    for path in manifest { try checkManifest(path, what: "--manifest") }
   }
 
   func run() async throws {

@@ -77,6 +77,17 @@ struct PrefetchSettings: ParsableArguments {
       valueName: "duration"))
   var blacklistTTL: Duration?
 
+  @Flag(
+    name: .customLong("sitemap-pages"),
+    help: "In sitemaps, also prefetch each page's own <loc> when it names an image.")
+  var sitemapPages = false
+
+  @Option(
+    name: .customLong("sitemap-order"),
+    help: ArgumentHelp(
+      "document (default), or lastmod: each sitemap's newest <lastmod> first.", valueName: "order"))
+  var sitemapOrder = SitemapOrder.document
+
   func validate() throws {
     guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
     guard perHostConcurrency > 0 else {
@@ -112,6 +123,7 @@ struct PrefetchSettings: ParsableArguments {
     job.prefetch.validation = validation
     job.prefetch.maxPixels = maxPixels
     job.prefetch.blacklistTTL = blacklistTTL?.seconds
+    job.sitemap = SitemapSettings(pages: sitemapPages, order: sitemapOrder)
   }
 
   /// The context flags as the JSON object a job file's `context:` would hold.
@@ -155,8 +167,9 @@ struct PrefetchCommand: AsyncParsableCommand {
       Each URL goes through SDWebImage's pipeline: refused at once if it is on the failed-URL \
       blacklist (unless retryFailed), looked up in the cache, and otherwise downloaded, \
       validated and stored under SDWebImage's file name. A manifest is plain text (one URL a \
-      line, # comments) or JSON Lines ({"url": ..., "options": [...], "context": {...}}); it \
-      is read as needed, never loaded whole.
+      line, # comments), JSON Lines ({"url": ..., "options": [...], "context": {...}}), or an \
+      XML sitemap (its <image:loc> URLs; an index is followed to its sitemaps; gzip too). A \
+      manifest may be a file or an http(s) URL; it is read as needed, never loaded whole.
 
       Exit codes: 0 all URLs done, 1 some failed, 2 usage error, 3 another run holds the \
       cache lock, 130/143 interrupted (the report is still written, marked interrupted).
@@ -164,9 +177,10 @@ struct PrefetchCommand: AsyncParsableCommand {
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
         imagecache prefetch a.jsonl b.txt --cache /srv/c --option retryFailed --report out.json
+        imagecache prefetch https://example.com/sitemap.xml.gz --cache /srv/c --sitemap-order lastmod
       """)
 
-  @Argument(help: ArgumentHelp("Manifests to read.", valueName: "manifest"))
+  @Argument(help: ArgumentHelp("Manifests to read: files or http(s) URLs.", valueName: "manifest"))
   var manifests: [String]
 
   @OptionGroup var cacheOptions: CacheOptions
@@ -174,7 +188,7 @@ struct PrefetchCommand: AsyncParsableCommand {
   @OptionGroup var settings: PrefetchSettings
 
   func validate() throws {
-    for path in manifests { try checkReadableFile(path, what: "manifest") }
+    for path in manifests { try checkManifest(path, what: "manifest") }
   }
 
   func run() async throws {
@@ -187,6 +201,17 @@ struct PrefetchCommand: AsyncParsableCommand {
     ).run()
     try outcome.exit()
   }
+}
+
+/// Refuses a manifest that is neither an http(s) URL nor a readable regular file.
+func checkManifest(_ manifest: String, what: String) throws {
+  if ManifestItems.isRemote(manifest) {
+    guard let url = URL(string: manifest), url.host?.isEmpty == false else {
+      throw ValidationError("\(what) \(manifest): not a valid URL")
+    }
+    return
+  }
+  try checkReadableFile(manifest, what: what)
 }
 
 /// Refuses a path that is not a readable regular file (a missing manifest, or a folder).

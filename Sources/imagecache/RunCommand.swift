@@ -43,7 +43,7 @@ struct RunCommand: AsyncParsableCommand {
         throw ValidationError(error.description)
       }
       for manifest in job.manifests {
-        try checkReadableFile(manifest, what: "\(path): manifest")
+        try checkManifest(manifest, what: "\(path): manifest")
       }
     }
   }

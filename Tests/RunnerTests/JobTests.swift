@@ -133,6 +133,33 @@ final class JobTests: XCTestCase {
     XCTAssertEqual(job.prefetch, PrefetchConfiguration())
   }
 
+  func testSitemapSettingsAndManifestURLs() throws {
+    let path = try write(
+      """
+      cache:
+        directory: c
+      manifests:
+        - urls.txt
+        - https://example.invalid/sitemap.xml.gz
+      sitemap:
+        pages: true
+        order: lastmod
+      """)
+    let job = try Job.load(path: path)
+    XCTAssertEqual(
+      job.manifests,
+      [temporary.appending("urls.txt"), "https://example.invalid/sitemap.xml.gz"],
+      "a URL is not a path relative to the job file")
+    XCTAssertEqual(job.sitemap, SitemapSettings(pages: true, order: .lastmod))
+    XCTAssertEqual(try Job.load(path: write("cache:\n  directory: c\n")).sitemap, SitemapSettings())
+    try assertError(
+      "cache:\n  directory: c\nsitemap:\n  order: newest\n", line: 4, field: "sitemap.order",
+      containing: "document, lastmod")
+    try assertError(
+      "cache:\n  directory: c\nsitemap:\n  pages: yes please\n", line: 4, field: "sitemap.pages",
+      containing: "true or false")
+  }
+
   func testErrorsNameTheLineAndField() throws {
     try assertError(
       "cache:\n  directory: c\nprefetch:\n  concurrency: zero\n", line: 4,

@@ -66,3 +66,29 @@ final class LockedBox: @unchecked Sendable {
   var value: Data { lock.withLock { stored } }
   var isSet: Bool { lock.withLock { written } }
 }
+
+/// Runs a program to its end with its output discarded, and says how much memory it needed at
+/// its peak (the kernel's count from `wait4`, which Foundation's `Process` does not expose).
+public enum PeakMemory {
+  public static func run(_ path: String, _ arguments: [String]) throws -> (
+    status: Int32, peakKiB: Int
+  ) {
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    for descriptor: Int32 in [0, 1, 2] {
+      posix_spawn_file_actions_addopen(
+        &actions, descriptor, "/dev/null", descriptor == 0 ? O_RDONLY : O_WRONLY, 0)
+    }
+    let argv = ([path] + arguments).map { strdup($0) } + [nil]
+    defer { argv.forEach { free($0) } }
+    var pid: pid_t = 0
+    let spawned = posix_spawn(&pid, path, &actions, nil, argv, environ)
+    guard spawned == 0 else { throw POSIXError(POSIXErrorCode(rawValue: spawned) ?? .EIO) }
+    var status: Int32 = 0
+    var usage = rusage()
+    while wait4(pid, &status, 0, &usage) < 0 && errno == EINTR {}
+    let exitStatus = (status & 0x7F) == 0 ? (status >> 8) & 0xFF : 128 + (status & 0x7F)
+    return (exitStatus, usage.ru_maxrss)
+  }
+}

@@ -9,11 +9,19 @@ final class PrefetchCommandTests: XCTestCase {
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
   var location: CacheLocation!
+  var sitemap: SitemapHolder!
+
+  final class SitemapHolder: @unchecked Sendable {
+    var data = Data()
+  }
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
     location = CacheLocation(directory: temporary.appending("cache"))
+    let sitemap = SitemapHolder()
+    self.sitemap = sitemap
     server = try LoopbackServer(routes: [
+      "/sitemap.xml.gz": { _ in ServerResponse(body: sitemap.data) },
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
@@ -32,6 +40,71 @@ final class PrefetchCommandTests: XCTestCase {
     let path = temporary.appending("urls-\(UUID().uuidString).txt")
     try lines.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
     return path
+  }
+
+  func testASitemapURLIsAManifest() throws {
+    sitemap.data = Fixtures.gzip(
+      Data(
+        """
+        <?xml version="1.0" encoding="UTF-8"?>
+        <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+                xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+          <url>
+            <loc>\(server.url("/photo.jpg"))</loc>
+            <image:image><image:loc>\(server.url("/image.png"))</image:loc></image:image>
+          </url>
+        </urlset>
+        """.utf8))
+    let result = try ImageCacheBinary.run([
+      "prefetch", server.url("/sitemap.xml.gz"), "--cache", location.directory, "--json",
+      "--sitemap-pages",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let prefetch = try XCTUnwrap(try RunReport.decode(Data(result.stdout.utf8)).prefetch)
+    XCTAssertEqual(
+      Set(prefetch.downloads.map(\.url)), [server.url("/photo.jpg"), server.url("/image.png")])
+
+    let wrong = try ImageCacheBinary.run([
+      "prefetch", "https://", "--cache", location.directory, "--sitemap-order", "newest",
+    ])
+    XCTAssertEqual(wrong.status, 2)
+  }
+
+  func testAFiftyThousandURLSitemapNeedsNoMoreMemoryThanATextManifest() throws {
+    // Every URL a miss with fromCacheOnly: nothing is fetched, every line is read.
+    var xml = """
+      <?xml version="1.0" encoding="UTF-8"?>
+      <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+              xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+
+      """
+    var lines: [String] = []
+    let padding = String(repeating: "x", count: 600)
+    for index in 0..<50_000 {
+      let url = "https://example.invalid/i/\(index).jpg"
+      lines.append(url)
+      xml += "<url><loc>https://example.invalid/p/\(index)</loc><image:image>"
+      xml += "<image:loc>\(url)</image:loc><image:caption>\(padding)</image:caption>"
+      xml += "</image:image></url>\n"
+    }
+    xml += "</urlset>\n"
+    let sitemapPath = temporary.appending("big.xml")
+    try xml.write(toFile: sitemapPath, atomically: true, encoding: .utf8)
+    XCTAssertGreaterThan(xml.utf8.count, 35_000_000)
+    let textPath = try manifest(lines)
+    xml = ""
+
+    func peak(_ manifest: String) throws -> Int {
+      let (status, kib) = try PeakMemory.run(
+        ImageCacheBinary.path,
+        ["prefetch", manifest, "--cache", location.directory, "--option", "fromCacheOnly"])
+      XCTAssertEqual(status, 0)
+      return kib
+    }
+    let text = try peak(textPath)
+    let sitemap = try peak(sitemapPath)
+    // libxml2 itself is a few MB of code and buffers; the document is never held.
+    XCTAssertLessThan(sitemap, text + 8 * 1024, "sitemap \(sitemap) KiB, text \(text) KiB")
   }
 
   func testReportMatchesTheSchemaAndASecondRunIsAllHits() throws {

@@ -23,7 +23,10 @@ public struct Job: Sendable {
   public var location: CacheLocation
   /// `maxDiskAge`, `maxDiskSize` and `expireType`.
   public var cleanup = CleanupConfiguration()
+  /// Manifest files, or http(s) URLs of manifests and sitemaps.
   public var manifests: [String] = []
+  /// How sitemap manifests are read.
+  public var sitemap = SitemapSettings()
   /// Whether the manifests are prefetched (false for `migrate`, whose manifests only name the
   /// keys whose legacy file names are renamed).
   public var prefetchesManifests = true
@@ -46,8 +49,8 @@ public struct Job: Sendable {
   }
 
   public static let knownKeys = [
-    "name", "cache", "manifests", "options", "context", "prefetch", "maintenance", "migrate",
-    "report",
+    "name", "cache", "manifests", "sitemap", "options", "context", "prefetch", "maintenance",
+    "migrate", "report",
   ]
 
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
@@ -164,9 +167,24 @@ struct JobParser {
       }
       for (index, item) in list.enumerated() {
         guard let path = item.string else {
-          throw fail(item, "manifests[\(index)]", "expected a file path")
+          throw fail(item, "manifests[\(index)]", "expected a file path or an http(s) URL")
         }
-        job.manifests.append(resolve(path))
+        job.manifests.append(ManifestItems.isRemote(path) ? path : resolve(path))
+      }
+    }
+    if let sitemap = top["sitemap"] {
+      guard let mapping = sitemap.mapping else {
+        throw fail(sitemap, "sitemap", "expected a mapping (pages, order)")
+      }
+      try checkKeys(mapping, known: ["pages", "order"], prefix: "sitemap.")
+      if let pages = mapping["pages"] {
+        guard let value = pages.bool else {
+          throw fail(pages, "sitemap.pages", "expected true or false")
+        }
+        job.sitemap.pages = value
+      }
+      if let order = mapping["order"] {
+        job.sitemap.order = try choice(order, "sitemap.order", SitemapOrder.self)
       }
     }
     if let options = top["options"] {

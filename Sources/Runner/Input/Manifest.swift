@@ -255,6 +255,11 @@ public final class LineReader: Sequence, IteratorProtocol {
     }
   }
 
+  /// Reads an open file from its current position; takes ownership of `descriptor`.
+  public init(descriptor: Int32) {
+    fd = descriptor
+  }
+
   /// The next line (without its newline) or why it cannot be used, and its 1-based number.
   public func next() -> (Int, Result<String, LineProblem>)? {
     while true {

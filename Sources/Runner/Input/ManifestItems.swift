@@ -3,6 +3,10 @@ import Foundation
 import Prefetcher
 import Synchronization
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 /// The items of one or more manifests, read lazily in order, each line's options and context
 /// applied on top of the job's defaults. A bad line becomes a failure naming its file, line and
 /// field; UI-only options become warnings.
@@ -12,13 +16,62 @@ public struct ManifestItems: Sequence, Sendable {
   public let defaultContext: ImageContext
   private let warningsBox = WarningList()
 
+  public let sitemap: SitemapSettings
+  /// The limits a sitemap is fetched and decompressed with: those of image downloads.
+  public let configuration: PrefetchConfiguration
+
   public init(
     paths: [String], defaultOptions: ImageOptions = ImageOptions(),
-    defaultContext: ImageContext = ImageContext()
+    defaultContext: ImageContext = ImageContext(), sitemap: SitemapSettings = SitemapSettings(),
+    configuration: PrefetchConfiguration = PrefetchConfiguration()
   ) {
     self.paths = paths
     self.defaultOptions = defaultOptions
     self.defaultContext = defaultContext
+    self.sitemap = sitemap
+    self.configuration = configuration
+  }
+
+  /// Whether a manifest is named by an http or https URL rather than a path.
+  public static func isRemote(_ manifest: String) -> Bool {
+    let lowercased = manifest.prefix(8).lowercased()
+    return lowercased.hasPrefix("http://") || lowercased.hasPrefix("https://")
+  }
+
+  /// The number of lines of the manifests, for a progress line's total, or `nil` when one of
+  /// them is a sitemap or a URL (counting it would mean reading or fetching it twice).
+  public static func lineCount(of paths: [String]) -> Int? {
+    var total = 0
+    for path in paths {
+      guard !isRemote(path) else { return nil }
+      let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+      if descriptor >= 0 {
+        defer { close(descriptor) }
+        if looksLikeXML(descriptor) { return nil }
+      }
+      total += ManifestReader(path: path).count { _ in true }
+    }
+    return total
+  }
+
+  /// Whether a file holds XML (after an optional byte order mark and white space) or gzip,
+  /// which manifests are only as sitemaps.
+  static func looksLikeXML(_ descriptor: Int32) -> Bool {
+    var head = [UInt8](repeating: 0, count: 512)
+    let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+    guard count > 0 else { return false }
+    var bytes = head[0..<count]
+    if bytes.starts(with: [0x1F, 0x8B]) { return true }
+    if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
+    let first = bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
+    return first == UInt8(ascii: "<")
+  }
+
+  /// The fetch of a sitemap or manifest URL, with the job's headers and TLS option.
+  func fetch(_ url: URL) throws(ImageCacheError) -> Int32 {
+    try DocumentFetcher.fetch(
+      url, configuration: configuration, headers: defaultContext.headers,
+      allowInvalidSSLCertificates: defaultOptions.contains(.allowInvalidSSLCertificates))
   }
 
   /// Warnings gathered so far (UI-only options on manifest lines).
@@ -41,13 +94,35 @@ public struct ManifestItems: Sequence, Sendable {
   public struct Iterator: IteratorProtocol {
     let owner: ManifestItems
     var pathIndex = 0
-    var current: ManifestReader.Iterator?
+    var current: Lines?
+    let visited = VisitedSitemaps()
+
+    /// The entries of one manifest, whatever its kind.
+    enum Lines {
+      case text(ManifestReader.Iterator)
+      case sitemap(SitemapManifest)
+      /// A manifest that could not be opened: its one error.
+      case failed(ManifestLineError?)
+
+      mutating func next() -> Result<ManifestEntry, ManifestLineError>? {
+        switch self {
+        case .text(var reader):
+          defer { self = .text(reader) }
+          return reader.next()
+        case .sitemap(let sitemap):
+          return sitemap.next()
+        case .failed(let error):
+          self = .failed(nil)
+          return error.map { .failure($0) }
+        }
+      }
+    }
 
     public mutating func next() -> Result<PrefetchItem, ConfigurationError>? {
       while true {
         if current == nil {
           guard pathIndex < owner.paths.count else { return nil }
-          current = ManifestReader(path: owner.paths[pathIndex]).makeIterator()
+          current = open(owner.paths[pathIndex])
           pathIndex += 1
         }
         guard let line = current!.next() else {
@@ -56,6 +131,36 @@ public struct ManifestItems: Sequence, Sendable {
         }
         return owner.item(from: line)
       }
+    }
+
+    /// Opens a manifest: a local file or an http(s) URL, a sitemap (by its content) or lines.
+    func open(_ manifest: String) -> Lines {
+      let descriptor: Int32
+      if ManifestItems.isRemote(manifest) {
+        guard let url = URL(string: manifest) else {
+          return .failed(
+            ManifestLineError(file: manifest, line: 0, field: nil, message: "not a valid URL"))
+        }
+        do throws(ImageCacheError) {
+          descriptor = try owner.fetch(url)
+        } catch {
+          return .failed(
+            ManifestLineError(
+              file: manifest, line: 0, field: nil, message: "cannot fetch: \(error.message)"))
+        }
+      } else {
+        descriptor = Glibc.open(manifest, O_RDONLY | O_CLOEXEC)
+        // A file that cannot be opened is reported by the line reader, as before.
+        guard descriptor >= 0 else { return .text(ManifestReader(path: manifest).makeIterator()) }
+      }
+      guard ManifestItems.looksLikeXML(descriptor) else {
+        return .text(
+          ManifestReader.Iterator(path: manifest, lines: LineReader(descriptor: descriptor)))
+      }
+      return .sitemap(
+        SitemapManifest(
+          descriptor: descriptor, name: manifest, settings: owner.sitemap,
+          limit: owner.configuration.maxResponseSize, visited: visited, fetch: owner.fetch))
     }
   }
 
@@ -68,7 +173,8 @@ public struct ManifestItems: Sequence, Sendable {
     case .failure(let error):
       return .failure(
         ConfigurationError(
-          source: error.file, line: error.line, field: error.field, message: error.message))
+          source: error.file, line: error.line > 0 ? error.line : nil, field: error.field,
+          message: error.message))
     }
     do {
       let (options, warnings) = try ImageOptions.parse(
@@ -97,6 +203,8 @@ final class WarningList: Sendable {
 extension Job {
   /// The job's manifests, read lazily, with its options and context as every line's defaults.
   public var manifestItems: ManifestItems {
-    ManifestItems(paths: manifests, defaultOptions: options, defaultContext: context)
+    ManifestItems(
+      paths: manifests, defaultOptions: options, defaultContext: context, sitemap: sitemap,
+      configuration: prefetch)
   }
 }

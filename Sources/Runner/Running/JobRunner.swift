@@ -8,7 +8,7 @@ import State
 public protocol RunConsole: Sendable {
   func say(_ line: String)
   /// The progress display of a prefetch of `total` URLs, if there is one.
-  func progress(total: Int) -> (any PrefetchProgress)?
+  func progress(total: Int?) -> (any PrefetchProgress)?
 }
 
 /// How one run goes, beside the job itself: what the command line's flags say.
@@ -151,8 +151,7 @@ public struct JobRunner: Sendable {
       warnings.append(warning)
     }
     let items = job.manifestItems
-    let progress = console.progress(
-      total: job.manifests.reduce(0) { $0 + ManifestReader(path: $1).count { _ in true } })
+    let progress = console.progress(total: ManifestItems.lineCount(of: job.manifests))
     let recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
 
     let (counts, failure) = try await Downloader.withDownloader(configuration: job.prefetch) {

@@ -1,0 +1,333 @@
+import Core
+import Foundation
+import Prefetcher
+import Runner
+import TestSupport
+import XCTest
+
+/// Sitemap manifests (SPEC section 6, issue 14): image sitemaps, indexes, gzip, local files and
+/// URLs, and the hostile ones, through the runner against a loopback server.
+final class SitemapTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var location: CacheLocation!
+  /// Sitemap bodies served by path, set by each test before it runs.
+  let documents = DocumentTable()
+
+  final class DocumentTable: @unchecked Sendable {
+    private var bodies: [String: Data] = [:]
+    private let lock = NSLock()
+    subscript(path: String) -> Data? {
+      get { lock.withLock { bodies[path] } }
+      set { lock.withLock { bodies[path] = newValue } }
+    }
+  }
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    let documents = documents
+    var routes: [String: Route] = [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
+      "/d.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+    ]
+    for name in [
+      "/sitemap.xml", "/sitemap.xml.gz", "/index.xml", "/one.xml", "/two.xml.gz", "/self.xml",
+      "/deep1.xml", "/deep2.xml", "/deep3.xml",
+    ] {
+      routes[name] = { _ in
+        documents[name].map {
+          ServerResponse(headers: [("Content-Type", "application/xml")], body: $0)
+        }
+          ?? ServerResponse(status: 404)
+      }
+    }
+    server = try LoopbackServer(routes: routes)
+    location = CacheLocation(directory: temporary.appending("cache"))
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  // MARK: Documents
+
+  static let header = """
+    <?xml version="1.0" encoding="UTF-8"?>
+    <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+            xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+    """
+
+  /// A urlset: each page with its images (paths on the loopback server) and lastmod.
+  func urlset(_ pages: [(page: String, images: [String], lastmod: String?)]) -> Data {
+    var xml = Self.header + "\n"
+    for page in pages {
+      xml += "  <url>\n    <loc>\(server.url(page.page))</loc>\n"
+      if let lastmod = page.lastmod { xml += "    <lastmod>\(lastmod)</lastmod>\n" }
+      for image in page.images {
+        xml += "    <image:image>\n      <image:loc>\(server.url(image))</image:loc>\n"
+        xml += "      <image:caption>a caption &amp; more</image:caption>\n    </image:image>\n"
+      }
+      xml += "  </url>\n"
+    }
+    return Data((xml + "</urlset>\n").utf8)
+  }
+
+  func index(_ children: [(loc: String, lastmod: String?)]) -> Data {
+    var xml = """
+      <?xml version="1.0" encoding="UTF-8"?>
+      <sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+
+      """
+    for child in children {
+      xml += "  <sitemap>\n    <loc>\(child.loc)</loc>\n"
+      if let lastmod = child.lastmod { xml += "    <lastmod>\(lastmod)</lastmod>\n" }
+      xml += "  </sitemap>\n"
+    }
+    return Data((xml + "</sitemapindex>\n").utf8)
+  }
+
+  private func write(_ data: Data, _ name: String) throws -> String {
+    let path = temporary.appending(name)
+    try data.write(to: URL(fileURLWithPath: path))
+    return path
+  }
+
+  private func run(_ job: Job) async throws -> (RunOutcome, PrefetchReport) {
+    var settings = RunSettings()
+    settings.reportFiles = [temporary.appending("reports/{job}.json")]
+    let outcome = try await JobRunner(job: job, settings: settings, console: RecordingConsole())
+      .run()
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: outcome.reportFiles[0]))
+    return (outcome, try XCTUnwrap(try RunReport.decode(data).prefetch))
+  }
+
+  private func job(_ manifests: [String], _ configure: (inout Job) -> Void = { _ in }) -> Job {
+    var job = Job(name: "sitemap", location: location)
+    job.manifests = manifests
+    job.passes = []
+    job.prefetch.retries = 0
+    configure(&job)
+    return job
+  }
+
+  private func stored(_ path: String) -> Bool {
+    FileManager.default.fileExists(
+      atPath: DiskCache(location: location).cachePath(forKey: server.url(path)))
+  }
+
+  // MARK: Tests
+
+  func testAGzipImageSitemapByURLPrefetchesItsImagesAndNotItsPages() async throws {
+    documents["/sitemap.xml.gz"] = Fixtures.gzip(
+      urlset([
+        (page: "/products/1", images: ["/a.jpg", "/b.png"], lastmod: nil),
+        (page: "/photo.jpg", images: ["/c.gif"], lastmod: nil),
+      ]))
+    let (outcome, report) = try await run(job([server.url("/sitemap.xml.gz")]))
+    XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(report.counts.downloaded, 3, "\(report.lineErrors)")
+    XCTAssertTrue(stored("/a.jpg") && stored("/b.png") && stored("/c.gif"))
+    XCTAssertFalse(stored("/photo.jpg"), "a page's own <loc> is taken only with pages: true")
+    XCTAssertEqual(server.requestCount("/products/1"), 0)
+    XCTAssertTrue(report.lineErrors.isEmpty, "\(report.lineErrors)")
+  }
+
+  func testPagesTakesAPageLocThatNamesAnImage() async throws {
+    let path = try write(
+      Fixtures.gzip(
+        urlset([
+          (page: "/products/1", images: ["/a.jpg"], lastmod: nil),
+          (page: "/photo.jpg", images: [], lastmod: nil),
+        ])), "local.xml.gz")
+    let (_, report) = try await run(job([path]) { $0.sitemap.pages = true })
+    XCTAssertEqual(report.counts.downloaded, 2, "\(report.lineErrors)")
+    XCTAssertTrue(stored("/photo.jpg"))
+    XCTAssertEqual(server.requestCount("/products/1"), 0, "a page that is not an image is left")
+  }
+
+  func testAnIndexReadsEachChildOnceAndReportsTheMissingOneWithItsLine() async throws {
+    documents["/one.xml"] = urlset([(page: "/p1", images: ["/a.jpg"], lastmod: nil)])
+    documents["/two.xml.gz"] = Fixtures.gzip(
+      urlset([(page: "/p2", images: ["/b.png", "/c.gif"], lastmod: nil)]))
+    documents["/index.xml"] = index([
+      (loc: server.url("/one.xml"), lastmod: nil),
+      (loc: server.url("/missing.xml"), lastmod: nil),
+      (loc: server.url("/two.xml.gz"), lastmod: nil),
+      (loc: server.url("/one.xml"), lastmod: nil),
+    ])
+    let (outcome, report) = try await run(job([server.url("/index.xml")]))
+    XCTAssertEqual(report.counts.downloaded, 3)
+    XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(server.requestCount("/one.xml"), 1, "each child is fetched once")
+    let missing = try XCTUnwrap(report.lineErrors.first { $0.contains("missing.xml") })
+    // The index: two lines of header, then three lines a child, <loc> the second of them.
+    XCTAssertTrue(missing.hasPrefix(server.url("/index.xml") + ":7:"), missing)
+    XCTAssertTrue(missing.contains("404"), missing)
+    XCTAssertTrue(
+      report.lineErrors.contains { $0.contains("already read") && $0.contains(":13:") },
+      "\(report.lineErrors)")
+  }
+
+  func testAnIndexThatNamesItselfIsReadOnce() async throws {
+    documents["/self.xml"] = index([
+      (loc: server.url("/self.xml"), lastmod: nil), (loc: server.url("/one.xml"), lastmod: nil),
+    ])
+    documents["/one.xml"] = urlset([(page: "/p1", images: ["/a.jpg"], lastmod: nil)])
+    let (_, report) = try await run(job([server.url("/self.xml")]))
+    XCTAssertEqual(server.requestCount("/self.xml"), 1)
+    XCTAssertEqual(report.counts.downloaded, 1)
+    XCTAssertEqual(report.lineErrors.count, 1)
+    XCTAssertTrue(report.lineErrors[0].contains("already read"), report.lineErrors[0])
+  }
+
+  func testIndexesNestOnlyToTheDepthLimit() async throws {
+    documents["/deep1.xml"] = index([(loc: server.url("/deep2.xml"), lastmod: nil)])
+    documents["/deep2.xml"] = index([(loc: server.url("/deep3.xml"), lastmod: nil)])
+    documents["/deep3.xml"] = index([(loc: server.url("/one.xml"), lastmod: nil)])
+    documents["/one.xml"] = urlset([(page: "/p1", images: ["/a.jpg"], lastmod: nil)])
+    let (_, report) = try await run(job([server.url("/deep1.xml")]))
+    XCTAssertEqual(server.requestCount("/deep3.xml"), 1)
+    XCTAssertEqual(server.requestCount("/one.xml"), 0, "a fourth level is not fetched")
+    XCTAssertTrue(report.lineErrors.contains { $0.contains("nest deeper") }, "\(report.lineErrors)")
+  }
+
+  func testAChildOnAnotherSchemeIsAnErrorAndTheRunGoesOn() async throws {
+    let path = try write(
+      index([
+        (loc: "file:///etc/passwd", lastmod: nil), (loc: server.url("/one.xml"), lastmod: nil),
+      ]), "index.xml")
+    documents["/one.xml"] = urlset([(page: "/p1", images: ["/a.jpg"], lastmod: nil)])
+    let (_, report) = try await run(job([path]))
+    XCTAssertEqual(report.counts.downloaded, 1)
+    XCTAssertEqual(report.lineErrors.count, 1)
+    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(path):4:"), report.lineErrors[0])
+    XCTAssertTrue(report.lineErrors[0].contains("not file"), report.lineErrors[0])
+  }
+
+  func testExternalEntitiesAreNeverRead() async throws {
+    let secret = try write(Data("\(server.url("/d.jpg"))\n".utf8), "secret.txt")
+    let xxe = try write(
+      Data(
+        """
+        <?xml version="1.0"?>
+        <!DOCTYPE urlset [ <!ENTITY xxe SYSTEM "file://\(secret)"> ]>
+        <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+                xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+          <url><loc>&xxe;</loc><image:image><image:loc>&xxe;</image:loc></image:image></url>
+        </urlset>
+        """.utf8), "xxe.xml")
+    let after = try write(urlset([(page: "/p", images: ["/a.jpg"], lastmod: nil)]), "after.xml")
+    let (_, report) = try await run(job([xxe, after]) { $0.sitemap.pages = true })
+    XCTAssertEqual(server.requestCount("/d.jpg"), 0, "the entity's file was never read")
+    XCTAssertEqual(report.counts.downloaded, 1, "the next manifest still runs")
+    XCTAssertEqual(report.lineErrors.count, 1, "\(report.lineErrors)")
+    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(xxe):2:"), report.lineErrors[0])
+    XCTAssertTrue(report.lineErrors[0].contains("DOCTYPE"), report.lineErrors[0])
+  }
+
+  func testAnEntityBombIsRefusedQuickly() async throws {
+    var doctype = "<!DOCTYPE urlset [\n  <!ENTITY lol \"lol\">\n"
+    var previous = "lol"
+    for level in 1...9 {
+      doctype +=
+        "  <!ENTITY lol\(level) \"" + String(repeating: "&\(previous);", count: 10) + "\">\n"
+      previous = "lol\(level)"
+    }
+    let bomb = try write(
+      Data(
+        ("<?xml version=\"1.0\"?>\n" + doctype + "]>\n"
+          + "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"><url><loc>&lol9;</loc></url></urlset>\n")
+          .utf8), "bomb.xml")
+    let (_, report) = try await run(job([bomb]))
+    XCTAssertEqual(report.lineErrors.count, 1, "\(report.lineErrors)")
+    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(bomb):2:"), report.lineErrors[0])
+  }
+
+  func testAGzipBombStopsAtTheSizeLimit() async throws {
+    // 8 MB of one repeated URL element compresses to a few KB; the limit here is 1 MB.
+    let element = "<url><loc>\(server.url("/p"))</loc></url>\n"
+    var xml = Self.header + "\n"
+    xml += String(repeating: element, count: 8_000_000 / element.utf8.count)
+    xml += "</urlset>\n"
+    let path = try write(Fixtures.gzip(Data(xml.utf8)), "bomb.xml.gz")
+    XCTAssertLessThan(try FileSystem.attributes(atPath: path)!.size, 1_000_000)
+    let (_, report) = try await run(job([path]) { $0.prefetch.maxResponseSize = 1_000_000 })
+    XCTAssertEqual(report.lineErrors.count, 1, "\(report.lineErrors)")
+    XCTAssertTrue(report.lineErrors[0].contains("gzip bomb"), report.lineErrors[0])
+  }
+
+  func testNotASitemapAndBrokenXMLNameTheFileAndLine() async throws {
+    let rss = try write(Data("<?xml version=\"1.0\"?>\n<rss><channel/></rss>\n".utf8), "feed.xml")
+    let broken = try write(
+      Data((Self.header + "\n<url><loc>\(server.url("/a.jpg"))</loc>\n</urlset>\n").utf8),
+      "broken.xml")
+    let (_, report) = try await run(job([rss, broken]))
+    XCTAssertEqual(report.lineErrors.count, 2, "\(report.lineErrors)")
+    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(rss):2:"), report.lineErrors[0])
+    XCTAssertTrue(report.lineErrors[0].contains("<rss>"), report.lineErrors[0])
+    XCTAssertTrue(report.lineErrors[1].hasPrefix("\(broken):"), report.lineErrors[1])
+  }
+
+  func testFailuresNameTheSitemapAndLine() async throws {
+    let path = try write(
+      urlset([(page: "/p", images: ["/a.jpg", "/gone.jpg"], lastmod: nil)]), "map.xml")
+    let (outcome, report) = try await run(job([path]))
+    XCTAssertEqual(outcome.failedURLs, 1)
+    // Lines 1-3 the header, 4 <url>, 5 <loc>, then 4 lines an image (<image:image>,
+    // <image:loc>, <image:caption>, </image:image>): the second <image:loc> is on line 11.
+    XCTAssertEqual(report.failures.map(\.source), ["\(path):11"])
+  }
+
+  func testOrderLastmodTakesTheNewestFirst() async throws {
+    let path = try write(
+      urlset([
+        (page: "/p1", images: ["/a.jpg"], lastmod: "2024-01-01"),
+        (page: "/p2", images: ["/b.png"], lastmod: nil),
+        (page: "/p3", images: ["/c.gif"], lastmod: "2025-06-01T10:00:00+02:00"),
+        (page: "/p4", images: ["/d.jpg"], lastmod: "2025-06-01T09:00:00Z"),
+      ]), "dated.xml")
+    let (_, report) = try await run(
+      job([path]) {
+        $0.sitemap.order = .lastmod
+        $0.prefetch.concurrency = 1
+      })
+    // 10:00+02:00 is 08:00Z: older than 09:00Z.
+    XCTAssertEqual(
+      report.downloads.map(\.url), ["/d.jpg", "/c.gif", "/a.jpg", "/b.png"].map(server.url))
+  }
+
+  func testAFiftyThousandURLSitemapIsStreamed() throws {
+    // Read through the manifest iterator: memory is measured by Benchmarks/sitemap.sh; here,
+    // every entry arrives, in order, with its line.
+    var xml = Self.header + "\n"
+    for index in 0..<50_000 {
+      xml += "<url><loc>https://example.invalid/p/\(index)</loc>"
+      xml +=
+        "<image:image><image:loc>https://example.invalid/i/\(index).jpg</image:loc></image:image></url>\n"
+    }
+    xml += "</urlset>\n"
+    let path = try write(Fixtures.gzip(Data(xml.utf8)), "big.xml.gz")
+    var count = 0
+    for item in ManifestItems(paths: [path]) {
+      let value = try item.get()
+      XCTAssertEqual(value.url, "https://example.invalid/i/\(count).jpg")
+      XCTAssertEqual(value.source, "\(path):\(count + 4)")
+      count += 1
+    }
+    XCTAssertEqual(count, 50_000)
+  }
+
+  func testTheProgressTotalCountsTextManifestsOnly() throws {
+    let text = try write(
+      Data("https://example.invalid/a.jpg\n# note\nhttps://example.invalid/b.jpg\n".utf8),
+      "urls.txt")
+    let map = try write(urlset([(page: "/p", images: ["/a.jpg"], lastmod: nil)]), "map.xml")
+    XCTAssertEqual(ManifestItems.lineCount(of: [text]), 2)
+    XCTAssertNil(ManifestItems.lineCount(of: [text, map]), "a sitemap is not read twice")
+    XCTAssertNil(ManifestItems.lineCount(of: [server.url("/sitemap.xml")]))
+  }
+}
