@@ -113,7 +113,8 @@ final class RunCommandTests: XCTestCase {
       .deletingLastPathComponent()
       .appendingPathComponent("jobs/example.yaml").path
     let job = try Job.load(path: example)
-    XCTAssertEqual(job.manifests.count, 2)
+    XCTAssertEqual(job.manifests.count, 3)
+    XCTAssertEqual(job.sitemap.order, .lastmod)
     for manifest in job.manifests {
       XCTAssertTrue(FileManager.default.fileExists(atPath: manifest), manifest)
     }
