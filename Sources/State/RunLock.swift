@@ -8,17 +8,22 @@ import Foundation
 #endif
 
 /// The cache's run lock, `.imagecache/lock` (SPEC sections 6 and 8): two runs on the same cache
-/// never run at once. An `flock(2)` lock, so a crashed run never leaves it held.
+/// never run at once. An `flock(2)` lock, so a crashed run never leaves it held. The holder
+/// writes its pid and start time in the file, so that a run that waits can say whom for.
 public final class RunLock: Sendable {
   public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
     /// Another process holds the lock (exit code 3).
     case held(path: String)
+    /// Still held after `--wait-timeout` (exit code 3 too).
+    case stillHeld(path: String, seconds: TimeInterval)
     case cannotOpen(path: String, errno: Int32)
 
     public var description: String {
       switch self {
       case .held(let path):
         "another imagecache run holds the cache lock \(path) (use --wait to wait for it)"
+      case .stillHeld(let path, let seconds):
+        "another imagecache run still held the cache lock \(path) after \(Int(seconds)) s of waiting"
       case .cannotOpen(let path, let errno):
         "cannot open the cache lock \(path): \(String(cString: strerror(errno)))"
       }
@@ -28,38 +33,108 @@ public final class RunLock: Sendable {
   public let path: String
   private let fd: Int32
 
+  /// Who holds the lock, as its holder wrote it in the lock file.
+  public struct Holder: Sendable, Equatable, CustomStringConvertible {
+    public var pid: Int32
+    /// When it took the lock (ISO 8601), if it said.
+    public var startedAt: String?
+
+    public var description: String {
+      "the run of pid \(pid)" + (startedAt.map { " (started at \($0))" } ?? "")
+    }
+  }
+
+  /// How a lock is taken.
+  public struct Options: Sendable {
+    /// Wait for the holder to finish instead of failing with ``Failure/held(path:)``.
+    public var wait = false
+    /// With `wait`, give up (``Failure/held(path:)``) after this long; `nil`: never.
+    public var timeout: TimeInterval?
+    /// A shared lock for a run that writes nothing (a dry run): it waits for (or fails on) a
+    /// run that writes, but neither creates the lock file nor keeps other dry runs out. A cache
+    /// with no lock file has never been written by a run: there is nothing to wait for.
+    public var readOnly = false
+
+    public init(wait: Bool = false, timeout: TimeInterval? = nil, readOnly: Bool = false) {
+      self.wait = wait
+      self.timeout = timeout
+      self.readOnly = readOnly
+    }
+  }
+
   /// Runs `body` holding the lock of the cache at `location`, waiting for the lock when `wait`
   /// is set and failing with ``Failure/held(path:)`` otherwise. The lock is released when
   /// `body` returns or throws.
   public static func withLock<Result>(
     location: CacheLocation, wait: Bool, _ body: () async throws -> Result
   ) async throws -> Result {
-    let lock = try RunLock(location: location, wait: wait)
-    defer { lock.release() }
+    try await withLock(location: location, options: Options(wait: wait), body)
+  }
+
+  /// Runs `body` holding the lock as `options` say; `waiting` is told who holds it before a
+  /// wait begins.
+  public static func withLock<Result>(
+    location: CacheLocation, options: Options, waiting: (Holder?) -> Void = { _ in },
+    _ body: () async throws -> Result
+  ) async throws -> Result {
+    let lock = try RunLock(location: location, options: options, waiting: waiting)
+    defer { lock?.release() }
     return try await body()
   }
 
   /// Takes the lock without waiting, for an owner that releases it when its own scope ends
   /// (the manager, for the namespaces manifest lines name).
   package static func acquire(location: CacheLocation) throws -> RunLock {
-    try RunLock(location: location, wait: false)
+    try RunLock(location: location, options: Options(), waiting: { _ in })!
   }
 
-  private init(location: CacheLocation, wait: Bool) throws {
-    try FileSystem.createDirectory(path: location.stateDirectory)
+  /// The holder the lock file names, if it names one.
+  public static func holder(location: CacheLocation) -> Holder? {
+    let path = (location.stateDirectory as NSString).appendingPathComponent("lock")
+    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+    let lines = text.split(separator: "\n").map(String.init)
+    guard let first = lines.first, let pid = Int32(first) else { return nil }
+    return Holder(pid: pid, startedAt: lines.dropFirst().first)
+  }
+
+  /// `nil` for a read-only lock on a cache that has no lock file.
+  private init?(location: CacheLocation, options: Options, waiting: (Holder?) -> Void) throws {
     path = (location.stateDirectory as NSString).appendingPathComponent("lock")
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-    guard fd >= 0 else { throw Failure.cannotOpen(path: path, errno: errno) }
-    while flock(fd, LOCK_EX | (wait ? 0 : LOCK_NB)) != 0 {
-      if errno == EINTR { continue }
-      let failure = errno
-      close(fd)
-      if failure == EWOULDBLOCK { throw Failure.held(path: path) }
-      throw Failure.cannotOpen(path: path, errno: failure)
+    if options.readOnly {
+      fd = open(path, O_RDONLY | O_CLOEXEC)
+      if fd < 0 && errno == ENOENT { return nil }
+    } else {
+      try FileSystem.createDirectory(path: location.stateDirectory)
+      fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
     }
-    let pid = "\(getpid())\n"
+    guard fd >= 0 else { throw Failure.cannotOpen(path: path, errno: errno) }
+    let kind = options.readOnly ? LOCK_SH : LOCK_EX
+    var toldWaiting = false
+    let deadline = options.timeout.map { Date().addingTimeInterval($0) }
+    while flock(fd, kind | LOCK_NB) != 0 {
+      let failure = errno
+      if failure == EINTR { continue }
+      guard failure == EWOULDBLOCK, options.wait, deadline.map({ Date() < $0 }) ?? true else {
+        close(fd)
+        if failure == EWOULDBLOCK {
+          if let timeout = options.timeout, options.wait {
+            throw Failure.stillHeld(path: path, seconds: timeout)
+          }
+          throw Failure.held(path: path)
+        }
+        throw Failure.cannotOpen(path: path, errno: failure)
+      }
+      if !toldWaiting {
+        toldWaiting = true
+        waiting(Self.holder(location: location))
+      }
+      usleep(50_000)
+    }
+    guard !options.readOnly else { return }
+    let stamp = Date().formatted(.iso8601)
+    let holder = "\(getpid())\n\(stamp)\n"
     ftruncate(fd, 0)
-    _ = pid.withCString { write(fd, $0, strlen($0)) }
+    _ = holder.withCString { pwrite(fd, $0, strlen($0), 0) }
   }
 
   package func release() {

@@ -28,6 +28,7 @@ struct BlacklistCommand: ParsableCommand {
     var json = false
 
     func run() throws {
+      try cacheOptions.requireExistingCache()
       // Read-only: a read-only state file (or a cache with no state yet) still lists.
       let entries =
         try StateStore.openForReading(location: cacheOptions.location)?.blacklist() ?? []
@@ -50,6 +51,7 @@ struct BlacklistCommand: ParsableCommand {
     var urls: [String]
 
     func run() throws {
+      try cacheOptions.requireExistingCache()
       let store = try openState(cacheOptions.location)
       var missing = 0
       for url in urls {
@@ -70,6 +72,7 @@ struct BlacklistCommand: ParsableCommand {
     @OptionGroup var cacheOptions: CacheOptions
 
     func run() throws {
+      try cacheOptions.requireExistingCache()
       let removed = try openState(cacheOptions.location).clearBlacklist()
       Console.standard.say("removed \(removed) URLs from the blacklist")
     }

@@ -23,8 +23,31 @@ struct CacheOptions: ParsableArguments {
     help: ArgumentHelp("The namespace folder inside the cache directory.", valueName: "ns"))
   var namespace: String = CacheLocation.defaultNamespace
 
+  /// The cache, its directory made absolute (reports name it; a cron job's working directory
+  /// is nobody's business).
   var location: CacheLocation {
-    CacheLocation(directory: cache ?? CacheLocation.defaultDirectory(), namespace: namespace)
+    var directory = cache ?? CacheLocation.defaultDirectory()
+    if !directory.hasPrefix("/") {
+      directory = FileManager.default.currentDirectoryPath + "/" + directory
+    }
+    return CacheLocation(
+      directory: URL(fileURLWithPath: directory).standardizedFileURL.path, namespace: namespace)
+  }
+
+  /// Refuses a cache that does not exist, for the commands that only read or maintain one
+  /// (only `prefetch`, `run` and a real `migrate` create a cache): a typo in `--cache` is an
+  /// error, never an empty cache or a new folder.
+  func requireExistingCache() throws {
+    let path = location.diskCachePath
+    var isDirectory: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
+      throw ConfigurationError(
+        source: "--cache",
+        message: "no cache at \(path) (no such folder); prefetch and run create one")
+    }
+    guard isDirectory.boolValue else {
+      throw ConfigurationError(source: "--cache", message: "\(path) is not a folder")
+    }
   }
 
   func validate() throws {
@@ -50,12 +73,27 @@ struct ReportOptions: ParsableArguments {
     help: "Wait for another run on the same cache to finish instead of exiting with code 3.")
   var wait = false
 
+  @Option(
+    name: .customLong("wait-timeout"),
+    help: ArgumentHelp(
+      "With --wait, give up (exit 3) after waiting this long, as flock -w does.",
+      valueName: "duration"))
+  var waitTimeout: Duration?
+
+  func validate() throws {
+    if let waitTimeout, waitTimeout.seconds < 0 {
+      throw ValidationError("--wait-timeout cannot be negative")
+    }
+  }
+
   /// The run settings these flags give.
   func settings(dryRun: Bool = false, verbose: Bool = false) -> RunSettings {
     var settings = RunSettings()
     settings.dryRun = dryRun
     settings.verbose = verbose
-    settings.wait = wait
+    // --wait-timeout says how long to wait: it implies --wait.
+    settings.wait = wait || waitTimeout != nil
+    settings.waitTimeout = waitTimeout?.seconds
     settings.reportFiles = report.map { [$0] } ?? []
     settings.printsReport = json
     return settings

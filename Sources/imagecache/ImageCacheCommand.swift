@@ -62,7 +62,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
     switch error {
     case _ where exitCode(for: error).isSuccess, is ExitCode:
       exit(withError: error)  // help, --version and explicit exit codes
-    case RunLock.Failure.held:
+    case RunLock.Failure.held, RunLock.Failure.stillHeld:
       status = .locked
     case is ConfigurationError, is MaintenanceError:
       status = .usage

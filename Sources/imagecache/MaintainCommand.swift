@@ -53,6 +53,7 @@ struct MaintainCommand: AsyncParsableCommand {
   var verbose = false
 
   func run() async throws {
+    try cacheOptions.requireExistingCache()
     var job = Job(name: "maintain", location: cacheOptions.location)
     job.cleanup = CleanupConfiguration(
       maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType)

@@ -53,6 +53,8 @@ struct MigrateCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
+    // A real migration may fill a new cache; a dry run never writes, so it needs one.
+    if dryRun { try cacheOptions.requireExistingCache() }
     var job = Job(name: "migrate", location: cacheOptions.location)
     job.passes = [.migrate]
     job.migrateFrom = from

@@ -22,6 +22,7 @@ struct StatsCommand: ParsableCommand {
   var json = false
 
   func run() throws {
+    try cacheOptions.requireExistingCache()
     let stats = try CacheStatistics.collect(location: cacheOptions.location) {
       Console.standard.say("stats: \($0)")
     }

@@ -19,6 +19,8 @@ public struct RunSettings: Sendable {
   public var verbose = false
   /// Wait for another run's lock instead of failing with ``RunLock/Failure/held(path:)``.
   public var wait = false
+  /// With `wait`, give up after this long (exit 3); `nil`: wait as long as it takes.
+  public var waitTimeout: TimeInterval?
   /// Report files besides the job's own (`--report`); `{job}` becomes the job's name.
   public var reportFiles: [String] = []
   /// Also print the report on stdout (`--json`).
@@ -57,7 +59,16 @@ public struct JobRunner: Sendable {
   /// path cannot be written) and for fatal errors during it, after writing the report marked
   /// `failed`.
   public func run() async throws -> RunOutcome {
-    try await RunLock.withLock(location: job.location, wait: settings.wait) {
+    let lockOptions = RunLock.Options(
+      wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun)
+    return try await RunLock.withLock(
+      location: job.location, options: lockOptions,
+      waiting: { holder in
+        console.say(
+          "\(job.name): waiting for \(holder?.description ?? "another run") to finish"
+            + (settings.waitTimeout.map { " (at most \(Int($0)) s)" } ?? ""))
+      }
+    ) {
       try await SignalScope.with { signals in try await runLocked(signals: signals) }
     }
   }
@@ -271,6 +282,7 @@ public struct JobRunner: Sendable {
     var configuration = job.cleanup
     if !expires { configuration.maxDiskAge = -1 }
     if !trims { configuration.maxDiskSize = 0 }
+    console.say(Self.limitsLine(configuration, expires: expires, trims: trims))
     let listsActions = settings.dryRun || settings.verbose
     var expire = try beginPass(.expire, in: writer, listsActions: listsActions)
     var trim = try beginPass(.trim, in: writer, listsActions: listsActions)
@@ -278,6 +290,43 @@ public struct JobRunner: Sendable {
       dryRun: settings.dryRun, expire: &expire, trim: &trim, stop: { stop.isStopped })
     if expires { endPass(expire, in: writer) }
     if trims { endPass(trim, in: writer) }
+  }
+}
+
+extension JobRunner {
+  /// The limits the expire and trim passes run with, said before they start: a pass with no
+  /// limit set still expires by the default age, and nobody should have to guess that.
+  static func limitsLine(_ configuration: CleanupConfiguration, expires: Bool, trims: Bool)
+    -> String
+  {
+    var parts: [String] = []
+    if expires {
+      let age = configuration.maxDiskAge
+      parts.append(
+        age < 0
+          ? "expire: off (negative max age)"
+          : "expire: files whose \(configuration.expireType.rawValue) is more than "
+            + "\(formatDuration(age)) old")
+    }
+    if trims {
+      let size = configuration.maxDiskSize
+      parts.append(
+        size == 0
+          ? "trim: off (no max size)"
+          : "trim: when over \(formatBytes(size)), oldest first to below \(formatBytes(size / 2))")
+    }
+    return "limits: " + parts.joined(separator: "; ")
+  }
+
+  /// `7d`, `12h`, `15m` or `30s`: the largest unit that divides the duration.
+  static func formatDuration(_ seconds: TimeInterval) -> String {
+    let whole = Int(seconds)
+    guard Double(whole) == seconds else { return "\(seconds)s" }
+    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)]
+    where whole != 0 && whole % size == 0 {
+      return "\(whole / size)\(unit)"
+    }
+    return "\(whole)s"
   }
 }
 
