@@ -81,7 +81,7 @@ let package = Package(
     .executableTarget(
       name: "imagecache",
       dependencies: [
-        "Core", "State", "Runner",
+        "Core", "State", "Runner", "Prefetcher", "Imaging",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .target(

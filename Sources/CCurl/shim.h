@@ -51,3 +51,4 @@ static const long ic_global_all = CURL_GLOBAL_ALL;
 static const long ic_pipe_multiplex = CURLPIPE_MULTIPLEX;
 static const long ic_http_version_2tls = CURL_HTTP_VERSION_2TLS;
 static const int ic_error_size = CURL_ERROR_SIZE;
+static const CURLversion ic_curl_version_now = CURLVERSION_NOW;

@@ -423,3 +423,11 @@ enum PNGDecoder {
     throw .badImageData(reason: "png: \(text)")
   }
 }
+
+extension ImageValidator {
+  /// The decoders' versions, for `--version`: libjpeg-turbo as built against, libpng as loaded.
+  public static var libraryVersions: String {
+    "libjpeg-turbo \(String(cString: ic_jpeg_turbo_version())), "
+      + "libpng \(String(cString: png_get_libpng_ver(nil)))"
+  }
+}

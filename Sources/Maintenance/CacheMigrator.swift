@@ -21,6 +21,27 @@ import Foundation
 public struct CacheMigrator: Sendable {
   public let location: CacheLocation
   private var disk: DiskCache { DiskCache(location: location) }
+  /// In a dry run, the files the passes run so far would have moved: a later pass of the same
+  /// dry run sees the cache as the real run would, so the plan is what the real run does.
+  private let plan = DryRunPlan()
+
+  /// Names in the disk cache path that a dry run has moved in or out, on paper.
+  final class DryRunPlan: @unchecked Sendable {
+    private var files: [String: FileAttributes?] = [:]
+    private let lock = NSLock()
+
+    /// What a dry run has put at `name` (`.some(nil)`: moved away), or `nil` if untouched.
+    func planned(_ name: String) -> FileAttributes?? { lock.withLock { files[name] } }
+    func set(_ name: String, _ attributes: FileAttributes?) {
+      lock.withLock { files[name] = .some(attributes) }
+    }
+  }
+
+  /// The attributes of `name` in the disk cache path, as the dry run so far has left it.
+  private func attributes(of name: String, dryRun: Bool) throws -> FileAttributes? {
+    if dryRun, let planned = plan.planned(name) { return planned }
+    return try FileSystem.attributes(atPath: disk.path + "/" + name)
+  }
 
   public init(location: CacheLocation) {
     self.location = location
@@ -60,10 +81,15 @@ public struct CacheMigrator: Sendable {
       let from = sourcePath + "/" + file.relativePath
       let to = disk.path + "/" + file.relativePath
       do {
+        let existing = try attributes(of: file.relativePath, dryRun: dryRun)
         try place(
-          from: from, attributes: file.attributes, to: to,
-          existing: try FileSystem.attributes(atPath: to), relativeName: file.relativePath,
-          dryRun: dryRun, now: now, report: &report)
+          from: from, attributes: file.attributes, to: to, existing: existing,
+          relativeName: file.relativePath, dryRun: dryRun, now: now, report: &report)
+        if dryRun
+          && (existing == nil || file.attributes.modificationTime > existing!.modificationTime)
+        {
+          plan.set(file.relativePath, file.attributes)
+        }
       } catch {
         report.recordError("\(error)")
       }
@@ -92,22 +118,24 @@ public struct CacheMigrator: Sendable {
   ) -> Bool {
     for key in keys {
       if stop() { return false }
-      let to = disk.path + "/" + CacheFileName.fileName(forKey: key)
-      // In a dry run nothing moves, so remember what would now hold the current name.
-      var plannedCurrent: FileAttributes?
+      let currentName = CacheFileName.fileName(forKey: key)
+      let to = disk.path + "/" + currentName
       for legacyName in CacheFileName.legacyFileNames(forKey: key) {
         let from = disk.path + "/" + legacyName
         do {
-          guard let attributes = try FileSystem.attributes(atPath: from), attributes.isRegularFile
+          guard let attributes = try attributes(of: legacyName, dryRun: dryRun),
+            attributes.isRegularFile
           else { continue }
-          let existing = try plannedCurrent ?? FileSystem.attributes(atPath: to)
+          let existing = try self.attributes(of: currentName, dryRun: dryRun)
           try place(
             from: from, attributes: attributes, to: to, existing: existing,
             relativeName: legacyName, dryRun: dryRun, now: now, report: &report)
-          if let existing, existing.modificationTime >= attributes.modificationTime {
-            plannedCurrent = existing
-          } else {
-            plannedCurrent = attributes
+          // In a dry run nothing moves: the plan remembers what now holds each name.
+          if dryRun {
+            plan.set(legacyName, nil)
+            if existing.map({ $0.modificationTime < attributes.modificationTime }) ?? true {
+              plan.set(currentName, attributes)
+            }
           }
         } catch {
           report.recordError("\(error)")

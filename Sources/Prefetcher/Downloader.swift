@@ -112,6 +112,18 @@ public final class Downloader: Sendable {
     return try result.get()
   }
 
+  /// The libcurl loaded and what it was built with, for `--version`.
+  public static var libcurlVersion: String {
+    guard let info = curl_version_info(ic_curl_version_now)?.pointee else { return "libcurl" }
+    var text = "libcurl " + String(cString: info.version)
+    var features: [String] = []
+    if let ssl = info.ssl_version { features.append(String(cString: ssl)) }
+    if let zlib = info.libz_version { features.append("zlib/" + String(cString: zlib)) }
+    if let nghttp2 = info.nghttp2_version { features.append("nghttp2/" + String(cString: nghttp2)) }
+    if !features.isEmpty { text += " (" + features.joined(separator: ", ") + ")" }
+    return text
+  }
+
   /// `Retry-After` as seconds or as an HTTP date.
   static func retryAfter(_ value: String?) -> TimeInterval? {
     guard let value = value?.trimmingCharacters(in: .whitespaces), !value.isEmpty else {

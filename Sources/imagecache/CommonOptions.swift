@@ -80,6 +80,14 @@ struct ReportOptions: ParsableArguments {
       valueName: "duration"))
   var waitTimeout: Duration?
 
+  @Flag(
+    name: .shortAndLong,
+    help: "Print only warnings, failures and errors on stderr (no progress or summaries).")
+  var quiet = false
+
+  /// Where human output goes: stderr, filtered by --quiet.
+  var console: Console { Console(quiet: quiet) }
+
   func validate() throws {
     if let waitTimeout, waitTimeout.seconds < 0 {
       throw ValidationError("--wait-timeout cannot be negative")
@@ -105,12 +113,23 @@ struct ReportOptions: ParsableArguments {
 struct Console: RunConsole {
   static let standard = Console()
 
+  /// `--quiet`: only the lines that report something wrong.
+  var quiet = false
+
   func say(_ line: String) {
+    if quiet && !Self.reportsTrouble(line) { return }
     Self.write(line + "\n", to: STDERR_FILENO)
   }
 
+  /// Warnings, failed URLs, skipped lines and errors: what `--quiet` still prints.
+  static func reportsTrouble(_ line: String) -> Bool {
+    line.hasPrefix("warning: ") || line.hasPrefix("  failed ") || line.hasPrefix("skipped ")
+      || line.hasPrefix("imagecache: ") || line.contains(": failed: ")
+      || line.contains("interrupted by signal") || line.contains(" error")
+  }
+
   func progress(total: Int?) -> (any PrefetchProgress)? {
-    ConsoleProgress(total: total, console: self)
+    quiet ? nil : ConsoleProgress(total: total, console: self)
   }
 
   static func write(_ text: String, to descriptor: Int32) {

@@ -1,7 +1,9 @@
 import ArgumentParser
 import Core
 import Foundation
+import Imaging
 import Maintenance
+import Prefetcher
 import Runner
 import State
 
@@ -18,6 +20,13 @@ enum ExitStatus: Int32 {
   case fatalIO = 4
 }
 
+/// `--version`: ours, then the libraries that do the work, as this build loads them.
+let versionText = """
+  imagecache \(ImageCacheVersion.current)
+  \(Downloader.libcurlVersion)
+  \(ImageValidator.libraryVersions), \(sitemapLibraryVersions)
+  """
+
 @main
 struct ImageCacheCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
@@ -33,7 +42,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
       Exit codes: 0 success, 1 some URLs failed, 2 usage or configuration error, 3 another run \
       holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) interrupted.
       """,
-    version: ImageCacheVersion.current,
+    version: versionText,
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
       StatsCommand.self, BlacklistCommand.self,
@@ -53,8 +62,52 @@ struct ImageCacheCommand: AsyncParsableCommand {
         try command.run()
       }
     } catch {
+      if let unknown = unknownSubcommand() {
+        Console.standard.say(unknown)
+        Foundation.exit(ExitStatus.usage.rawValue)
+      }
       fail(with: error)
     }
+  }
+
+  static var subcommandNames: [String] {
+    configuration.subcommands.map { $0._commandName } + ["help"]
+  }
+
+  /// "unknown command 'maintian', did you mean 'maintain'?" when the first argument is not an
+  /// option and names no subcommand.
+  static func unknownSubcommand(_ arguments: [String] = Array(CommandLine.arguments.dropFirst()))
+    -> String?
+  {
+    guard let first = arguments.first, !first.hasPrefix("-"), !subcommandNames.contains(first)
+    else { return nil }
+    let commands = subcommandNames.dropLast().joined(separator: ", ")
+    let nearest = subcommandNames.map { ($0, editDistance(first.lowercased(), $0)) }
+      .min { $0.1 < $1.1 }
+    guard let (name, distance) = nearest, distance <= max(2, first.count / 3) else {
+      return "imagecache: unknown command '\(first)' (commands: \(commands))"
+    }
+    return "imagecache: unknown command '\(first)', did you mean '\(name)'? (commands: \(commands))"
+  }
+
+  /// Levenshtein distance, with a swap of two neighbours counting as one edit.
+  static func editDistance(_ a: String, _ b: String) -> Int {
+    let a = Array(a)
+    let b = Array(b)
+    guard !a.isEmpty, !b.isEmpty else { return max(a.count, b.count) }
+    var table = [[Int]](repeating: [Int](repeating: 0, count: b.count + 1), count: a.count + 1)
+    for i in 0...a.count { table[i][0] = i }
+    for j in 0...b.count { table[0][j] = j }
+    for i in 1...a.count {
+      for j in 1...b.count {
+        let cost = a[i - 1] == b[j - 1] ? 0 : 1
+        table[i][j] = min(table[i - 1][j] + 1, table[i][j - 1] + 1, table[i - 1][j - 1] + cost)
+        if i > 1, j > 1, a[i - 1] == b[j - 2], a[i - 2] == b[j - 1] {
+          table[i][j] = min(table[i][j], table[i - 2][j - 2] + 1)
+        }
+      }
+    }
+    return table[a.count][b.count]
   }
 
   static func fail(with error: Error) -> Never {

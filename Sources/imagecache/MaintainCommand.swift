@@ -60,7 +60,7 @@ struct MaintainCommand: AsyncParsableCommand {
     job.passes = [.expire, .trim]
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
-      console: Console.standard
+      console: reportOptions.console
     ).run()
     try outcome.exit()
   }

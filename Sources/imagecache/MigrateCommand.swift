@@ -16,7 +16,10 @@ struct MigrateCommand: AsyncParsableCommand {
       extension; the raw string's extension, query included; the uncapped URL extension) to \
       the current name.
       On a name collision the newer file takes the name and the other is moved to \
-      .imagecache/collisions/ and reported. Running it twice changes nothing.
+      .imagecache/collisions/ and reported. The merged folder is removed once every file in it \
+      has moved (a folder that still holds anything is kept, and the run says so). Running it \
+      twice changes nothing: a --from folder that is gone is nothing to merge (exit 0). A dry \
+      run reports exactly what the real run then does, steps 1 and 2 together.
 
       Examples:
         imagecache migrate --cache ~/.cache/com.hackemist.SDImageCache --dry-run
@@ -46,8 +49,12 @@ struct MigrateCommand: AsyncParsableCommand {
   var verbose = false
 
   func validate() throws {
-    if let from, !FileManager.default.fileExists(atPath: from) {
-      throw ValidationError("--from \(from): no such folder")
+    // A missing --from is not an error: a finished migration removed it, and running it again
+    // changes nothing (the run says there is nothing to merge).
+    if let from, let attributes = try? FileSystem.attributes(atPath: from),
+      !attributes.isDirectory
+    {
+      throw ValidationError("--from \(from): not a folder")
     }
     for path in manifest { try checkManifest(path, what: "--manifest") }
   }
@@ -62,7 +69,7 @@ struct MigrateCommand: AsyncParsableCommand {
     job.prefetchesManifests = false
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
-      console: Console.standard
+      console: reportOptions.console
     ).run()
     try outcome.exit()
   }

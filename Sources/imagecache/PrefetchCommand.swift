@@ -187,6 +187,9 @@ struct PrefetchCommand: AsyncParsableCommand {
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var settings: PrefetchSettings
 
+  @Flag(name: .shortAndLong, help: "Print every failed URL (not only the first 20).")
+  var verbose = false
+
   func validate() throws {
     for path in manifests { try checkManifest(path, what: "manifest") }
   }
@@ -197,7 +200,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     job.passes = []
     try settings.apply(to: &job)
     let outcome = try await JobRunner(
-      job: job, settings: reportOptions.settings(), console: Console.standard
+      job: job, settings: reportOptions.settings(verbose: verbose), console: reportOptions.console
     ).run()
     try outcome.exit()
   }

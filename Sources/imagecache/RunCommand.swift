@@ -13,7 +13,8 @@ struct RunCommand: AsyncParsableCommand {
       report (to the job's 'report' path, --report and/or --json). A mistake in a job file is \
       reported with its file, line and field, and nothing runs (exit 2). A signal stops the \
       job in hand after the work in hand, writes its report marked interrupted, and runs no \
-      further job. See README.md for the job file reference and jobs/example.yaml for an \
+      further job. With several jobs, --report FILE without {job} writes FILE-<job>.json per \
+      job, and --json prints one JSON array of their reports. See README.md for the job file reference and jobs/example.yaml for an \
       example.
 
       Examples:
@@ -34,31 +35,53 @@ struct RunCommand: AsyncParsableCommand {
   @Flag(name: .shortAndLong, help: "List every file the maintenance passes delete or move.")
   var verbose = false
 
-  func validate() throws {
+  func run() async throws {
+    // Every job is read and checked before any runs; a mistake is exit 2, without a usage
+    // block (the job file is wrong, not the command line).
+    var loaded: [Job] = []
     for path in jobs {
-      let job: Job
-      do {
-        job = try Job.load(path: path)
-      } catch {
-        throw ValidationError(error.description)
-      }
+      let job = try Job.load(path: path)
       for manifest in job.manifests {
         try checkManifest(manifest, what: "\(path): manifest")
       }
+      loaded.append(job)
     }
-  }
-
-  func run() async throws {
+    var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
+    let several = loaded.count > 1
+    if several {
+      // One --report file per job, not one overwritten by each.
+      settings.reportFiles = settings.reportFiles.map(Self.perJob)
+    }
+    // With several jobs, --json prints one JSON array of their reports.
+    let array = several && settings.printsReport
+    if array { Console.write("[\n", to: STDOUT_FILENO) }
     var failed = false
-    for path in jobs {
-      let outcome = try await JobRunner(
-        job: try Job.load(path: path),
-        settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
-        console: Console.standard
-      ).run()
-      if outcome.signal != nil { try outcome.exit() }
+    for (index, job) in loaded.enumerated() {
+      if array && index > 0 { Console.write(",\n", to: STDOUT_FILENO) }
+      let outcome: RunOutcome
+      do {
+        outcome = try await JobRunner(job: job, settings: settings, console: reportOptions.console)
+          .run()
+      } catch {
+        if array { Console.write("]\n", to: STDOUT_FILENO) }
+        throw error
+      }
+      if outcome.signal != nil {
+        if array { Console.write("]\n", to: STDOUT_FILENO) }
+        try outcome.exit()
+      }
       failed = failed || outcome.failedURLs > 0
     }
+    if array { Console.write("]\n", to: STDOUT_FILENO) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+  }
+
+  /// `path` with `{job}` in it: as given when it has one, else `-{job}` before the extension.
+  static func perJob(_ path: String) -> String {
+    guard !path.contains("{job}") else { return path }
+    let url = URL(fileURLWithPath: path)
+    let ext = url.pathExtension
+    guard !ext.isEmpty else { return path + "-{job}" }
+    return String(path.dropLast(ext.count + 1)) + "-{job}." + ext
   }
 }

@@ -101,8 +101,21 @@ public struct Job: Sendable {
     let stamp = date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
     let day = String(stamp.prefix(10))
     let time = String(stamp.dropFirst(11).prefix(8)).replacingOccurrences(of: ":", with: "")
-    return report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(
+    let path = report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(
       of: "{time}", with: time)
+    guard path != report else { return path }
+    // {time} has one-second resolution: a second run in the same second gets `-2`, `-3`...
+    // rather than overwriting the first one's report.
+    let url = URL(fileURLWithPath: path)
+    let ext = url.pathExtension
+    let stem = ext.isEmpty ? path : String(path.dropLast(ext.count + 1))
+    var candidate = path
+    var number = 1
+    while FileManager.default.fileExists(atPath: candidate) {
+      number += 1
+      candidate = stem + "-\(number)" + (ext.isEmpty ? "" : "." + ext)
+    }
+    return candidate
   }
 
   static func line(of error: YamlError) -> Int? {

@@ -14,6 +14,11 @@ private let xmlInitialised: Bool = {
   return true
 }()
 
+/// The libxml2 and zlib loaded, for `--version`.
+public var sitemapLibraryVersions: String {
+  "libxml2 \(LIBXML_DOTTED_VERSION), zlib \(String(cString: zlibVersion()))"
+}
+
 /// Where something was found in a sitemap, for reports.
 struct SitemapLocation: Equatable {
   var text: String

@@ -61,13 +61,13 @@ public struct JobRunner: Sendable {
   public func run() async throws -> RunOutcome {
     let lockOptions = RunLock.Options(
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun)
+    let waiting = { (holder: RunLock.Holder?) in
+      console.say(
+        "\(job.name): waiting for \(holder?.description ?? "another run") to finish"
+          + (settings.waitTimeout.map { " (at most \(Int($0)) s)" } ?? ""))
+    }
     return try await RunLock.withLock(
-      location: job.location, options: lockOptions,
-      waiting: { holder in
-        console.say(
-          "\(job.name): waiting for \(holder?.description ?? "another run") to finish"
-            + (settings.waitTimeout.map { " (at most \(Int($0)) s)" } ?? ""))
-      }
+      location: job.location, options: lockOptions, waiting: waiting
     ) {
       try await SignalScope.with { signals in try await runLocked(signals: signals) }
     }
@@ -163,7 +163,8 @@ public struct JobRunner: Sendable {
     }
     let items = job.manifestItems
     let progress = console.progress(total: ManifestItems.lineCount(of: job.manifests))
-    let recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
+    var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
+    recorder.verbose = settings.verbose
 
     let (counts, failure) = try await Downloader.withDownloader(configuration: job.prefetch) {
       downloader in
@@ -176,6 +177,7 @@ public struct JobRunner: Sendable {
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
       return (counts, manager.runEndingFailure)
     }
+    for warning in items.warnings { console.say("warning: \(warning)") }
     warnings += items.warnings
     let status: RunReport.Status =
       failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
@@ -258,9 +260,17 @@ public struct JobRunner: Sendable {
         from: source, dryRun: settings.dryRun, now: now, into: &recorder,
         stop: { stop.isStopped })
       endPass(pass, in: writer)
+      // The merged folder goes only once it is empty; either way, say what became of it.
+      if !settings.dryRun {
+        console.say(
+          FileManager.default.fileExists(atPath: source)
+            ? "migrate: kept \(source): it still holds files that were not merged"
+            : "migrate: removed \(source): every file in it was merged")
+      }
     } else if settings.verbose || job.migrateFrom != nil {
-      // A nightly job that lists migrate says nothing when there is nothing to migrate.
-      console.say("migrate: no legacy folder at \(source)")
+      // A nightly job that lists migrate says nothing when there is nothing to migrate; a
+      // rerun of a finished --from migration says so and succeeds.
+      console.say("migrate: no legacy folder at \(source): nothing to merge")
     }
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
@@ -344,6 +354,8 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   let console: any RunConsole
   var failuresSaid = 0
   static let failuresToSay = 20
+  /// Say every failure, not only the first ``failuresToSay``.
+  var verbose = false
 
   init(sink: PrefetchSink, console: any RunConsole) {
     self.sink = sink
@@ -353,7 +365,7 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   mutating func recordDownload(_ download: DownloadReport) { sink.recordDownload(download) }
 
   mutating func recordFailure(_ failure: FailureReport) {
-    if failuresSaid < Self.failuresToSay {
+    if verbose || failuresSaid < Self.failuresToSay {
       console.say(
         "  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")"
           + (failure.blacklisted ? " (blacklisted)" : ""))

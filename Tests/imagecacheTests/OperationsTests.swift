@@ -1,0 +1,227 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// The command line's conventions and promises (issue 13, items 5-11): what a sysadmin trips
+/// over when a flag is mistyped, a run waits, or a migration is planned and then run.
+final class OperationsTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    server = try LoopbackServer(routes: [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
+    ])
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func run(_ arguments: [String], in directory: String? = nil) throws -> CommandResult {
+    guard let directory else { return try ImageCacheBinary.run(arguments) }
+    // The working directory is the process's: a shell runs the binary from there.
+    let command = ([ImageCacheBinary.path] + arguments).map { "'\($0)'" }.joined(separator: " ")
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/bin/sh")
+    process.arguments = ["-c", "cd '\(directory)' && exec \(command)"]
+    let stdout = Pipe()
+    let stderr = Pipe()
+    process.standardOutput = stdout
+    process.standardError = stderr
+    try process.run()
+    let out = stdout.fileHandleForReading.readDataToEndOfFile()
+    let err = stderr.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return CommandResult(
+      status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
+      stderr: String(decoding: err, as: UTF8.self))
+  }
+
+  private func tree(_ path: String) -> [String] {
+    (FileManager.default.enumerator(atPath: path)?.allObjects as? [String] ?? []).sorted()
+  }
+
+  func testAMissingCacheIsAnErrorForEveryCommandThatOnlyReadsOrMaintainsOne() throws {
+    let missing = temporary.appending("typo/cache")
+    for command in [
+      ["stats"], ["blacklist", "list"], ["blacklist", "clear"], ["maintain"],
+      ["maintain", "--dry-run"], ["migrate", "--dry-run"],
+    ] {
+      let result = try run(command + ["--cache", missing])
+      XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")
+      XCTAssertTrue(result.stderr.contains("no cache at \(missing)/default"), result.stderr)
+      XCTAssertFalse(result.stderr.contains("Usage:"), "no usage block for a missing cache")
+    }
+    XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.appending("typo")))
+  }
+
+  func testDryRunsWriteNothing() throws {
+    let cache = temporary.appending("cache")
+    let builder = CacheBuilder(root: cache + "/default")
+    let now = Int64(Date().timeIntervalSince1970)
+    try builder.file("old.jpg", accessTime: now - 30 * 86_400)
+    let before = tree(cache)
+    for command in [
+      ["maintain", "--dry-run"], ["migrate", "--dry-run"], ["stats"], ["blacklist", "list"],
+    ] {
+      let result = try run(command + ["--cache", cache])
+      XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
+    }
+    XCTAssertEqual(tree(cache), before, "not even the lock file or the state folder")
+  }
+
+  func testMaintainSaysItsLimitsBeforeEachPass() throws {
+    let cache = temporary.appending("cache")
+    try FileManager.default.createDirectory(
+      atPath: cache + "/default", withIntermediateDirectories: true)
+    let defaults = try run(["maintain", "--cache", cache])
+    XCTAssertEqual(defaults.status, 0, defaults.stderr)
+    XCTAssertTrue(
+      defaults.stderr.contains(
+        "limits: expire: files whose accessDate is more than 7d old; trim: off"),
+      defaults.stderr)
+    let set = try run(["maintain", "--cache", cache, "--max-age", "-1", "--max-size", "2GB"])
+    XCTAssertTrue(set.stderr.contains("expire: off"), set.stderr)
+    XCTAssertTrue(set.stderr.contains("trim: when over 2.0 GB"), set.stderr)
+  }
+
+  func testWaitTimeoutNamesTheHolderAndGivesUp() throws {
+    let cache = temporary.appending("cache")
+    try FileManager.default.createDirectory(
+      atPath: cache + "/default/.imagecache", withIntermediateDirectories: true)
+    // Another process holds the lock, as a running imagecache would, and says who it is.
+    let lock = cache + "/default/.imagecache/lock"
+    try "4242\n2026-11-23T03:17:00Z\n".write(toFile: lock, atomically: true, encoding: .utf8)
+    let holder = Process()
+    holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+    holder.arguments = [lock, "sleep", "30"]
+    try holder.run()
+    defer { holder.terminate() }
+    Thread.sleep(forTimeInterval: 0.3)
+    let started = Date()
+    let result = try run(["maintain", "--cache", cache, "--wait-timeout", "1s"])
+    XCTAssertEqual(result.status, 3, result.stderr)
+    XCTAssertGreaterThanOrEqual(Date().timeIntervalSince(started), 1)
+    XCTAssertTrue(
+      result.stderr.contains("waiting for the run of pid 4242 (started at 2026-11-23T03:17:00Z)"),
+      result.stderr)
+    XCTAssertTrue(result.stderr.contains("after 1 s of waiting"), result.stderr)
+  }
+
+  func testAMisspeltCommandGetsASuggestion() throws {
+    let result = try run(["maintian"])
+    XCTAssertEqual(result.status, 2)
+    XCTAssertTrue(
+      result.stderr.contains("unknown command 'maintian', did you mean 'maintain'?"), result.stderr)
+    XCTAssertTrue(try run(["xyzzy"]).stderr.contains("unknown command 'xyzzy' (commands: run"))
+  }
+
+  func testVersionNamesTheLibraries() throws {
+    let result = try run(["--version"])
+    XCTAssertEqual(result.status, 0)
+    for library in ["imagecache ", "libcurl ", "libjpeg-turbo ", "libpng ", "libxml2 "] {
+      XCTAssertTrue(result.stdout.contains(library), result.stdout)
+    }
+  }
+
+  func testAJobFileMistakeHasNoUsageBlock() throws {
+    let job = temporary.appending("bad.yaml")
+    try "cache:\n  directory: c\nprefetch:\n  concurrency: zero\n".write(
+      toFile: job, atomically: true, encoding: .utf8)
+    let result = try run(["run", job])
+    XCTAssertEqual(result.status, 2)
+    XCTAssertTrue(result.stderr.contains("bad.yaml:4: field 'prefetch.concurrency'"), result.stderr)
+    XCTAssertFalse(result.stderr.contains("Usage:"), result.stderr)
+  }
+
+  func testSeveralJobsGiveOneJSONArrayAndOneReportEach() throws {
+    var jobs: [String] = []
+    for (name, path) in [("one", "/a.jpg"), ("two", "/b.png")] {
+      let manifest = temporary.appending("\(name).txt")
+      try server.url(path).write(toFile: manifest, atomically: true, encoding: .utf8)
+      let job = temporary.appending("\(name).yaml")
+      try "cache:\n  directory: cache-\(name)\nmanifests: [\(name).txt]\nmaintenance: []\n".write(
+        toFile: job, atomically: true, encoding: .utf8)
+      jobs.append(job)
+    }
+    let result = try run(["run"] + jobs + ["--json", "--report", temporary.appending("r.json")])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let array = try XCTUnwrap(
+      try JSONSerialization.jsonObject(with: Data(result.stdout.utf8)) as? [[String: Any]])
+    XCTAssertEqual(array.map { $0["job"] as? String }, ["one", "two"])
+    for name in ["one", "two"] {
+      let data = try XCTUnwrap(
+        FileManager.default.contents(atPath: temporary.appending("r-\(name).json")))
+      XCTAssertEqual(try RunReport.decode(data).job, name)
+    }
+  }
+
+  func testReportsCarryAbsoluteCachePathsAndQuietSaysOnlyTrouble() throws {
+    let manifest = temporary.appending("urls.txt")
+    try [server.url("/a.jpg"), server.url("/missing.jpg")].joined(separator: "\n").write(
+      toFile: manifest, atomically: true, encoding: .utf8)
+    let result = try run(
+      ["prefetch", "urls.txt", "--cache", "relative-cache", "--json", "--quiet", "--retries", "0"],
+      in: temporary.path)
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let report = try RunReport.decode(Data(result.stdout.utf8))
+    XCTAssertEqual(report.cache.path, temporary.appending("relative-cache"))
+    let lines = result.stderr.split(separator: "\n")
+    XCTAssertEqual(lines.count, 1, result.stderr)
+    XCTAssertTrue(lines[0].hasPrefix("  failed \(server.url("/missing.jpg"))"), result.stderr)
+  }
+
+  func testAMigrateDryRunPlansExactlyWhatTheRunDoes() throws {
+    // A legacy folder to merge, whose files carry pre-3.7.4 names (no extension), and a
+    // manifest naming them: the real run merges, then renames.
+    let cache = temporary.appending("cache")
+    try FileManager.default.createDirectory(
+      atPath: cache + "/default", withIntermediateDirectories: true)
+    let legacy = CacheBuilder(root: temporary.appending("device"))
+    let now = Int64(Date().timeIntervalSince1970)
+    var urls: [String] = []
+    for path in ["/a.jpg", "/b.png"] {
+      let url = server.url(path)
+      urls.append(url)
+      try legacy.file(CacheFileName.md5Hex(url), size: 10, accessTime: now - 60)
+    }
+    // One more already in the cache under its legacy name, with a newer copy in the folder.
+    let both = server.url("/c.gif")
+    urls.append(both)
+    try CacheBuilder(root: cache + "/default").file(
+      CacheFileName.md5Hex(both), size: 5, accessTime: now - 3600)
+    try legacy.file(CacheFileName.md5Hex(both), size: 7, accessTime: now - 60)
+    let manifest = temporary.appending("urls.txt")
+    try urls.joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+
+    let arguments = [
+      "migrate", "--cache", cache, "--from", temporary.appending("device"), "--manifest", manifest,
+      "--json",
+    ]
+    let plan = try run(arguments + ["--dry-run"])
+    XCTAssertEqual(plan.status, 0, plan.stderr)
+    let done = try run(arguments)
+    XCTAssertEqual(done.status, 0, done.stderr)
+    func actions(_ json: String) throws -> [String] {
+      try RunReport.decode(Data(json.utf8)).maintenance.flatMap { pass in
+        pass.actions.map { "\($0.kind) \($0.path) \($0.destination ?? "")" }
+      }
+    }
+    let planned = try actions(plan.stdout)
+    XCTAssertFalse(planned.isEmpty)
+    XCTAssertEqual(planned, try actions(done.stdout))
+    XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.appending("device")))
+    XCTAssertTrue(done.stderr.contains("removed \(temporary.appending("device"))"), done.stderr)
+
+    // Run again: the folder is gone, nothing to merge, nothing changes, exit 0.
+    let again = try run(arguments)
+    XCTAssertEqual(again.status, 0, again.stderr)
+    XCTAssertTrue(again.stderr.contains("nothing to merge"), again.stderr)
+    XCTAssertEqual(try actions(again.stdout), [])
+  }
+}
