@@ -15,7 +15,8 @@ struct BlacklistCommand: ParsableCommand {
 
       Examples:
         imagecache blacklist list --cache /var/cache/images
-        imagecache blacklist remove https://example.com/a.png --cache /var/cache/images
+        imagecache blacklist remove https://example.com/a.png \\
+          --cache /var/cache/images
         imagecache blacklist clear --cache /var/cache/images
       """,
     subcommands: [List.self, Remove.self, Clear.self])

@@ -23,7 +23,8 @@ struct MigrateCommand: AsyncParsableCommand {
 
       Examples:
         imagecache migrate --cache ~/.cache/com.hackemist.SDImageCache --dry-run
-        imagecache migrate --cache /srv/cache --from /tmp/device/com.hackemist.SDWebImageCache.default
+        imagecache migrate --cache /srv/cache \\
+          --from /tmp/device/com.hackemist.SDWebImageCache.default
         imagecache migrate --cache /srv/cache --manifest jobs/urls.txt
       """)
 

@@ -176,8 +176,10 @@ struct PrefetchCommand: AsyncParsableCommand {
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
-        imagecache prefetch a.jsonl b.txt --cache /srv/c --option retryFailed --report out.json
-        imagecache prefetch https://example.com/sitemap.xml.gz --cache /srv/c --sitemap-order lastmod
+        imagecache prefetch a.jsonl b.txt --cache /srv/c --option retryFailed \\
+          --report out.json
+        imagecache prefetch https://example.com/sitemap.xml.gz --cache /srv/c \\
+          --sitemap-order lastmod
       """)
 
   @Argument(help: ArgumentHelp("Manifests to read: files or http(s) URLs.", valueName: "manifest"))

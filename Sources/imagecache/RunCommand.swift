@@ -19,7 +19,8 @@ struct RunCommand: AsyncParsableCommand {
 
       Examples:
         imagecache run jobs/example.yaml
-        imagecache run /etc/imagecache/nightly.yaml --wait --report '/var/log/imagecache/{job}.json'
+        imagecache run /etc/imagecache/nightly.yaml --wait \\
+          --report '/var/log/imagecache/{job}.json'
       """)
 
   @Argument(help: ArgumentHelp("Job files (YAML or JSON).", valueName: "job"))
