@@ -127,8 +127,18 @@ final class SitemapTests: XCTestCase {
         (page: "/products/1", images: ["/a.jpg", "/b.png"], lastmod: nil),
         (page: "/photo.jpg", images: ["/c.gif"], lastmod: nil),
       ]))
-    let (outcome, report) = try await run(job([server.url("/sitemap.xml.gz")]))
+    let (outcome, report) = try await run(
+      job([server.url("/sitemap.xml.gz")]) {
+        $0.context = try! ImageContext().applying(
+          ["headers": .object(["X-Job": .string("nightly")])], source: "test")
+      })
     XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(
+      server.requests("/a.jpg").first?.header("X-Job"), "nightly",
+      "the job's context applies to a sitemap's URLs")
+    XCTAssertEqual(
+      server.requests("/sitemap.xml.gz").first?.header("X-Job"), "nightly",
+      "and its headers to the sitemap's own request")
     XCTAssertEqual(report.counts.downloaded, 3, "\(report.lineErrors)")
     XCTAssertTrue(stored("/a.jpg") && stored("/b.png") && stored("/c.gif"))
     XCTAssertFalse(stored("/photo.jpg"), "a page's own <loc> is taken only with pages: true")

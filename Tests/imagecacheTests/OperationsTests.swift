@@ -58,6 +58,23 @@ final class OperationsTests: XCTestCase {
       XCTAssertFalse(result.stderr.contains("Usage:"), "no usage block for a missing cache")
     }
     XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.appending("typo")))
+    // prefetch creates a cache, and says so.
+    let empty = temporary.appending("empty.txt")
+    FileManager.default.createFile(atPath: empty, contents: Data())
+    let created = try run(["prefetch", empty, "--cache", missing])
+    XCTAssertEqual(created.status, 0, created.stderr)
+    XCTAssertTrue(
+      created.stderr.contains("(new: it did not exist and was created)"), created.stderr)
+  }
+
+  func testAJobNamedByARelativePathReportsAnAbsoluteCache() throws {
+    try "cache:\n  directory: ./cache\nmaintenance: []\nmanifests: [urls.txt]\n".write(
+      toFile: temporary.appending("job.yaml"), atomically: true, encoding: .utf8)
+    FileManager.default.createFile(atPath: temporary.appending("urls.txt"), contents: Data())
+    let result = try run(["run", "job.yaml", "--json"], in: temporary.path)
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(
+      try RunReport.decode(Data(result.stdout.utf8)).cache.path, temporary.appending("cache"))
   }
 
   func testDryRunsWriteNothing() throws {

@@ -374,11 +374,17 @@ struct JobParser {
     }
   }
 
+  /// `path` made absolute: relative to the job file's folder, which is relative to the working
+  /// directory when the job file was named that way (reports name absolute paths).
   func resolve(_ path: String) -> String {
     let expanded = (path as NSString).expandingTildeInPath
-    return expanded.hasPrefix("/")
-      ? expanded
-      : (directory.isEmpty ? expanded : (directory as NSString).appendingPathComponent(expanded))
+    guard !expanded.hasPrefix("/") else { return expanded }
+    var base = directory
+    if !base.hasPrefix("/") {
+      base = (FileManager.default.currentDirectoryPath as NSString).appendingPathComponent(base)
+    }
+    return URL(fileURLWithPath: (base as NSString).appendingPathComponent(expanded))
+      .standardizedFileURL.path
   }
 }
 

@@ -59,6 +59,17 @@ public struct JobRunner: Sendable {
   /// path cannot be written) and for fatal errors during it, after writing the report marked
   /// `failed`.
   public func run() async throws -> RunOutcome {
+    // Taking the lock creates the cache's folders: whether it is new is decided before.
+    var runner = self
+    runner.createsCache =
+      !settings.dryRun && !FileManager.default.fileExists(atPath: job.location.diskCachePath)
+    return try await runner.runWithLock()
+  }
+
+  /// Set by ``run()``: the cache did not exist before this run.
+  private var createsCache = false
+
+  private func runWithLock() async throws -> RunOutcome {
     let lockOptions = RunLock.Options(
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun)
     let waiting = { (holder: RunLock.Holder?) in
@@ -80,7 +91,9 @@ public struct JobRunner: Sendable {
       files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport)
     var warnings = job.warnings
     for warning in job.warnings { console.say("warning: \(warning)") }
-    console.say("\(job.name): cache \(job.location.diskCachePath)")
+    console.say(
+      "\(job.name): cache \(job.location.diskCachePath)"
+        + (createsCache ? " (new: it did not exist and was created)" : ""))
 
     var counts: PrefetchCounts?
     do {
