@@ -34,9 +34,14 @@ public struct CleanupConfiguration: Sendable, Equatable {
 public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertible {
   /// `creationDate` was chosen, but the filesystem reports no birth time.
   case creationDateUnavailable(path: String)
+  /// A trim needs the whole cache: a shard sees only its own files.
+  case trimOnShard
 
   public var description: String {
     switch self {
+    case .trimOnShard:
+      "trim needs the whole cache and cannot run on a shard: run it as one job after the "
+        + "shards have finished (without --shard, or with maxDiskSize unset on the shards)"
     case .creationDateUnavailable(let path):
       "expireType creationDate needs file birth times, and this filesystem reports none "
         + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"
@@ -58,10 +63,14 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
 public struct CacheCleaner: Sendable {
   public let diskCachePath: String
   public let configuration: CleanupConfiguration
+  /// On a shard, the expire pass leaves every file that is not the shard's (by its name's
+  /// MD5, SPEC section 9), and a trim is refused before it starts: it needs the whole cache.
+  public let shard: Shard?
 
-  public init(diskCachePath: String, configuration: CleanupConfiguration) {
+  public init(diskCachePath: String, configuration: CleanupConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
     self.configuration = configuration
+    self.shard = shard
   }
 
   /// Runs both passes and returns them whole, in memory.
@@ -95,11 +104,14 @@ public struct CacheCleaner: Sendable {
     var remainingBytes: UInt64 = 0
     var stopped = false
     func reportUnreadable(_ error: FileSystemError) { expire.recordError("\(error)") }
+    if shard != nil && trimming { throw MaintenanceError.trimOnShard }
     try CacheScanner(root: diskCachePath).forEachFile(onError: reportUnreadable) { file in
       if stop() {
         stopped = true
         return false
       }
+      // Another shard's file, or one no shard owns: not this shard's to expire.
+      if let shard, shard.owns(fileName: file.name) != true { return true }
       guard let date = Self.dateNanoseconds(of: file.attributes, expireType) else {
         throw MaintenanceError.creationDateUnavailable(
           path: diskCachePath + "/" + file.relativePath)

@@ -43,8 +43,12 @@ public struct CacheMigrator: Sendable {
     return try FileSystem.attributes(atPath: disk.path + "/" + name)
   }
 
-  public init(location: CacheLocation) {
+  /// On a shard, only the shard's files are merged and only its keys renamed (SPEC section 9).
+  public let shard: Shard?
+
+  public init(location: CacheLocation, shard: Shard? = nil) {
     self.location = location
+    self.shard = shard
   }
 
   /// Where SD 3.x and 4.x kept this namespace: beside the current directory, under
@@ -78,6 +82,7 @@ public struct CacheMigrator: Sendable {
     let files = try CacheScanner(root: sourcePath).files()
     for file in files {
       if stop() { return false }
+      if let shard, shard.owns(fileName: file.name) != true { continue }
       let from = sourcePath + "/" + file.relativePath
       let to = disk.path + "/" + file.relativePath
       do {
@@ -118,6 +123,7 @@ public struct CacheMigrator: Sendable {
   ) -> Bool {
     for key in keys {
       if stop() { return false }
+      if let shard, !shard.owns(cacheKey: key) { continue }
       let currentName = CacheFileName.fileName(forKey: key)
       let to = disk.path + "/" + currentName
       for legacyName in CacheFileName.legacyFileNames(forKey: key) {

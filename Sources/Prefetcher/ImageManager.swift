@@ -87,10 +87,21 @@ public final class ImageManager: Sendable {
         })
     }
 
-    init(cache: ImageCache, store: StateStore, timeToLive: TimeInterval?) throws {
+    /// - Parameter others: the namespace's other state files (other shards', or the unsharded
+    ///   one): their blacklists count too, so that a run with another number of shards loses
+    ///   nothing (SPEC section 9).
+    init(cache: ImageCache, store: StateStore, others: [String] = [], timeToLive: TimeInterval?)
+      throws
+    {
       self.cache = cache
       self.store = store
-      let entries = try store.blacklist(timeToLive: timeToLive)
+      var entries = try store.blacklist(timeToLive: timeToLive)
+      for path in others where path != store.path {
+        // Best effort: a shard starting at the same moment may not have made its tables yet,
+        // and a file that cannot be read is its own shard's to repair.
+        let other = try? StateStore.openForReading(path: path)?.blacklist(timeToLive: timeToLive)
+        entries += other ?? []
+      }
       blacklist = Mutex(
         Dictionary(entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
     }
@@ -111,7 +122,8 @@ public final class ImageManager: Sendable {
     configuration = downloader.configuration
     let state = try NamespaceState(
       cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
-      store: store ?? StateStore(location: location), timeToLive: configuration.blacklistTTL)
+      store: store ?? StateStore(location: location, shard: configuration.shard),
+      others: StateStore.stateFiles(location: location), timeToLive: configuration.blacklistTTL)
     states = Mutex([location.namespace: state])
   }
 
@@ -316,11 +328,14 @@ public final class ImageManager: Sendable {
     let location = CacheLocation(directory: directory, namespace: name)
     // Another namespace is another cache: its lock keeps two runs from writing it at once.
     try namespaceLocks.withLock { locks in
-      if locks[name] == nil { locks[name] = try RunLock.acquire(location: location) }
+      if locks[name] == nil {
+        locks[name] = try RunLock.acquire(location: location, shard: configuration.shard)
+      }
     }
     let created = try NamespaceState(
       cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
-      store: StateStore(location: location), timeToLive: configuration.blacklistTTL)
+      store: StateStore(location: location, shard: configuration.shard),
+      others: StateStore.stateFiles(location: location), timeToLive: configuration.blacklistTTL)
     return states.withLock { states in
       if let existing = states[name] { return existing }
       states[name] = created

@@ -31,6 +31,8 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   /// forever.
   public var blacklistTTL: TimeInterval?
   public var userAgent = "imagecache/\(ImageCacheVersion.current)"
+  /// Take only this shard's URLs (SPEC section 9); `nil`: every URL.
+  public var shard: Shard?
 
   public init() {}
 }

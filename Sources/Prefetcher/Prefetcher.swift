@@ -97,8 +97,18 @@ public struct Prefetcher: Sendable {
             break
           }
           switch next {
-          case .success(let item): window.add(item)
+          case .success(let item):
+            if let shard = configuration.shard, !Self.belongs(item, to: shard) {
+              report.otherShards += 1
+            } else {
+              window.add(item)
+            }
           case .failure(let error):
+            // Every shard reads every line: shard 0 alone reports a bad one.
+            if let shard = configuration.shard, shard.index != 0 {
+              report.otherShards += 1
+              continue
+            }
             report.total += 1
             report.skipped += 1
             recorder.recordLineError(error.description)
@@ -125,6 +135,13 @@ public struct Prefetcher: Sendable {
     report.durationSeconds = Date().timeIntervalSince(started)
     progress?.finish(report, elapsed: report.durationSeconds)
     return report
+  }
+
+  /// Whether `item` is `shard`'s: by its cache key; a URL that does not parse (which fails
+  /// at once) is shard 0's, so that one shard reports it.
+  static func belongs(_ item: PrefetchItem, to shard: Shard) -> Bool {
+    guard let key = item.cacheKey else { return shard.index == 0 }
+    return shard.owns(cacheKey: key)
   }
 
   /// The items read ahead, one queue per priority.

@@ -30,8 +30,11 @@ public final class RunLock: Sendable {
     }
   }
 
+  /// The lock file held: the cache's, or a shard's own.
   public let path: String
   private let fd: Int32
+  /// A shard's shared hold on the cache's lock file.
+  private let shardFD: Int32?
 
   /// Who holds the lock, as its holder wrote it in the lock file.
   public struct Holder: Sendable, Equatable, CustomStringConvertible {
@@ -54,11 +57,16 @@ public final class RunLock: Sendable {
     /// run that writes, but neither creates the lock file nor keeps other dry runs out. A cache
     /// with no lock file has never been written by a run: there is nothing to wait for.
     public var readOnly = false
+    /// A shard's lock: its own, exclusive, plus the cache's, shared with the other shards.
+    public var shard: Shard?
 
-    public init(wait: Bool = false, timeout: TimeInterval? = nil, readOnly: Bool = false) {
+    public init(
+      wait: Bool = false, timeout: TimeInterval? = nil, readOnly: Bool = false, shard: Shard? = nil
+    ) {
       self.wait = wait
       self.timeout = timeout
       self.readOnly = readOnly
+      self.shard = shard
     }
   }
 
@@ -84,13 +92,16 @@ public final class RunLock: Sendable {
 
   /// Takes the lock without waiting, for an owner that releases it when its own scope ends
   /// (the manager, for the namespaces manifest lines name).
-  package static func acquire(location: CacheLocation) throws -> RunLock {
-    try RunLock(location: location, options: Options(), waiting: { _ in })!
+  package static func acquire(location: CacheLocation, shard: Shard? = nil) throws -> RunLock {
+    try RunLock(location: location, options: Options(shard: shard), waiting: { _ in })!
   }
 
   /// The holder the lock file names, if it names one.
   public static func holder(location: CacheLocation) -> Holder? {
-    let path = (location.stateDirectory as NSString).appendingPathComponent("lock")
+    holder(path: (location.stateDirectory as NSString).appendingPathComponent("lock"))
+  }
+
+  static func holder(path: String) -> Holder? {
     guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
     let lines = text.split(separator: "\n").map(String.init)
     guard let first = lines.first, let pid = Int32(first) else { return nil }
@@ -99,19 +110,61 @@ public final class RunLock: Sendable {
 
   /// `nil` for a read-only lock on a cache that has no lock file.
   private init?(location: CacheLocation, options: Options, waiting: (Holder?) -> Void) throws {
-    path = (location.stateDirectory as NSString).appendingPathComponent("lock")
-    if options.readOnly {
-      fd = open(path, O_RDONLY | O_CLOEXEC)
-      if fd < 0 && errno == ENOENT { return nil }
-    } else {
-      try FileSystem.createDirectory(path: location.stateDirectory)
-      fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    let main = (location.stateDirectory as NSString).appendingPathComponent("lock")
+    if !options.readOnly { try FileSystem.createDirectory(path: location.stateDirectory) }
+    guard let shard = options.shard else {
+      path = main
+      guard
+        let fd = try Self.take(
+          main, exclusive: !options.readOnly, options: options,
+          waiting: { waiting(Self.holder(path: main)) })
+      else { return nil }
+      self.fd = fd
+      shardFD = nil
+      if !options.readOnly { Self.writeHolder(fd) }
+      return
     }
+    // A shard shares the cache's lock with the other shards (an unsharded run, which takes it
+    // exclusively, waits for or refuses them all) and holds its own shard's alone.
+    path = (location.stateDirectory as NSString).appendingPathComponent(
+      "lock." + shard.fileSuffix)
+    guard
+      let shared = try Self.take(
+        main, exclusive: false, options: options, waiting: { waiting(Self.holder(path: main)) })
+    else {
+      return nil
+    }
+    let own = path
+    do {
+      guard
+        let fd = try Self.take(
+          own, exclusive: !options.readOnly, options: options,
+          waiting: { waiting(Self.holder(path: own)) })
+      else {
+        close(shared)
+        return nil
+      }
+      self.fd = fd
+    } catch {
+      close(shared)
+      throw error
+    }
+    shardFD = shared
+    if !options.readOnly { Self.writeHolder(fd) }
+  }
+
+  /// Opens and locks `path`; `nil` when it is read-only and missing.
+  private static func take(
+    _ path: String, exclusive: Bool, options: Options, waiting: () -> Void
+  ) throws -> Int32? {
+    let fd =
+      options.readOnly
+      ? open(path, O_RDONLY | O_CLOEXEC) : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
+    if fd < 0 && options.readOnly && errno == ENOENT { return nil }
     guard fd >= 0 else { throw Failure.cannotOpen(path: path, errno: errno) }
-    let kind = options.readOnly ? LOCK_SH : LOCK_EX
     var toldWaiting = false
     let deadline = options.timeout.map { Date().addingTimeInterval($0) }
-    while flock(fd, kind | LOCK_NB) != 0 {
+    while flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
       let failure = errno
       if failure == EINTR { continue }
       guard failure == EWOULDBLOCK, options.wait, deadline.map({ Date() < $0 }) ?? true else {
@@ -126,13 +179,15 @@ public final class RunLock: Sendable {
       }
       if !toldWaiting {
         toldWaiting = true
-        waiting(Self.holder(location: location))
+        waiting()
       }
       usleep(50_000)
     }
-    guard !options.readOnly else { return }
-    let stamp = Date().formatted(.iso8601)
-    let holder = "\(getpid())\n\(stamp)\n"
+    return fd
+  }
+
+  private static func writeHolder(_ fd: Int32) {
+    let holder = "\(getpid())\n\(Date().formatted(.iso8601))\n"
     ftruncate(fd, 0)
     _ = holder.withCString { pwrite(fd, $0, strlen($0), 0) }
   }
@@ -140,5 +195,9 @@ public final class RunLock: Sendable {
   package func release() {
     flock(fd, LOCK_UN)
     close(fd)
+    if let shardFD {
+      flock(shardFD, LOCK_UN)
+      close(shardFD)
+    }
   }
 }

@@ -93,7 +93,40 @@ public final class StateStore: Sendable {
   /// SPEC section 8), so that a read-only state file or folder still works; `nil` when the
   /// cache has no state yet. Nothing is created, migrated or moved aside.
   public static func openForReading(location: CacheLocation) throws -> StateStore? {
-    let path = (location.stateDirectory as NSString).appendingPathComponent(fileName)
+    try openForReading(path: (location.stateDirectory as NSString).appendingPathComponent(fileName))
+  }
+
+  private init(path: String, database: any DatabaseWriter) {
+    self.path = path
+    self.database = database
+    warnings = []
+  }
+
+  /// Opens (creating and migrating as needed) the state of the cache at `location`: a shard's
+  /// own file for a shard (SQLite is not shared between machines; SPEC section 9).
+  public convenience init(location: CacheLocation, shard: Shard? = nil, now: Date = Date()) throws {
+    try self.init(
+      directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now)
+  }
+
+  /// `state.sqlite`, or `state.shard-K-of-N.sqlite` for a shard.
+  public static func fileName(shard: Shard?) -> String {
+    shard.map { "state.\($0.fileSuffix).sqlite" } ?? fileName
+  }
+
+  /// Every state file of the cache at `location`: the unsharded one and each shard's, as runs
+  /// with any number of shards left them.
+  public static func stateFiles(location: CacheLocation) -> [String] {
+    let directory = location.stateDirectory
+    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    return names.filter {
+      $0 == fileName || ($0.hasPrefix("state.shard-") && $0.hasSuffix(".sqlite"))
+    }
+    .sorted().map { (directory as NSString).appendingPathComponent($0) }
+  }
+
+  /// Opens one state file for reading only, or `nil` when it does not exist.
+  public static func openForReading(path: String) throws -> StateStore? {
     guard FileManager.default.fileExists(atPath: path) else { return nil }
     var configuration = Configuration()
     configuration.readonly = true
@@ -106,21 +139,11 @@ public final class StateStore: Sendable {
     }
   }
 
-  private init(path: String, database: any DatabaseWriter) {
-    self.path = path
-    self.database = database
-    warnings = []
-  }
-
-  /// Opens (creating and migrating as needed) the state of the cache at `location`.
-  public convenience init(location: CacheLocation, now: Date = Date()) throws {
-    try self.init(directory: location.stateDirectory, now: now)
-  }
-
   /// Opens (creating and migrating as needed) the state file in `directory`.
-  public init(directory: String, now: Date = Date()) throws {
+  public init(directory: String, fileName: String = StateStore.fileName, now: Date = Date()) throws
+  {
     try FileSystem.createDirectory(path: directory)
-    let path = (directory as NSString).appendingPathComponent(Self.fileName)
+    let path = (directory as NSString).appendingPathComponent(fileName)
     self.path = path
     var warnings: [String] = []
     do {

@@ -31,8 +31,15 @@ struct BlacklistCommand: ParsableCommand {
     func run() throws {
       try cacheOptions.requireExistingCache()
       // Read-only: a read-only state file (or a cache with no state yet) still lists.
-      let entries =
-        try StateStore.openForReading(location: cacheOptions.location)?.blacklist() ?? []
+      // Every state file: a sharded run keeps one per shard (SPEC section 9).
+      var byURL: [String: BlacklistEntry] = [:]
+      for path in StateStore.stateFiles(location: cacheOptions.location) {
+        for entry in try StateStore.openForReading(path: path)?.blacklist() ?? [] {
+          if let known = byURL[entry.url], known.lastFailedAt >= entry.lastFailedAt { continue }
+          byURL[entry.url] = entry
+        }
+      }
+      let entries = byURL.values.sorted { $0.url < $1.url }
       if json { return try Console.printJSON(entries) }
       let formatter = ISO8601DateFormatter()
       for entry in entries {
@@ -53,10 +60,12 @@ struct BlacklistCommand: ParsableCommand {
 
     func run() throws {
       try cacheOptions.requireExistingCache()
-      let store = try openState(cacheOptions.location)
+      let stores = try openStates(cacheOptions.location)
       var missing = 0
       for url in urls {
-        if try store.removeFromBlacklist(url: url) {
+        var removed = false
+        for store in stores where try store.removeFromBlacklist(url: url) { removed = true }
+        if removed {
           Console.standard.say("removed \(url)")
         } else {
           Console.standard.say("not on the blacklist: \(url)")
@@ -74,15 +83,23 @@ struct BlacklistCommand: ParsableCommand {
 
     func run() throws {
       try cacheOptions.requireExistingCache()
-      let removed = try openState(cacheOptions.location).clearBlacklist()
+      let removed = try openStates(cacheOptions.location).reduce(0) { try $0 + $1.clearBlacklist() }
       Console.standard.say("removed \(removed) URLs from the blacklist")
     }
   }
 }
 
 /// Opens the cache's state, printing any warning (such as a corrupt file moved aside).
-func openState(_ location: CacheLocation) throws -> StateStore {
-  let store = try StateStore(location: location)
-  for warning in store.warnings { Console.standard.say("warning: \(warning)") }
-  return store
+/// Every state file of the cache, opened for writing: the unsharded one (created if need be)
+/// and each shard's.
+func openStates(_ location: CacheLocation) throws -> [StateStore] {
+  var stores = [try StateStore(location: location)]
+  for path in StateStore.stateFiles(location: location)
+  where (path as NSString).lastPathComponent != StateStore.fileName {
+    stores.append(
+      try StateStore(
+        directory: location.stateDirectory, fileName: (path as NSString).lastPathComponent))
+  }
+  for warning in stores.flatMap(\.warnings) { Console.standard.say("warning: \(warning)") }
+  return stores
 }

@@ -57,6 +57,56 @@ struct CacheOptions: ParsableArguments {
   }
 }
 
+/// `--shard K/N` and `--shards N`, on the subcommands that can run as one of N workers.
+struct ShardOptions: ParsableArguments {
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "Run as shard K (from 0) of N: only the URLs and files whose cache key hashes to K.",
+      valueName: "K/N"))
+  var shard: String?
+
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "With no --shard: run as shard $JOB_COMPLETION_INDEX of N (a Kubernetes Indexed Job).",
+      valueName: "N"))
+  var shards: Int?
+
+  func validate() throws {
+    _ = try resolved(environment: ProcessInfo.processInfo.environment)
+  }
+
+  /// The shard these flags name, if any: `--shard`, else `--shards` with the index from
+  /// `JOB_COMPLETION_INDEX`.
+  func resolved(environment: [String: String]) throws -> Shard? {
+    if let shard {
+      guard let value = Shard(shard) else {
+        throw ValidationError("--shard \(shard): expected K/N with 0 <= K < N, such as 0/4")
+      }
+      return value
+    }
+    guard let shards else { return nil }
+    guard shards >= 1 else { throw ValidationError("--shards must be at least 1") }
+    guard let text = environment["JOB_COMPLETION_INDEX"], let index = Int(text) else {
+      throw ValidationError(
+        "--shards \(shards) without --shard needs JOB_COMPLETION_INDEX (set by a Kubernetes "
+          + "Indexed Job)")
+    }
+    guard let value = Shard(index: index, count: shards) else {
+      throw ValidationError("JOB_COMPLETION_INDEX \(index) is not a shard of \(shards)")
+    }
+    return value
+  }
+
+  /// The shard for a job: the flags' when given, else the job's own.
+  func apply(to job: inout Job) throws {
+    if let shard = try resolved(environment: ProcessInfo.processInfo.environment) {
+      job.shard = shard
+    }
+  }
+}
+
 /// `--report FILE`, `--json` and `--wait`, on every subcommand that does work.
 struct ReportOptions: ParsableArguments {
   @Option(

@@ -23,6 +23,7 @@ struct MaintainCommand: AsyncParsableCommand {
 
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
+  @OptionGroup var shardOptions: ShardOptions
 
   @Option(
     name: [.customLong("max-age"), .customLong("max-disk-age")], parsing: .unconditional,
@@ -58,6 +59,7 @@ struct MaintainCommand: AsyncParsableCommand {
     job.cleanup = CleanupConfiguration(
       maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType)
     job.passes = [.expire, .trim]
+    try shardOptions.apply(to: &job)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
       console: reportOptions.console

@@ -30,6 +30,7 @@ struct MigrateCommand: AsyncParsableCommand {
 
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
+  @OptionGroup var shardOptions: ShardOptions
 
   @Option(
     name: .long,
@@ -68,6 +69,7 @@ struct MigrateCommand: AsyncParsableCommand {
     job.migrateFrom = from
     job.manifests = manifest
     job.prefetchesManifests = false
+    try shardOptions.apply(to: &job)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
       console: reportOptions.console

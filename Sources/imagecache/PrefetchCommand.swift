@@ -187,6 +187,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
+  @OptionGroup var shardOptions: ShardOptions
   @OptionGroup var settings: PrefetchSettings
 
   @Flag(name: .shortAndLong, help: "Print every failed URL (not only the first 20).")
@@ -201,6 +202,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     job.manifests = manifests
     job.passes = []
     try settings.apply(to: &job)
+    try shardOptions.apply(to: &job)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(verbose: verbose), console: reportOptions.console
     ).run()

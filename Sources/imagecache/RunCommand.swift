@@ -27,6 +27,7 @@ struct RunCommand: AsyncParsableCommand {
   var jobs: [String]
 
   @OptionGroup var reportOptions: ReportOptions
+  @OptionGroup var shardOptions: ShardOptions
 
   @Flag(
     name: .customLong("dry-run"),
@@ -41,7 +42,8 @@ struct RunCommand: AsyncParsableCommand {
     // block (the job file is wrong, not the command line).
     var loaded: [Job] = []
     for path in jobs {
-      let job = try Job.load(path: path)
+      var job = try Job.load(path: path)
+      try shardOptions.apply(to: &job)
       for manifest in job.manifests {
         try checkManifest(manifest, what: "\(path): manifest")
       }

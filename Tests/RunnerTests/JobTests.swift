@@ -160,6 +160,17 @@ final class JobTests: XCTestCase {
       containing: "true or false")
   }
 
+  func testAJobMayBeAShard() throws {
+    XCTAssertEqual(
+      try Job.load(path: write("cache:\n  directory: c\nshard: 2/4\n")).shard,
+      Shard(index: 2, count: 4))
+    XCTAssertEqual(
+      try Job.load(path: write("cache:\n  directory: c\nshard: 2/4\n")).prefetch.shard,
+      Shard(index: 2, count: 4), "the prefetcher sees it")
+    try assertError(
+      "cache:\n  directory: c\nshard: 4/4\n", line: 3, field: "shard", containing: "K/N")
+  }
+
   func testErrorsNameTheLineAndField() throws {
     try assertError(
       "cache:\n  directory: c\nprefetch:\n  concurrency: zero\n", line: 4,

@@ -206,10 +206,34 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var failed = 0
   public var blacklisted = 0
   public var skipped = 0
+  /// In a sharded run, manifest entries that belong to other shards: not in `total`, so that
+  /// the shards' totals add up to one unsharded run's.
+  public var otherShards = 0
   public var bytesDownloaded: UInt64 = 0
   public var durationSeconds = 0.0
 
   public init() {}
+
+  private enum CodingKeys: String, CodingKey {
+    case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
+    case otherShards, bytesDownloaded, durationSeconds
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    total = try container.decode(Int.self, forKey: .total)
+    memoryHits = try container.decode(Int.self, forKey: .memoryHits)
+    diskHits = try container.decode(Int.self, forKey: .diskHits)
+    downloaded = try container.decode(Int.self, forKey: .downloaded)
+    notModified = try container.decode(Int.self, forKey: .notModified)
+    failed = try container.decode(Int.self, forKey: .failed)
+    blacklisted = try container.decode(Int.self, forKey: .blacklisted)
+    skipped = try container.decode(Int.self, forKey: .skipped)
+    // Absent from unsharded runs' reports.
+    otherShards = try container.decodeIfPresent(Int.self, forKey: .otherShards) ?? 0
+    bytesDownloaded = try container.decode(UInt64.self, forKey: .bytesDownloaded)
+    durationSeconds = try container.decode(Double.self, forKey: .durationSeconds)
+  }
 }
 
 /// Receives a prefetch's per-URL entries as they happen, so that a report can be streamed

@@ -27,6 +27,12 @@ public struct Job: Sendable {
   public var manifests: [String] = []
   /// How sitemap manifests are read.
   public var sitemap = SitemapSettings()
+  /// Run as one shard of N (SPEC section 9): only the URLs and files whose cache key hashes to
+  /// it. `shard:` in a job file, `--shard K/N` on the command line.
+  public var shard: Shard? {
+    get { prefetch.shard }
+    set { prefetch.shard = newValue }
+  }
   /// Whether the manifests are prefetched (false for `migrate`, whose manifests only name the
   /// keys whose legacy file names are renamed).
   public var prefetchesManifests = true
@@ -49,8 +55,8 @@ public struct Job: Sendable {
   }
 
   public static let knownKeys = [
-    "name", "cache", "manifests", "sitemap", "options", "context", "prefetch", "maintenance",
-    "migrate", "report",
+    "name", "cache", "manifests", "sitemap", "shard", "options", "context", "prefetch",
+    "maintenance", "migrate", "report",
   ]
 
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
@@ -199,6 +205,12 @@ struct JobParser {
       if let order = mapping["order"] {
         job.sitemap.order = try choice(order, "sitemap.order", SitemapOrder.self)
       }
+    }
+    if let shard = top["shard"] {
+      guard let text = shard.string, let value = Shard(text) else {
+        throw fail(shard, "shard", "expected K/N: shard K (from 0) of N, such as 0/4")
+      }
+      job.shard = value
     }
     if let options = top["options"] {
       let names = try strings(options, "options")

@@ -206,6 +206,7 @@ public final class ReportWriter: Sendable {
       ("failed", counts.failed), ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
     ]
     for (name, value) in integers { json.member(name, value) }
+    if counts.otherShards > 0 { json.member("otherShards", counts.otherShards) }
     json.member("bytesDownloaded", counts.bytesDownloaded)
     json.member("durationSeconds")
     json.number(counts.durationSeconds)

@@ -59,6 +59,9 @@ public struct JobRunner: Sendable {
   /// path cannot be written) and for fatal errors during it, after writing the report marked
   /// `failed`.
   public func run() async throws -> RunOutcome {
+    if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
+      throw MaintenanceError.trimOnShard
+    }
     // Taking the lock creates the cache's folders: whether it is new is decided before.
     var runner = self
     runner.createsCache =
@@ -71,7 +74,8 @@ public struct JobRunner: Sendable {
 
   private func runWithLock() async throws -> RunOutcome {
     let lockOptions = RunLock.Options(
-      wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun)
+      wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun,
+      shard: job.shard)
     let waiting = { (holder: RunLock.Holder?) in
       console.say(
         "\(job.name): waiting for \(holder?.description ?? "another run") to finish"
@@ -164,7 +168,7 @@ public struct JobRunner: Sendable {
   private func prefetch(
     into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: inout [String]
   ) async throws -> (counts: PrefetchCounts, runEndingFailure: ImageCacheError?) {
-    let store = try StateStore(location: job.location)
+    let store = try StateStore(location: job.location, shard: job.shard)
     for warning in store.warnings { console.say("warning: \(warning)") }
     warnings += store.warnings
     let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
@@ -263,7 +267,7 @@ public struct JobRunner: Sendable {
   /// folder beside the cache) when it exists, then rename the legacy file names of the
   /// manifests' keys.
   private func migrate(into writer: ReportWriter, stop: StopFlag) throws {
-    let migrator = CacheMigrator(location: job.location)
+    let migrator = CacheMigrator(location: job.location, shard: job.shard)
     let now = Date()
     let source = job.migrateFrom ?? migrator.legacyDirectory
     if FileManager.default.fileExists(atPath: source) {
@@ -309,7 +313,9 @@ public struct JobRunner: Sendable {
     let listsActions = settings.dryRun || settings.verbose
     var expire = try beginPass(.expire, in: writer, listsActions: listsActions)
     var trim = try beginPass(.trim, in: writer, listsActions: listsActions)
-    try CacheCleaner(diskCachePath: job.location.diskCachePath, configuration: configuration).run(
+    try CacheCleaner(
+      diskCachePath: job.location.diskCachePath, configuration: configuration, shard: job.shard
+    ).run(
       dryRun: settings.dryRun, expire: &expire, trim: &trim, stop: { stop.isStopped })
     if expires { endPass(expire, in: writer) }
     if trims { endPass(trim, in: writer) }

@@ -1,0 +1,176 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// Sharded runs (SPEC section 9, issue 11 items 1-3): N worker processes on one cache.
+final class ShardTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  static let images = 900
+  static let broken = 30
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    var routes: [String: Route] = [:]
+    for index in 0..<Self.images {
+      routes["/i/\(index).jpg"] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
+    }
+    // Not an image: badImageData, which SD 5 blacklists.
+    for index in 0..<Self.broken {
+      routes["/page/\(index).jpg"] = { _ in .image(Data("<html></html>".utf8), type: "text/html") }
+    }
+    server = try LoopbackServer(routes: routes)
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  /// The images, then URLs that answer a web page (blacklisted after one attempt).
+  private func manifest() throws -> String {
+    let path = temporary.appending("urls.txt")
+    let urls =
+      (0..<Self.images).map { server.url("/i/\($0).jpg") }
+      + (0..<Self.broken).map { server.url("/page/\($0).jpg") }
+    try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  /// Starts every worker at once and returns their reports' prefetch parts.
+  private func workers(
+    _ argumentLists: [[String]], environments: [[String: String]?]? = nil
+  ) throws -> [PrefetchReport] {
+    var running: [(Process, Pipe, Pipe)] = []
+    for (index, arguments) in argumentLists.enumerated() {
+      running.append(
+        try ImageCacheBinary.start(arguments, environment: environments?[index] ?? nil))
+    }
+    var reports: [PrefetchReport] = []
+    for (index, (process, stdout, stderr)) in running.enumerated() {
+      let result = ImageCacheBinary.finish(process, stdout, stderr)
+      XCTAssertTrue([0, 1].contains(result.status), "worker \(index): \(result.stderr)")
+      XCTAssertFalse(result.stderr.contains("locked"), result.stderr)
+      reports.append(try XCTUnwrap(try RunReport.decode(Data(result.stdout.utf8)).prefetch))
+    }
+    return reports
+  }
+
+  private func sum(_ reports: [PrefetchReport], _ count: KeyPath<PrefetchCounts, Int>) -> Int {
+    reports.reduce(0) { $0 + $1.counts[keyPath: count] }
+  }
+
+  func testTheShardHashIsFixedForever() {
+    // The first 8 bytes of MD5(key), big-endian, mod N: these must never change.
+    XCTAssertEqual(Shard.index(ofCacheKey: "https://example.com/a.jpg", count: 7), 0)
+    XCTAssertEqual(Shard.index(ofCacheKey: "https://example.com/b.jpg", count: 7), 1)
+    XCTAssertEqual(Shard.index(ofCacheKey: "http://127.0.0.1/y.png", count: 2), 1)
+    XCTAssertEqual(
+      Shard.index(ofCacheKey: "https://cdn.example.invalid/i/42.jpg", count: 1000), 271)
+    // A file's shard is read from its name alone.
+    for index in 0..<200 {
+      let key = "https://example.com/\(index).jpg"
+      let shard = Shard(index: Shard.index(ofCacheKey: key, count: 5), count: 5)!
+      XCTAssertEqual(shard.owns(fileName: CacheFileName.fileName(forKey: key)), true)
+      XCTAssertEqual(shard.owns(fileName: CacheFileName.md5Hex(key)), true)
+    }
+    XCTAssertNil(Shard(index: 0, count: 5)!.owns(fileName: "notes.txt"))
+    XCTAssertNil(Shard("3/3"))
+    XCTAssertEqual(Shard("2/3"), Shard(index: 2, count: 3))
+  }
+
+  func testWorkersOnOneCacheFetchEveryURLOnceAndAddUpToOneRun() throws {
+    let urls = try manifest()
+    let cache = temporary.appending("shared")
+    let shards = try workers(
+      (0..<3).map {
+        ["prefetch", urls, "--cache", cache, "--shard", "\($0)/3", "--json", "--retries", "0"]
+      })
+    for index in 0..<Self.images {
+      XCTAssertEqual(server.requestCount("/i/\(index).jpg"), 1, "/i/\(index).jpg")
+    }
+    XCTAssertEqual(sum(shards, \.downloaded), Self.images)
+    XCTAssertEqual(sum(shards, \.total), Self.images + Self.broken)
+    for report in shards {
+      XCTAssertEqual(report.otherShards, Self.images + Self.broken - report.total)
+      XCTAssertGreaterThan(report.total, 0)
+    }
+    XCTAssertEqual(
+      try DiskCache(location: CacheLocation(directory: cache)).usage().fileCount, Self.images)
+
+    // One unsharded run of the same manifest: the same counts.
+    let single = try workers([
+      ["prefetch", urls, "--cache", temporary.appending("single"), "--json", "--retries", "0"]
+    ])[0]
+    for count in [\PrefetchCounts.total, \.downloaded, \.failed, \.blacklisted, \.skipped] {
+      XCTAssertEqual(sum(shards, count), single.counts[keyPath: count])
+    }
+
+    // Kubernetes' way: --shards N and JOB_COMPLETION_INDEX.
+    let indexed = try workers(
+      (0..<2).map { _ in
+        ["prefetch", urls, "--cache", temporary.appending("k8s"), "--shards", "2", "--json"]
+      },
+      environments: (0..<2).map {
+        ProcessInfo.processInfo.environment.merging(["JOB_COMPLETION_INDEX": "\($0)"]) { $1 }
+      })
+    XCTAssertEqual(sum(indexed, \.downloaded), Self.images)
+    for index in 0..<Self.images {
+      XCTAssertEqual(server.requestCount("/i/\(index).jpg"), 3, "once per cache")
+    }
+  }
+
+  func testAChangedNumberOfShardsKeepsTheBlacklist() throws {
+    let urls = try manifest()
+    let cache = temporary.appending("cache")
+    let three = try workers(
+      (0..<3).map {
+        ["prefetch", urls, "--cache", cache, "--shard", "\($0)/3", "--json", "--retries", "0"]
+      })
+    XCTAssertEqual(sum(three, \.failed), Self.broken)
+    let four = try workers(
+      (0..<4).map {
+        ["prefetch", urls, "--cache", cache, "--shard", "\($0)/4", "--json", "--retries", "0"]
+      })
+    XCTAssertEqual(sum(four, \.blacklisted), Self.broken, "refused up front under N=4")
+    XCTAssertEqual(sum(four, \.diskHits), Self.images)
+    for index in 0..<Self.broken {
+      XCTAssertEqual(server.requestCount("/page/\(index).jpg"), 1)
+    }
+    let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", cache, "--json"])
+    let entries = try XCTUnwrap(
+      try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [Any])
+    XCTAssertEqual(entries.count, Self.broken, "blacklist list reads every shard's state")
+  }
+
+  func testTrimOnAShardIsRefusedAndExpireTakesOnlyItsOwnFiles() throws {
+    let cache = temporary.appending("cache")
+    let builder = CacheBuilder(root: cache + "/default")
+    let old = Int64(Date().timeIntervalSince1970) - 30 * 86_400
+    var owned: Set<String> = []
+    let shard = Shard(index: 1, count: 3)!
+    for index in 0..<60 {
+      let name = CacheFileName.fileName(forKey: "https://example.com/\(index).jpg")
+      try builder.file(name, accessTime: old)
+      if shard.owns(fileName: name) == true { owned.insert(name) }
+    }
+    try builder.file("notes.txt", accessTime: old)
+    let trim = try ImageCacheBinary.run([
+      "maintain", "--cache", cache, "--shard", "1/3", "--max-size", "1MB",
+    ])
+    XCTAssertEqual(trim.status, 2, trim.stderr)
+    XCTAssertTrue(trim.stderr.contains("trim needs the whole cache"), trim.stderr)
+    XCTAssertEqual(try builder.remainingFiles().count, 61, "nothing ran")
+
+    let expire = try ImageCacheBinary.run([
+      "maintain", "--cache", cache, "--shard", "1/3", "--max-age", "7d",
+    ])
+    XCTAssertEqual(expire.status, 0, expire.stderr)
+    let remaining = Set(try builder.remainingFiles())
+    XCTAssertFalse(owned.isEmpty)
+    XCTAssertTrue(remaining.isDisjoint(with: owned), "the shard's own files expired")
+    XCTAssertEqual(remaining.count, 61 - owned.count, "the others' and unowned files stay")
+    XCTAssertTrue(remaining.contains("notes.txt"))
+  }
+}
