@@ -160,6 +160,22 @@ final class JobTests: XCTestCase {
       containing: "true or false")
   }
 
+  func testATemplatedReportNeverOverwritesOneFromTheSameSecond() throws {
+    var job = Job(name: "n", location: CacheLocation(directory: temporary.appending("c")))
+    job.report = temporary.appending("r-{date}-{time}.json")
+    let now = Date()
+    let first = try XCTUnwrap(job.reportPath(startedAt: now))
+    try "{}".write(toFile: first, atomically: true, encoding: .utf8)
+    let second = try XCTUnwrap(job.reportPath(startedAt: now))
+    XCTAssertNotEqual(first, second)
+    XCTAssertEqual(second, String(first.dropLast(5)) + "-2.json")
+    job.report = temporary.appending("fixed.json")
+    try "{}".write(toFile: temporary.appending("fixed.json"), atomically: true, encoding: .utf8)
+    XCTAssertEqual(
+      job.reportPath(startedAt: now), temporary.appending("fixed.json"),
+      "a fixed name is overwritten")
+  }
+
   func testAJobMayBeAShard() throws {
     XCTAssertEqual(
       try Job.load(path: write("cache:\n  directory: c\nshard: 2/4\n")).shard,

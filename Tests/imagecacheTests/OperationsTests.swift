@@ -130,6 +130,21 @@ final class OperationsTests: XCTestCase {
     XCTAssertTrue(result.stderr.contains("after 1 s of waiting"), result.stderr)
   }
 
+  func testPrefetchSaysWarningsASummaryAndTheFailedURLs() throws {
+    let manifest = temporary.appending("lines.jsonl")
+    try [
+      "{\"url\": \"\(server.url("/a.jpg"))\", \"options\": [\"progressiveLoad\"]}",
+      server.url("/gone.jpg"),
+    ].joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let result = try run([
+      "prefetch", manifest, "--cache", temporary.appending("cache"), "--retries", "0",
+    ])
+    XCTAssertEqual(result.status, 1)
+    XCTAssertTrue(result.stderr.contains("warning: \(manifest):1: field 'options'"), result.stderr)
+    XCTAssertTrue(result.stderr.contains("  failed \(server.url("/gone.jpg"))"), result.stderr)
+    XCTAssertTrue(result.stderr.contains("prefetch: 2 URLs: 1 downloaded"), result.stderr)
+  }
+
   func testAMisspeltCommandGetsASuggestion() throws {
     let result = try run(["maintian"])
     XCTAssertEqual(result.status, 2)
