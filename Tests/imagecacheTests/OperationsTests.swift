@@ -259,7 +259,8 @@ final class OperationsTests: XCTestCase {
 
   static let commands = [
     [], ["run"], ["prefetch"], ["maintain"], ["migrate"], ["stats"], ["blacklist"],
-    ["blacklist", "list"], ["blacklist", "remove"], ["blacklist", "clear"],
+    ["blacklist", "list"], ["blacklist", "remove"], ["blacklist", "clear"], ["report"],
+    ["report", "merge"],
   ]
 
   func testHelpExamplesFitAnEightyColumnTerminal() throws {

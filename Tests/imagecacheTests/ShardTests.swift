@@ -85,7 +85,10 @@ final class ShardTests: XCTestCase {
     let cache = temporary.appending("shared")
     let shards = try workers(
       (0..<3).map {
-        ["prefetch", urls, "--cache", cache, "--shard", "\($0)/3", "--json", "--retries", "0"]
+        [
+          "prefetch", urls, "--cache", cache, "--shard", "\($0)/3", "--json", "--retries", "0",
+          "--report", temporary.appending("shard-\($0).json"),
+        ]
       })
     for index in 0..<Self.images {
       XCTAssertEqual(server.requestCount("/i/\(index).jpg"), 1, "/i/\(index).jpg")
@@ -106,6 +109,29 @@ final class ShardTests: XCTestCase {
     for count in [\PrefetchCounts.total, \.downloaded, \.failed, \.blacklisted, \.skipped] {
       XCTAssertEqual(sum(shards, count), single.counts[keyPath: count])
     }
+
+    // `report merge`: one report of the whole run, with one unsharded run's counts.
+    let merged = temporary.appending("merged.json")
+    let merge = try ImageCacheBinary.run(
+      ["report", "merge"] + (0..<3).map { temporary.appending("shard-\($0).json") } + [
+        "--report", merged,
+      ])
+    XCTAssertEqual(merge.status, 1, "URLs failed, as in one run: \(merge.stderr)")
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: merged))
+    XCTAssertEqual(
+      SchemaValidator.validate(
+        try JSONSerialization.jsonObject(with: data), against: try SchemaValidator.reportSchema()),
+      [])
+    let whole = try RunReport.decode(data)
+    let prefetch = try XCTUnwrap(whole.prefetch)
+    for count in [\PrefetchCounts.total, \.downloaded, \.failed, \.blacklisted, \.skipped] {
+      XCTAssertEqual(prefetch.counts[keyPath: count], single.counts[keyPath: count])
+    }
+    XCTAssertEqual(prefetch.otherShards, 0)
+    XCTAssertEqual(prefetch.downloads.count, Self.images)
+    XCTAssertEqual(Set(prefetch.failures.map(\.url)).count, Self.broken)
+    XCTAssertEqual(prefetch.blacklistedURLs.count, Self.broken)
+    XCTAssertEqual(whole.status, .completed)
 
     // Kubernetes' way: --shards N and JOB_COMPLETION_INDEX.
     let indexed = try workers(

@@ -1,0 +1,127 @@
+import Core
+import Foundation
+
+/// `imagecache report merge` (SPEC section 9): the reports of one run's shards as one report of
+/// the whole run. Counts are summed, lists joined (blacklisted URLs once each), maintenance
+/// passes of the same kind combined; the run starts at the earliest start, ends at the latest
+/// end, and has the worst status. The reports are read one at a time and their lists streamed
+/// into the merged one: memory is that of the largest report, not of all of them.
+public enum ReportMerge {
+  /// What the merged report says, for the exit code.
+  public struct Outcome: Sendable, Equatable {
+    public var status: RunReport.Status
+    public var failedURLs: Int
+    public var files: [String]
+  }
+
+  /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`).
+  public static func merge(_ paths: [String], into files: [String], standardOutput: Bool)
+    throws -> Outcome
+  {
+    guard let firstPath = paths.first else {
+      throw ConfigurationError(source: "report merge", message: "no reports to merge")
+    }
+    // First the totals, so that the merged report can start with them.
+    var first: RunReport?
+    var startedAt = Date.distantFuture
+    var finishedAt = Date.distantPast
+    var status = RunReport.Status.completed
+    var counts: PrefetchCounts?
+    var warnings: [String] = []
+    var errors: [String] = []
+    for path in paths {
+      let report = try read(path)
+      if let first, first.cache != report.cache {
+        throw ConfigurationError(
+          source: path,
+          message: "is a report of the cache \(report.cache.path) (\(report.cache.namespace)), "
+            + "not \(first.cache.path) (\(first.cache.namespace)): not shards of one run")
+      }
+      first = first ?? report
+      startedAt = min(startedAt, report.startedAt)
+      finishedAt = max(finishedAt, report.finishedAt)
+      status = worse(status, report.status)
+      if let prefetch = report.prefetch {
+        counts = sum(counts ?? PrefetchCounts(), prefetch.counts)
+      }
+      warnings += report.warnings.map { "\(path): \($0)" }
+      if let error = report.error { errors.append("\(path): \(error)") }
+    }
+    guard let first else { throw ConfigurationError(source: firstPath, message: "no report") }
+    let cache = CacheLocation(directory: first.cache.path, namespace: first.cache.namespace)
+    let writer = try ReportWriter(
+      job: first.job, location: cache, startedAt: startedAt, files: files,
+      standardOutput: standardOutput)
+
+    // Then the lists, one report at a time.
+    var recorder = writer.prefetchRecorder
+    var blacklisted: Set<String> = []
+    var passes: [(key: String, sink: PassSink)] = []
+    for path in paths {
+      let report = try read(path)
+      if let prefetch = report.prefetch {
+        for failure in prefetch.failures { recorder.recordFailure(failure) }
+        for download in prefetch.downloads { recorder.recordDownload(download) }
+        for line in prefetch.lineErrors { recorder.recordLineError(line) }
+        for url in prefetch.blacklistedURLs where blacklisted.insert(url).inserted {
+          writer.recordBlacklisted(url)
+        }
+      }
+      for pass in report.maintenance {
+        let key = "\(pass.pass.rawValue) \(pass.dryRun)"
+        let sink: PassSink
+        if let known = passes.first(where: { $0.key == key }) {
+          sink = known.sink
+        } else {
+          sink = try writer.beginPass(pass.pass, dryRun: pass.dryRun, listsActions: true)
+          passes.append((key, sink))
+        }
+        for action in pass.actions { sink.keep(action) }
+        for error in pass.errors { sink.keep(error: error) }
+        sink.summary.filesRemoved += pass.filesRemoved
+        sink.summary.filesMoved += pass.filesMoved
+        sink.summary.bytesFreed += pass.bytesFreed
+        sink.summary.errorCount += pass.errors.count
+      }
+    }
+    for (_, sink) in passes { writer.endPass(sink) }
+    try writer.finish(
+      status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
+      error: errors.isEmpty ? nil : errors.joined(separator: "; "))
+    return Outcome(status: status, failedURLs: counts?.failed ?? 0, files: writer.files)
+  }
+
+  private static func read(_ path: String) throws -> RunReport {
+    guard let data = FileManager.default.contents(atPath: path) else {
+      throw ConfigurationError(source: path, message: "cannot read the report")
+    }
+    do {
+      return try RunReport.decode(data)
+    } catch {
+      throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
+    }
+  }
+
+  /// failed, then interrupted, then completed.
+  static func worse(_ a: RunReport.Status, _ b: RunReport.Status) -> RunReport.Status {
+    let order: [RunReport.Status] = [.completed, .interrupted, .failed]
+    return order.firstIndex(of: a)! >= order.firstIndex(of: b)! ? a : b
+  }
+
+  /// The counts of two shards together. The duration is the longer one (shards run side by
+  /// side); entries of other shards are nobody's once every shard is in.
+  static func sum(_ a: PrefetchCounts, _ b: PrefetchCounts) -> PrefetchCounts {
+    var total = PrefetchCounts()
+    total.total = a.total + b.total
+    total.memoryHits = a.memoryHits + b.memoryHits
+    total.diskHits = a.diskHits + b.diskHits
+    total.downloaded = a.downloaded + b.downloaded
+    total.notModified = a.notModified + b.notModified
+    total.failed = a.failed + b.failed
+    total.blacklisted = a.blacklisted + b.blacklisted
+    total.skipped = a.skipped + b.skipped
+    total.bytesDownloaded = a.bytesDownloaded + b.bytesDownloaded
+    total.durationSeconds = max(a.durationSeconds, b.durationSeconds)
+    return total
+  }
+}
