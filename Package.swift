@@ -18,6 +18,8 @@ let package = Package(
     .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
     .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
+    // The Prometheus text format of --metrics (SPEC section 6).
+    .package(url: "https://github.com/swift-server/swift-prometheus.git", from: "2.4.1"),
   ],
   targets: [
     // C system libraries, wrapped once by Swift types in Core (STYLE: nothing else imports them).
@@ -75,6 +77,7 @@ let package = Package(
       dependencies: [
         "Core", "State", "Prefetcher", "Maintenance", "CXML2", "CZlib",
         .product(name: "Yams", package: "Yams"),
+        .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "DequeModule", package: "swift-collections"),
       ]),
     // The command line only: parse, call the runner, print, exit code.

@@ -118,6 +118,13 @@ struct ReportOptions: ParsableArguments {
   @Flag(name: .long, help: "Print the JSON report on stdout.")
   var json = false
 
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "Write the run's figures here in Prometheus text format, for node_exporter's textfile "
+        + "collector ({job} becomes the job's name).", valueName: "file"))
+  var metrics: String?
+
   @Flag(
     name: .long,
     help: "Wait for another run on the same cache to finish instead of exiting with code 3.")
@@ -154,6 +161,7 @@ struct ReportOptions: ParsableArguments {
     settings.waitTimeout = waitTimeout?.seconds
     settings.reportFiles = report.map { [$0] } ?? []
     settings.printsReport = json
+    settings.metricsFiles = metrics.map { [$0] } ?? []
     return settings
   }
 }

@@ -54,6 +54,7 @@ struct RunCommand: AsyncParsableCommand {
     if several {
       // One --report file per job, not one overwritten by each.
       settings.reportFiles = settings.reportFiles.map(Self.perJob)
+      settings.metricsFiles = settings.metricsFiles.map(Self.perJob)
     }
     // With several jobs, --json prints one JSON array of their reports.
     let array = several && settings.printsReport

@@ -45,6 +45,8 @@ public struct Job: Sendable {
   public var migrateFrom: String?
   /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC).
   public var report: String?
+  /// A Prometheus metrics file, rewritten after each run (SPEC section 6).
+  public var metrics: String?
   /// Warnings for people (UI-only options).
   public var warnings: [String] = []
 
@@ -56,7 +58,7 @@ public struct Job: Sendable {
 
   public static let knownKeys = [
     "name", "cache", "manifests", "sitemap", "shard", "options", "context", "prefetch",
-    "maintenance", "migrate", "report",
+    "maintenance", "migrate", "report", "metrics",
   ]
 
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
@@ -244,6 +246,7 @@ struct JobParser {
       job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
     }
     job.report = try string(top["report"], "report").map(resolve)
+    job.metrics = try string(top["metrics"], "metrics").map(resolve)
     return job
   }
 

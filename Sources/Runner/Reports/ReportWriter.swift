@@ -103,6 +103,9 @@ public final class ReportWriter: Sendable {
       errors: try SpillFile(), listsActions: listsActions, echo: echo, echoError: echoError)
   }
 
+  /// The counts of the passes ended so far.
+  public var passSummaries: [PassSummary] { state.withLock { $0.passes.map(\.summary) } }
+
   /// Adds a finished pass (its counts, actions and errors) to the report.
   public func endPass(_ pass: PassSink) {
     state.withLock { state in

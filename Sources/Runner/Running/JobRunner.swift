@@ -25,6 +25,8 @@ public struct RunSettings: Sendable {
   public var reportFiles: [String] = []
   /// Also print the report on stdout (`--json`).
   public var printsReport = false
+  /// Prometheus metrics files besides the job's own (`--metrics`); `{job}` becomes its name.
+  public var metricsFiles: [String] = []
 
   public init() {}
 }
@@ -115,9 +117,13 @@ public struct JobRunner: Sendable {
     } catch {
       console.say("\(job.name): failed: \(error)")
       do {
+        let finishedAt = Date()
         try writer.finish(
-          status: .failed, finishedAt: Date(), prefetch: counts, warnings: warnings,
+          status: .failed, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
           error: "\(error)")
+        try writeMetrics(
+          writer: writer, status: .failed, startedAt: startedAt, finishedAt: finishedAt,
+          counts: counts)
       } catch let reportError {
         console.say("\(job.name): could not write the report: \(reportError)")
       }
@@ -129,11 +135,34 @@ public struct JobRunner: Sendable {
       console.say("\(job.name): interrupted by signal \(signal): stopped after the work in hand")
     }
     if let counts { summarize(counts) }
-    try writer.finish(status: status, finishedAt: Date(), prefetch: counts, warnings: warnings)
+    let finishedAt = Date()
+    try writer.finish(status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings)
     for file in writer.files { console.say("\(job.name): report written to \(file)") }
+    try writeMetrics(
+      writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
       reportFiles: writer.files)
+  }
+
+  /// The metrics files (`--metrics`, the job's `metrics:`), written after the report.
+  private func writeMetrics(
+    writer: ReportWriter, status: RunReport.Status, startedAt: Date, finishedAt: Date,
+    counts: PrefetchCounts?
+  ) throws {
+    let files =
+      (job.metrics.map { [$0] } ?? [])
+      + settings.metricsFiles.map { $0.replacingOccurrences(of: "{job}", with: job.name) }
+    guard !files.isEmpty else { return }
+    let metrics = RunMetrics(
+      job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
+      startedAt: startedAt, finishedAt: finishedAt, prefetch: counts,
+      passes: writer.passSummaries,
+      cache: try? DiskCache(location: job.location).usage())
+    for file in files {
+      try metrics.write(to: file)
+      console.say("\(job.name): metrics written to \(file)")
+    }
   }
 
   /// How old a temporary file of an atomic store must be before it counts as left by a killed

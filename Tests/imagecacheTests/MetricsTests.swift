@@ -1,0 +1,127 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// `--metrics FILE` (SPEC section 6): Prometheus text format that a real parser reads, with the
+/// report's numbers.
+final class MetricsTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    server = try LoopbackServer(routes: [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
+    ])
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    temporary.remove()
+  }
+
+  /// The samples of a metrics file as `name{label="value",...}` -> value, read by the Python
+  /// prometheus-client's parser (Debian's python3-prometheus-client, which CI installs).
+  private func parse(_ path: String) throws -> [String: Double] {
+    let python = "/usr/bin/python3"
+    let check = Process()
+    check.executableURL = URL(fileURLWithPath: python)
+    check.arguments = ["-c", "import prometheus_client"]
+    check.standardError = FileHandle.nullDevice
+    guard FileManager.default.isExecutableFile(atPath: python), (try? check.run()) != nil else {
+      throw XCTSkip("no /usr/bin/python3")
+    }
+    check.waitUntilExit()
+    guard check.terminationStatus == 0 else {
+      throw XCTSkip("python3-prometheus-client is not installed")
+    }
+    let script = """
+      import json, sys
+      from prometheus_client.parser import text_string_to_metric_families
+      samples = {}
+      for family in text_string_to_metric_families(open(sys.argv[1]).read()):
+          for s in family.samples:
+              labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+              samples[f"{s.name}{{{labels}}}"] = s.value
+      print(json.dumps(samples))
+      """
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: python)
+    process.arguments = ["-c", script, path]
+    let output = Pipe()
+    let errors = Pipe()
+    process.standardOutput = output
+    process.standardError = errors
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+    process.waitUntilExit()
+    XCTAssertEqual(process.terminationStatus, 0, "the parser refused the file: \(message)")
+    return try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Double])
+  }
+
+  func testTheMetricsFileParsesAndMatchesTheReport() throws {
+    let manifest = temporary.appending("urls.txt")
+    try [server.url("/a.jpg"), server.url("/b.png"), server.url("/gone.jpg"), "not a url"]
+      .joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let cache = temporary.appending("cache")
+    let metricsFile = temporary.appending("imagecache.prom")
+    let reportFile = temporary.appending("report.json")
+    let result = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", cache, "--retries", "0", "--metrics", metricsFile,
+      "--report", reportFile, "--shard", "0/1",
+    ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let report = try RunReport.decode(
+      try XCTUnwrap(FileManager.default.contents(atPath: reportFile)))
+    let prefetch = try XCTUnwrap(report.prefetch)
+    let samples = try parse(metricsFile)
+    let labels = "job=\"prefetch\",namespace=\"default\",shard=\"0/1\""
+    func value(_ name: String, _ extra: String? = nil) -> Double? {
+      let all = ([extra].compactMap { $0 } + [labels]).joined(separator: ",")
+      // The parser sorts labels by name.
+      let sorted = all.split(separator: ",").sorted().joined(separator: ",")
+      return samples["\(name){\(sorted)}"]
+    }
+    for (outcome, count) in [
+      ("downloaded", prefetch.downloaded), ("failed", prefetch.failed),
+      ("skipped", prefetch.skipped), ("disk_hit", prefetch.diskHits),
+      ("blacklisted", prefetch.blacklisted),
+    ] {
+      XCTAssertEqual(
+        value("imagecache_urls_total", "outcome=\"\(outcome)\""), Double(count), outcome)
+    }
+    XCTAssertEqual(prefetch.downloaded, 2)
+    XCTAssertEqual(
+      value("imagecache_bytes_downloaded_total"), Double(prefetch.bytesDownloaded))
+    XCTAssertEqual(value("imagecache_run_status", "status=\"completed\""), 1)
+    XCTAssertEqual(value("imagecache_run_status", "status=\"failed\""), 0)
+    XCTAssertEqual(value("imagecache_cache_files"), 2)
+    let finished = report.finishedAt.timeIntervalSince1970
+    XCTAssertEqual(
+      try XCTUnwrap(value("imagecache_last_run_timestamp_seconds")), finished, accuracy: 1)
+    XCTAssertEqual(
+      try XCTUnwrap(value("imagecache_last_success_timestamp_seconds")), finished, accuracy: 1)
+
+    // A run that fails keeps the last success time of the file it replaces.
+    let maintain = try ImageCacheBinary.run([
+      "maintain", "--cache", cache, "--metrics", metricsFile, "--expire-type", "creationDate",
+      "--max-age", "1s",
+    ])
+    let after = try parse(metricsFile)
+    let maintainLabels = "job=\"maintain\",namespace=\"default\""
+    if maintain.status == 2 {
+      // No birth times on this file system: the run failed before its passes.
+      XCTAssertEqual(after["imagecache_run_status{\(maintainLabels),status=\"failed\"}"], 1)
+      XCTAssertEqual(
+        try XCTUnwrap(after["imagecache_last_success_timestamp_seconds{\(maintainLabels)}"]),
+        finished, accuracy: 1)
+    } else {
+      XCTAssertEqual(after["imagecache_run_status{\(maintainLabels),status=\"completed\"}"], 1)
+      XCTAssertNotNil(
+        after["imagecache_maintenance_files_removed_total{\(maintainLabels),pass=\"expire\"}"])
+    }
+  }
+}
