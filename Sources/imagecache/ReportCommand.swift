@@ -6,8 +6,51 @@ import Runner
 struct ReportCommand: ParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "report",
-    abstract: "Work with reports: merge the reports of a sharded run into one.",
-    subcommands: [Merge.self])
+    abstract: "Work with reports: merge a sharded run's reports, or render them as a web page.",
+    subcommands: [Merge.self, Page.self])
+
+  struct Page: ParsableCommand {
+    static let configuration = CommandConfiguration(
+      commandName: "html",
+      abstract: "Render reports as one self-contained HTML page.",
+      discussion: """
+        The summary, failures grouped by host and by error (inline SVG bar charts), the \
+        failure table with HTTP status and attempts, blacklisted URLs and maintenance passes; \
+        one section per report. Nothing is fetched and no script runs; everything that came \
+        from a URL or a server is escaped.
+
+        Example:
+          imagecache report html run.json --output run.html
+        """)
+
+    @Argument(help: ArgumentHelp("Reports (JSON).", valueName: "report"))
+    var reports: [String]
+
+    @Option(
+      name: .long, help: ArgumentHelp("Write the page here (default: stdout).", valueName: "file"))
+    var output: String?
+
+    func run() throws {
+      var loaded: [(name: String, report: RunReport)] = []
+      for path in reports {
+        guard let data = FileManager.default.contents(atPath: path) else {
+          throw ConfigurationError(source: path, message: "cannot read the report")
+        }
+        do {
+          loaded.append((path, try RunReport.decode(data)))
+        } catch {
+          throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
+        }
+      }
+      let page = ReportPage.render(loaded)
+      if let output {
+        try FileSystem.writeAtomically(Data(page.utf8), toPath: output)
+        Console.standard.say("report page written to \(output)")
+      } else {
+        Console.write(page, to: STDOUT_FILENO)
+      }
+    }
+  }
 
   struct Merge: ParsableCommand {
     static let configuration = CommandConfiguration(

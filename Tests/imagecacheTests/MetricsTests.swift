@@ -124,4 +124,29 @@ final class MetricsTests: XCTestCase {
         after["imagecache_maintenance_files_removed_total{\(maintainLabels),pass=\"expire\"}"])
     }
   }
+
+  func testTheHTMLPageEscapesHostileURLs() throws {
+    let hostile = server.url("/x.jpg") + "?q=<script>alert(1)</script>&t=\"'onload='x"
+    let manifest = temporary.appending("urls.txt")
+    try [server.url("/a.jpg"), hostile, server.url("/<img src=x onerror=alert(2)>.jpg")]
+      .joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let reportFile = temporary.appending("report.json")
+    let run = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", temporary.appending("cache"), "--retries", "0",
+      "--report", reportFile,
+    ])
+    XCTAssertEqual(run.status, 1, run.stderr)
+    let page = temporary.appending("report.html")
+    let render = try ImageCacheBinary.run(["report", "html", reportFile, "--output", page])
+    XCTAssertEqual(render.status, 0, render.stderr)
+    let html = try String(contentsOfFile: page, encoding: .utf8)
+    XCTAssertFalse(html.contains("<script"), "no script at all, hostile or not")
+    XCTAssertFalse(html.contains("<img"))
+    XCTAssertFalse(html.contains("'onload='"))
+    XCTAssertTrue(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"), html)
+    XCTAssertTrue(html.contains("&quot;&#39;onload=&#39;x"))
+    XCTAssertTrue(html.contains("<svg"), "the failures as bar charts")
+    XCTAssertTrue(html.contains("invalidDownloadStatusCode 404"))
+    XCTAssertFalse(html.contains("http://") && html.contains("src=\"http"), "nothing fetched")
+  }
 }

@@ -260,7 +260,7 @@ final class OperationsTests: XCTestCase {
   static let commands = [
     [], ["run"], ["prefetch"], ["maintain"], ["migrate"], ["stats"], ["blacklist"],
     ["blacklist", "list"], ["blacklist", "remove"], ["blacklist", "clear"], ["report"],
-    ["report", "merge"],
+    ["report", "merge"], ["report", "html"],
   ]
 
   func testHelpExamplesFitAnEightyColumnTerminal() throws {

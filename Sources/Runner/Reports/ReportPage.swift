@@ -1,0 +1,155 @@
+import Core
+import Foundation
+
+/// `imagecache report html` (issue 11): a report as one self-contained page a person reads in
+/// the morning. No script, no stylesheet or font fetched, charts as inline SVG; every string
+/// that came from a manifest, a URL or a server is escaped.
+public enum ReportPage {
+  /// The most failure rows and blacklisted URLs listed; the JSON report has them all.
+  public static let maxRows = 1000
+  /// Bars in a chart: the largest groups.
+  public static let maxBars = 15
+
+  /// One page for `reports` (each named by its file), one section each.
+  public static func render(_ reports: [(name: String, report: RunReport)]) -> String {
+    var html = """
+      <!DOCTYPE html>
+      <html lang="en"><head><meta charset="utf-8">
+      <meta name="viewport" content="width=device-width, initial-scale=1">
+      <title>imagecache report</title>
+      <style>
+      body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:72em}
+      h1,h2,h3{font-weight:600} table{border-collapse:collapse;margin:.5em 0}
+      td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
+      td.n{text-align:right} code{word-break:break-all}
+      .completed{color:#17692b}.interrupted{color:#9a6700}.failed{color:#b3261e}
+      </style></head><body>
+      <h1>imagecache report</h1>
+
+      """
+    for (name, report) in reports { html += section(name: name, report) }
+    return html + "</body></html>\n"
+  }
+
+  static func section(name: String, _ report: RunReport) -> String {
+    var html = "<section>\n<h2>\(escape(report.job)) <small>(\(escape(name)))</small></h2>\n"
+    html += "<table>\n"
+    html += row("status", "<b class=\"\(report.status.rawValue)\">\(report.status.rawValue)</b>")
+    html += row(
+      "cache", "<code>\(escape(report.cache.path))</code> (\(escape(report.cache.namespace)))")
+    html += row("started", escape(report.startedAt.formatted(.iso8601)))
+    html += row("finished", escape(report.finishedAt.formatted(.iso8601)))
+    if let error = report.error { html += row("error", escape(error)) }
+    html += "</table>\n"
+    if let prefetch = report.prefetch { html += self.prefetch(prefetch) }
+    if !report.maintenance.isEmpty {
+      html += "<h3>Maintenance</h3>\n<table>\n<tr><th>pass</th><th>dry run</th>"
+      html += "<th>files removed</th><th>files moved</th><th>bytes freed</th><th>errors</th></tr>\n"
+      for pass in report.maintenance {
+        html += "<tr><td>\(pass.pass.rawValue)</td><td>\(pass.dryRun ? "yes" : "no")</td>"
+        html += "<td class=\"n\">\(pass.filesRemoved)</td><td class=\"n\">\(pass.filesMoved)</td>"
+        html += "<td class=\"n\">\(escape(formatBytes(pass.bytesFreed)))</td>"
+        html += "<td>\(pass.errors.prefix(20).map(escape).joined(separator: "<br>"))</td></tr>\n"
+      }
+      html += "</table>\n"
+    }
+    if !report.warnings.isEmpty {
+      html += "<h3>Warnings</h3>\n<ul>\n"
+      for warning in report.warnings.prefix(maxRows) { html += "<li>\(escape(warning))</li>\n" }
+      html += "</ul>\n"
+    }
+    return html + "</section>\n"
+  }
+
+  static func prefetch(_ prefetch: PrefetchReport) -> String {
+    let counts = prefetch.counts
+    var html = "<h3>Prefetch</h3>\n<table>\n"
+    for (label, value) in [
+      ("URLs", counts.total), ("downloaded", counts.downloaded),
+      ("hits", counts.memoryHits + counts.diskHits), ("not modified", counts.notModified),
+      ("failed", counts.failed), ("blacklisted (refused)", counts.blacklisted),
+      ("skipped", counts.skipped),
+    ] {
+      html += "<tr><th>\(label)</th><td class=\"n\">\(value)</td></tr>\n"
+    }
+    html += row("downloaded bytes", escape(formatBytes(counts.bytesDownloaded)))
+    html += row("duration", String(format: "%.1f s", counts.durationSeconds))
+    html += "</table>\n"
+    guard !prefetch.failures.isEmpty else { return html + blacklist(prefetch) }
+
+    let byHost = Dictionary(grouping: prefetch.failures) {
+      URL(string: $0.url)?.host ?? "(no host)"
+    }
+    .mapValues(\.count)
+    let byError = Dictionary(grouping: prefetch.failures) { failure in
+      failure.name + (failure.httpStatus.map { " \($0)" } ?? "")
+    }.mapValues(\.count)
+    html += "<h3>Failures by host</h3>\n" + chart(byHost)
+    html += "<h3>Failures by error</h3>\n" + chart(byError)
+    html += "<h3>Failures</h3>\n<table>\n<tr><th>URL</th><th>error</th><th>HTTP</th>"
+    html += "<th>attempts</th><th>blacklisted</th><th>source</th><th>message</th></tr>\n"
+    for failure in prefetch.failures.prefix(maxRows) {
+      html += "<tr><td><code>\(escape(failure.url))</code></td><td>\(escape(failure.name))</td>"
+      html += "<td class=\"n\">\(failure.httpStatus.map(String.init) ?? "")</td>"
+      html += "<td class=\"n\">\(failure.attempts)</td><td>\(failure.blacklisted ? "yes" : "")</td>"
+      html += "<td><code>\(escape(failure.source ?? ""))</code></td>"
+      html += "<td>\(escape(failure.message))</td></tr>\n"
+    }
+    html += "</table>\n"
+    if prefetch.failures.count > maxRows {
+      html += "<p>and \(prefetch.failures.count - maxRows) more, in the JSON report.</p>\n"
+    }
+    return html + blacklist(prefetch)
+  }
+
+  static func blacklist(_ prefetch: PrefetchReport) -> String {
+    guard !prefetch.blacklistedURLs.isEmpty else { return "" }
+    var html = "<h3>Blacklisted URLs (\(prefetch.blacklistedURLs.count))</h3>\n<ul>\n"
+    for url in prefetch.blacklistedURLs.prefix(maxRows) {
+      html += "<li><code>\(escape(url))</code></li>\n"
+    }
+    return html + "</ul>\n"
+  }
+
+  /// Horizontal bars, largest first, as inline SVG.
+  static func chart(_ groups: [String: Int]) -> String {
+    let bars = groups.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
+      .prefix(maxBars)
+    let largest = max(1, bars.first?.value ?? 1)
+    let height = 22
+    var svg =
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"\(bars.count * height + 4)\" "
+      + "role=\"img\" font-family=\"sans-serif\" font-size=\"12\">\n"
+    for (index, bar) in bars.enumerated() {
+      let y = index * height + 2
+      let width = max(1, 380 * bar.value / largest)
+      let label = bar.key.count > 48 ? String(bar.key.prefix(47)) + "…" : bar.key
+      svg += "<text x=\"0\" y=\"\(y + 15)\">\(escape(label))</text>"
+      svg += "<rect x=\"300\" y=\"\(y + 3)\" width=\"\(width)\" height=\"16\" fill=\"#b3261e\"/>"
+      svg += "<text x=\"\(306 + width)\" y=\"\(y + 15)\">\(bar.value)</text>\n"
+    }
+    return svg + "</svg>\n"
+  }
+
+  static func row(_ label: String, _ value: String) -> String {
+    "<tr><th>\(label)</th><td>\(value)</td></tr>\n"
+  }
+
+  /// Text as HTML: `&`, `<`, `>`, `"` and `'` as entities, so that nothing from a URL or a
+  /// server can close an element or an attribute.
+  public static func escape(_ text: String) -> String {
+    var escaped = ""
+    escaped.reserveCapacity(text.utf8.count)
+    for character in text {
+      switch character {
+      case "&": escaped += "&amp;"
+      case "<": escaped += "&lt;"
+      case ">": escaped += "&gt;"
+      case "\"": escaped += "&quot;"
+      case "'": escaped += "&#39;"
+      default: escaped.append(character)
+      }
+    }
+    return escaped
+  }
+}
