@@ -113,6 +113,7 @@ let package = Package(
       dependencies: [
         "Core", "State", "Runner", "TestSupport", "imagecache",
         .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "Yams", package: "Yams"),
       ]),
   ]
 )
