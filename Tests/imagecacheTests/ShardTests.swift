@@ -7,7 +7,7 @@ import XCTest
 final class ShardTests: XCTestCase {
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
-  static let images = 900
+  static let images = 2000
   static let broken = 30
 
   override func setUpWithError() throws {
@@ -132,6 +132,10 @@ final class ShardTests: XCTestCase {
     XCTAssertEqual(Set(prefetch.failures.map(\.url)).count, Self.broken)
     XCTAssertEqual(prefetch.blacklistedURLs.count, Self.broken)
     XCTAssertEqual(whole.status, .completed)
+    XCTAssertEqual(whole.mergedFrom?.map(\.total), shards.map(\.total), "the shards, listed")
+    let page = try ImageCacheBinary.run(["report", "html", merged])
+    XCTAssertEqual(page.status, 0, page.stderr)
+    XCTAssertTrue(page.stdout.contains("Shards (3)"))
 
     // Kubernetes' way: --shards N and JOB_COMPLETION_INDEX.
     let indexed = try workers(
@@ -198,5 +202,34 @@ final class ShardTests: XCTestCase {
     XCTAssertTrue(remaining.isDisjoint(with: owned), "the shard's own files expired")
     XCTAssertEqual(remaining.count, 61 - owned.count, "the others' and unowned files stay")
     XCTAssertTrue(remaining.contains("notes.txt"))
+  }
+
+  func testShardsShareTheCacheLockAndHoldTheirOwn() throws {
+    let cache = temporary.appending("cache")
+    try FileManager.default.createDirectory(
+      atPath: cache + "/default/.imagecache", withIntermediateDirectories: true)
+    func hold(_ file: String, shared: Bool) throws -> Process {
+      let process = Process()
+      process.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
+      process.arguments =
+        (shared ? ["-s"] : []) + [cache + "/default/.imagecache/" + file, "sleep", "30"]
+      try process.run()
+      Thread.sleep(forTimeInterval: 0.3)
+      return process
+    }
+    // A shard at work: the cache's lock shared, its own alone.
+    let cacheLock = try hold("lock", shared: true)
+    let shardLock = try hold("lock.shard-0-of-2", shared: false)
+    defer {
+      cacheLock.terminate()
+      shardLock.terminate()
+    }
+    let unsharded = try ImageCacheBinary.run(["maintain", "--cache", cache, "--max-size", "1GB"])
+    XCTAssertEqual(
+      unsharded.status, 3, "a trim waits for or refuses the shards: \(unsharded.stderr)")
+    let sameShard = try ImageCacheBinary.run(["maintain", "--cache", cache, "--shard", "0/2"])
+    XCTAssertEqual(sameShard.status, 3, "one worker per shard: \(sameShard.stderr)")
+    let otherShard = try ImageCacheBinary.run(["maintain", "--cache", cache, "--shard", "1/2"])
+    XCTAssertEqual(otherShard.status, 0, "another shard runs beside it: \(otherShard.stderr)")
   }
 }

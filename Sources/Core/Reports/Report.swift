@@ -317,6 +317,29 @@ public struct RunReport: Sendable, Codable, Equatable {
   public var warnings: [String] = []
   /// What ended a `failed` run.
   public var error: String?
+  /// A merged report (`report merge`): the shards' reports it was made of.
+  public var mergedFrom: [MergedReport]?
+
+  /// One report of a merged report's, in brief.
+  public struct MergedReport: Sendable, Codable, Equatable {
+    public var file: String
+    public var status: Status
+    public var startedAt: Date
+    public var finishedAt: Date
+    public var total: Int
+    public var downloaded: Int
+    public var failed: Int
+
+    public init(file: String, report: RunReport) {
+      self.file = file
+      status = report.status
+      startedAt = report.startedAt
+      finishedAt = report.finishedAt
+      total = report.prefetch?.total ?? 0
+      downloaded = report.prefetch?.downloaded ?? 0
+      failed = report.prefetch?.failed ?? 0
+    }
+  }
 
   public init(job: String, location: CacheLocation, startedAt: Date) {
     self.job = job

@@ -29,8 +29,10 @@ public enum ReportMerge {
     var counts: PrefetchCounts?
     var warnings: [String] = []
     var errors: [String] = []
+    var sources: [RunReport.MergedReport] = []
     for path in paths {
       let report = try read(path)
+      sources.append(RunReport.MergedReport(file: path, report: report))
       if let first, first.cache != report.cache {
         throw ConfigurationError(
           source: path,
@@ -87,7 +89,7 @@ public enum ReportMerge {
     for (_, sink) in passes { writer.endPass(sink) }
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
-      error: errors.isEmpty ? nil : errors.joined(separator: "; "))
+      error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources)
     return Outcome(status: status, failedURLs: counts?.failed ?? 0, files: writer.files)
   }
 

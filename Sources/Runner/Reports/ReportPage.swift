@@ -41,6 +41,20 @@ public enum ReportPage {
     html += row("finished", escape(report.finishedAt.formatted(.iso8601)))
     if let error = report.error { html += row("error", escape(error)) }
     html += "</table>\n"
+    if let shards = report.mergedFrom {
+      html += "<h3>Shards (\(shards.count))</h3>\n<table>\n<tr><th>report</th><th>status</th>"
+      html +=
+        "<th>started</th><th>finished</th><th>URLs</th><th>downloaded</th><th>failed</th></tr>\n"
+      for shard in shards {
+        html += "<tr><td><code>\(escape(shard.file))</code></td>"
+        html += "<td class=\"\(shard.status.rawValue)\">\(shard.status.rawValue)</td>"
+        html += "<td>\(escape(shard.startedAt.formatted(.iso8601)))</td>"
+        html += "<td>\(escape(shard.finishedAt.formatted(.iso8601)))</td>"
+        html += "<td class=\"n\">\(shard.total)</td><td class=\"n\">\(shard.downloaded)</td>"
+        html += "<td class=\"n\">\(shard.failed)</td></tr>\n"
+      }
+      html += "</table>\n"
+    }
     if let prefetch = report.prefetch { html += self.prefetch(prefetch) }
     if !report.maintenance.isEmpty {
       html += "<h3>Maintenance</h3>\n<table>\n<tr><th>pass</th><th>dry run</th>"

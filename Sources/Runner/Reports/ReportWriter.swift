@@ -122,14 +122,14 @@ public final class ReportWriter: Sendable {
   /// not an error: the report files are what must not be lost.
   public func finish(
     status: RunReport.Status, finishedAt: Date, prefetch: PrefetchCounts?, warnings: [String],
-    error: String? = nil
+    error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil
   ) throws {
     try state.withLock { state in
       if let writeError = state.writeError { throw writeError }
       for output in state.outputs {
         try write(
           to: output, state: state, status: status, finishedAt: finishedAt, prefetch: prefetch,
-          warnings: warnings, error: error)
+          warnings: warnings, error: error, mergedFrom: mergedFrom)
         try output.commit()
       }
     }
@@ -137,7 +137,8 @@ public final class ReportWriter: Sendable {
 
   private func write(
     to output: ReportOutput, state: State, status: RunReport.Status, finishedAt: Date,
-    prefetch: PrefetchCounts?, warnings: [String], error: String?
+    prefetch: PrefetchCounts?, warnings: [String], error: String?,
+    mergedFrom: [RunReport.MergedReport]?
   ) throws {
     var json = JSONOutput()
     json.raw("{")
@@ -156,6 +157,25 @@ public final class ReportWriter: Sendable {
     json.member("namespace", location.namespace)
     json.raw("}")
     if let error { json.member("error", error) }
+    if let mergedFrom {
+      json.member("mergedFrom")
+      json.raw("[")
+      for (index, entry) in mergedFrom.enumerated() {
+        json.raw(index > 0 ? ",{" : "{")
+        json.key("file")
+        json.string(entry.file)
+        json.member("status", entry.status.rawValue)
+        json.member("startedAt")
+        json.date(entry.startedAt)
+        json.member("finishedAt")
+        json.date(entry.finishedAt)
+        json.member("total", entry.total)
+        json.member("downloaded", entry.downloaded)
+        json.member("failed", entry.failed)
+        json.raw("}")
+      }
+      json.raw("]")
+    }
     /// `,"key":[...]`, the array's entries copied from its temporary file.
     func array(_ key: StaticString, _ entries: SpillFile) throws(FileSystemError) {
       json.member(key)
