@@ -40,6 +40,7 @@ struct StatsCommand: ParsableCommand {
       modified dates:  \(date(stats.oldestModification)) .. \(date(stats.newestModification))
       legacy names:    \(stats.legacyNames)
       temporary files: \(stats.temporaryFiles) (\(formatBytes(stats.temporaryBytes)))
+      blacklisted:     \(stats.blacklistedURLs) URLs (\(stats.stateFiles) state files)
       """)
   }
 }

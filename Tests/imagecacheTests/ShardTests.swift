@@ -172,6 +172,11 @@ final class ShardTests: XCTestCase {
     let entries = try XCTUnwrap(
       try JSONSerialization.jsonObject(with: Data(list.stdout.utf8)) as? [Any])
     XCTAssertEqual(entries.count, Self.broken, "blacklist list reads every shard's state")
+    let stats = try ImageCacheBinary.run(["stats", "--cache", cache, "--json"])
+    let figures = try XCTUnwrap(
+      try JSONSerialization.jsonObject(with: Data(stats.stdout.utf8)) as? [String: Any])
+    XCTAssertEqual(figures["blacklistedURLs"] as? Int, Self.broken, "and so does stats")
+    XCTAssertEqual(figures["stateFiles"] as? Int, 7, "three shards' files and four's")
   }
 
   func testTrimOnAShardIsRefusedAndExpireTakesOnlyItsOwnFiles() throws {

@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import State
 
 /// What `stats` reports of a cache (SPEC section 7): files, logical and allocated bytes, the
 /// oldest and newest access and modification dates, and how many files carry a legacy name.
@@ -17,6 +18,10 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
   /// next run or `maintain` once an hour old).
   public var temporaryFiles = 0
   public var temporaryBytes: UInt64 = 0
+  /// State files: the unsharded one and each shard's (SPEC section 9).
+  public var stateFiles = 0
+  /// URLs on the blacklist of any state file, each once.
+  public var blacklistedURLs = 0
 
   /// Walks the disk cache path of `location` once. Entries that cannot be read go to
   /// `onError` and the walk goes on.
@@ -32,6 +37,18 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
       stats.temporaryFiles += 1
       stats.temporaryBytes += attributes.allocatedSize
     }
+    var blacklisted: Set<String> = []
+    for path in StateStore.stateFiles(location: location) {
+      stats.stateFiles += 1
+      do {
+        for entry in try StateStore.openForReading(path: path)?.blacklist() ?? [] {
+          blacklisted.insert(entry.url)
+        }
+      } catch {
+        onError(FileSystemError("read the blacklist of", path: path, errno: EIO))
+      }
+    }
+    stats.blacklistedURLs = blacklisted.count
     return stats
   }
 
