@@ -45,7 +45,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
     version: versionText,
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
-      StatsCommand.self, BlacklistCommand.self, ReportCommand.self,
+      StatsCommand.self, BlacklistCommand.self, ReportCommand.self, KeyCommand.self,
     ]
   )
 

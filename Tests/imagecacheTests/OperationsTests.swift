@@ -145,6 +145,21 @@ final class OperationsTests: XCTestCase {
     XCTAssertTrue(result.stderr.contains("prefetch: 2 URLs: 1 downloaded"), result.stderr)
   }
 
+  func testKeyPrintsTheDerivedKeyAndFiles() throws {
+    let result = try run([
+      "key", "https://a.com/p/x.jpg?w=1", "--thumbnail", "100x100", "--cache", temporary.path,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let derived = "https://a.com/p/x-Thumbnail(%7B100.000000,100.000000%7D,1).jpg?w=1"
+    XCTAssertTrue(result.stdout.contains("derived key:   \(derived)\n"), result.stdout)
+    XCTAssertTrue(
+      result.stdout.contains(
+        "derived file:  \(temporary.path)/default/\(CacheFileName.fileName(forKey: derived))"),
+      result.stdout)
+    let braces = try run(["key", "https://a.com/p/x?w=1", "--thumbnail", "100x100"])
+    XCTAssertTrue(braces.stdout.contains("on iOS before 17"), braces.stdout)
+  }
+
   func testAMisspeltCommandGetsASuggestion() throws {
     let result = try run(["maintian"])
     XCTAssertEqual(result.status, 2)
@@ -260,7 +275,7 @@ final class OperationsTests: XCTestCase {
   static let commands = [
     [], ["run"], ["prefetch"], ["maintain"], ["migrate"], ["stats"], ["blacklist"],
     ["blacklist", "list"], ["blacklist", "remove"], ["blacklist", "clear"], ["report"],
-    ["report", "merge"], ["report", "html"],
+    ["report", "merge"], ["report", "html"], ["key"],
   ]
 
   func testHelpExamplesFitAnEightyColumnTerminal() throws {

@@ -1,0 +1,297 @@
+import Foundation
+
+/// A transformer of SD's `imageTransformer` context, as far as its cache key goes
+/// (SDWebImage 5.21.5, `SDImageTransformer.m`): each prints its parameters in its own format.
+public enum ImageTransformer: Sendable, Equatable {
+  public enum ScaleMode: UInt, Sendable, CaseIterable {
+    case fill = 0
+    case aspectFit = 1
+    case aspectFill = 2
+
+    public var name: String {
+      switch self {
+      case .fill: "fill"
+      case .aspectFit: "aspectFit"
+      case .aspectFill: "aspectFill"
+      }
+    }
+  }
+
+  /// UIRectCorner bits.
+  public struct Corners: OptionSet, Sendable, Equatable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
+    public static let topLeft = Corners(rawValue: 1)
+    public static let topRight = Corners(rawValue: 2)
+    public static let bottomLeft = Corners(rawValue: 4)
+    public static let bottomRight = Corners(rawValue: 8)
+    /// `UIRectCornerAllCorners` is `~0UL`, not the four bits.
+    public static let all = Corners(rawValue: UInt.max)
+  }
+
+  /// A colour as SD prints it: `#aarrggbb`, from `A<<24|R<<16|G<<8|B`, lowercase.
+  public struct Color: Sendable, Equatable {
+    public var argb: UInt32
+
+    public init(argb: UInt32) { self.argb = argb }
+
+    /// `#rrggbb` (opaque) or `#aarrggbb`.
+    public init?(hex: String) {
+      guard hex.hasPrefix("#"), let value = UInt32(hex.dropFirst(), radix: 16) else { return nil }
+      switch hex.count {
+      case 7: argb = 0xFF00_0000 | value
+      case 9: argb = value
+      default: return nil
+      }
+    }
+
+    public var keyText: String { "#" + String(format: "%08x", argb) }
+  }
+
+  case resizing(width: Double, height: Double, scaleMode: ScaleMode)
+  case cropping(x: Double, y: Double, width: Double, height: Double)
+  case flipping(horizontal: Bool, vertical: Bool)
+  case rotation(angle: Double, fitSize: Bool)
+  case roundCorner(radius: Double, corners: Corners, borderWidth: Double, borderColor: Color?)
+  case tint(color: Color, blendMode: Int)
+  case blur(radius: Double)
+
+  /// The transformer's `transformerKey`.
+  public var key: String {
+    func f(_ value: Double) -> String { String(format: "%f", value) }
+    func d(_ value: Bool) -> String { value ? "1" : "0" }
+    switch self {
+    case .resizing(let width, let height, let mode):
+      return "SDImageResizingTransformer({\(f(width)),\(f(height))},\(mode.rawValue))"
+    case .cropping(let x, let y, let width, let height):
+      return "SDImageCroppingTransformer({\(f(x)),\(f(y)),\(f(width)),\(f(height))})"
+    case .flipping(let horizontal, let vertical):
+      return "SDImageFlippingTransformer(\(d(horizontal)),\(d(vertical)))"
+    case .rotation(let angle, let fitSize):
+      return "SDImageRotationTransformer(\(f(angle)),\(d(fitSize)))"
+    case .roundCorner(let radius, let corners, let borderWidth, let borderColor):
+      return "SDImageRoundCornerTransformer(\(f(radius)),\(corners.rawValue),\(f(borderWidth)),"
+        + "\(borderColor?.keyText ?? "(null)"))"
+    case .tint(let color, let blendMode):
+      return "SDImageTintTransformer(\(color.keyText),\(blendMode))"
+    case .blur(let radius):
+      return "SDImageBlurTransformer(\(f(radius)))"
+    }
+  }
+}
+
+/// The cache keys SD derives for thumbnails and transformed images (SDWebImage 5.21.5,
+/// `SDThumbnailedKeyForKey` and `SDTransformedKeyForKey`): the suffix goes before the key's
+/// path extension, on the decoded path of a URL key, which is then re-encoded; a key with no
+/// path extension gets `-<suffix>` appended as it is.
+public enum DerivedKey {
+  /// `Thumbnail({w,h},preserve)` with C's `%f`.
+  public static func thumbnailSuffix(width: Double, height: Double, preserveAspectRatio: Bool)
+    -> String
+  {
+    "Thumbnail({\(String(format: "%f", width)),\(String(format: "%f", height))},"
+      + "\(preserveAspectRatio ? 1 : 0))"
+  }
+
+  /// A pipeline's key: its transformers' keys joined with `-`.
+  public static func transformerSuffix(_ transformers: [ImageTransformer]) -> String {
+    transformers.map(\.key).joined(separator: "-")
+  }
+
+  /// The key of `key` with a thumbnail size and then transformers, as SD's manager derives it:
+  /// thumbnail first, then the transformers. `nil` sizes and empty transformer lists add
+  /// nothing.
+  public static func key(
+    for key: String, thumbnail: (width: Double, height: Double)? = nil,
+    preserveAspectRatio: Bool = true, transformers: [ImageTransformer] = []
+  ) -> String {
+    var derived = key
+    if let thumbnail, thumbnail.width > 0 || thumbnail.height > 0 {
+      derived = transformed(
+        derived,
+        suffix: thumbnailSuffix(
+          width: thumbnail.width, height: thumbnail.height,
+          preserveAspectRatio: preserveAspectRatio))
+    }
+    if !transformers.isEmpty {
+      derived = transformed(derived, suffix: transformerSuffix(transformers))
+    }
+    return derived
+  }
+
+  /// `SDTransformedKeyForKey(key, suffix)`.
+  public static func transformed(_ key: String, suffix: String) -> String {
+    let url = URL(string: key)
+    let ext = url.map(\.pathExtension) ?? (key as NSString).pathExtension
+    guard !ext.isEmpty else { return key + "-" + suffix }
+    if let url, !url.isFileURL,
+      var components = URLComponents(url: url, resolvingAgainstBaseURL: false)
+    {
+      // Everything but the path (the query, the fragment) stays as it was.
+      let stem = (components.path as NSString).deletingPathExtension
+      components.path = ((stem + "-" + suffix) as NSString).appendingPathExtension(ext) ?? stem
+      if let absolute = components.url?.absoluteString { return absolute }
+    }
+    let stem = (key as NSString).deletingPathExtension
+    return ((stem + "-" + suffix) as NSString).appendingPathExtension(ext) ?? key
+  }
+}
+
+extension ImageTransformer {
+  /// CGBlendMode by name, for `tint.blendMode`.
+  public static let blendModes: [String: Int] = [
+    "normal": 0, "multiply": 1, "screen": 2, "overlay": 3, "darken": 4, "lighten": 5,
+    "colorDodge": 6, "colorBurn": 7, "softLight": 8, "hardLight": 9, "difference": 10,
+    "exclusion": 11, "hue": 12, "saturation": 13, "color": 14, "luminosity": 15, "clear": 16,
+    "copy": 17, "sourceIn": 18, "sourceOut": 19, "sourceAtop": 20, "destinationOver": 21,
+    "destinationIn": 22, "destinationOut": 23, "destinationAtop": 24, "xor": 25,
+    "plusDarker": 26, "plusLighter": 27,
+  ]
+
+  /// The `imageTransformer` context value: one transformer object, an array of them (a
+  /// pipeline, applied in order), or `null` (explicitly none). Each object has one key naming
+  /// the transformer. Throws a message naming what is wrong.
+  public static func parse(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer] {
+    switch value {
+    case .null: return []
+    case .array(let items):
+      var transformers: [ImageTransformer] = []
+      for (index, item) in items.enumerated() {
+        do throws(TransformerError) {
+          transformers += try parse(item)
+        } catch {
+          throw TransformerError("[\(index)]: \(error.message)")
+        }
+      }
+      return transformers
+    case .object(let object):
+      guard object.count == 1, let (name, body) = object.first else {
+        throw TransformerError("each transformer is an object with one key, its name")
+      }
+      return [try parse(name: name, body)]
+    default:
+      throw TransformerError("expected a transformer object, an array of them, or null")
+    }
+  }
+
+  private static func parse(name: String, _ body: JSONValue) throws(TransformerError)
+    -> ImageTransformer
+  {
+    guard case .object(let fields) = body else {
+      if name == "filter" { throw TransformerError(filterRefusal) }
+      throw TransformerError("\(name): expected an object of its parameters")
+    }
+    func number(_ key: String, default fallback: Double? = nil) throws(TransformerError) -> Double {
+      switch fields[key] {
+      case .number(let value)?: return value
+      case nil: if let fallback { return fallback }
+      default: break
+      }
+      throw TransformerError("\(name).\(key): expected a number")
+    }
+    func bool(_ key: String) throws(TransformerError) -> Bool {
+      switch fields[key] {
+      case .bool(let value)?: return value
+      case nil: return false
+      default: throw TransformerError("\(name).\(key): expected true or false")
+      }
+    }
+    func numbers(_ key: String, count: Int) throws(TransformerError) -> [Double] {
+      guard case .array(let items)? = fields[key], items.count == count else {
+        throw TransformerError("\(name).\(key): expected \(count) numbers")
+      }
+      var values: [Double] = []
+      for item in items {
+        guard case .number(let value) = item else {
+          throw TransformerError("\(name).\(key): expected \(count) numbers")
+        }
+        values.append(value)
+      }
+      return values
+    }
+    func color(_ key: String) throws(TransformerError) -> Color? {
+      switch fields[key] {
+      case nil, .null?: return nil
+      case .string(let text)?:
+        if let color = Color(hex: text) { return color }
+        fallthrough
+      default: throw TransformerError("\(name).\(key): expected #rrggbb or #aarrggbb")
+      }
+    }
+    switch name {
+    case "resizing":
+      let size = try numbers("size", count: 2)
+      var mode = ScaleMode.fill
+      if let given = fields["scaleMode"] {
+        guard case .string(let text) = given,
+          let found = ScaleMode.allCases.first(where: { $0.name == text })
+        else {
+          throw TransformerError("resizing.scaleMode: expected fill, aspectFit or aspectFill")
+        }
+        mode = found
+      }
+      return .resizing(width: size[0], height: size[1], scaleMode: mode)
+    case "cropping":
+      let rect = try numbers("rect", count: 4)
+      return .cropping(x: rect[0], y: rect[1], width: rect[2], height: rect[3])
+    case "flipping":
+      return .flipping(horizontal: try bool("horizontal"), vertical: try bool("vertical"))
+    case "rotation":
+      return .rotation(angle: try number("angle"), fitSize: try bool("fitSize"))
+    case "roundCorner":
+      var corners = Corners.all
+      switch fields["corners"] {
+      case nil, .string("all")?: break
+      case .array(let names)?:
+        corners = []
+        let known: [String: Corners] = [
+          "topLeft": .topLeft, "topRight": .topRight, "bottomLeft": .bottomLeft,
+          "bottomRight": .bottomRight,
+        ]
+        for item in names {
+          guard case .string(let text) = item, let corner = known[text] else {
+            throw TransformerError(
+              "roundCorner.corners: expected \"all\" or a list of topLeft, topRight, bottomLeft, bottomRight"
+            )
+          }
+          corners.insert(corner)
+        }
+      default:
+        throw TransformerError("roundCorner.corners: expected \"all\" or a list of corners")
+      }
+      return .roundCorner(
+        radius: try number("radius"), corners: corners,
+        borderWidth: try number("borderWidth", default: 0), borderColor: try color("borderColor"))
+    case "tint":
+      guard let tint = try color("color") else { throw TransformerError("tint.color: required") }
+      var mode = 18
+      switch fields["blendMode"] {
+      case nil: break
+      case .number(let value)? where value >= 0 && value <= 27 && value.rounded() == value:
+        mode = Int(value)
+      case .string(let text)? where blendModes[text] != nil: mode = blendModes[text]!
+      default: throw TransformerError("tint.blendMode: expected a CGBlendMode name or number 0-27")
+      }
+      return .tint(color: tint, blendMode: mode)
+    case "blur":
+      return .blur(radius: try number("radius"))
+    case "filter":
+      throw TransformerError(filterRefusal)
+    default:
+      throw TransformerError(
+        "unknown transformer \(name.debugDescription) (known: resizing, cropping, flipping, "
+          + "rotation, roundCorner, tint, blur)")
+    }
+  }
+
+  static let filterRefusal =
+    "filter is SD's Core Image transformer (CIFilter), which cannot be reproduced off Apple's "
+    + "platforms"
+}
+
+/// Why an `imageTransformer` value cannot be used.
+public struct TransformerError: Error, Sendable, Equatable, CustomStringConvertible {
+  public var message: String
+  public init(_ message: String) { self.message = message }
+  public var description: String { message }
+}
