@@ -148,7 +148,8 @@ public struct ImageContext: Sendable, Equatable {
 
   public static let knownKeys = [
     "cacheKeyFilter", "headers", "storeCacheType", "queryCacheType", "namespace",
-    "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio",
+    "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio", "imageTransformer",
+    "originalQueryCacheType", "originalStoreCacheType",
   ]
 
   /// This context with the keys of `object` applied on top (headers are merged). Unknown keys
@@ -218,8 +219,10 @@ public struct ImageContext: Sendable, Equatable {
           context.downloadTimeout = seconds
         default: throw fail(key, "expected a positive duration such as 15s")
         }
-      case "imageThumbnailPixelSize", "imagePreserveAspectRatio":
-        throw fail(key, "not supported yet")
+      case "imageThumbnailPixelSize", "imagePreserveAspectRatio", "imageTransformer",
+        "originalQueryCacheType", "originalStoreCacheType":
+        // `imagecache key` shows the keys such a line would derive; rendering is still to come.
+        throw fail(key, "not supported yet (imagecache key shows the key it derives)")
       default:
         throw fail(key, "unknown context key (known: \(Self.knownKeys.joined(separator: ", ")))")
       }
