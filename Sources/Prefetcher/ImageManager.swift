@@ -189,10 +189,14 @@ public final class ImageManager: Sendable {
 
     let key = context.cacheKeyFilter.cacheKey(for: url)
     let cache = namespace.cache
+    // The file names, once: the query and the store both need them.
+    let paths = cache.disk.paths(forKey: key)
     var cachedOnDisk = false
     if !options.contains(.fromLoaderOnly) {
       do {
-        if let hit = try cache.query(key: key, cacheType: context.queryCacheType, readData: false) {
+        if let hit = try cache.query(
+          key: key, cacheType: context.queryCacheType, readData: false, paths: paths)
+        {
           // fromCacheOnly never downloads, not even to revalidate.
           guard options.contains(.refreshCached) && !options.contains(.fromCacheOnly) else {
             return LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit)
@@ -210,14 +214,14 @@ public final class ImageManager: Sendable {
       key: "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)"
     ) {
       await self.download(
-        url: url, blacklistKey: blacklistKey, key: key, cachedOnDisk: revalidate, options: options,
-        context: context, in: namespace)
+        url: url, blacklistKey: blacklistKey, key: key, paths: paths, cachedOnDisk: revalidate,
+        options: options, context: context, in: namespace)
     }
   }
 
   private func download(
-    url: URL, blacklistKey: String, key: String, cachedOnDisk: Bool, options: ImageOptions,
-    context: ImageContext, in namespace: NamespaceState
+    url: URL, blacklistKey: String, key: String, paths: DiskCache.KeyPaths, cachedOnDisk: Bool,
+    options: ImageOptions, context: ImageContext, in namespace: NamespaceState
   ) async -> LoadResult {
     var request = DownloadRequest(url: url)
     request.headers = context.headers
@@ -259,7 +263,7 @@ public final class ImageManager: Sendable {
       return fail(error, url: blacklistKey, in: namespace)
     }
     do {
-      try cache.store(response.body, forKey: key, cacheType: context.storeCacheType)
+      try cache.store(response.body, forKey: key, cacheType: context.storeCacheType, paths: paths)
     } catch {
       return storeFailed(error)
     }

@@ -53,8 +53,10 @@ final class TransferLoop: @unchecked Sendable {
     let accepted = inbox.withLock { inbox in
       guard !inbox.stopping else { return false }
       inbox.commands.append(command)
-      // Under the lock: the loop frees the multi handle only once `stopping` is set.
-      curl_multi_wakeup(multi)
+      // One wake-up per batch: the loop takes every queued command when it wakes, so a
+      // command queued behind others is already covered. Under the lock: the loop frees the
+      // multi handle only once `stopping` is set.
+      if inbox.commands.count == 1 { curl_multi_wakeup(multi) }
       return true
     }
     if !accepted, case .start(let transfer) = command {

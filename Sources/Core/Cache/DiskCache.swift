@@ -84,6 +84,34 @@ public struct DiskCache: Sendable {
     path + "/" + CacheFileName.fileName(forKey: key)
   }
 
+  /// `key`'s paths, worked out once (one MD5, one URL parse) for the several calls a load
+  /// makes: the current name, and the legacy name without extension when it differs.
+  public struct KeyPaths: Sendable {
+    public let current: String
+    public let fallback: String?
+  }
+
+  public func paths(forKey key: String) -> KeyPaths {
+    let digest = CacheFileName.md5Hex(key)
+    let ext = CacheFileName.currentExtension(forKey: key)
+    guard let ext, !ext.isEmpty else {
+      return KeyPaths(current: path + "/" + digest, fallback: nil)
+    }
+    return KeyPaths(current: path + "/" + digest + "." + ext, fallback: path + "/" + digest)
+  }
+
+  /// ``touch(forKey:)`` with the paths already worked out.
+  public func touch(_ paths: KeyPaths) throws -> Bool {
+    if try FileSystem.setAccessTimeToNow(path: paths.current) { return true }
+    if let fallback = paths.fallback { return try FileSystem.setAccessTimeToNow(path: fallback) }
+    return false
+  }
+
+  /// ``store(_:forKey:)`` with the paths already worked out.
+  public func store(_ data: Data, at paths: KeyPaths) throws {
+    try FileSystem.writeAtomically(data, toPath: paths.current)
+  }
+
   /// SD's fallback: the name without extension (SD 3.7.3 and earlier, and SD 5 still reads it).
   func fallbackPath(forKey key: String) -> String {
     path + "/" + CacheFileName.md5Hex(key)

@@ -41,14 +41,15 @@ public struct ImageCache: Sendable {
   /// disk hit is copied into memory when `promoteToMemory` is set, as SD does.
   public func query(
     key: String, cacheType: CacheType = .all, readData: Bool = true,
-    promoteToMemory: Bool = true
+    promoteToMemory: Bool = true, paths: DiskCache.KeyPaths? = nil
   ) throws -> CacheHit? {
     if cacheType.includesMemory, let data = memory.data(forKey: key) {
       return CacheHit(source: .memory, data: data)
     }
     guard cacheType.includesDisk else { return nil }
     if !readData {
-      return try disk.touch(forKey: key) ? CacheHit(source: .disk, data: nil) : nil
+      let hit = try paths.map(disk.touch) ?? disk.touch(forKey: key)
+      return hit ? CacheHit(source: .disk, data: nil) : nil
     }
     guard let data = try disk.data(forKey: key) else { return nil }
     if promoteToMemory && cacheType.includesMemory { memory.setData(data, forKey: key) }
@@ -56,9 +57,13 @@ public struct ImageCache: Sendable {
   }
 
   /// Stores `data` in the tiers `cacheType` names.
-  public func store(_ data: Data, forKey key: String, cacheType: CacheType = .all) throws {
+  public func store(
+    _ data: Data, forKey key: String, cacheType: CacheType = .all,
+    paths: DiskCache.KeyPaths? = nil
+  ) throws {
     if cacheType.includesMemory { memory.setData(data, forKey: key) }
-    if cacheType.includesDisk { try disk.store(data, forKey: key) }
+    guard cacheType.includesDisk else { return }
+    if let paths { try disk.store(data, at: paths) } else { try disk.store(data, forKey: key) }
   }
 
   /// Removes `key` from both tiers.

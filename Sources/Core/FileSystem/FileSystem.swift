@@ -246,10 +246,12 @@ public enum FileSystem {
   /// rest): the process id and a counter, without a getrandom(2) per store.
   private static func randomSuffix() -> String {
     let count = temporaryCounter.add(1, ordering: .relaxed).newValue
-    return String(getpid(), radix: 36) + "-" + String(count, radix: 36)
+    return processTag + "-" + String(count, radix: 36)
   }
 
   private static let temporaryCounter = Atomic<Int>(0)
+  /// The pid in base 36, once: a fork would not share the counter anyway.
+  private static let processTag = String(getpid(), radix: 36)
 }
 
 extension timespec {
