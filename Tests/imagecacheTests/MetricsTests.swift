@@ -5,23 +5,7 @@ import XCTest
 
 /// `--metrics FILE` (SPEC section 6): Prometheus text format that a real parser reads, with the
 /// report's numbers.
-final class MetricsTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
-      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
-    ])
-  }
-
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
-  }
-
+final class MetricsTests: LoopbackTestCase {
   /// The samples of a metrics file as `name{label="value",...}` -> value, read by the Python
   /// prometheus-client's parser (Debian's python3-prometheus-client, which CI installs).
   private func parse(_ path: String) throws -> [String: Double] {

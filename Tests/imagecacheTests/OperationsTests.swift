@@ -5,23 +5,7 @@ import XCTest
 
 /// The command line's conventions and promises (issue 13, items 5-11): what a sysadmin trips
 /// over when a flag is mistyped, a run waits, or a migration is planned and then run.
-final class OperationsTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
-      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
-    ])
-  }
-
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
-  }
-
+final class OperationsTests: LoopbackTestCase {
   private func run(_ arguments: [String], in directory: String? = nil) throws -> CommandResult {
     guard let directory else { return try ImageCacheBinary.run(arguments) }
     // The working directory is the process's: a shell runs the binary from there.

@@ -6,23 +6,11 @@ import TestSupport
 import XCTest
 
 /// End-to-end: `imagecache run JOB` against a loopback server, as cron would run it.
-final class RunCommandTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
-      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
-      "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
-      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) },
-    ])
-  }
-
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+final class RunCommandTests: LoopbackTestCase {
+  override var routes: [String: Route] {
+    Self.images.merging([
+      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) }
+    ]) { $1 }
   }
 
   private func job(urls: [String], extra: String = "") throws -> String {
