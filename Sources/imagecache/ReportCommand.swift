@@ -32,16 +32,7 @@ struct ReportCommand: ParsableCommand {
 
     func run() throws {
       var loaded: [(name: String, report: RunReport)] = []
-      for path in reports {
-        guard let data = FileManager.default.contents(atPath: path) else {
-          throw ConfigurationError(source: path, message: "cannot read the report")
-        }
-        do {
-          loaded.append((path, try RunReport.decode(data)))
-        } catch {
-          throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
-        }
-      }
+      for path in reports { loaded.append((path, try RunReport.load(path: path))) }
       let page = ReportPage.render(loaded)
       if let output {
         try FileSystem.writeAtomically(Data(page.utf8), toPath: output)

@@ -31,7 +31,7 @@ public enum ReportMerge {
     var errors: [String] = []
     var sources: [RunReport.MergedReport] = []
     for path in paths {
-      let report = try read(path)
+      let report = try RunReport.load(path: path)
       sources.append(RunReport.MergedReport(file: path, report: report))
       if let first, first.cache != report.cache {
         throw ConfigurationError(
@@ -60,7 +60,7 @@ public enum ReportMerge {
     var blacklisted: Set<String> = []
     var passes: [(key: String, sink: PassSink)] = []
     for path in paths {
-      let report = try read(path)
+      let report = try RunReport.load(path: path)
       if let prefetch = report.prefetch {
         for failure in prefetch.failures { recorder.recordFailure(failure) }
         for download in prefetch.downloads { recorder.recordDownload(download) }
@@ -93,17 +93,6 @@ public enum ReportMerge {
     return Outcome(status: status, failedURLs: counts?.failed ?? 0, files: writer.files)
   }
 
-  private static func read(_ path: String) throws -> RunReport {
-    guard let data = FileManager.default.contents(atPath: path) else {
-      throw ConfigurationError(source: path, message: "cannot read the report")
-    }
-    do {
-      return try RunReport.decode(data)
-    } catch {
-      throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
-    }
-  }
-
   /// failed, then interrupted, then completed.
   static func worse(_ a: RunReport.Status, _ b: RunReport.Status) -> RunReport.Status {
     let order: [RunReport.Status] = [.completed, .interrupted, .failed]
@@ -125,5 +114,20 @@ public enum ReportMerge {
     total.bytesDownloaded = a.bytesDownloaded + b.bytesDownloaded
     total.durationSeconds = max(a.durationSeconds, b.durationSeconds)
     return total
+  }
+}
+
+extension RunReport {
+  /// The report in the file at `path`; a file that cannot be read or is not a report is a
+  /// ``ConfigurationError`` naming it (`report merge`, `report html`).
+  public static func load(path: String) throws(ConfigurationError) -> RunReport {
+    guard let data = FileManager.default.contents(atPath: path) else {
+      throw ConfigurationError(source: path, message: "cannot read the report")
+    }
+    do {
+      return try RunReport.decode(data)
+    } catch {
+      throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
+    }
   }
 }
