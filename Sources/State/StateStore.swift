@@ -125,6 +125,30 @@ public final class StateStore: Sendable {
     .sorted().map { (directory as NSString).appendingPathComponent($0) }
   }
 
+  /// The blacklist of every state file of the cache at `location` (a sharded cache keeps one
+  /// per shard), each URL once with its latest failure, sorted by URL. A file that cannot be
+  /// read goes to `unreadable`, which rethrows by default.
+  public static func blacklistOfEveryStateFile(
+    location: CacheLocation,
+    unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
+  ) throws -> [BlacklistEntry] {
+    var byURL: [String: BlacklistEntry] = [:]
+    for path in stateFiles(location: location) {
+      let entries: [BlacklistEntry]
+      do {
+        entries = try openForReading(path: path)?.blacklist() ?? []
+      } catch {
+        try unreadable(path, error)
+        continue
+      }
+      for entry in entries {
+        if let known = byURL[entry.url], known.lastFailedAt >= entry.lastFailedAt { continue }
+        byURL[entry.url] = entry
+      }
+    }
+    return byURL.values.sorted { $0.url < $1.url }
+  }
+
   /// Opens one state file for reading only, or `nil` when it does not exist.
   public static func openForReading(path: String) throws -> StateStore? {
     guard FileManager.default.fileExists(atPath: path) else { return nil }

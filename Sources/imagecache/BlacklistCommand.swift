@@ -32,14 +32,7 @@ struct BlacklistCommand: ParsableCommand {
       try cacheOptions.requireExistingCache()
       // Read-only: a read-only state file (or a cache with no state yet) still lists.
       // Every state file: a sharded run keeps one per shard (SPEC section 9).
-      var byURL: [String: BlacklistEntry] = [:]
-      for path in StateStore.stateFiles(location: cacheOptions.location) {
-        for entry in try StateStore.openForReading(path: path)?.blacklist() ?? [] {
-          if let known = byURL[entry.url], known.lastFailedAt >= entry.lastFailedAt { continue }
-          byURL[entry.url] = entry
-        }
-      }
-      let entries = byURL.values.sorted { $0.url < $1.url }
+      let entries = try StateStore.blacklistOfEveryStateFile(location: cacheOptions.location)
       if json { return try Console.printJSON(entries) }
       let formatter = ISO8601DateFormatter()
       for entry in entries {

@@ -37,18 +37,10 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
       stats.temporaryFiles += 1
       stats.temporaryBytes += attributes.allocatedSize
     }
-    var blacklisted: Set<String> = []
-    for path in StateStore.stateFiles(location: location) {
-      stats.stateFiles += 1
-      do {
-        for entry in try StateStore.openForReading(path: path)?.blacklist() ?? [] {
-          blacklisted.insert(entry.url)
-        }
-      } catch {
-        onError(FileSystemError("read the blacklist of", path: path, errno: EIO))
-      }
-    }
-    stats.blacklistedURLs = blacklisted.count
+    stats.stateFiles = StateStore.stateFiles(location: location).count
+    stats.blacklistedURLs = try StateStore.blacklistOfEveryStateFile(location: location) {
+      path, _ in onError(FileSystemError("read the blacklist of", path: path, errno: EIO))
+    }.count
     return stats
   }
 
