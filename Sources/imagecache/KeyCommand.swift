@@ -48,13 +48,9 @@ struct KeyCommand: ParsableCommand {
     }
     var context = ImageContext()
     if let cacheKeyFilter {
-      let value: JSONValue =
-        cacheKeyFilter.hasPrefix("strip:")
-        ? .object([
-          "stripQueryParameters": .array(
-            cacheKeyFilter.dropFirst(6).split(separator: ",").map { .string(String($0)) })
-        ]) : .string(cacheKeyFilter)
-      context = try context.applying(["cacheKeyFilter": value], source: "--cache-key-filter")
+      context = try context.applying(
+        ["cacheKeyFilter": PrefetchSettings.cacheKeyFilterJSON(cacheKeyFilter)],
+        source: "--cache-key-filter")
     }
     let original = context.cacheKeyFilter.cacheKey(for: parsed)
     var size: (width: Double, height: Double)?

@@ -126,6 +126,16 @@ struct PrefetchSettings: ParsableArguments {
     job.sitemap = SitemapSettings(pages: sitemapPages, order: sitemapOrder)
   }
 
+  /// `--cache-key-filter`'s text (`url`, `stripQuery`, `strip:a,b`) as the `cacheKeyFilter`
+  /// value a job file's context holds, for the context parser shared with job files.
+  static func cacheKeyFilterJSON(_ text: String) -> JSONValue {
+    guard text.hasPrefix("strip:") else { return .string(text) }
+    return .object([
+      "stripQueryParameters": .array(
+        text.dropFirst(6).split(separator: ",").map { .string(String($0)) })
+    ])
+  }
+
   /// The context flags as the JSON object a job file's `context:` would hold.
   private func contextObject() throws(ConfigurationError) -> [String: JSONValue] {
     var object: [String: JSONValue] = [:]
@@ -145,16 +155,7 @@ struct PrefetchSettings: ParsableArguments {
       }
       object["headers"] = .object(fields)
     }
-    if let cacheKeyFilter {
-      if cacheKeyFilter.hasPrefix("strip:") {
-        object["cacheKeyFilter"] = .object([
-          "stripQueryParameters": .array(
-            cacheKeyFilter.dropFirst(6).split(separator: ",").map { .string(String($0)) })
-        ])
-      } else {
-        object["cacheKeyFilter"] = .string(cacheKeyFilter)
-      }
-    }
+    if let cacheKeyFilter { object["cacheKeyFilter"] = Self.cacheKeyFilterJSON(cacheKeyFilter) }
     return object
   }
 }
