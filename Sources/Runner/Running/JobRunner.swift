@@ -65,16 +65,8 @@ public struct JobRunner: Sendable {
       throw MaintenanceError.trimOnShard
     }
     // Taking the lock creates the cache's folders: whether it is new is decided before.
-    var runner = self
-    runner.createsCache =
+    let createsCache =
       !settings.dryRun && !FileManager.default.fileExists(atPath: job.location.diskCachePath)
-    return try await runner.runWithLock()
-  }
-
-  /// Set by ``run()``: the cache did not exist before this run.
-  private var createsCache = false
-
-  private func runWithLock() async throws -> RunOutcome {
     let lockOptions = RunLock.Options(
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun,
       shard: job.shard)
@@ -86,11 +78,14 @@ public struct JobRunner: Sendable {
     return try await RunLock.withLock(
       location: job.location, options: lockOptions, waiting: waiting
     ) {
-      try await SignalScope.with { signals in try await runLocked(signals: signals) }
+      try await SignalScope.with { signals in
+        try await runLocked(signals: signals, createsCache: createsCache)
+      }
     }
   }
 
-  private func runLocked(signals: SignalScope) async throws -> RunOutcome {
+  /// - Parameter createsCache: the cache did not exist before this run.
+  private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
     let startedAt = Date()
     let writer = try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt,
