@@ -87,16 +87,16 @@ public final class ImageManager: Sendable {
         })
     }
 
-    /// - Parameter others: the namespace's other state files (other shards', or the unsharded
-    ///   one): their blacklists count too, so that a run with another number of shards loses
-    ///   nothing (SPEC section 9).
-    init(cache: ImageCache, store: StateStore, others: [String] = [], timeToLive: TimeInterval?)
-      throws
-    {
-      self.cache = cache
+    /// The namespace at `location`, written through `store`. The blacklists of its other state
+    /// files (other shards', or the unsharded one) count too, so that a run with another
+    /// number of shards loses nothing (SPEC section 9).
+    init(
+      location: CacheLocation, memory: MemoryCache, store: StateStore, timeToLive: TimeInterval?
+    ) throws {
+      cache = ImageCache(memory: memory, disk: DiskCache(location: location))
       self.store = store
       var entries = try store.blacklist(timeToLive: timeToLive)
-      for path in others where path != store.path {
+      for path in StateStore.stateFiles(location: location) where path != store.path {
         // Best effort: a shard starting at the same moment may not have made its tables yet,
         // and a file that cannot be read is its own shard's to repair.
         let other = try? StateStore.openForReading(path: path)?.blacklist(timeToLive: timeToLive)
@@ -121,9 +121,9 @@ public final class ImageManager: Sendable {
     self.memory = memory
     configuration = downloader.configuration
     let state = try NamespaceState(
-      cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
+      location: location, memory: memory,
       store: store ?? StateStore(location: location, shard: configuration.shard),
-      others: StateStore.stateFiles(location: location), timeToLive: configuration.blacklistTTL)
+      timeToLive: configuration.blacklistTTL)
     states = Mutex([location.namespace: state])
   }
 
@@ -337,9 +337,9 @@ public final class ImageManager: Sendable {
       }
     }
     let created = try NamespaceState(
-      cache: ImageCache(memory: memory, disk: DiskCache(location: location)),
+      location: location, memory: memory,
       store: StateStore(location: location, shard: configuration.shard),
-      others: StateStore.stateFiles(location: location), timeToLive: configuration.blacklistTTL)
+      timeToLive: configuration.blacklistTTL)
     return states.withLock { states in
       if let existing = states[name] { return existing }
       states[name] = created
