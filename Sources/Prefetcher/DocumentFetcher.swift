@@ -43,26 +43,17 @@ public enum DocumentFetcher {
 
     ic_easy_setopt_string(easy, CURLOPT_URL, url.absoluteString)
     ic_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
-    ic_easy_setopt_long(easy, CURLOPT_NOSIGNAL, 1)
-    ic_easy_setopt_string(easy, CURLOPT_PROTOCOLS_STR, "http,https")
+    EasyHandle.setLimits(
+      easy, idleTimeout: configuration.timeout,
+      limit: Int(clamping: configuration.maxResponseSize),
+      allowInvalidSSLCertificates: allowInvalidSSLCertificates)
     ic_easy_setopt_string(easy, CURLOPT_REDIR_PROTOCOLS_STR, "http,https")
     ic_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 1)
     ic_easy_setopt_long(easy, CURLOPT_MAXREDIRS, configuration.maxRedirects)
-    ic_easy_setopt_long(easy, CURLOPT_CONNECTTIMEOUT_MS, Int(configuration.timeout * 1000))
-    ic_easy_setopt_long(easy, CURLOPT_LOW_SPEED_LIMIT, 1)
-    ic_easy_setopt_long(
-      easy, CURLOPT_LOW_SPEED_TIME, max(1, Int(configuration.timeout.rounded(.up))))
     ic_easy_setopt_long(easy, CURLOPT_TIMEOUT_MS, Int(configuration.deadline * 1000))
-    ic_easy_setopt_off(
-      easy, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(clamping: configuration.maxResponseSize))
-    ic_easy_setopt_string(easy, CURLOPT_ACCEPT_ENCODING, "")
     ic_easy_setopt_string(easy, CURLOPT_USERAGENT, configuration.userAgent)
     ic_easy_setopt_slist(easy, CURLOPT_HTTPHEADER, headerList)
     ic_easy_setopt_long(easy, CURLOPT_FAILONERROR, 1)
-    if allowInvalidSSLCertificates {
-      ic_easy_setopt_long(easy, CURLOPT_SSL_VERIFYPEER, 0)
-      ic_easy_setopt_long(easy, CURLOPT_SSL_VERIFYHOST, 0)
-    }
     ic_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeToSink)
     ic_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque())
 

@@ -207,27 +207,36 @@ final class EasyHandle {
     ic_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
     ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
     ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
-    ic_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+    EasyHandle.setLimits(
+      handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit,
+      allowInvalidSSLCertificates: transfer.request.allowInvalidSSLCertificates)
     // Redirects are followed here, hop by hop, so that each one is checked (scheme, count,
-    // credentials); curl is also told never to speak anything but HTTP.
-    ic_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+    // credentials).
     ic_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
-    // The connect timeout, and the idle timeout as "under 1 byte/s for that many seconds".
-    let timeout = transfer.idleTimeout
-    ic_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(timeout * 1000))
-    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
-    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(timeout.rounded(.up))))
-    // A declared size over the limit fails before the body; the streamed count is checked as
-    // it arrives, after decompression ("" accepts every encoding curl was built with).
-    ic_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(transfer.limit))
-    ic_easy_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
     ic_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, ic_http_version_2tls)
-    if transfer.request.allowInvalidSSLCertificates {
+    ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
+    if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
+  }
+
+  /// What every request sets, images and sitemaps alike (SPEC sections 2 and 6): HTTP only,
+  /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds"),
+  /// the size limit on a declared size (the streamed count is the write callback's, after
+  /// decompression; "" accepts every encoding curl was built with), and the TLS option.
+  static func setLimits(
+    _ handle: UnsafeMutableRawPointer, idleTimeout: TimeInterval, limit: Int,
+    allowInvalidSSLCertificates: Bool
+  ) {
+    ic_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+    ic_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+    ic_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(idleTimeout * 1000))
+    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(idleTimeout.rounded(.up))))
+    ic_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
+    ic_easy_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
+    if allowInvalidSSLCertificates {
       ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
       ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
     }
-    ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
-    if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
   }
 
   /// Sets the URL, headers and remaining deadline of the transfer's next request.
