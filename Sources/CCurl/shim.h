@@ -28,6 +28,11 @@ static inline CURLcode ic_easy_setopt_write_function(CURL *handle, CURLoption op
   return curl_easy_setopt(handle, option, callback);
 }
 
+static inline CURLcode ic_easy_setopt_xferinfo_function(CURL *handle,
+                                                       curl_xferinfo_callback callback) {
+  return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback);
+}
+
 static inline CURLcode ic_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
   return curl_easy_getinfo(handle, info, value);
 }

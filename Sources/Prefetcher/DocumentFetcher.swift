@@ -17,9 +17,11 @@ import Foundation
 public enum DocumentFetcher {
   /// The file descriptor of a temporary file holding the body, positioned at its start; the
   /// caller closes it. The file has no name: nothing is left behind, whatever happens.
+  /// - Parameter stop: checked at least once a second while the fetch runs; once it is set,
+  ///   the fetch ends as `cancelled` (a signal must not wait for a slow server).
   public static func fetch(
     _ url: URL, configuration: PrefetchConfiguration, headers: [String: String] = [:],
-    allowInvalidSSLCertificates: Bool = false
+    allowInvalidSSLCertificates: Bool = false, stop: StopFlag? = nil
   ) throws(ImageCacheError) -> Int32 {
     guard let scheme = url.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
       throw .invalidURL(url.absoluteString, reason: "only http and https are fetched")
@@ -28,7 +30,7 @@ public enum DocumentFetcher {
       throw .network(.other, message: "curl_easy_init failed")
     }
     defer { curl_easy_cleanup(easy) }
-    let sink = try FileSink(limit: configuration.maxResponseSize)
+    let sink = try FileSink(limit: configuration.maxResponseSize, stop: stop)
     var keepFile = false
     defer { if !keepFile { close(sink.descriptor) } }
 
@@ -56,6 +58,9 @@ public enum DocumentFetcher {
     ic_easy_setopt_long(easy, CURLOPT_FAILONERROR, 1)
     ic_easy_setopt_write_function(easy, CURLOPT_WRITEFUNCTION, writeToSink)
     ic_easy_setopt_pointer(easy, CURLOPT_WRITEDATA, Unmanaged.passUnretained(sink).toOpaque())
+    ic_easy_setopt_xferinfo_function(easy, checkStop)
+    ic_easy_setopt_pointer(easy, CURLOPT_XFERINFODATA, Unmanaged.passUnretained(sink).toOpaque())
+    ic_easy_setopt_long(easy, CURLOPT_NOPROGRESS, 0)
 
     let code = withExtendedLifetime(sink) { curl_easy_perform(easy) }
     var status = 0
@@ -69,6 +74,7 @@ public enum DocumentFetcher {
       throw .network(.other, message: "cannot write a temporary file: \(failure)")
     }
     if code == CURLE_HTTP_RETURNED_ERROR { throw .invalidDownloadStatusCode(status) }
+    if sink.stop?.isStopped == true { throw .cancelled }
     guard code == CURLE_OK else {
       let error = CurlFailure.error(for: code, detail: String(cString: errorBuffer))
       if case .invalidURL(_, let reason) = error {
@@ -86,12 +92,14 @@ public enum DocumentFetcher {
   private final class FileSink {
     let descriptor: Int32
     let limit: UInt64
+    let stop: StopFlag?
     var written: UInt64 = 0
     var tooLarge = false
     var failure: String?
 
-    init(limit: UInt64) throws(ImageCacheError) {
+    init(limit: UInt64, stop: StopFlag?) throws(ImageCacheError) {
       self.limit = limit
+      self.stop = stop
       var template = Array((NSTemporaryDirectory() + "/imagecache-sitemap-XXXXXX").utf8CString)
       let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
       guard descriptor >= 0 else {
@@ -121,6 +129,12 @@ public enum DocumentFetcher {
       }
       return true
     }
+  }
+
+  /// curl's progress callback: non-zero aborts the transfer.
+  private static let checkStop: curl_xferinfo_callback = { context, _, _, _, _ in
+    let sink = Unmanaged<FileSink>.fromOpaque(context!).takeUnretainedValue()
+    return sink.stop?.isStopped == true ? 1 : 0
   }
 
   private static let writeToSink: curl_write_callback = { data, size, count, context in

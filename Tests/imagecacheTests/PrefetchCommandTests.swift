@@ -22,6 +22,9 @@ final class PrefetchCommandTests: XCTestCase {
     self.sitemap = sitemap
     server = try LoopbackServer(routes: [
       "/sitemap.xml.gz": { _ in ServerResponse(body: sitemap.data) },
+      "/slow-sitemap.xml": { _ in
+        ServerResponse(body: Data("<urlset/>".utf8), headDelay: .seconds(20))
+      },
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
@@ -68,6 +71,19 @@ final class PrefetchCommandTests: XCTestCase {
       "prefetch", "https://", "--cache", location.directory, "--sitemap-order", "newest",
     ])
     XCTAssertEqual(wrong.status, 2)
+  }
+
+  func testCtrlCDuringASitemapFetchStopsAtOnce() throws {
+    let started = Date()
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "prefetch", server.url("/slow-sitemap.xml"), "--cache", location.directory,
+    ])
+    Thread.sleep(forTimeInterval: 1)
+    kill(process.processIdentifier, SIGINT)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(result.status, 130, result.stderr)
+    XCTAssertLessThan(
+      Date().timeIntervalSince(started), 10, "not after the server's 20 s, nor the 15 s timeout")
   }
 
   func testAFiftyThousandURLSitemapNeedsNoMoreMemoryThanATextManifest() throws {

@@ -19,6 +19,8 @@ public struct ManifestItems: Sequence, Sendable {
   public let sitemap: SitemapSettings
   /// The limits a sitemap is fetched and decompressed with: those of image downloads.
   public let configuration: PrefetchConfiguration
+  /// The run's stop flag: a signal cancels a sitemap fetch in progress.
+  public var stop: StopFlag?
 
   public init(
     paths: [String], defaultOptions: ImageOptions = ImageOptions(),
@@ -71,7 +73,8 @@ public struct ManifestItems: Sequence, Sendable {
   func fetch(_ url: URL) throws(ImageCacheError) -> Int32 {
     try DocumentFetcher.fetch(
       url, configuration: configuration, headers: defaultContext.headers,
-      allowInvalidSSLCertificates: defaultOptions.contains(.allowInvalidSSLCertificates))
+      allowInvalidSSLCertificates: defaultOptions.contains(.allowInvalidSSLCertificates),
+      stop: stop)
   }
 
   /// Warnings gathered so far (UI-only options on manifest lines).

@@ -202,7 +202,8 @@ public struct JobRunner: Sendable {
       console.say("warning: \(warning)")
       warnings.append(warning)
     }
-    let items = job.manifestItems
+    var items = job.manifestItems
+    items.stop = signals.stop
     let progress = console.progress(total: ManifestItems.lineCount(of: job.manifests))
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
