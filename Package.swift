@@ -43,6 +43,10 @@ let package = Package(
     .systemLibrary(
       name: "CPNG", path: "Sources/CPNG", pkgConfig: "libpng",
       providers: [.apt(["libpng-dev"])]),
+    // cairo: thumbnails and transformers share CoreGraphics' imaging model (SPEC section 3).
+    .systemLibrary(
+      name: "CCairo", path: "Sources/CCairo", pkgConfig: "cairo",
+      providers: [.apt(["libcairo2-dev"])]),
     // statx(2) for birth times and allocated sizes, which Glibc's Swift overlay does not expose.
     .target(name: "CFileStat", path: "Sources/CFileStat"),
     // Cache keys and file names, disk and memory caches, the scanner, file-system calls, error
@@ -58,8 +62,9 @@ let package = Package(
     .target(
       name: "CImaging", dependencies: ["CPNG"], path: "Sources/CImaging",
       linkerSettings: [.linkedLibrary("png16")]),
-    // Validation: the only code that touches libjpeg-turbo and libpng.
-    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging"]),
+    // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng and
+    // cairo.
+    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging", "CCairo"]),
     .target(
       name: "Prefetcher",
       dependencies: [

@@ -24,6 +24,8 @@ public struct LoadResult: Sendable {
   public var outcome: LoadOutcome
   /// The server's `Retry-After`, for a failed download that sent one.
   public var retryAfter: TimeInterval?
+  /// The variant made for a derived key (a thumbnail or transformers), when one was.
+  public var variant: VariantReport?
 }
 
 /// SD's `SDWebImageManager` for one cache directory: the pipeline of SPEC section 2 (URL check,
@@ -187,11 +189,15 @@ public final class ImageManager: Sendable {
       return fail(.invalidURL(trimmed, reason: "no host"), url: blacklistKey, in: namespace)
     }
 
-    let key = context.cacheKeyFilter.cacheKey(for: url)
+    // With a thumbnail or transformers, SD looks up the derived key first, then the original
+    // key, then downloads (SPEC section 3).
+    let originalKey = context.cacheKeyFilter.cacheKey(for: url)
+    let key = context.variant.isEmpty ? originalKey : context.variant.derivedKey(for: originalKey)
     let cache = namespace.cache
     // The file names, once: the query and the store both need them.
     let paths = cache.disk.paths(forKey: key)
     var cachedOnDisk = false
+    var hitSource: CacheHitSource?
     if !options.contains(.fromLoaderOnly) {
       do {
         if let hit = try cache.query(
@@ -201,10 +207,29 @@ public final class ImageManager: Sendable {
           guard options.contains(.refreshCached) && !options.contains(.fromCacheOnly) else {
             return LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit)
           }
+          hitSource = hit.source
+          // What is revalidated is the original's download.
           cachedOnDisk = try hit.source == .disk || cache.disk.containsData(forKey: key)
+          if key != originalKey { cachedOnDisk = try cache.disk.containsData(forKey: originalKey) }
         }
       } catch {
         return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+      }
+      if hitSource == nil && key != originalKey && context.originalQueryCacheType != .none {
+        let original: CacheHit?
+        do {
+          original = try cache.query(key: originalKey, cacheType: context.originalQueryCacheType)
+        } catch {
+          return LoadResult(
+            outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+        }
+        if let original, let data = original.data {
+          // The original is in the cache: the variant is made from it, nothing is downloaded.
+          return storeVariant(
+            from: data, originalSource: original.source, url: rawURL, originalKey: originalKey,
+            key: key, paths: paths, context: context, in: namespace,
+            outcome: original.source == .memory ? .memoryHit : .diskHit)
+        }
       }
       if options.contains(.fromCacheOnly) { return LoadResult(outcome: .cacheMiss) }
     }
@@ -214,14 +239,72 @@ public final class ImageManager: Sendable {
       key: "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)"
     ) {
       await self.download(
-        url: url, blacklistKey: blacklistKey, key: key, paths: paths, cachedOnDisk: revalidate,
-        options: options, context: context, in: namespace)
+        url: url, rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
+        paths: paths, cachedOnDisk: revalidate, options: options, context: context,
+        in: namespace)
     }
   }
 
+  /// Renders the variant of a derived key from the original's bytes and stores it, as SD's
+  /// transform and store steps do: the original is stored under its own key too (per
+  /// `originalStoreCacheType`) unless it came from the disk.
+  private func storeVariant(
+    from original: Data, originalSource: CacheHitSource?, url: String, originalKey: String,
+    key: String, paths: DiskCache.KeyPaths, context: ImageContext, in namespace: NamespaceState,
+    outcome: LoadOutcome
+  ) -> LoadResult {
+    let cache = namespace.cache
+    var originalStore = context.originalStoreCacheType
+    if originalSource == .disk {
+      originalStore = originalStore == .all ? .memory : originalStore == .disk ? .none : originalStore
+    }
+    var request = context.variant
+    request.scale = imageScaleFactor(forKey: originalKey)
+    var report = VariantReport(url: url, key: key)
+    let variantData: Data?
+    do {
+      switch try VariantRenderer.render(
+        original, request: request, maxPixels: configuration.maxPixels)
+      {
+      case .encoded(let data, let format, let width, let height):
+        variantData = data
+        (report.format, report.width, report.height) = (format, width, height)
+      case .originalBytes:
+        variantData = original
+        report.originalBytes = true
+        report.format = ImageFormat.detect(original)
+      case .skipped(let reason):
+        variantData = nil
+        report.skipped = reason
+      }
+    } catch {
+      variantData = nil
+      report.skipped = "cannot render: \(error.message)"
+    }
+    do {
+      if originalStore != .none {
+        try cache.store(original, forKey: originalKey, cacheType: originalStore)
+      }
+      if let variantData {
+        report.bytes = variantData.count
+        try cache.store(variantData, forKey: key, cacheType: context.storeCacheType, paths: paths)
+        if context.storeCacheType == .disk || context.storeCacheType == .all {
+          // A name of the same key on older iOS versions.
+          for name in CacheFileName.variantFileNames(forKey: key).dropFirst() {
+            try FileSystem.writeAtomically(variantData, toPath: cache.disk.path + "/" + name)
+          }
+        }
+      }
+    } catch {
+      return storeFailed(error)
+    }
+    return LoadResult(outcome: outcome, variant: report)
+  }
+
   private func download(
-    url: URL, blacklistKey: String, key: String, paths: DiskCache.KeyPaths, cachedOnDisk: Bool,
-    options: ImageOptions, context: ImageContext, in namespace: NamespaceState
+    url: URL, rawURL: String, blacklistKey: String, originalKey: String, key: String,
+    paths: DiskCache.KeyPaths, cachedOnDisk: Bool, options: ImageOptions, context: ImageContext,
+    in namespace: NamespaceState
   ) async -> LoadResult {
     var request = DownloadRequest(url: url)
     request.headers = context.headers
@@ -231,7 +314,7 @@ public final class ImageManager: Sendable {
     if options.contains(.refreshCached) && cachedOnDisk {
       do {
         try namespace.flush()
-        request.validators = try namespace.store.validators(forKey: key)
+        request.validators = try namespace.store.validators(forKey: originalKey)
       } catch {
         return stateFailed(error)
       }
@@ -249,6 +332,7 @@ public final class ImageManager: Sendable {
     if response.notModified {
       do {
         _ = try cache.disk.touch(forKey: key)
+        if key != originalKey { _ = try cache.disk.touch(forKey: originalKey) }
       } catch {
         return storeFailed(error)
       }
@@ -262,25 +346,35 @@ public final class ImageManager: Sendable {
     } catch {
       return fail(error, url: blacklistKey, in: namespace)
     }
-    do {
-      try cache.store(response.body, forKey: key, cacheType: context.storeCacheType, paths: paths)
-    } catch {
-      return storeFailed(error)
+    let outcome = LoadOutcome.downloaded(bytes: response.body.count, info: info)
+    var result = LoadResult(outcome: outcome)
+    if key == originalKey {
+      do {
+        try cache.store(
+          response.body, forKey: key, cacheType: context.storeCacheType, paths: paths)
+      } catch {
+        return storeFailed(error)
+      }
+    } else {
+      result = storeVariant(
+        from: response.body, originalSource: nil, url: rawURL, originalKey: originalKey, key: key,
+        paths: paths, context: context, in: namespace, outcome: outcome)
+      if case .failed = result.outcome { return result }
     }
     do {
       if response.etag != nil || response.lastModified != nil {
         try namespace.queue(
           CacheValidators(
-            cacheKey: key, etag: response.etag, lastModified: response.lastModified,
+            cacheKey: originalKey, etag: response.etag, lastModified: response.lastModified,
             updatedAt: Date()))
       } else if options.contains(.refreshCached) {
-        try namespace.store.removeValidators(forKey: key)
+        try namespace.store.removeValidators(forKey: originalKey)
       }
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
     } catch {
       return stateFailed(error)
     }
-    return LoadResult(outcome: .downloaded(bytes: response.body.count, info: info))
+    return result
   }
 
   /// A store that failed; one that every later store would meet too (a full or read-only disk)

@@ -189,6 +189,10 @@ public struct Prefetcher: Sendable {
     _ finished: Finished, into report: inout PrefetchCounts, recorder: inout Recorder
   ) {
     report.total += 1
+    if let variant = finished.result.variant {
+      if variant.skipped == nil { report.derived += 1 }
+      recorder.recordVariant(variant)
+    }
     switch finished.result.outcome {
     case .memoryHit: report.memoryHits += 1
     case .diskHit: report.diskHits += 1

@@ -46,35 +46,26 @@ struct KeyCommand: ParsableCommand {
     guard let parsed = URL(string: url) else {
       throw ValidationError("\(url) is not a URL")
     }
-    var context = ImageContext()
+    // The same context keys, and the same checks, as a manifest line's.
+    var object: [String: JSONValue] = [:]
     if let cacheKeyFilter {
-      context = try context.applying(
-        ["cacheKeyFilter": PrefetchSettings.cacheKeyFilterJSON(cacheKeyFilter)],
-        source: "--cache-key-filter")
+      object["cacheKeyFilter"] = try PrefetchSettings.cacheKeyFilterJSON(cacheKeyFilter)
+    }
+    if let thumbnail { object["imageThumbnailPixelSize"] = .string(thumbnail) }
+    object["imagePreserveAspectRatio"] = .bool(preserveAspectRatio)
+    if let transformer {
+      guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(transformer.utf8))
+      else { throw ValidationError("--transformer: not valid JSON") }
+      object["imageTransformer"] = value
+    }
+    let context: ImageContext
+    do {
+      context = try ImageContext().applying(object, source: "command line")
+    } catch {
+      throw ValidationError(error.description)
     }
     let original = context.cacheKeyFilter.cacheKey(for: parsed)
-    var size: (width: Double, height: Double)?
-    if let thumbnail {
-      let parts = thumbnail.lowercased().split(separator: "x")
-      guard parts.count == 2, let width = Double(parts[0]), let height = Double(parts[1]),
-        width >= 0, height >= 0
-      else { throw ValidationError("--thumbnail \(thumbnail): expected WxH, such as 100x100") }
-      size = (width, height)
-    }
-    var transformers: [ImageTransformer] = []
-    if let transformer {
-      guard let data = transformer.data(using: .utf8),
-        let value = try? JSONDecoder().decode(JSONValue.self, from: data)
-      else { throw ValidationError("--transformer: not valid JSON") }
-      do {
-        transformers = try ImageTransformer.parse(value)
-      } catch {
-        throw ValidationError("--transformer: \(error.message)")
-      }
-    }
-    let derived = DerivedKey.key(
-      for: original, thumbnail: size, preserveAspectRatio: preserveAspectRatio,
-      transformers: transformers)
+    let derived = context.variant.derivedKey(for: original)
     let disk = DiskCache(location: cacheOptions.location)
     var lines = [
       "original key:  \(original)",
@@ -82,11 +73,8 @@ struct KeyCommand: ParsableCommand {
       "derived key:   \(derived)",
       "derived file:  \(disk.cachePath(forKey: derived))",
     ]
-    // Before iOS 17, NSURL refuses a key with braces (a derived key with no path extension):
-    // SD then takes the raw string's extension, so such a variant has a second name.
-    let older = CacheFileName.fileName(forKey: derived, scheme: .rawStringExtension)
-    if derived.contains("{") && older != CacheFileName.fileName(forKey: derived) {
-      lines.append("derived file on iOS before 17: \(disk.path)/\(older)")
+    for name in CacheFileName.variantFileNames(forKey: derived).dropFirst() {
+      lines.append("derived file on iOS before 17: \(disk.path)/\(name)")
     }
     Console.write(lines.joined(separator: "\n") + "\n", to: STDOUT_FILENO)
   }

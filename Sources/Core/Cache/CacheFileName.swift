@@ -28,6 +28,16 @@ public enum CacheFileName {
     }
   }
 
+  /// The names a variant under derived `key` is written to: the current one and, for a key
+  /// with braces whose name differs by iOS version, the other one. Before iOS 17, NSURL refuses
+  /// such a key (a derived key with no path extension keeps its braces raw), so SD takes the
+  /// raw string's path extension instead of the URL's.
+  public static func variantFileNames(forKey key: String) -> [String] {
+    let current = fileName(forKey: key)
+    let older = fileName(forKey: key, scheme: .rawStringExtension)
+    return key.contains("{") && older != current ? [current, older] : [current]
+  }
+
   /// Every distinct legacy name of `key` that differs from its current name.
   public static func legacyFileNames(forKey key: String) -> [String] {
     let current = fileName(forKey: key)

@@ -1,5 +1,37 @@
 import Foundation
 
+/// What an app asks SD for beyond the original: a thumbnail size and transformers (SPEC
+/// section 3, `imageThumbnailPixelSize`, `imagePreserveAspectRatio`, `imageTransformer`).
+public struct VariantRequest: Sendable, Equatable {
+  public var thumbnail: ThumbnailSize?
+  public var preserveAspectRatio = true
+  /// `nil`: no transformer; an empty list is SD's empty pipeline.
+  public var transformers: [ImageTransformer]?
+  /// Points to pixels, from the key (SD's `SDImageScaleFactorForKey`).
+  public var scale = 1.0
+  /// `imageEncodeOptions.compressionQuality`, SD's default 1.0.
+  public var compressionQuality = 1.0
+
+  public init(
+    thumbnail: ThumbnailSize? = nil, preserveAspectRatio: Bool = true,
+    transformers: [ImageTransformer]? = nil
+  ) {
+    self.thumbnail = thumbnail
+    self.preserveAspectRatio = preserveAspectRatio
+    self.transformers = transformers
+  }
+
+  /// Whether the request derives a key of its own (SD appends a thumbnail size even of 0x0).
+  public var isEmpty: Bool { thumbnail == nil && transformers == nil }
+
+  /// The key SD derives from `key` for this request.
+  public func derivedKey(for key: String) -> String {
+    DerivedKey.key(
+      for: key, thumbnail: thumbnail.map { ($0.width, $0.height) },
+      preserveAspectRatio: preserveAspectRatio, transformers: transformers)
+  }
+}
+
 /// A transformer of SD's `imageTransformer` context, as far as its cache key goes
 /// (SDWebImage 5.21.5, `SDImageTransformer.m`): each prints its parameters in its own format.
 public enum ImageTransformer: Sendable, Equatable {
@@ -98,22 +130,23 @@ public enum DerivedKey {
     transformers.map(\.key).joined(separator: "-")
   }
 
-  /// The key of `key` with a thumbnail size and then transformers, as SD's manager derives it:
-  /// thumbnail first, then the transformers. `nil` sizes and empty transformer lists add
-  /// nothing.
+  /// The key of `key` with a thumbnail size and then transformers, as SD's manager derives it
+  /// (`cacheKeyForURL:context:`): thumbnail first, then the transformers. Any size given is
+  /// appended, 0x0 included; `nil` transformers add nothing, while an empty pipeline adds its
+  /// empty key after a `-`, as SD's `SDImagePipelineTransformer` does.
   public static func key(
     for key: String, thumbnail: (width: Double, height: Double)? = nil,
-    preserveAspectRatio: Bool = true, transformers: [ImageTransformer] = []
+    preserveAspectRatio: Bool = true, transformers: [ImageTransformer]? = nil
   ) -> String {
     var derived = key
-    if let thumbnail, thumbnail.width > 0 || thumbnail.height > 0 {
+    if let thumbnail {
       derived = transformed(
         derived,
         suffix: thumbnailSuffix(
           width: thumbnail.width, height: thumbnail.height,
           preserveAspectRatio: preserveAspectRatio))
     }
-    if !transformers.isEmpty {
+    if let transformers {
       derived = transformed(derived, suffix: transformerSuffix(transformers))
     }
     return derived
@@ -149,16 +182,22 @@ extension ImageTransformer {
   ]
 
   /// The `imageTransformer` context value: one transformer object, an array of them (a
-  /// pipeline, applied in order), or `null` (explicitly none). Each object has one key naming
-  /// the transformer. Throws a message naming what is wrong.
-  public static func parse(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer] {
+  /// pipeline, applied in order), or `null` (explicitly none, `nil`). Each object has one key
+  /// naming the transformer. Throws a message naming what is wrong.
+  public static func parse(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer]? {
+    if case .null = value { return nil }
+    return try parseList(value)
+  }
+
+  private static func parseList(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer]
+  {
     switch value {
-    case .null: return []
+    case .null: throw TransformerError("null is only allowed as the whole value")
     case .array(let items):
       var transformers: [ImageTransformer] = []
       for (index, item) in items.enumerated() {
         do throws(TransformerError) {
-          transformers += try parse(item)
+          transformers += try parseList(item)
         } catch {
           throw TransformerError("[\(index)]: \(error.message)")
         }
@@ -294,4 +333,46 @@ public struct TransformerError: Error, Sendable, Equatable, CustomStringConverti
   public var message: String
   public init(_ message: String) { self.message = message }
   public var description: String { message }
+}
+
+/// `imageThumbnailPixelSize`: pixels, not points.
+public struct ThumbnailSize: Sendable, Equatable {
+  public var width: Double
+  public var height: Double
+
+  public init(width: Double, height: Double) {
+    self.width = width
+    self.height = height
+  }
+
+  /// `[w, h]` or `"WxH"`, non-negative numbers.
+  public init?(_ value: JSONValue) {
+    switch value {
+    case .array(let items):
+      guard items.count == 2, case .number(let w) = items[0], case .number(let h) = items[1]
+      else { return nil }
+      (width, height) = (w, h)
+    case .string(let text):
+      let parts = text.lowercased().split(separator: "x", omittingEmptySubsequences: false)
+      guard parts.count == 2, let w = Double(parts[0]), let h = Double(parts[1]) else {
+        return nil
+      }
+      (width, height) = (w, h)
+    default:
+      return nil
+    }
+    guard width >= 0, height >= 0, width.isFinite, height.isFinite else { return nil }
+  }
+}
+
+/// SD's `SDImageScaleFactorForKey`: 2 or 3 when the key names an `@2x.`/`@3x.` file (or, for
+/// an http(s) key, `%402x.`/`%403x.`), else 1. Transformer sizes are points of that scale.
+public func imageScaleFactor(forKey key: String) -> Double {
+  guard key.utf16.count >= 8 else { return 1 }
+  let isURL = key.hasPrefix("http://") || key.hasPrefix("https://")
+  for factor in [2, 3] {
+    if key.contains("@\(factor)x.") { return Double(factor) }
+    if isURL && key.contains("%40\(factor)x.") { return Double(factor) }
+  }
+  return 1
 }

@@ -143,13 +143,19 @@ public struct ImageContext: Sendable, Equatable {
   public var namespace: String?
   /// The idle timeout of the download; the job's timeout when unset.
   public var downloadTimeout: TimeInterval?
+  /// A thumbnail and transformers: the variant stored under a derived key (SPEC section 3).
+  public var variant = VariantRequest()
+  /// Where the original is looked up and stored when a variant is asked for (SD's defaults:
+  /// disk both).
+  public var originalQueryCacheType: CacheType = .disk
+  public var originalStoreCacheType: CacheType = .disk
 
   public init() {}
 
   public static let knownKeys = [
     "cacheKeyFilter", "headers", "storeCacheType", "queryCacheType", "namespace",
     "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio", "imageTransformer",
-    "originalQueryCacheType", "originalStoreCacheType",
+    "originalQueryCacheType", "originalStoreCacheType", "imageEncodeOptions",
   ]
 
   /// This context with the keys of `object` applied on top (headers are merged). Unknown keys
@@ -195,14 +201,16 @@ public struct ImageContext: Sendable, Equatable {
           }
           context.headers[name] = string
         }
-      case "storeCacheType", "queryCacheType":
+      case "storeCacheType", "queryCacheType", "originalQueryCacheType",
+        "originalStoreCacheType":
         guard case .string(let name) = value, let type = CacheType(rawValue: name) else {
           throw fail(key, "expected one of none, disk, memory, all")
         }
-        if key == "storeCacheType" {
-          context.storeCacheType = type
-        } else {
-          context.queryCacheType = type
+        switch key {
+        case "storeCacheType": context.storeCacheType = type
+        case "queryCacheType": context.queryCacheType = type
+        case "originalQueryCacheType": context.originalQueryCacheType = type
+        default: context.originalStoreCacheType = type
         }
       case "namespace":
         guard case .string(let name) = value else { throw fail(key, "expected a folder name") }
@@ -219,10 +227,37 @@ public struct ImageContext: Sendable, Equatable {
           context.downloadTimeout = seconds
         default: throw fail(key, "expected a positive duration such as 15s")
         }
-      case "imageThumbnailPixelSize", "imagePreserveAspectRatio", "imageTransformer",
-        "originalQueryCacheType", "originalStoreCacheType":
-        // `imagecache key` shows the keys such a line would derive; rendering is still to come.
-        throw fail(key, "not supported yet (imagecache key shows the key it derives)")
+      case "imageThumbnailPixelSize":
+        if case .null = value {
+          context.variant.thumbnail = nil
+        } else {
+          guard let size = ThumbnailSize(value) else {
+            throw fail(key, "expected [width, height] or \"WxH\" in pixels, not negative")
+          }
+          context.variant.thumbnail = size
+        }
+      case "imagePreserveAspectRatio":
+        guard case .bool(let preserve) = value else { throw fail(key, "expected true or false") }
+        context.variant.preserveAspectRatio = preserve
+      case "imageTransformer":
+        do throws(TransformerError) {
+          context.variant.transformers = try ImageTransformer.parse(value)
+        } catch {
+          throw fail(key, error.message)
+        }
+      case "imageEncodeOptions":
+        guard case .object(let options) = value else {
+          throw fail(key, "expected an object such as {\"compressionQuality\": 0.8}")
+        }
+        for (name, option) in options {
+          guard name == "compressionQuality" else {
+            throw fail("\(key).\(name)", "unknown encode option (known: compressionQuality)")
+          }
+          guard case .number(let quality) = option, quality >= 0, quality <= 1 else {
+            throw fail("\(key).\(name)", "expected a number from 0 to 1")
+          }
+          context.variant.compressionQuality = quality
+        }
       default:
         throw fail(key, "unknown context key (known: \(Self.knownKeys.joined(separator: ", ")))")
       }

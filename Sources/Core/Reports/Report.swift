@@ -196,6 +196,36 @@ public struct DownloadReport: Sendable, Codable, Equatable {
   }
 }
 
+/// One variant (a thumbnail or transformed image) for a derived key (SPEC section 3): what was
+/// stored under the key, or why nothing was.
+public struct VariantReport: Sendable, Codable, Equatable {
+  public var url: String
+  public var key: String
+  public var format: ImageFormat?
+  public var width: Int?
+  public var height: Int?
+  public var bytes: Int?
+  /// The original bytes were stored under the derived key (animated images, a zero
+  /// thumbnail size), as SD does.
+  public var originalBytes: Bool
+  /// Why nothing was stored under the key, when nothing was.
+  public var skipped: String?
+
+  public init(
+    url: String, key: String, format: ImageFormat? = nil, width: Int? = nil, height: Int? = nil,
+    bytes: Int? = nil, originalBytes: Bool = false, skipped: String? = nil
+  ) {
+    self.url = url
+    self.key = key
+    self.format = format
+    self.width = width
+    self.height = height
+    self.bytes = bytes
+    self.originalBytes = originalBytes
+    self.skipped = skipped
+  }
+}
+
 /// The counts of a prefetch (SPEC section 6): what progress lines and reports show.
 public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var total = 0
@@ -206,6 +236,8 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var failed = 0
   public var blacklisted = 0
   public var skipped = 0
+  /// Variants stored under derived keys (thumbnails, transformed images).
+  public var derived = 0
   /// In a sharded run, manifest entries that belong to other shards: not in `total`, so that
   /// the shards' totals add up to one unsharded run's.
   public var otherShards = 0
@@ -216,7 +248,7 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
 
   private enum CodingKeys: String, CodingKey {
     case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
-    case otherShards, bytesDownloaded, durationSeconds
+    case otherShards, bytesDownloaded, durationSeconds, derived
   }
 
   public init(from decoder: any Decoder) throws {
@@ -231,6 +263,8 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
     skipped = try container.decode(Int.self, forKey: .skipped)
     // Absent from unsharded runs' reports.
     otherShards = try container.decodeIfPresent(Int.self, forKey: .otherShards) ?? 0
+    // Absent from runs without variants.
+    derived = try container.decodeIfPresent(Int.self, forKey: .derived) ?? 0
     bytesDownloaded = try container.decode(UInt64.self, forKey: .bytesDownloaded)
     durationSeconds = try container.decode(Double.self, forKey: .durationSeconds)
   }
@@ -241,6 +275,8 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
 /// report writer writes them out.
 public protocol PrefetchRecorder {
   mutating func recordDownload(_ download: DownloadReport)
+  /// A variant stored, or skipped, under a derived key.
+  mutating func recordVariant(_ variant: VariantReport)
   mutating func recordFailure(_ failure: FailureReport)
   /// A manifest line that could not be used (counted as skipped), as `file:line: message`.
   mutating func recordLineError(_ message: String)
@@ -254,6 +290,8 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
   public var failures: [FailureReport] = []
   /// Every image downloaded, with its format and dimensions (hits are only counted).
   public var downloads: [DownloadReport] = []
+  /// Every variant made or skipped for a derived key.
+  public var variants: [VariantReport] = []
   public var blacklistedURLs: [String] = []
   /// Manifest lines that could not be used (counted as skipped), as `file:line: message`.
   public var lineErrors: [String] = []
@@ -266,7 +304,7 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
   }
 
   private enum CodingKeys: String, CodingKey {
-    case failures, downloads, blacklistedURLs, lineErrors
+    case failures, downloads, variants, blacklistedURLs, lineErrors
   }
 
   public init(from decoder: any Decoder) throws {
@@ -274,6 +312,7 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
     let container = try decoder.container(keyedBy: CodingKeys.self)
     failures = try container.decode([FailureReport].self, forKey: .failures)
     downloads = try container.decodeIfPresent([DownloadReport].self, forKey: .downloads) ?? []
+    variants = try container.decodeIfPresent([VariantReport].self, forKey: .variants) ?? []
     blacklistedURLs = try container.decode([String].self, forKey: .blacklistedURLs)
     lineErrors = try container.decodeIfPresent([String].self, forKey: .lineErrors) ?? []
   }
@@ -283,11 +322,13 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
     var container = encoder.container(keyedBy: CodingKeys.self)
     try container.encode(failures, forKey: .failures)
     try container.encode(downloads, forKey: .downloads)
+    try container.encode(variants, forKey: .variants)
     try container.encode(blacklistedURLs, forKey: .blacklistedURLs)
     try container.encode(lineErrors, forKey: .lineErrors)
   }
 
   public mutating func recordDownload(_ download: DownloadReport) { downloads.append(download) }
+  public mutating func recordVariant(_ variant: VariantReport) { variants.append(variant) }
   public mutating func recordFailure(_ failure: FailureReport) { failures.append(failure) }
   public mutating func recordLineError(_ message: String) { lineErrors.append(message) }
 }

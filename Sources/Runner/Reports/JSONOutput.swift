@@ -166,3 +166,24 @@ extension DownloadReport {
     json.raw("}")
   }
 }
+
+extension VariantReport {
+  func write(to json: inout JSONOutput) {
+    json.raw("{")
+    json.key("url")
+    json.string(url)
+    json.member("key")
+    json.string(key)
+    if let format { json.member("format", format.rawValue) }
+    if let width { json.member("width", width) }
+    if let height { json.member("height", height) }
+    if let bytes { json.member("bytes", bytes) }
+    json.member("originalBytes")
+    json.bool(originalBytes)
+    if let skipped {
+      json.member("skipped")
+      json.string(skipped)
+    }
+    json.raw("}")
+  }
+}

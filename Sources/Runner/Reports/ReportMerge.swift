@@ -64,6 +64,7 @@ public enum ReportMerge {
       if let prefetch = report.prefetch {
         for failure in prefetch.failures { recorder.recordFailure(failure) }
         for download in prefetch.downloads { recorder.recordDownload(download) }
+        for variant in prefetch.variants { recorder.recordVariant(variant) }
         for line in prefetch.lineErrors { recorder.recordLineError(line) }
         for url in prefetch.blacklistedURLs where blacklisted.insert(url).inserted {
           writer.recordBlacklisted(url)
@@ -111,6 +112,7 @@ public enum ReportMerge {
     total.failed = a.failed + b.failed
     total.blacklisted = a.blacklisted + b.blacklisted
     total.skipped = a.skipped + b.skipped
+    total.derived = a.derived + b.derived
     total.bytesDownloaded = a.bytesDownloaded + b.bytesDownloaded
     total.durationSeconds = max(a.durationSeconds, b.durationSeconds)
     return total

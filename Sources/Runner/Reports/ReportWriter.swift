@@ -21,6 +21,7 @@ public final class ReportWriter: Sendable {
     var outputs: [ReportOutput]
     var failures: SpillFile
     var downloads: SpillFile
+    var variants: SpillFile
     var lineErrors: SpillFile
     var blacklistedURLs: SpillFile
     var passes: [FinishedPass] = []
@@ -60,7 +61,7 @@ public final class ReportWriter: Sendable {
     state = Mutex(
       State(
         outputs: outputs, failures: try SpillFile(), downloads: try SpillFile(),
-        lineErrors: try SpillFile(), blacklistedURLs: try SpillFile()))
+        variants: try SpillFile(), lineErrors: try SpillFile(), blacklistedURLs: try SpillFile()))
   }
 
   // MARK: Prefetch
@@ -189,6 +190,7 @@ public final class ReportWriter: Sendable {
       Self.writeCounts(prefetch, to: &json)
       try array("failures", state.failures)
       try array("downloads", state.downloads)
+      try array("variants", state.variants)
       try array("blacklistedURLs", state.blacklistedURLs)
       try array("lineErrors", state.lineErrors)
       json.raw("}")
@@ -227,6 +229,7 @@ public final class ReportWriter: Sendable {
       ("memoryHits", counts.memoryHits), ("diskHits", counts.diskHits),
       ("downloaded", counts.downloaded), ("notModified", counts.notModified),
       ("failed", counts.failed), ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
+      ("derived", counts.derived),
     ]
     for (name, value) in integers { json.member(name, value) }
     if counts.otherShards > 0 { json.member("otherShards", counts.otherShards) }
@@ -242,6 +245,10 @@ public struct PrefetchSink: PrefetchRecorder, Sendable {
 
   public mutating func recordDownload(_ download: DownloadReport) {
     writer.append(to: \ReportWriter.State.downloads) { download.write(to: &$0) }
+  }
+
+  public mutating func recordVariant(_ variant: VariantReport) {
+    writer.append(to: \ReportWriter.State.variants) { variant.write(to: &$0) }
   }
 
   public mutating func recordFailure(_ failure: FailureReport) {

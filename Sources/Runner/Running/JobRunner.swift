@@ -408,6 +408,13 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
 
   mutating func recordDownload(_ download: DownloadReport) { sink.recordDownload(download) }
 
+  mutating func recordVariant(_ variant: VariantReport) {
+    if verbose, let skipped = variant.skipped {
+      console.say("  no variant for \(variant.url): \(skipped)")
+    }
+    sink.recordVariant(variant)
+  }
+
   mutating func recordFailure(_ failure: FailureReport) {
     if verbose || failuresSaid < Self.failuresToSay {
       console.say(

@@ -1,0 +1,63 @@
+import CCairo
+import Foundation
+
+/// A cairo image surface: premultiplied ARGB32, one `UInt32` a pixel in native byte order (B, G,
+/// R, A in memory on the little-endian machines we run on), the format CoreGraphics' bitmap
+/// contexts use on Apple platforms too. Owns its surface; the one type the renderer passes
+/// around.
+final class Surface {
+  let pointer: OpaquePointer
+  let width: Int
+  let height: Int
+
+  /// A transparent surface of `width` x `height` pixels.
+  init(width: Int, height: Int) throws(RenderError) {
+    guard width > 0, height > 0, width <= 32767, height <= 32767 else {
+      throw RenderError("a \(width)x\(height) canvas is outside cairo's limits")
+    }
+    let surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, Int32(width), Int32(height))!
+    guard cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS else {
+      cairo_surface_destroy(surface)
+      throw RenderError("cannot allocate a \(width)x\(height) canvas")
+    }
+    pointer = surface
+    self.width = width
+    self.height = height
+  }
+
+  deinit { cairo_surface_destroy(pointer) }
+
+  var stride: Int { Int(cairo_image_surface_get_stride(pointer)) }
+
+  /// Writes the pixels directly (decoders, the blur): `body` gets the rows and the stride.
+  func withPixels<T>(_ body: (UnsafeMutablePointer<UInt8>, Int) throws -> T) rethrows -> T {
+    cairo_surface_flush(pointer)
+    defer { cairo_surface_mark_dirty(pointer) }
+    return try body(cairo_image_surface_get_data(pointer)!, stride)
+  }
+
+  /// Whether any pixel is less than opaque.
+  var hasTransparency: Bool {
+    withPixels { data, stride in
+      for y in 0..<height {
+        let row = data + y * stride
+        for x in 0..<width where row[x * 4 + 3] != 255 { return true }
+      }
+      return false
+    }
+  }
+
+  /// Draws on this surface; the context is destroyed after `body`.
+  func draw(_ body: (OpaquePointer) -> Void) {
+    let context = cairo_create(pointer)!
+    body(context)
+    cairo_destroy(context)
+  }
+}
+
+/// Why a variant could not be rendered.
+public struct RenderError: Error, Sendable, Equatable, CustomStringConvertible {
+  public var message: String
+  public init(_ message: String) { self.message = message }
+  public var description: String { message }
+}
