@@ -22,6 +22,12 @@ public enum Fixtures {
   public static var jpeg: Data { data("photo.jpg") }
   /// A 64x48 RGB PNG.
   public static var png: Data { data("image.png") }
+  /// A 400x300 JPEG: a gradient with a circle.
+  public static var largeJPEG: Data { data("photo-400x300.jpg") }
+  /// A JPEG stored 300x200 with EXIF orientation 6 (shown 200x300, turned clockwise).
+  public static var orientedJPEG: Data { data("oriented-6.jpg") }
+  /// A 200x100 PNG, transparent but for a half-opaque red rectangle (20,20)-(180,80).
+  public static var alphaPNG: Data { data("alpha.png") }
   /// A 1x1 GIF with two frames.
   public static var gif: Data { data("anim.gif") }
   /// `data` compressed by gzip(1), as a server sends a `Content-Encoding: gzip` body.
