@@ -256,7 +256,8 @@ public final class ImageManager: Sendable {
     let cache = namespace.cache
     var originalStore = context.originalStoreCacheType
     if originalSource == .disk {
-      originalStore = originalStore == .all ? .memory : originalStore == .disk ? .none : originalStore
+      originalStore =
+        originalStore == .all ? .memory : originalStore == .disk ? .none : originalStore
     }
     var request = context.variant
     request.scale = imageScaleFactor(forKey: originalKey)

@@ -67,6 +67,25 @@ final class DerivedKeyTests: XCTestCase {
       "a relative key parses as a URL and is re-encoded like one")
   }
 
+  func testAZeroSizeAndAnEmptyPipelineStillChangeTheKeyAsInSD() {
+    // SD appends any thumbnail size it is given, and a pipeline's key even when it is empty.
+    XCTAssertEqual(
+      DerivedKey.key(for: "https://a.com/x.jpg", thumbnail: (0, 0)),
+      "https://a.com/x-Thumbnail(%7B0.000000,0.000000%7D,1).jpg")
+    XCTAssertEqual(
+      DerivedKey.key(for: "https://a.com/x.jpg", transformers: []), "https://a.com/x-.jpg")
+    XCTAssertEqual(
+      DerivedKey.key(for: "https://a.com/x.jpg", transformers: nil), "https://a.com/x.jpg")
+  }
+
+  func testThumbnailSizesReadAsPairsOrWxH() {
+    XCTAssertEqual(ThumbnailSize(.string("300x200")), ThumbnailSize(width: 300, height: 200))
+    XCTAssertEqual(
+      ThumbnailSize(.array([.number(64.5), .number(32)])), ThumbnailSize(width: 64.5, height: 32))
+    XCTAssertNil(ThumbnailSize(.string("300")))
+    XCTAssertNil(ThumbnailSize(.array([.number(-1), .number(3)])))
+  }
+
   private func parse(_ json: String) throws -> [ImageTransformer]? {
     try ImageTransformer.parse(JSONDecoder().decode(JSONValue.self, from: Data(json.utf8)))
   }

@@ -1,8 +1,9 @@
 import Core
 import Foundation
-@testable import Imaging
 import TestSupport
 import XCTest
+
+@testable import Imaging
 
 /// Variants as SD 5.21.5 stores them under derived keys (issue 12): thumbnail sizes, EXIF
 /// orientation, formats, and what each transformer draws.
@@ -112,7 +113,9 @@ final class VariantRendererTests: XCTestCase {
 
   func testResizingUsesPointsOfTheKeysScale() throws {
     let fill = try encoded(
-      render(Fixtures.largeJPEG, transformers: [.resizing(width: 50, height: 50, scaleMode: .aspectFill)]))
+      render(
+        Fixtures.largeJPEG, transformers: [.resizing(width: 50, height: 50, scaleMode: .aspectFill)]
+      ))
     XCTAssertEqual([fill.width, fill.height], [50, 50])
     let retina = try encoded(
       render(

@@ -131,7 +131,7 @@ final class PrefetcherTests: XCTestCase {
     try """
     {"url": "\(server.url("/flaky.png"))", "options": ["retryFailed"]}
     {"url": "\(server.url("/photo.jpg"))", "options": ["noSuchOption"]}
-    {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": [10, 10]}}
+    {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": "big"}}
     {"url": "\(server.url("/photo.jpg"))", "options": ["progressiveLoad"]}
     {not json
     """.write(toFile: jsonl, atomically: true, encoding: .utf8)
@@ -148,7 +148,7 @@ final class PrefetcherTests: XCTestCase {
       report.lineErrors[0])
     XCTAssertTrue(
       report.lineErrors[1].contains(
-        "\(jsonl):3: field 'context.imageThumbnailPixelSize': not supported yet"),
+        "\(jsonl):3: field 'context.imageThumbnailPixelSize': expected [width, height]"),
       report.lineErrors[1])
     XCTAssertTrue(report.lineErrors[2].hasPrefix("\(jsonl):5:"), report.lineErrors[2])
     XCTAssertEqual(manifests.warnings.count, 1)

@@ -166,8 +166,10 @@ final class VariantPipelineTests: XCTestCase {
       (##"{"imageThumbnailPixelSize": [-1, 5]}"##, "context.imageThumbnailPixelSize"),
       (##"{"imagePreserveAspectRatio": "yes"}"##, "context.imagePreserveAspectRatio"),
       (##"{"imageTransformer": {"filter": {"name": "CISepiaTone"}}}"##, "context.imageTransformer"),
-      (##"{"imageEncodeOptions": {"compressionQuality": 2}}"##,
-        "context.imageEncodeOptions.compressionQuality"),
+      (
+        ##"{"imageEncodeOptions": {"compressionQuality": 2}}"##,
+        "context.imageEncodeOptions.compressionQuality"
+      ),
       (##"{"originalQueryCacheType": "cloud"}"##, "context.originalQueryCacheType"),
     ] {
       XCTAssertThrowsError(try context(json), json) { error in

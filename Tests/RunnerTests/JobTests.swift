@@ -199,7 +199,7 @@ final class JobTests: XCTestCase {
       containing: "unknown option \"teleport\"")
     try assertError(
       "cache:\n  directory: c\ncontext:\n  imageThumbnailPixelSize: 100\n", line: 4,
-      field: "context.imageThumbnailPixelSize", containing: "not supported yet")
+      field: "context.imageThumbnailPixelSize", containing: "expected [width, height]")
     try assertError(
       "cache:\n  directory: c\noptions: [scaleDownLargeImages]\n", line: 3, field: "options",
       containing: "not supported yet")

@@ -223,3 +223,48 @@ final class SchemaValidatorTests: XCTestCase {
     }
   }
 }
+
+extension PrefetchCommandTests {
+  func testThumbnailLinesReportTheirVariantsAndASecondRunIsAllHits() throws {
+    let photo = server.url("/photo.jpg")
+    let urls = try manifest([
+      ##"{"url": "\##(photo)", "context": {"imageThumbnailPixelSize": [32, 32]}}"##,
+      ##"{"url": "\##(server.url("/image.png"))", "context": {"imageTransformer": {"flipping": {"horizontal": true}}}}"##,
+    ])
+    let reportPath = temporary.appending("variants.json")
+    let first = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--report", reportPath,
+    ])
+    XCTAssertEqual(first.status, 0, first.stderr)
+    XCTAssertTrue(first.stderr.contains("2 variants"), first.stderr)
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: reportPath))
+    XCTAssertEqual(
+      SchemaValidator.validate(
+        try JSONSerialization.jsonObject(with: data), against: try SchemaValidator.reportSchema()),
+      [])
+    let prefetch = try XCTUnwrap(try RunReport.decode(data).prefetch)
+    XCTAssertEqual(prefetch.downloaded, 2)
+    XCTAssertEqual(prefetch.derived, 2)
+    let thumbnail = try XCTUnwrap(prefetch.variants.first { $0.url == photo })
+    XCTAssertEqual(thumbnail.key, DerivedKey.key(for: photo, thumbnail: (32, 32)))
+    XCTAssertEqual([thumbnail.width, thumbnail.height], [32, 24])
+    XCTAssertEqual(thumbnail.format, .jpeg)
+    // `imagecache key` names the file the variant went to.
+    let key = try ImageCacheBinary.run([
+      "key", photo, "--thumbnail", "32x32", "--cache", location.directory,
+    ])
+    let file = try XCTUnwrap(
+      key.stdout.split(separator: "\n").first { $0.hasPrefix("derived file:") }?
+        .split(separator: " ").last.map(String.init))
+    XCTAssertEqual(FileManager.default.contents(atPath: file)?.count, thumbnail.bytes)
+
+    let second = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--json",
+    ])
+    XCTAssertEqual(second.status, 0, second.stderr)
+    let again = try XCTUnwrap(try RunReport.decode(Data(second.stdout.utf8)).prefetch)
+    XCTAssertEqual(again.diskHits, 2)
+    XCTAssertEqual(again.derived, 0)
+    XCTAssertEqual(server.requestCount("/photo.jpg"), 1)
+  }
+}

@@ -189,8 +189,7 @@ extension ImageTransformer {
     return try parseList(value)
   }
 
-  private static func parseList(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer]
-  {
+  private static func parseList(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer] {
     switch value {
     case .null: throw TransformerError("null is only allowed as the whole value")
     case .array(let items):

@@ -26,7 +26,8 @@ struct TransformerRendering {
 
     case .cropping(let x, let y, let cropWidth, let cropHeight):
       // CGImageCreateWithImageInRect: the pixel rect made integral, within the image.
-      let rect = CGRect(x: x * scale, y: y * scale, width: cropWidth * scale, height: cropHeight * scale)
+      let rect = CGRect(
+        x: x * scale, y: y * scale, width: cropWidth * scale, height: cropHeight * scale)
       guard rect.width > 0, rect.height > 0 else { return nil }
       let cropped = rect.integral.intersection(
         CGRect(x: 0, y: 0, width: image.width, height: image.height))
@@ -149,8 +150,9 @@ struct TransformerRendering {
   /// `-[UIImage drawInRect:]`: the image stretched over `rect` (points, unless `scaled` is false
   /// because the context is already in points), resampled with a good filter and its edge
   /// pixels repeated outward so that its border is not blended with transparency.
-  private func draw(_ image: Surface, in rect: CGRect, on context: OpaquePointer, scaled: Bool = true)
-  {
+  private func draw(
+    _ image: Surface, in rect: CGRect, on context: OpaquePointer, scaled: Bool = true
+  ) {
     cairo_save(context)
     if scaled { cairo_scale(context, scale, scale) }
     cairo_translate(context, rect.minX, rect.minY)

@@ -17,9 +17,9 @@ public enum RenderedVariant: Sendable, Equatable {
 /// decoded from the original, then the transformers in order, then encoded in the original's
 /// format.
 public enum VariantRenderer {
-  public static func render(_ original: Data, request: VariantRequest, maxPixels: Int) throws(
-    RenderError
-  ) -> RenderedVariant {
+  public static func render(_ original: Data, request: VariantRequest, maxPixels: Int)
+    throws(RenderError) -> RenderedVariant
+  {
     guard let format = ImageFormat.detect(original) else {
       throw RenderError("unrecognised image format")
     }
@@ -111,7 +111,8 @@ public enum VariantRenderer {
       let long = min(max(rawWidth, rawHeight), max(1, Int(maxPixelSize.rounded())))
       let factor = Double(long) / Double(max(rawWidth, rawHeight))
       func side(_ raw: Int) -> Int {
-        raw == max(rawWidth, rawHeight) ? long : max(1, Int((Double(raw) * factor - 1e-9).rounded(.up)))
+        raw == max(rawWidth, rawHeight)
+          ? long : max(1, Int((Double(raw) * factor - 1e-9).rounded(.up)))
       }
       (targetWidth, targetHeight) = (side(rawWidth), side(rawHeight))
     } else {

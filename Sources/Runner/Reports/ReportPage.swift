@@ -82,7 +82,7 @@ public enum ReportPage {
       ("URLs", counts.total), ("downloaded", counts.downloaded),
       ("hits", counts.memoryHits + counts.diskHits), ("not modified", counts.notModified),
       ("failed", counts.failed), ("blacklisted (refused)", counts.blacklisted),
-      ("skipped", counts.skipped),
+      ("skipped", counts.skipped), ("variants (derived keys)", counts.derived),
     ] {
       html += "<tr><th>\(label)</th><td class=\"n\">\(value)</td></tr>\n"
     }

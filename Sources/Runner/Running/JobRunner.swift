@@ -260,6 +260,7 @@ public struct JobRunner: Sendable {
       "\(job.name): \(counts.total) URLs: \(counts.downloaded) downloaded, "
         + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
         + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
+        + (counts.derived > 0 ? "\(counts.derived) variants, " : "")
         + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms")
   }
 
