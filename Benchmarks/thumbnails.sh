@@ -82,7 +82,7 @@ for run in $(seq 1 "$RUNS"); do
   [ "$derived" -eq "$COUNT" ] || { echo "imagecache made $derived variants, not $COUNT" >&2; exit 1; }
   times[vipsthumbnail]+="$(seconds run_vips) "
   times[imagemagick]+="$(seconds run_magick) "
-  echo "run $run: imagecache ${times[imagecache]##* }... done" >&2
+  echo "run $run of $RUNS done" >&2
 done
 
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{a[NR]=$1} END {print (NR % 2 ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2)}'; }
