@@ -94,22 +94,54 @@ public final class Downloader: Sendable {
   /// cancels the transfer.
   public func download(_ request: DownloadRequest) async throws(DownloadFailure) -> DownloadResponse
   {
-    let started = state.withLock { state -> TransferLoop? in
-      guard !state.stopped else { return nil }
-      if state.loop == nil { state.loop = TransferLoop(configuration: configuration) }
-      return state.loop
-    }
-    guard let loop = started else { throw DownloadFailure(.cancelled) }
+    guard let loop = startedLoop() else { throw DownloadFailure(.cancelled) }
     let transfer = Transfer(request: request, configuration: configuration)
     let result = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
-        transfer.continuation = continuation
+        transfer.completion = { continuation.resume(returning: $0) }
         loop.submit(.start(transfer))
       }
     } onCancel: {
       loop.submit(.cancel(transfer))
     }
     return try result.get()
+  }
+
+  /// A download in flight, started by ``start(_:completion:)``.
+  public struct Handle: Sendable {
+    fileprivate let transfer: Transfer
+    fileprivate let loop: TransferLoop
+  }
+
+  /// Starts downloading `request.url` without a task: `completion` is called once, on the
+  /// transfer thread, when the download ends (it must be quick: queue the result and return).
+  /// The prefetcher uses it to take finished downloads in batches.
+  public func start(
+    _ request: DownloadRequest,
+    completion: @escaping @Sendable (Result<DownloadResponse, DownloadFailure>) -> Void
+  ) -> Handle? {
+    guard let loop = startedLoop() else {
+      completion(.failure(DownloadFailure(.cancelled)))
+      return nil
+    }
+    let transfer = Transfer(request: request, configuration: configuration)
+    transfer.completion = completion
+    loop.submit(.start(transfer))
+    return Handle(transfer: transfer, loop: loop)
+  }
+
+  /// Cancels a download started by ``start(_:completion:)``: its completion gets `cancelled`
+  /// unless it had ended already.
+  public func cancel(_ handle: Handle) {
+    handle.loop.submit(.cancel(handle.transfer))
+  }
+
+  private func startedLoop() -> TransferLoop? {
+    state.withLock { state -> TransferLoop? in
+      guard !state.stopped else { return nil }
+      if state.loop == nil { state.loop = TransferLoop(configuration: configuration) }
+      return state.loop
+    }
   }
 
   /// The libcurl loaded and what it was built with, for `--version`.

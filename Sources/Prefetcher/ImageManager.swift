@@ -35,7 +35,7 @@ public final class ImageManager: Sendable {
   public let directory: String
   public let defaultNamespace: String
   public let configuration: PrefetchConfiguration
-  private let downloader: Downloader
+  let downloader: Downloader
   private let memory: MemoryCache
   private let states: Mutex<[String: NamespaceState]>
   private let inFlight = InFlightLoads()
@@ -157,6 +157,64 @@ public final class ImageManager: Sendable {
   public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async
     -> LoadResult
   {
+    switch prepare(rawURL, options: options, context: context) {
+    case .finished(let result):
+      return result
+    case .download(let pending):
+      return await inFlight.run(key: pending.coalescingKey) {
+        let response: Result<DownloadResponse, DownloadFailure>
+        do {
+          response = .success(try await downloader.download(pending.request))
+        } catch let failure as DownloadFailure {
+          response = .failure(failure)
+        } catch {
+          response = .failure(DownloadFailure(.cancelled))
+        }
+        return finish(pending, response)
+      }
+    }
+  }
+
+  /// A load that needs the network: the request to send, and what ``finish(_:_:)`` needs to
+  /// finish the load once it is answered.
+  public struct PendingDownload: Sendable {
+    public let request: DownloadRequest
+    /// Loads with the same key are one download (SD coalesces them too).
+    public let coalescingKey: String
+    let rawURL: String
+    let blacklistKey: String
+    let originalKey: String
+    let key: String
+    let paths: DiskCache.KeyPaths
+    let options: ImageOptions
+    let context: ImageContext
+    let namespace: NamespaceState
+  }
+
+  /// A load up to the network: finished (a hit, a miss under `fromCacheOnly`, a refusal, a
+  /// variant made from the original in the cache), or a download to make.
+  public enum PreparedLoad: Sendable {
+    case finished(LoadResult)
+    case download(PendingDownload)
+  }
+
+  /// Everything of a load before the download (SPEC section 2, steps 1-4), without suspending:
+  /// the prefetcher finishes hits inline and starts downloads itself.
+  public func prepare(_ rawURL: String, options: ImageOptions, context: ImageContext)
+    -> PreparedLoad
+  {
+    var pending: PendingDownload?
+    if let result = prepareLoad(rawURL, options: options, context: context, pending: &pending) {
+      return .finished(result)
+    }
+    return .download(pending!)
+  }
+
+  /// A finished load's result, or `nil` with `pending` set to the download to make.
+  private func prepareLoad(
+    _ rawURL: String, options: ImageOptions, context: ImageContext,
+    pending: inout PendingDownload?
+  ) -> LoadResult? {
     let trimmed = rawURL.trimmingWhitespace(keepingLineBreaks: true)
     guard !trimmed.isEmpty else {
       return LoadResult(
@@ -234,15 +292,26 @@ public final class ImageManager: Sendable {
       if options.contains(.fromCacheOnly) { return LoadResult(outcome: .cacheMiss) }
     }
 
-    let revalidate = cachedOnDisk
-    return await inFlight.run(
-      key: "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)"
-    ) {
-      await self.download(
-        url: url, rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
-        paths: paths, cachedOnDisk: revalidate, options: options, context: context,
-        in: namespace)
+    var request = DownloadRequest(url: url)
+    request.headers = context.headers
+    request.timeout = context.downloadTimeout
+    request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
+    request.handleCookies = options.contains(.handleCookies)
+    if options.contains(.refreshCached) && cachedOnDisk {
+      do {
+        try namespace.flush()
+        request.validators = try namespace.store.validators(forKey: originalKey)
+      } catch {
+        return stateFailed(error)
+      }
     }
+    pending = PendingDownload(
+      request: request,
+      coalescingKey:
+        "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)",
+      rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
+      paths: paths, options: options, context: context, namespace: namespace)
+    return nil
   }
 
   /// Renders the variant of a derived key from the original's bytes and stores it, as SD's
@@ -302,29 +371,23 @@ public final class ImageManager: Sendable {
     return LoadResult(outcome: outcome, variant: report)
   }
 
-  private func download(
-    url: URL, rawURL: String, blacklistKey: String, originalKey: String, key: String,
-    paths: DiskCache.KeyPaths, cachedOnDisk: Bool, options: ImageOptions, context: ImageContext,
-    in namespace: NamespaceState
-  ) async -> LoadResult {
-    var request = DownloadRequest(url: url)
-    request.headers = context.headers
-    request.timeout = context.downloadTimeout
-    request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
-    request.handleCookies = options.contains(.handleCookies)
-    if options.contains(.refreshCached) && cachedOnDisk {
-      do {
-        try namespace.flush()
-        request.validators = try namespace.store.validators(forKey: originalKey)
-      } catch {
-        return stateFailed(error)
-      }
-    }
-
+  /// Finishes a load with its download's answer (SPEC section 2, steps 5-8): validation, the
+  /// store (and a variant's rendering), validators, the blacklist. Runs on the caller's thread,
+  /// never the transfer thread.
+  public func finish(
+    _ pending: PendingDownload, _ answer: Result<DownloadResponse, DownloadFailure>
+  ) -> LoadResult {
+    let (rawURL, blacklistKey, originalKey, key) = (
+      pending.rawURL, pending.blacklistKey, pending.originalKey, pending.key
+    )
+    let (paths, options, context, namespace) = (
+      pending.paths, pending.options, pending.context, pending.namespace
+    )
     let response: DownloadResponse
-    do {
-      response = try await downloader.download(request)
-    } catch {
+    switch answer {
+    case .success(let answered):
+      response = answered
+    case .failure(let error):
       var result = fail(error.error, url: blacklistKey, in: namespace)
       result.retryAfter = error.retryAfter
       return result

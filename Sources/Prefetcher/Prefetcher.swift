@@ -86,55 +86,167 @@ public struct Prefetcher: Sendable {
     let windowSize = max(configuration.concurrency * 4, 64)
     var perHost: [String: Int] = [:]
     var running = 0
+    // Downloads in flight (or waiting to retry), by slot number.
+    var slots: [Int: Slot] = [:]
+    var nextSlot = 0
+    // The slot downloading each coalescing key: a duplicate waits for it instead.
+    var owners: [String: Int] = [:]
+    let queue = DownloadQueue()
+    var cancelledInFlight = false
+    let downloader = manager.downloader
 
-    await withTaskGroup(of: Finished.self) { group in
-      while true {
-        // A signal, or a disk that can take no more (SPEC section 2, step 7): start nothing new.
-        let stopping = stop.isStopped || manager.runEndingFailure != nil
-        while !exhausted && !stopping && window.count < windowSize {
-          guard let next = iterator.next() else {
-            exhausted = true
-            break
-          }
-          switch next {
-          case .success(let item):
-            if let shard = configuration.shard, !Self.belongs(item, to: shard) {
-              report.otherShards += 1
-            } else {
-              window.add(item)
-            }
-          case .failure(let error):
-            // Every shard reads every line: shard 0 alone reports a bad one.
-            if let shard = configuration.shard, shard.index != 0 {
-              report.otherShards += 1
-              continue
-            }
-            report.total += 1
-            report.skipped += 1
-            recorder.recordLineError(error.description)
-          }
-        }
-        if stopping { window.removeAll() }
-        if running < configuration.concurrency,
-          let item = window.takeNext(where: {
-            perHost[$0, default: 0] < configuration.perHostConcurrency
-          })
-        {
-          perHost[item.host, default: 0] += 1
-          running += 1
-          group.addTask { await self.load(item, stop: stop) }
-          continue
-        }
-        guard running > 0, let finished = await group.next() else { break }
-        running -= 1
-        perHost[finished.item.host, default: 1] -= 1
-        record(finished, into: &report, recorder: &recorder)
-        progress?.update(report, elapsed: Date().timeIntervalSince(started))
+    func record(_ finished: Finished) {
+      self.record(finished, into: &report, recorder: &recorder)
+      progress?.update(report, elapsed: Date().timeIntervalSince(started))
+    }
+
+    // Ends slot `id` with `result`, and the duplicates that waited for it.
+    func end(_ id: Int, _ result: LoadResult) {
+      guard let slot = slots.removeValue(forKey: id) else { return }
+      if let key = slot.pending?.coalescingKey, owners[key] == id { owners[key] = nil }
+      running -= 1
+      perHost[slot.item.host, default: 1] -= 1
+      record(Finished(item: slot.item, result: result, attempts: slot.attempts))
+      // A duplicate finds the downloaded image in place; a failure is shared.
+      var shared = result
+      if case .downloaded = result.outcome { shared = LoadResult(outcome: .diskHit) }
+      for duplicate in slot.duplicates {
+        record(Finished(item: duplicate, result: shared, attempts: 1))
       }
+    }
+
+    // Loads `item` up to the network: a hit or a refusal ends at once, without a task; a
+    // download is started on the transfer thread and ends in `queue`.
+    func begin(_ item: PrefetchItem, slot id: Int?, attempts: Int) {
+      let prepared = manager.prepare(item.url, options: item.options, context: item.context)
+      switch prepared {
+      case .finished(let result):
+        if let id {
+          slots[id]?.attempts = attempts
+          end(id, result)
+        } else {
+          running -= 1
+          perHost[item.host, default: 1] -= 1
+          record(Finished(item: item, result: result, attempts: attempts))
+        }
+      case .download(let pending):
+        if id == nil, let owner = owners[pending.coalescingKey] {
+          // The same image is on its way: this one waits for it, without a slot of its own.
+          slots[owner]?.duplicates.append(item)
+          running -= 1
+          perHost[item.host, default: 1] -= 1
+          return
+        }
+        let slot = id ?? nextSlot
+        if id == nil {
+          nextSlot += 1
+          slots[slot] = Slot(item: item)
+          owners[pending.coalescingKey] = slot
+        }
+        slots[slot]?.pending = pending
+        slots[slot]?.attempts = attempts
+        slots[slot]?.handle = downloader.start(pending.request) { answer in
+          queue.push(.answered(slot, answer))
+        }
+      }
+    }
+
+    func handle(_ event: DownloadQueue.Event) {
+      switch event {
+      case .answered(let id, let answer):
+        guard let slot = slots[id], let pending = slot.pending else { return }
+        let result = manager.finish(pending, answer)
+        slots[id]?.handle = nil
+        guard case .failed(let error, _) = result.outcome, error.isTransient,
+          slot.attempts <= configuration.retries, !stop.isStopped, !queue.isCancelled
+        else { return end(id, result) }
+        let backoff =
+          configuration.retryBaseDelay * pow(2, Double(slot.attempts - 1))
+          * Double.random(in: 0.5...1.5)
+        let wait = min(configuration.maxRetryDelay, max(backoff, result.retryAfter ?? 0))
+        slots[id]?.last = result
+        slots[id]?.backoff = Task {
+          // Cancelled (a signal): back at once, and the last failure is the result.
+          try? await Task.sleep(nanoseconds: UInt64(wait * 1e9))
+          queue.push(.retry(id))
+        }
+      case .retry(let id):
+        guard let slot = slots[id] else { return }
+        slots[id]?.backoff = nil
+        if queue.isCancelled, let last = slot.last { return end(id, last) }
+        begin(slot.item, slot: id, attempts: slot.attempts + 1)
+      }
+    }
+
+    while true {
+      // A signal, or a disk that can take no more (SPEC section 2, step 7): start nothing new.
+      let stopping = stop.isStopped || manager.runEndingFailure != nil || queue.isCancelled
+      while !exhausted && !stopping && window.count < windowSize {
+        guard let next = iterator.next() else {
+          exhausted = true
+          break
+        }
+        switch next {
+        case .success(let item):
+          if let shard = configuration.shard, !Self.belongs(item, to: shard) {
+            report.otherShards += 1
+          } else {
+            window.add(item)
+          }
+        case .failure(let error):
+          // Every shard reads every line: shard 0 alone reports a bad one.
+          if let shard = configuration.shard, shard.index != 0 {
+            report.otherShards += 1
+            continue
+          }
+          report.total += 1
+          report.skipped += 1
+          recorder.recordLineError(error.description)
+        }
+      }
+      if stopping { window.removeAll() }
+      while running < configuration.concurrency,
+        let item = window.takeNext(where: {
+          perHost[$0, default: 0] < configuration.perHostConcurrency
+        })
+      {
+        perHost[item.host, default: 0] += 1
+        running += 1
+        begin(item, slot: nil, attempts: 1)
+      }
+      // Hits end inline: read more before waiting, while there is room.
+      if !stopping && !exhausted && window.count == 0 && running < configuration.concurrency {
+        continue
+      }
+      guard running > 0 else { break }
+      let events = await queue.next()
+      if queue.isCancelled && !cancelledInFlight {
+        // A signal: what is in flight is cancelled (stores are atomic: nothing partial is
+        // left), and backoffs end at once.
+        cancelledInFlight = true
+        for slot in slots.values {
+          if let handle = slot.handle { downloader.cancel(handle) }
+          slot.backoff?.cancel()
+        }
+      }
+      for event in events { handle(event) }
     }
     report.durationSeconds = Date().timeIntervalSince(started)
     progress?.finish(report, elapsed: report.durationSeconds)
     return report
+  }
+
+  /// A download the run waits for: its item, the load to finish, its attempts, and the
+  /// duplicates of the same key that wait for it.
+  private struct Slot {
+    var item: PrefetchItem
+    var pending: ImageManager.PendingDownload?
+    var attempts = 1
+    var handle: Downloader.Handle?
+    /// The failure of the last attempt, while waiting to retry.
+    var last: LoadResult?
+    var backoff: Task<Void, Never>?
+    var duplicates: [PrefetchItem] = []
   }
 
   /// Whether `item` is `shard`'s: by its cache key; a URL that does not parse (which fails
@@ -162,26 +274,6 @@ public struct Prefetcher: Sendable {
         }
       }
       return nil
-    }
-  }
-
-  private func load(_ item: PrefetchItem, stop: StopFlag) async -> Finished {
-    var attempts = 0
-    while true {
-      attempts += 1
-      let result = await manager.load(item.url, options: item.options, context: item.context)
-      guard case .failed(let error, _) = result.outcome, error.isTransient,
-        attempts <= configuration.retries, !stop.isStopped
-      else { return Finished(item: item, result: result, attempts: attempts) }
-      let backoff =
-        configuration.retryBaseDelay * pow(2, Double(attempts - 1)) * Double.random(in: 0.5...1.5)
-      let wait = min(configuration.maxRetryDelay, max(backoff, result.retryAfter ?? 0))
-      do {
-        try await Task.sleep(nanoseconds: UInt64(wait * 1e9))
-      } catch {
-        // Cancelled while waiting to retry: the last attempt's failure is the result.
-        return Finished(item: item, result: result, attempts: attempts)
-      }
     }
   }
 

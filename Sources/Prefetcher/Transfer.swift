@@ -14,8 +14,8 @@ final class Transfer: @unchecked Sendable {
   private let deadlineSeconds: TimeInterval
   /// When the whole download must be over, on the monotonic clock.
   private let deadline: UInt64
-  /// Set by the task before the transfer is queued; resumed once by the loop thread.
-  var continuation: CheckedContinuation<Result<DownloadResponse, DownloadFailure>, Never>?
+  /// Set before the transfer is queued; called once, on the loop thread, when it ends.
+  var completion: (@Sendable (Result<DownloadResponse, DownloadFailure>) -> Void)?
 
   // From here on, only the loop thread reads and writes.
   var easy: EasyHandle?

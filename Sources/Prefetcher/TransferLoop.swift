@@ -9,7 +9,8 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// One thread that owns a libcurl multi handle and drives every transfer on it: tasks hand it
 /// transfers to start or cancel through an inbox (waking it with `curl_multi_wakeup`), it runs
 /// `curl_multi_perform` and `curl_multi_poll`, and each finished transfer resumes its task's
-/// continuation. Validation and the store happen in that task, off this thread. Easy handles
+/// completion (a task's continuation, or the prefetcher's queue of finished downloads). Validation
+/// and the store happen there, off this thread. Easy handles
 /// are kept and reused, so connections, TLS sessions and DNS answers are too.
 final class TransferLoop: @unchecked Sendable {
   enum Command {
@@ -60,8 +61,8 @@ final class TransferLoop: @unchecked Sendable {
       return true
     }
     if !accepted, case .start(let transfer) = command {
-      transfer.continuation?.resume(returning: .failure(DownloadFailure(.cancelled)))
-      transfer.continuation = nil
+      transfer.completion?(.failure(DownloadFailure(.cancelled)))
+      transfer.completion = nil
     }
   }
 
@@ -169,8 +170,8 @@ final class TransferLoop: @unchecked Sendable {
       idle.append(easy)
       transfer.easy = nil
     }
-    transfer.continuation?.resume(returning: result)
-    transfer.continuation = nil
+    transfer.completion?(result)
+    transfer.completion = nil
   }
 }
 
