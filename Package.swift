@@ -89,7 +89,7 @@ let package = Package(
     .executableTarget(
       name: "imagecache",
       dependencies: [
-        "Core", "State", "Runner", "Prefetcher", "Imaging",
+        "Core", "State", "Runner", "Prefetcher", "Imaging", "CFileStat",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .target(

@@ -214,6 +214,8 @@ final class EasyHandle {
     // Redirects are followed here, hop by hop, so that each one is checked (scheme, count,
     // credentials).
     ic_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+    // curl(1)'s receive buffer: half the reads and write callbacks of the 16 KiB default.
+    ic_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 100 * 1024)
     ic_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, ic_http_version_2tls)
     ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
     if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }

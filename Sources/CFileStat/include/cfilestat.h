@@ -1,6 +1,7 @@
 #ifndef CFILESTAT_H
 #define CFILESTAT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /// The attributes imagecache needs of one directory entry, read with statx(2) without following
@@ -23,5 +24,9 @@ int ic_stat_at(int dirfd, const char *path, ic_file_stat *out);
 /// (utimensat with UTIME_NOW and UTIME_OMIT, not following a final symbolic link).
 /// Returns 0, or -1 with errno set.
 int ic_touch_access_time(const char *path);
+
+/// glibc's mallopt(3), which Glibc's Swift overlay does not expose: the free memory kept at the
+/// heap's top, and the size from which an allocation gets its own mapping.
+void ic_keep_freed_memory(size_t trim_threshold, size_t mmap_threshold);
 
 #endif
