@@ -21,25 +21,12 @@ enum SourceDecoder {
     switch format {
     case .jpeg:
       return try withJPEG(data) { handle, source, count throws(RenderError) in
-        var width: Int32 = 0
-        var height: Int32 = 0
-        var subsampling: Int32 = 0
-        var colorspace: Int32 = 0
-        guard
-          tjDecompressHeader3(handle, source, count, &width, &height, &subsampling, &colorspace)
-            == 0
-        else { throw RenderError("jpeg: \(String(cString: tjGetErrorStr2(handle)))") }
-        return (Int(width), Int(height))
+        try jpegSize(handle, source, count)
       }
     case .png:
-      var image = png_image()
-      image.version = ic_png_image_version
-      defer { png_image_free(&image) }
-      let started = data.withUnsafeBytes {
-        png_image_begin_read_from_memory(&image, $0.baseAddress, $0.count)
+      return try withPNG(data) { image throws(RenderError) in
+        (Int(image.pointee.width), Int(image.pointee.height))
       }
-      guard started != 0 else { throw RenderError("png: \(pngMessage(image))") }
-      return (Int(image.width), Int(image.height))
     default:
       throw RenderError("\(format.rawValue) is not decoded here")
     }
@@ -53,16 +40,7 @@ enum SourceDecoder {
   ) throws(RenderError) -> DecodedSource {
     let orientation = exifOrientation(ofJPEG: data)
     return try withJPEG(data) { handle, source, count throws(RenderError) in
-      var width: Int32 = 0
-      var height: Int32 = 0
-      var subsampling: Int32 = 0
-      var colorspace: Int32 = 0
-      guard
-        tjDecompressHeader3(handle, source, count, &width, &height, &subsampling, &colorspace)
-          == 0
-      else { throw RenderError("jpeg: \(String(cString: tjGetErrorStr2(handle)))") }
-      let fullWidth = Int(width)
-      let fullHeight = Int(height)
+      let (fullWidth, fullHeight) = try jpegSize(handle, source, count)
       try checkPixels(fullWidth, fullHeight, maxPixels: maxPixels)
       var denominator = 8
       while denominator > 1 {
@@ -90,26 +68,60 @@ enum SourceDecoder {
 
   /// Decodes a PNG in full (libpng's simplified API catches its own errors), premultiplied.
   static func decodePNG(_ data: Data, maxPixels: Int) throws(RenderError) -> DecodedSource {
+    try withPNG(data) { image throws(RenderError) in
+      let width = Int(image.pointee.width)
+      let height = Int(image.pointee.height)
+      try checkPixels(width, height, maxPixels: maxPixels)
+      image.pointee.format = ic_png_format_bgra
+      let surface = try Surface(width: width, height: height)
+      let finished = surface.withPixels { pixels, stride in
+        guard png_image_finish_read(image, nil, pixels, Int32(stride), nil) != 0 else {
+          return false
+        }
+        premultiply(pixels, width: width, height: height, stride: stride)
+        return true
+      }
+      guard finished else { throw RenderError("png: \(pngMessage(image.pointee))") }
+      return DecodedSource(surface: surface, fullWidth: width, fullHeight: height, orientation: 1)
+    }
+  }
+
+  /// The size in a JPEG's header.
+  private static func jpegSize(_ handle: tjhandle, _ source: UnsafePointer<UInt8>, _ count: UInt)
+    throws(RenderError) -> (Int, Int)
+  {
+    var width: Int32 = 0
+    var height: Int32 = 0
+    var subsampling: Int32 = 0
+    var colorspace: Int32 = 0
+    guard
+      tjDecompressHeader3(handle, source, count, &width, &height, &subsampling, &colorspace) == 0
+    else { throw RenderError("jpeg: \(String(cString: tjGetErrorStr2(handle)))") }
+    return (Int(width), Int(height))
+  }
+
+  /// Runs `body` with a PNG's header read by libpng's simplified API (which catches its own
+  /// errors), while the bytes it reads from stay valid.
+  private static func withPNG<T>(
+    _ data: Data, _ body: (UnsafeMutablePointer<png_image>) throws(RenderError) -> T
+  ) throws(RenderError) -> T {
     var image = png_image()
     image.version = ic_png_image_version
     defer { png_image_free(&image) }
-    let started = data.withUnsafeBytes {
-      png_image_begin_read_from_memory(&image, $0.baseAddress, $0.count)
+    let result: Result<T, RenderError> = data.withUnsafeBytes { raw in
+      guard png_image_begin_read_from_memory(&image, raw.baseAddress, raw.count) != 0 else {
+        return .failure(RenderError("png: \(pngMessage(image))"))
+      }
+      do throws(RenderError) {
+        return .success(
+          try withUnsafeMutablePointer(to: &image) { (pointer) throws(RenderError) in
+            try body(pointer)
+          })
+      } catch {
+        return .failure(error)
+      }
     }
-    guard started != 0 else { throw RenderError("png: \(pngMessage(image))") }
-    let width = Int(image.width)
-    let height = Int(image.height)
-    try checkPixels(width, height, maxPixels: maxPixels)
-    image.format = ic_png_format_bgra
-    let surface = try Surface(width: width, height: height)
-    let finished = surface.withPixels { pixels, stride in
-      let status = png_image_finish_read(&image, nil, pixels, Int32(stride), nil)
-      guard status != 0 else { return false }
-      premultiply(pixels, width: width, height: height, stride: stride)
-      return true
-    }
-    guard finished else { throw RenderError("png: \(pngMessage(image))") }
-    return DecodedSource(surface: surface, fullWidth: width, fullHeight: height, orientation: 1)
+    return try result.get()
   }
 
   private static func checkPixels(_ width: Int, _ height: Int, maxPixels: Int)
