@@ -17,7 +17,7 @@ TMPFS=${TMPFS:-1}
 WORK=${WORK:-$PWD/Benchmarks/work/maintain}
 
 bash scripts/install-system-packages time
-swift build -c release --product imagecache >/dev/null
+swift build -c release --static-swift-stdlib --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 
 cleanup() {

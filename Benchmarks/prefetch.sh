@@ -22,7 +22,7 @@ WORK=${WORK:-$PWD/Benchmarks/work/prefetch}
 DISK_OUT=${DISK_OUT:-$PWD/Benchmarks/work/prefetch-disk}
 
 bash scripts/install-system-packages nginx wget2 curl time openssl
-swift build -c release --product imagecache >/dev/null
+swift build -c release --static-swift-stdlib --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 
 cleanup() {

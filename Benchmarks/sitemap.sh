@@ -15,7 +15,7 @@ PORT=${PORT:-18081}
 WORK=${WORK:-$PWD/Benchmarks/work/sitemap}
 
 bash scripts/install-system-packages nginx time
-swift build -c release --product imagecache >/dev/null
+swift build -c release --static-swift-stdlib --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 
 cleanup() {

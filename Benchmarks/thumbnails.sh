@@ -17,7 +17,7 @@ DISTINCT=${DISTINCT:-8}
 WORK=${WORK:-$PWD/Benchmarks/work/thumbnails}
 
 bash scripts/install-system-packages imagemagick libvips-tools
-swift build -c release --product imagecache >/dev/null
+swift build -c release --static-swift-stdlib --product imagecache >/dev/null
 BIN=$PWD/.build/release/imagecache
 
 cleanup() {
