@@ -43,10 +43,6 @@ let package = Package(
     .systemLibrary(
       name: "CPNG", path: "Sources/CPNG", pkgConfig: "libpng",
       providers: [.apt(["libpng-dev"])]),
-    // cairo: thumbnails and transformers share CoreGraphics' imaging model (SPEC section 3).
-    .systemLibrary(
-      name: "CCairo", path: "Sources/CCairo", pkgConfig: "cairo",
-      providers: [.apt(["libcairo2-dev"])]),
     // statx(2) for birth times and allocated sizes, which Glibc's Swift overlay does not expose.
     .target(name: "CFileStat", path: "Sources/CFileStat"),
     // Cache keys and file names, disk and memory caches, the scanner, file-system calls, error
@@ -58,13 +54,15 @@ let package = Package(
     .target(
       name: "State",
       dependencies: ["Core", .product(name: "GRDB", package: "GRDB.swift")]),
-    // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames.
+    // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames;
+    // and cairo (thumbnails and transformers share CoreGraphics' imaging model), loaded with
+    // dlopen the first time a variant is rendered (Debian libcairo2-dev).
     .target(
       name: "CImaging", dependencies: ["CPNG"], path: "Sources/CImaging",
       linkerSettings: [.linkedLibrary("png16")]),
     // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng and
     // cairo.
-    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging", "CCairo"]),
+    .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging"]),
     .target(
       name: "Prefetcher",
       dependencies: [

@@ -1,4 +1,4 @@
-import CCairo
+import CImaging
 import Foundation
 
 /// A cairo image surface: premultiplied ARGB32, one `UInt32` a pixel in native byte order (B, G,
@@ -15,9 +15,9 @@ final class Surface {
     guard width > 0, height > 0, width <= 32767, height <= 32767 else {
       throw RenderError("a \(width)x\(height) canvas is outside cairo's limits")
     }
-    let surface = cairo_image_surface_create(CAIRO_FORMAT_ARGB32, Int32(width), Int32(height))!
-    guard cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS else {
-      cairo_surface_destroy(surface)
+    let surface = ic_cairo_image_surface_create(CAIRO_FORMAT_ARGB32, Int32(width), Int32(height))!
+    guard ic_cairo_surface_status(surface) == CAIRO_STATUS_SUCCESS else {
+      ic_cairo_surface_destroy(surface)
       throw RenderError("cannot allocate a \(width)x\(height) canvas")
     }
     pointer = surface
@@ -25,15 +25,15 @@ final class Surface {
     self.height = height
   }
 
-  deinit { cairo_surface_destroy(pointer) }
+  deinit { ic_cairo_surface_destroy(pointer) }
 
-  var stride: Int { Int(cairo_image_surface_get_stride(pointer)) }
+  var stride: Int { Int(ic_cairo_image_surface_get_stride(pointer)) }
 
   /// Writes the pixels directly (decoders, the blur): `body` gets the rows and the stride.
   func withPixels<T>(_ body: (UnsafeMutablePointer<UInt8>, Int) throws -> T) rethrows -> T {
-    cairo_surface_flush(pointer)
-    defer { cairo_surface_mark_dirty(pointer) }
-    return try body(cairo_image_surface_get_data(pointer)!, stride)
+    ic_cairo_surface_flush(pointer)
+    defer { ic_cairo_surface_mark_dirty(pointer) }
+    return try body(ic_cairo_image_surface_get_data(pointer)!, stride)
   }
 
   /// Whether any pixel is less than opaque.
@@ -49,9 +49,9 @@ final class Surface {
 
   /// Draws on this surface; the context is destroyed after `body`.
   func draw(_ body: (OpaquePointer) -> Void) {
-    let context = cairo_create(pointer)!
+    let context = ic_cairo_create(pointer)!
     body(context)
-    cairo_destroy(context)
+    ic_cairo_destroy(context)
   }
 }
 

@@ -1,4 +1,4 @@
-import CCairo
+import CImaging
 import Core
 import Foundation
 
@@ -34,9 +34,9 @@ struct TransformerRendering {
       guard !cropped.isNull, cropped.width >= 1, cropped.height >= 1 else { return nil }
       let canvas = try Surface(width: Int(cropped.width), height: Int(cropped.height))
       canvas.draw { context in
-        cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
-        cairo_set_source_surface(context, image.pointer, -cropped.minX, -cropped.minY)
-        cairo_paint(context)
+        ic_cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
+        ic_cairo_set_source_surface(context, image.pointer, -cropped.minX, -cropped.minY)
+        ic_cairo_paint(context)
       }
       return canvas
 
@@ -45,15 +45,15 @@ struct TransformerRendering {
       let h = height.rounded(.towardZero)
       let canvas = try canvas(width: width, height: height)
       canvas.draw { context in
-        cairo_scale(context, scale, scale)
+        ic_cairo_scale(context, scale, scale)
         var matrix = cairo_matrix_t()
         if horizontal {
-          cairo_matrix_init(&matrix, -1, 0, 0, 1, w, 0)
-          cairo_transform(context, &matrix)
+          ic_cairo_matrix_init(&matrix, -1, 0, 0, 1, w, 0)
+          ic_cairo_transform(context, &matrix)
         }
         if vertical {
-          cairo_matrix_init(&matrix, 1, 0, 0, -1, 0, h)
-          cairo_transform(context, &matrix)
+          ic_cairo_matrix_init(&matrix, 1, 0, 0, -1, 0, h)
+          ic_cairo_transform(context, &matrix)
         }
         draw(image, in: CGRect(x: 0, y: 0, width: w, height: h), on: context, scaled: false)
       }
@@ -70,10 +70,10 @@ struct TransformerRendering {
       }
       let canvas = try canvas(width: size.width, height: size.height)
       canvas.draw { context in
-        cairo_scale(context, scale, scale)
-        cairo_translate(context, size.width / 2, size.height / 2)
+        ic_cairo_scale(context, scale, scale)
+        ic_cairo_translate(context, size.width / 2, size.height / 2)
         // UIKit's y-down space turns the other way: SD rotates by -angle there.
-        cairo_rotate(context, -angle)
+        ic_cairo_rotate(context, -angle)
         draw(
           image, in: CGRect(x: -w / 2, y: -h / 2, width: w, height: h), on: context, scaled: false
         )
@@ -85,15 +85,15 @@ struct TransformerRendering {
       let rect = CGRect(x: 0, y: 0, width: width, height: height)
       let minSize = min(width, height)
       canvas.draw { context in
-        cairo_scale(context, scale, scale)
+        ic_cairo_scale(context, scale, scale)
         if borderWidth < minSize / 2 {
-          cairo_save(context)
+          ic_cairo_save(context)
           Self.roundedRect(
             rect.insetBy(dx: borderWidth, dy: borderWidth), corners: corners, radius: radius,
             on: context)
-          cairo_clip(context)
+          ic_cairo_clip(context)
           draw(image, in: rect, on: context, scaled: false)
-          cairo_restore(context)
+          ic_cairo_restore(context)
         }
         if let borderColor, borderWidth < minSize / 2, borderWidth > 0 {
           let inset = ((borderWidth * scale).rounded(.down) + 0.5) / scale
@@ -101,9 +101,9 @@ struct TransformerRendering {
           Self.roundedRect(
             rect.insetBy(dx: inset, dy: inset), corners: corners, radius: strokeRadius,
             on: context)
-          cairo_set_line_width(context, borderWidth)
+          ic_cairo_set_line_width(context, borderWidth)
           Self.setSource(borderColor, on: context)
-          cairo_stroke(context)
+          ic_cairo_stroke(context)
         }
       }
       return canvas
@@ -112,12 +112,12 @@ struct TransformerRendering {
       guard color.argb >> 24 != 0 else { return image }
       let canvas = try canvas(width: width, height: height)
       canvas.draw { context in
-        cairo_set_source_surface(context, image.pointer, 0, 0)
-        cairo_paint(context)
+        ic_cairo_set_source_surface(context, image.pointer, 0, 0)
+        ic_cairo_paint(context)
         Self.setSource(color, on: context)
         if let op = Self.operators[blendMode] {
-          cairo_set_operator(context, op)
-          cairo_paint(context)
+          ic_cairo_set_operator(context, op)
+          ic_cairo_paint(context)
         }
       }
       if blendMode == 26 { Self.plusDarker(canvas, color: color) }
@@ -131,9 +131,9 @@ struct TransformerRendering {
       let size = Int((inputRadius * 3 * (2 * Double.pi).squareRoot() / 4 + 0.5).rounded(.down)) | 1
       let canvas = try Surface(width: image.width, height: image.height)
       canvas.draw { context in
-        cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
-        cairo_set_source_surface(context, image.pointer, 0, 0)
-        cairo_paint(context)
+        ic_cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
+        ic_cairo_set_source_surface(context, image.pointer, 0, 0)
+        ic_cairo_paint(context)
       }
       for _ in 0..<3 { BoxBlur.apply(canvas, size: size) }
       return canvas
@@ -153,17 +153,17 @@ struct TransformerRendering {
   private func draw(
     _ image: Surface, in rect: CGRect, on context: OpaquePointer, scaled: Bool = true
   ) {
-    cairo_save(context)
-    if scaled { cairo_scale(context, scale, scale) }
-    cairo_translate(context, rect.minX, rect.minY)
-    cairo_scale(context, rect.width / Double(image.width), rect.height / Double(image.height))
-    cairo_set_source_surface(context, image.pointer, 0, 0)
-    let pattern = cairo_get_source(context)
-    cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
-    cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
-    cairo_rectangle(context, 0, 0, Double(image.width), Double(image.height))
-    cairo_fill(context)
-    cairo_restore(context)
+    ic_cairo_save(context)
+    if scaled { ic_cairo_scale(context, scale, scale) }
+    ic_cairo_translate(context, rect.minX, rect.minY)
+    ic_cairo_scale(context, rect.width / Double(image.width), rect.height / Double(image.height))
+    ic_cairo_set_source_surface(context, image.pointer, 0, 0)
+    let pattern = ic_cairo_get_source(context)
+    ic_cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
+    ic_cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
+    ic_cairo_rectangle(context, 0, 0, Double(image.width), Double(image.height))
+    ic_cairo_fill(context)
+    ic_cairo_restore(context)
   }
 
   /// `SDCGRectFitWithScaleMode`.
@@ -204,31 +204,32 @@ struct TransformerRendering {
     let topRight = corner(.topRight)
     let bottomRight = corner(.bottomRight)
     let bottomLeft = corner(.bottomLeft)
-    cairo_new_path(context)
-    cairo_move_to(context, rect.minX + topLeft, rect.minY)
-    cairo_line_to(context, rect.maxX - topRight, rect.minY)
+    ic_cairo_new_path(context)
+    ic_cairo_move_to(context, rect.minX + topLeft, rect.minY)
+    ic_cairo_line_to(context, rect.maxX - topRight, rect.minY)
     if topRight > 0 {
-      cairo_arc(context, rect.maxX - topRight, rect.minY + topRight, topRight, -.pi / 2, 0)
+      ic_cairo_arc(context, rect.maxX - topRight, rect.minY + topRight, topRight, -.pi / 2, 0)
     }
-    cairo_line_to(context, rect.maxX, rect.maxY - bottomRight)
+    ic_cairo_line_to(context, rect.maxX, rect.maxY - bottomRight)
     if bottomRight > 0 {
-      cairo_arc(
+      ic_cairo_arc(
         context, rect.maxX - bottomRight, rect.maxY - bottomRight, bottomRight, 0, .pi / 2)
     }
-    cairo_line_to(context, rect.minX + bottomLeft, rect.maxY)
+    ic_cairo_line_to(context, rect.minX + bottomLeft, rect.maxY)
     if bottomLeft > 0 {
-      cairo_arc(context, rect.minX + bottomLeft, rect.maxY - bottomLeft, bottomLeft, .pi / 2, .pi)
+      ic_cairo_arc(
+        context, rect.minX + bottomLeft, rect.maxY - bottomLeft, bottomLeft, .pi / 2, .pi)
     }
-    cairo_line_to(context, rect.minX, rect.minY + topLeft)
+    ic_cairo_line_to(context, rect.minX, rect.minY + topLeft)
     if topLeft > 0 {
-      cairo_arc(context, rect.minX + topLeft, rect.minY + topLeft, topLeft, .pi, 3 * .pi / 2)
+      ic_cairo_arc(context, rect.minX + topLeft, rect.minY + topLeft, topLeft, .pi, 3 * .pi / 2)
     }
-    cairo_close_path(context)
+    ic_cairo_close_path(context)
   }
 
   static func setSource(_ color: ImageTransformer.Color, on context: OpaquePointer) {
     let argb = color.argb
-    cairo_set_source_rgba(
+    ic_cairo_set_source_rgba(
       context, Double(argb >> 16 & 0xFF) / 255, Double(argb >> 8 & 0xFF) / 255,
       Double(argb & 0xFF) / 255, Double(argb >> 24) / 255)
   }

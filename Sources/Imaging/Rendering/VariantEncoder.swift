@@ -1,4 +1,4 @@
-import CCairo
+import CImaging
 import CPNG
 import CTurboJPEG
 import Foundation
@@ -11,19 +11,19 @@ enum VariantEncoder {
     -> Data
   {
     // Flatten onto white: cairo's RGB24 is the same memory layout with the alpha byte unused.
-    let flat = cairo_image_surface_create(
+    let flat = ic_cairo_image_surface_create(
       CAIRO_FORMAT_RGB24, Int32(surface.width), Int32(surface.height))!
-    defer { cairo_surface_destroy(flat) }
-    guard cairo_surface_status(flat) == CAIRO_STATUS_SUCCESS else {
+    defer { ic_cairo_surface_destroy(flat) }
+    guard ic_cairo_surface_status(flat) == CAIRO_STATUS_SUCCESS else {
       throw RenderError("cannot allocate a \(surface.width)x\(surface.height) canvas")
     }
-    let context = cairo_create(flat)!
-    cairo_set_source_rgb(context, 1, 1, 1)
-    cairo_paint(context)
-    cairo_set_source_surface(context, surface.pointer, 0, 0)
-    cairo_paint(context)
-    cairo_destroy(context)
-    cairo_surface_flush(flat)
+    let context = ic_cairo_create(flat)!
+    ic_cairo_set_source_rgb(context, 1, 1, 1)
+    ic_cairo_paint(context)
+    ic_cairo_set_source_surface(context, surface.pointer, 0, 0)
+    ic_cairo_paint(context)
+    ic_cairo_destroy(context)
+    ic_cairo_surface_flush(flat)
 
     guard let handle = tjInitCompress() else {
       throw RenderError("jpeg: cannot start the encoder")
@@ -35,8 +35,8 @@ enum VariantEncoder {
     var output: UnsafeMutablePointer<UInt8>?
     var size: UInt = 0
     let status = tjCompress2(
-      handle, cairo_image_surface_get_data(flat), Int32(surface.width),
-      cairo_image_surface_get_stride(flat), Int32(surface.height), Int32(TJPF_BGRX.rawValue),
+      handle, ic_cairo_image_surface_get_data(flat), Int32(surface.width),
+      ic_cairo_image_surface_get_stride(flat), Int32(surface.height), Int32(TJPF_BGRX.rawValue),
       &output, &size, Int32(subsampling.rawValue), level, 0)
     defer { tjFree(output) }
     guard status == 0, let output else {

@@ -1,4 +1,4 @@
-import CCairo
+import CImaging
 import Core
 import Foundation
 
@@ -42,6 +42,9 @@ public enum VariantRenderer {
       return .skipped(reason: "\(format.rawValue): variants are rendered from JPEG and PNG only")
     }
 
+    guard ic_cairo_load() != 0 else {
+      throw RenderError("cairo (libcairo.so.2) could not be loaded; install libcairo2")
+    }
     var image: Surface
     var orientation: Int
     if let thumbnail {
@@ -147,14 +150,14 @@ public enum VariantRenderer {
     if image.width == width && image.height == height { return image }
     let canvas = try Surface(width: width, height: height)
     canvas.draw { context in
-      cairo_scale(
+      ic_cairo_scale(
         context, Double(width) / Double(image.width), Double(height) / Double(image.height))
-      cairo_set_source_surface(context, image.pointer, 0, 0)
-      let pattern = cairo_get_source(context)
-      cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
-      cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
-      cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
-      cairo_paint(context)
+      ic_cairo_set_source_surface(context, image.pointer, 0, 0)
+      let pattern = ic_cairo_get_source(context)
+      ic_cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
+      ic_cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
+      ic_cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
+      ic_cairo_paint(context)
     }
     return canvas
   }
@@ -175,12 +178,12 @@ public enum VariantRenderer {
     let canvas = try Surface(width: Int(width), height: Int(height))
     canvas.draw { context in
       var matrix = cairo_matrix_t()
-      cairo_matrix_init(&matrix, m.0, m.1, m.2, m.3, m.4, m.5)
-      cairo_transform(context, &matrix)
-      cairo_set_source_surface(context, image.pointer, 0, 0)
-      cairo_pattern_set_filter(cairo_get_source(context), CAIRO_FILTER_NEAREST)
-      cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
-      cairo_paint(context)
+      ic_cairo_matrix_init(&matrix, m.0, m.1, m.2, m.3, m.4, m.5)
+      ic_cairo_transform(context, &matrix)
+      ic_cairo_set_source_surface(context, image.pointer, 0, 0)
+      ic_cairo_pattern_set_filter(ic_cairo_get_source(context), CAIRO_FILTER_NEAREST)
+      ic_cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
+      ic_cairo_paint(context)
     }
     return canvas
   }
