@@ -159,6 +159,25 @@ final class VariantRendererTests: XCTestCase {
     XCTAssertGreaterThan(try pixel(flipped.data, 25, 50)[3], 100)
   }
 
+  func testCroppingAnOrientedImageCropsItsStoredPixelsAndKeepsTheOrientation() throws {
+    // Stored 300x200, orientation 6, white in the stored (0,0)-(60,30): SD crops the CGImage.
+    let crop = try encoded(
+      render(Fixtures.orientedJPEG, transformers: [.cropping(x: 0, y: 0, width: 60, height: 30)]))
+    XCTAssertEqual([crop.width, crop.height], [60, 30], "the stored pixels, not the upright ones")
+    XCTAssertEqual(SourceDecoder.exifOrientation(ofJPEG: crop.data), 6)
+    let corner = try pixel(
+      VariantEncoder.png(
+        SourceDecoder.decodeJPEG(
+          crop.data, minimumWidth: 60, minimumHeight: 30, maxPixels: maxPixels
+        ).surface), 30, 15)
+    XCTAssertGreaterThan(corner[0] + corner[1] + corner[2], 700, "the white corner: \(corner)")
+    // Drawn transformers see the upright image (200x300): the orientation is applied.
+    let flipped = try encoded(
+      render(Fixtures.orientedJPEG, transformers: [.flipping(horizontal: true, vertical: false)]))
+    XCTAssertEqual([flipped.width, flipped.height], [200, 300])
+    XCTAssertEqual(SourceDecoder.exifOrientation(ofJPEG: flipped.data), 1)
+  }
+
   func testTintSourceInColoursOnlyWhatIsThere() throws {
     let red = try encoded(
       render(

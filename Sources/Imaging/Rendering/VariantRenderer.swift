@@ -57,11 +57,20 @@ public enum VariantRenderer {
     }
 
     if let transformers = request.transformers {
-      // The transformers draw the image as UIKit shows it: orientation applied.
-      var current = try oriented(image, orientation: orientation)
+      var current = image
+      var currentOrientation = orientation
       var failed = false
       let rendering = TransformerRendering(scale: request.scale)
       for transformer in transformers {
+        switch transformer {
+        case .cropping, .blur:
+          // SD crops and blurs the CGImage, the stored pixels, and keeps the orientation.
+          break
+        default:
+          // The others draw the image as UIKit shows it: the orientation applied.
+          current = try oriented(current, orientation: currentOrientation)
+          currentOrientation = 1
+        }
         guard let next = try rendering.apply(transformer, to: current) else {
           failed = true
           break
@@ -70,7 +79,7 @@ public enum VariantRenderer {
       }
       if !failed {
         image = current
-        orientation = 1
+        orientation = currentOrientation
       } else if thumbnail == nil {
         // SD stores the untransformed image with its original data.
         return .originalBytes(reason: "a transformer gave no image")
