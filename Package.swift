@@ -87,7 +87,7 @@ let package = Package(
     .executableTarget(
       name: "imagecache",
       dependencies: [
-        "Core", "State", "Runner", "Prefetcher", "Imaging", "CFileStat",
+        "Core", "State", "Runner", "Prefetcher", "Imaging",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .target(

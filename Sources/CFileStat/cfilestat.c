@@ -30,10 +30,3 @@ int ic_touch_access_time(const char *path) {
   struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
   return utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW);
 }
-
-#include <malloc.h>
-
-void ic_keep_freed_memory(size_t trim_threshold, size_t mmap_threshold) {
-  mallopt(M_TRIM_THRESHOLD, (int)trim_threshold);
-  mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
-}

@@ -1,5 +1,4 @@
 import ArgumentParser
-import CFileStat
 import Core
 import Foundation
 import Imaging
@@ -55,11 +54,6 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func main() async {
     // A closed pipe on stdout or stderr is a failed write, never the end of the run.
     signal(SIGPIPE, SIG_IGN)
-    // Every download's body is allocated, stored and freed: keep freed memory for the next
-    // one instead of giving it back to the kernel and faulting it in again (glibc trims the
-    // heap above 128 KiB free and maps bodies over 128 KiB one by one by default). What is
-    // kept is bounded by the bodies in flight at once.
-    ic_keep_freed_memory(64 << 20, 32 << 20)
     do {
       var command = try parseAsRoot()
       if var asyncCommand = command as? AsyncParsableCommand {

@@ -25,8 +25,4 @@ int ic_stat_at(int dirfd, const char *path, ic_file_stat *out);
 /// Returns 0, or -1 with errno set.
 int ic_touch_access_time(const char *path);
 
-/// glibc's mallopt(3), which Glibc's Swift overlay does not expose: the free memory kept at the
-/// heap's top, and the size from which an allocation gets its own mapping.
-void ic_keep_freed_memory(size_t trim_threshold, size_t mmap_threshold);
-
 #endif
