@@ -17,18 +17,12 @@ TMPFS=${TMPFS:-1}
 WORK=${WORK:-$PWD/Benchmarks/work/maintain}
 
 bash scripts/install-system-packages time
-swift build -c release --static-swift-stdlib --product imagecache >/dev/null
-BIN=$PWD/.build/release/imagecache
+source Benchmarks/common.sh
+build_release
 
-cleanup() {
-  if [ "$TMPFS" = 1 ] && mountpoint -q "$WORK"; then umount "$WORK"; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-mkdir -p "$WORK"
-if [ "$TMPFS" = 1 ]; then mount -t tmpfs -o size=16g tmpfs "$WORK"; fi
-mkdir -p "$WORK/cache/default" "$WORK/tmp"
-export TMPDIR=$WORK/tmp  # the report's temporary files live beside the cache, as on a server
+# The report's temporary files live beside the cache, as on a server.
+make_work "$([ "$TMPFS" = 1 ] && echo 16g)"
+mkdir -p "$WORK/cache/default"
 
 echo "building a cache of $FILES files in $WORK (tmpfs: $TMPFS) ..." >&2
 python3 - "$WORK/cache/default" "$FILES" <<'PY'

@@ -22,20 +22,11 @@ WORK=${WORK:-$PWD/Benchmarks/work/prefetch}
 DISK_OUT=${DISK_OUT:-$PWD/Benchmarks/work/prefetch-disk}
 
 bash scripts/install-system-packages nginx wget2 curl time openssl
-swift build -c release --static-swift-stdlib --product imagecache >/dev/null
-BIN=$PWD/.build/release/imagecache
+source Benchmarks/common.sh
+build_release
 
-cleanup() {
-  [ -f "$WORK/nginx/nginx.pid" ] && kill "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true
-  sleep 0.2
-  if mountpoint -q "$WORK"; then umount "$WORK"; fi
-  rm -rf "$WORK" "$DISK_OUT"
-}
-trap cleanup EXIT
-mkdir -p "$WORK"
-mount -t tmpfs -o size=8g,mode=755 tmpfs "$WORK"
-mkdir -p "$WORK/www/img" "$WORK/nginx/tmp" "$WORK/tmp"
-export TMPDIR=$WORK/tmp
+make_work 8g "$DISK_OUT"
+mkdir -p "$WORK/www/img" "$WORK/nginx/tmp"
 
 echo "generating $IMAGES JPEGs of 2-40 KiB ..." >&2
 python3 - "$WORK/www/img" "$IMAGES" Tests/Fixtures/photo.jpg <<'PY'

@@ -15,20 +15,11 @@ PORT=${PORT:-18081}
 WORK=${WORK:-$PWD/Benchmarks/work/sitemap}
 
 bash scripts/install-system-packages nginx time
-swift build -c release --static-swift-stdlib --product imagecache >/dev/null
-BIN=$PWD/.build/release/imagecache
+source Benchmarks/common.sh
+build_release
 
-cleanup() {
-  [ -f "$WORK/nginx/nginx.pid" ] && kill "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true
-  sleep 0.2
-  if mountpoint -q "$WORK"; then umount "$WORK"; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-mkdir -p "$WORK"
-mount -t tmpfs -o size=4g,mode=755 tmpfs "$WORK"
-mkdir -p "$WORK/www" "$WORK/nginx/tmp" "$WORK/tmp"
-export TMPDIR=$WORK/tmp
+make_work 4g
+mkdir -p "$WORK/www" "$WORK/nginx/tmp"
 
 python3 - "$WORK" "$PORT" "$CHILDREN" <<'PY'
 import sys

@@ -17,18 +17,11 @@ DISTINCT=${DISTINCT:-8}
 WORK=${WORK:-$PWD/Benchmarks/work/thumbnails}
 
 bash scripts/install-system-packages imagemagick libvips-tools
-swift build -c release --static-swift-stdlib --product imagecache >/dev/null
-BIN=$PWD/.build/release/imagecache
+source Benchmarks/common.sh
+build_release
 
-cleanup() {
-  if mountpoint -q "$WORK"; then umount "$WORK"; fi
-  rm -rf "$WORK"
-}
-trap cleanup EXIT
-mkdir -p "$WORK"
-mount -t tmpfs -o size=12g,mode=755 tmpfs "$WORK"
-mkdir -p "$WORK/base" "$WORK/photos" "$WORK/tmp"
-export TMPDIR=$WORK/tmp
+make_work 12g
+mkdir -p "$WORK/base" "$WORK/photos"
 
 # DISTINCT different 12-megapixel photos-like images (fractal plasma, which compresses like a
 # photograph), each copied under COUNT / DISTINCT names.

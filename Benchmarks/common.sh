@@ -1,0 +1,31 @@
+# Sourced by the benchmark scripts (from the repository's root): the binary as scripts/install
+# builds it, and a work folder that is removed, with anything mounted or started in it, on exit.
+
+# Builds the release binary (Swift runtime linked statically, as installed) and sets BIN.
+build_release() {
+  swift build -c release --static-swift-stdlib --product imagecache >/dev/null
+  BIN=$PWD/.build/release/imagecache
+}
+
+# Creates $WORK, on a tmpfs of size $1 unless $1 is empty, with $WORK/tmp as TMPDIR; sets the
+# EXIT trap that stops an nginx started with its pid in $WORK/nginx, unmounts and removes
+# $WORK and any further paths given.
+make_work() {
+  local size=$1
+  shift
+  WORK_EXTRA=("$@")
+  trap remove_work EXIT
+  mkdir -p "$WORK"
+  if [ -n "$size" ]; then mount -t tmpfs -o "size=$size,mode=755" tmpfs "$WORK"; fi
+  mkdir -p "$WORK/tmp"
+  export TMPDIR=$WORK/tmp
+}
+
+remove_work() {
+  if [ -f "$WORK/nginx/nginx.pid" ]; then
+    kill "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true
+    sleep 0.2
+  fi
+  if mountpoint -q "$WORK"; then umount "$WORK"; fi
+  rm -rf "$WORK" "${WORK_EXTRA[@]}"
+}
