@@ -13,18 +13,19 @@ public struct CommandResult: Sendable {
   }
 }
 
-/// Runs the built `imagecache` binary, as a user would.
-public enum ImageCacheBinary {
-  public static var path: String { BuiltProducts.executable("imagecache") }
-
-  /// Starts the binary with `arguments`; the caller waits for it.
-  public static func start(_ arguments: [String], environment: [String: String]? = nil) throws
-    -> (Process, Pipe, Pipe)
-  {
+/// Runs a program to completion with its output captured: the tests' one way to run a tool.
+public enum Command {
+  /// Starts `executable` with `arguments` (in `directory`, when given); the caller waits for
+  /// it, with ``ImageCacheBinary/finish(_:_:_:)``.
+  public static func start(
+    _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    directory: String? = nil
+  ) throws -> (Process, Pipe, Pipe) {
     let process = Process()
-    process.executableURL = URL(fileURLWithPath: path)
+    process.executableURL = URL(fileURLWithPath: executable)
     process.arguments = arguments
     if let environment { process.environment = environment }
+    if let directory { process.currentDirectoryURL = URL(fileURLWithPath: directory) }
     let stdout = Pipe()
     let stderr = Pipe()
     process.standardOutput = stdout
@@ -34,12 +35,33 @@ public enum ImageCacheBinary {
     return (process, stdout, stderr)
   }
 
-  /// Runs the binary to completion.
-  public static func run(_ arguments: [String], environment: [String: String]? = nil) throws
-    -> CommandResult
+  /// Runs `executable` to completion.
+  public static func run(
+    _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+    directory: String? = nil
+  ) throws -> CommandResult {
+    let (process, stdout, stderr) = try start(
+      executable, arguments, environment: environment, directory: directory)
+    return ImageCacheBinary.finish(process, stdout, stderr)
+  }
+}
+
+/// Runs the built `imagecache` binary, as a user would.
+public enum ImageCacheBinary {
+  public static var path: String { BuiltProducts.executable("imagecache") }
+
+  /// Starts the binary with `arguments`; the caller waits for it.
+  public static func start(_ arguments: [String], environment: [String: String]? = nil) throws
+    -> (Process, Pipe, Pipe)
   {
-    let (process, stdout, stderr) = try start(arguments, environment: environment)
-    return finish(process, stdout, stderr)
+    try Command.start(path, arguments, environment: environment)
+  }
+
+  /// Runs the binary to completion (in `directory`, when given).
+  public static func run(
+    _ arguments: [String], environment: [String: String]? = nil, directory: String? = nil
+  ) throws -> CommandResult {
+    try Command.run(path, arguments, environment: environment, directory: directory)
   }
 
   /// Reads everything a started process prints and waits for it to exit.

@@ -45,20 +45,11 @@ final class CronWrapperTests: XCTestCase {
   private func wrap(
     _ arguments: [String], binary: String? = nil, status: Int32 = 0
   ) throws -> (status: Int32, stderr: String) {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = [Self.wrapper] + arguments
     var environment = ProcessInfo.processInfo.environment
     environment["IMAGECACHE"] = binary ?? fake
     environment["FAKE_STATUS"] = "\(status)"
-    process.environment = environment
-    let stderr = Pipe()
-    process.standardError = stderr
-    process.standardOutput = FileHandle.nullDevice
-    try process.run()
-    let errors = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return (process.terminationStatus, String(decoding: errors, as: UTF8.self))
+    let result = try Command.run("/bin/bash", [Self.wrapper] + arguments, environment: environment)
+    return (result.status, result.stderr)
   }
 
   private func files(_ folder: String) -> [String] {
@@ -123,19 +114,14 @@ final class CronWrapperTests: XCTestCase {
       try text.replacingOccurrences(of: "/usr/local/bin/imagecache-cron", with: Self.wrapper)
         .write(toFile: units + "/" + name, atomically: true, encoding: .utf8)
     }
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: analyze)
-    process.arguments = [
-      "verify", "--man=no", units + "/imagecache-nightly.service",
-      units + "/imagecache-nightly.timer",
-    ]
-    let output = Pipe()
-    process.standardError = output
-    process.standardOutput = output
-    try process.run()
-    let text = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    XCTAssertEqual(process.terminationStatus, 0, text)
+    let verified = try Command.run(
+      analyze,
+      [
+        "verify", "--man=no", units + "/imagecache-nightly.service",
+        units + "/imagecache-nightly.timer",
+      ])
+    let text = verified.stdout + verified.stderr
+    XCTAssertEqual(verified.status, 0, text)
     XCTAssertEqual(text, "")
   }
 }

@@ -10,15 +10,10 @@ final class MetricsTests: LoopbackTestCase {
   /// prometheus-client's parser (Debian's python3-prometheus-client, which CI installs).
   private func parse(_ path: String) throws -> [String: Double] {
     let python = "/usr/bin/python3"
-    let check = Process()
-    check.executableURL = URL(fileURLWithPath: python)
-    check.arguments = ["-c", "import prometheus_client"]
-    check.standardError = FileHandle.nullDevice
-    guard FileManager.default.isExecutableFile(atPath: python), (try? check.run()) != nil else {
-      throw XCTSkip("no /usr/bin/python3")
-    }
-    check.waitUntilExit()
-    guard check.terminationStatus == 0 else {
+    guard FileManager.default.isExecutableFile(atPath: python),
+      let check = try? Command.run(python, ["-c", "import prometheus_client"])
+    else { throw XCTSkip("no /usr/bin/python3") }
+    guard check.status == 0 else {
       throw XCTSkip("python3-prometheus-client is not installed")
     }
     let script = """
@@ -31,19 +26,10 @@ final class MetricsTests: LoopbackTestCase {
               samples[f"{s.name}{{{labels}}}"] = s.value
       print(json.dumps(samples))
       """
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: python)
-    process.arguments = ["-c", script, path]
-    let output = Pipe()
-    let errors = Pipe()
-    process.standardOutput = output
-    process.standardError = errors
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    let message = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-    process.waitUntilExit()
-    XCTAssertEqual(process.terminationStatus, 0, "the parser refused the file: \(message)")
-    return try XCTUnwrap(try JSONSerialization.jsonObject(with: data) as? [String: Double])
+    let parsed = try Command.run(python, ["-c", script, path])
+    XCTAssertEqual(parsed.status, 0, "the parser refused the file: \(parsed.stderr)")
+    return try XCTUnwrap(
+      try JSONSerialization.jsonObject(with: Data(parsed.stdout.utf8)) as? [String: Double])
   }
 
   func testTheMetricsFileParsesAndMatchesTheReport() throws {

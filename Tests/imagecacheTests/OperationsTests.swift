@@ -7,23 +7,7 @@ import XCTest
 /// over when a flag is mistyped, a run waits, or a migration is planned and then run.
 final class OperationsTests: LoopbackTestCase {
   private func run(_ arguments: [String], in directory: String? = nil) throws -> CommandResult {
-    guard let directory else { return try ImageCacheBinary.run(arguments) }
-    // The working directory is the process's: a shell runs the binary from there.
-    let command = ([ImageCacheBinary.path] + arguments).map { "'\($0)'" }.joined(separator: " ")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", "cd '\(directory)' && exec \(command)"]
-    let stdout = Pipe()
-    let stderr = Pipe()
-    process.standardOutput = stdout
-    process.standardError = stderr
-    try process.run()
-    let out = stdout.fileHandleForReading.readDataToEndOfFile()
-    let err = stderr.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return CommandResult(
-      status: process.terminationStatus, stdout: String(decoding: out, as: UTF8.self),
-      stderr: String(decoding: err, as: UTF8.self))
+    try ImageCacheBinary.run(arguments, directory: directory)
   }
 
   private func tree(_ path: String) -> [String] {
@@ -268,16 +252,8 @@ final class OperationsTests: LoopbackTestCase {
 
   func testHelpExamplesFitAnEightyColumnTerminal() throws {
     for command in Self.commands {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: ImageCacheBinary.path)
-      process.arguments = command + ["--help"]
-      process.environment = ["COLUMNS": "80"]
-      let output = Pipe()
-      process.standardOutput = output
-      try process.run()
-      let lines = String(decoding: output.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        .components(separatedBy: "\n")
-      process.waitUntilExit()
+      let lines = try ImageCacheBinary.run(command + ["--help"], environment: ["COLUMNS": "80"])
+        .stdout.components(separatedBy: "\n")
       for (index, line) in lines.enumerated() where line.hasPrefix("  imagecache ") {
         XCTAssertLessThanOrEqual(line.count, 80, line)
         // A wrapped command would go on, unindented, on the next line.
@@ -289,16 +265,12 @@ final class OperationsTests: LoopbackTestCase {
 
   func testTheInstallScriptPutsCompletionsAndTheManPageInPlace() throws {
     let prefix = temporary.appending("prefix")
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/bin/bash")
-    process.arguments = [CronWrapperTests.repository.appendingPathComponent("scripts/install").path]
-    process.environment = ProcessInfo.processInfo.environment.merging(
-      ["PREFIX": prefix, "BINARY": ImageCacheBinary.path]
-    ) { $1 }
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    XCTAssertEqual(process.terminationStatus, 0)
+    let installed = try Command.run(
+      "/bin/bash", [CronWrapperTests.repository.appendingPathComponent("scripts/install").path],
+      environment: ProcessInfo.processInfo.environment.merging(
+        ["PREFIX": prefix, "BINARY": ImageCacheBinary.path]
+      ) { $1 })
+    XCTAssertEqual(installed.status, 0)
     for file in [
       "bin/imagecache", "bin/imagecache-cron", "share/man/man1/imagecache.1",
       "share/zsh/site-functions/_imagecache", "share/fish/vendor_completions.d/imagecache.fish",
