@@ -47,6 +47,22 @@ final class Surface {
     }
   }
 
+  /// Draws this image on `context`, stretched over `rect` (in the context's units), as
+  /// `-[UIImage drawInRect:]` does: resampled with a good filter (a box filter when reducing),
+  /// its edge pixels repeated outward so that its border is not blended with transparency.
+  func draw(in rect: CGRect, on context: OpaquePointer) {
+    ic_cairo_save(context)
+    ic_cairo_translate(context, rect.minX, rect.minY)
+    ic_cairo_scale(context, rect.width / Double(width), rect.height / Double(height))
+    ic_cairo_set_source_surface(context, pointer, 0, 0)
+    let pattern = ic_cairo_get_source(context)
+    ic_cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
+    ic_cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
+    ic_cairo_rectangle(context, 0, 0, Double(width), Double(height))
+    ic_cairo_fill(context)
+    ic_cairo_restore(context)
+  }
+
   /// Draws on this surface; the context is destroyed after `body`.
   func draw(_ body: (OpaquePointer) -> Void) {
     let context = ic_cairo_create(pointer)!

@@ -21,7 +21,10 @@ struct TransformerRendering {
         CGRect(x: 0, y: 0, width: targetWidth, height: targetHeight),
         size: CGSize(width: width, height: height), mode: mode)
       guard rect.width != 0, rect.height != 0 else { return canvas }
-      canvas.draw { context in draw(image, in: rect, on: context) }
+      canvas.draw { context in
+        ic_cairo_scale(context, scale, scale)
+        image.draw(in: rect, on: context)
+      }
       return canvas
 
     case .cropping(let x, let y, let cropWidth, let cropHeight):
@@ -55,7 +58,7 @@ struct TransformerRendering {
           ic_cairo_matrix_init(&matrix, 1, 0, 0, -1, 0, h)
           ic_cairo_transform(context, &matrix)
         }
-        draw(image, in: CGRect(x: 0, y: 0, width: w, height: h), on: context, scaled: false)
+        image.draw(in: CGRect(x: 0, y: 0, width: w, height: h), on: context)
       }
       return canvas
 
@@ -74,9 +77,7 @@ struct TransformerRendering {
         ic_cairo_translate(context, size.width / 2, size.height / 2)
         // UIKit's y-down space turns the other way: SD rotates by -angle there.
         ic_cairo_rotate(context, -angle)
-        draw(
-          image, in: CGRect(x: -w / 2, y: -h / 2, width: w, height: h), on: context, scaled: false
-        )
+        image.draw(in: CGRect(x: -w / 2, y: -h / 2, width: w, height: h), on: context)
       }
       return canvas
 
@@ -92,7 +93,7 @@ struct TransformerRendering {
             rect.insetBy(dx: borderWidth, dy: borderWidth), corners: corners, radius: radius,
             on: context)
           ic_cairo_clip(context)
-          draw(image, in: rect, on: context, scaled: false)
+          image.draw(in: rect, on: context)
           ic_cairo_restore(context)
         }
         if let borderColor, borderWidth < minSize / 2, borderWidth > 0 {
@@ -145,25 +146,6 @@ struct TransformerRendering {
     try Surface(
       width: Int((width * scale - 1e-9).rounded(.up)),
       height: Int((height * scale - 1e-9).rounded(.up)))
-  }
-
-  /// `-[UIImage drawInRect:]`: the image stretched over `rect` (points, unless `scaled` is false
-  /// because the context is already in points), resampled with a good filter and its edge
-  /// pixels repeated outward so that its border is not blended with transparency.
-  private func draw(
-    _ image: Surface, in rect: CGRect, on context: OpaquePointer, scaled: Bool = true
-  ) {
-    ic_cairo_save(context)
-    if scaled { ic_cairo_scale(context, scale, scale) }
-    ic_cairo_translate(context, rect.minX, rect.minY)
-    ic_cairo_scale(context, rect.width / Double(image.width), rect.height / Double(image.height))
-    ic_cairo_set_source_surface(context, image.pointer, 0, 0)
-    let pattern = ic_cairo_get_source(context)
-    ic_cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
-    ic_cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
-    ic_cairo_rectangle(context, 0, 0, Double(image.width), Double(image.height))
-    ic_cairo_fill(context)
-    ic_cairo_restore(context)
   }
 
   /// `SDCGRectFitWithScaleMode`.

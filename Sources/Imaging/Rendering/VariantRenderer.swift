@@ -153,20 +153,12 @@ public enum VariantRenderer {
     }
   }
 
-  /// `image` resampled to `width` x `height` with cairo's good filter (a box filter when
-  /// reducing), its edges padded.
+  /// `image` resampled to `width` x `height`.
   static func resample(_ image: Surface, width: Int, height: Int) throws(RenderError) -> Surface {
     if image.width == width && image.height == height { return image }
     let canvas = try Surface(width: width, height: height)
     canvas.draw { context in
-      ic_cairo_scale(
-        context, Double(width) / Double(image.width), Double(height) / Double(image.height))
-      ic_cairo_set_source_surface(context, image.pointer, 0, 0)
-      let pattern = ic_cairo_get_source(context)
-      ic_cairo_pattern_set_filter(pattern, CAIRO_FILTER_GOOD)
-      ic_cairo_pattern_set_extend(pattern, CAIRO_EXTEND_PAD)
-      ic_cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
-      ic_cairo_paint(context)
+      image.draw(in: CGRect(x: 0, y: 0, width: width, height: height), on: context)
     }
     return canvas
   }
