@@ -163,12 +163,10 @@ public final class ImageManager: Sendable {
     case .download(let pending):
       return await inFlight.run(key: pending.coalescingKey) {
         let response: Result<DownloadResponse, DownloadFailure>
-        do {
+        do throws(DownloadFailure) {
           response = .success(try await downloader.download(pending.request))
-        } catch let failure as DownloadFailure {
-          response = .failure(failure)
         } catch {
-          response = .failure(DownloadFailure(.cancelled))
+          response = .failure(error)
         }
         return finish(pending, response)
       }
@@ -203,48 +201,41 @@ public final class ImageManager: Sendable {
   public func prepare(_ rawURL: String, options: ImageOptions, context: ImageContext)
     -> PreparedLoad
   {
-    var pending: PendingDownload?
-    if let result = prepareLoad(rawURL, options: options, context: context, pending: &pending) {
-      return .finished(result)
-    }
-    return .download(pending!)
-  }
-
-  /// A finished load's result, or `nil` with `pending` set to the download to make.
-  private func prepareLoad(
-    _ rawURL: String, options: ImageOptions, context: ImageContext,
-    pending: inout PendingDownload?
-  ) -> LoadResult? {
     let trimmed = rawURL.trimmingWhitespace(keepingLineBreaks: true)
     guard !trimmed.isEmpty else {
-      return LoadResult(
-        outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false))
+      return .finished(
+        LoadResult(
+          outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false)))
     }
     let namespace: NamespaceState
     do {
       namespace = try state(for: context.namespace)
     } catch RunLock.Failure.held {
-      return LoadResult(
-        outcome: .failed(
-          .namespaceLocked(context.namespace ?? defaultNamespace), blacklisted: false))
+      return .finished(
+        LoadResult(
+          outcome: .failed(
+            .namespaceLocked(context.namespace ?? defaultNamespace), blacklisted: false)))
     } catch {
-      return stateFailed(error)
+      return .finished(stateFailed(error))
     }
     let parsed = URL(string: trimmed)
     let blacklistKey = parsed?.absoluteString ?? trimmed
     if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
-      return LoadResult(outcome: .blacklisted)
+      return .finished(LoadResult(outcome: .blacklisted))
     }
     guard let url = parsed, let scheme = url.scheme?.lowercased() else {
-      return fail(.invalidURL(trimmed, reason: "not a URL"), url: blacklistKey, in: namespace)
+      return .finished(
+        fail(.invalidURL(trimmed, reason: "not a URL"), url: blacklistKey, in: namespace))
     }
     guard scheme == "http" || scheme == "https" else {
-      return fail(
-        .invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"),
-        url: blacklistKey, in: namespace)
+      return .finished(
+        fail(
+          .invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"),
+          url: blacklistKey, in: namespace))
     }
     guard let host = url.host, !host.isEmpty else {
-      return fail(.invalidURL(trimmed, reason: "no host"), url: blacklistKey, in: namespace)
+      return .finished(
+        fail(.invalidURL(trimmed, reason: "no host"), url: blacklistKey, in: namespace))
     }
 
     // With a thumbnail or transformers, SD looks up the derived key first, then the original
@@ -255,7 +246,7 @@ public final class ImageManager: Sendable {
     // The file names, once: the query and the store both need them.
     let paths = cache.disk.paths(forKey: key)
     var cachedOnDisk = false
-    var hitSource: CacheHitSource?
+    var derivedHit = false
     if !options.contains(.fromLoaderOnly) {
       do {
         if let hit = try cache.query(
@@ -263,33 +254,37 @@ public final class ImageManager: Sendable {
         {
           // fromCacheOnly never downloads, not even to revalidate.
           guard options.contains(.refreshCached) && !options.contains(.fromCacheOnly) else {
-            return LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit)
+            return .finished(LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit))
           }
-          hitSource = hit.source
+          derivedHit = true
           // What is revalidated is the original's download.
-          cachedOnDisk = try hit.source == .disk || cache.disk.containsData(forKey: key)
-          if key != originalKey { cachedOnDisk = try cache.disk.containsData(forKey: originalKey) }
+          cachedOnDisk =
+            try (key == originalKey && hit.source == .disk)
+            || cache.disk.containsData(forKey: originalKey)
         }
       } catch {
-        return LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+        return .finished(
+          LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false)))
       }
-      if hitSource == nil && key != originalKey && context.originalQueryCacheType != .none {
+      if !derivedHit && key != originalKey && context.originalQueryCacheType != .none {
         let original: CacheHit?
         do {
           original = try cache.query(key: originalKey, cacheType: context.originalQueryCacheType)
         } catch {
-          return LoadResult(
-            outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false))
+          return .finished(
+            LoadResult(
+              outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false)))
         }
         if let original, let data = original.data {
           // The original is in the cache: the variant is made from it, nothing is downloaded.
-          return storeVariant(
-            from: data, originalSource: original.source, url: rawURL, originalKey: originalKey,
-            key: key, paths: paths, context: context, in: namespace,
-            outcome: original.source == .memory ? .memoryHit : .diskHit)
+          return .finished(
+            storeVariant(
+              from: data, originalSource: original.source, url: rawURL, originalKey: originalKey,
+              key: key, paths: paths, context: context, in: namespace,
+              outcome: original.source == .memory ? .memoryHit : .diskHit))
         }
       }
-      if options.contains(.fromCacheOnly) { return LoadResult(outcome: .cacheMiss) }
+      if options.contains(.fromCacheOnly) { return .finished(LoadResult(outcome: .cacheMiss)) }
     }
 
     var request = DownloadRequest(url: url)
@@ -302,16 +297,16 @@ public final class ImageManager: Sendable {
         try namespace.flush()
         request.validators = try namespace.store.validators(forKey: originalKey)
       } catch {
-        return stateFailed(error)
+        return .finished(stateFailed(error))
       }
     }
-    pending = PendingDownload(
-      request: request,
-      coalescingKey:
-        "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)",
-      rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
-      paths: paths, options: options, context: context, namespace: namespace)
-    return nil
+    return .download(
+      PendingDownload(
+        request: request,
+        coalescingKey:
+          "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)",
+        rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
+        paths: paths, options: options, context: context, namespace: namespace))
   }
 
   /// Renders the variant of a derived key from the original's bytes and stores it, as SD's
@@ -323,11 +318,10 @@ public final class ImageManager: Sendable {
     outcome: LoadOutcome
   ) -> LoadResult {
     let cache = namespace.cache
-    var originalStore = context.originalStoreCacheType
-    if originalSource == .disk {
-      originalStore =
-        originalStore == .all ? .memory : originalStore == .disk ? .none : originalStore
-    }
+    // An original read from the disk is not written there again.
+    let originalStore =
+      originalSource == .disk
+      ? context.originalStoreCacheType.withoutDisk : context.originalStoreCacheType
     var request = context.variant
     request.scale = imageScaleFactor(forKey: originalKey)
     var report = VariantReport(url: url, key: key)
@@ -358,7 +352,7 @@ public final class ImageManager: Sendable {
       if let variantData {
         report.bytes = variantData.count
         try cache.store(variantData, forKey: key, cacheType: context.storeCacheType, paths: paths)
-        if context.storeCacheType == .disk || context.storeCacheType == .all {
+        if context.storeCacheType.includesDisk {
           // A name of the same key on older iOS versions.
           for name in CacheFileName.variantFileNames(forKey: key).dropFirst() {
             try FileSystem.writeAtomically(variantData, toPath: cache.disk.path + "/" + name)

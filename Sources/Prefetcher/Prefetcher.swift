@@ -100,12 +100,17 @@ public struct Prefetcher: Sendable {
       progress?.update(report, elapsed: Date().timeIntervalSince(started))
     }
 
+    // Gives back the place `item` took in the limits.
+    func release(_ item: PrefetchItem) {
+      running -= 1
+      perHost[item.host, default: 1] -= 1
+    }
+
     // Ends slot `id` with `result`, and the duplicates that waited for it.
     func end(_ id: Int, _ result: LoadResult) {
       guard let slot = slots.removeValue(forKey: id) else { return }
       if let key = slot.pending?.coalescingKey, owners[key] == id { owners[key] = nil }
-      running -= 1
-      perHost[slot.item.host, default: 1] -= 1
+      release(slot.item)
       record(Finished(item: slot.item, result: result, attempts: slot.attempts))
       // A duplicate finds the downloaded image in place; a failure is shared.
       var shared = result
@@ -125,16 +130,14 @@ public struct Prefetcher: Sendable {
           slots[id]?.attempts = attempts
           end(id, result)
         } else {
-          running -= 1
-          perHost[item.host, default: 1] -= 1
+          release(item)
           record(Finished(item: item, result: result, attempts: attempts))
         }
       case .download(let pending):
         if id == nil, let owner = owners[pending.coalescingKey] {
           // The same image is on its way: this one waits for it, without a slot of its own.
           slots[owner]?.duplicates.append(item)
-          running -= 1
-          perHost[item.host, default: 1] -= 1
+          release(item)
           return
         }
         let slot = id ?? nextSlot

@@ -8,8 +8,17 @@ public enum CacheType: String, Sendable, Codable, CaseIterable {
   case memory
   case all
 
-  var includesMemory: Bool { self == .memory || self == .all }
-  var includesDisk: Bool { self == .disk || self == .all }
+  public var includesMemory: Bool { self == .memory || self == .all }
+  public var includesDisk: Bool { self == .disk || self == .all }
+
+  /// The same tiers but the disk.
+  public var withoutDisk: CacheType {
+    switch self {
+    case .all: .memory
+    case .disk: .none
+    default: self
+    }
+  }
 }
 
 /// Where a query found its data.
