@@ -231,3 +231,38 @@ final class VariantRendererTests: XCTestCase {
     XCTAssertEqual(imageScaleFactor(forKey: "https://a.com/icon@2x"), 1, "needs the dot")
   }
 }
+
+extension VariantRendererTests {
+  /// A manifest line is hostile input: no size it names may crash the run or allocate beyond
+  /// the pixel limit.
+  func testHugeSizesAreRefusedNotAllocatedOrTrapped() throws {
+    let limited = 10_000_000
+    func attempt(_ request: VariantRequest) -> String? {
+      do {
+        _ = try VariantRenderer.render(Fixtures.largeJPEG, request: request, maxPixels: limited)
+        return nil
+      } catch {
+        return error.message
+      }
+    }
+    for transformers: [ImageTransformer] in [
+      [.resizing(width: 1e300, height: 1, scaleMode: .fill)],
+      [.resizing(width: 20_000, height: 20_000, scaleMode: .aspectFit)],
+      [
+        .rotation(angle: 0.3, fitSize: true),
+        .resizing(width: 5000, height: 5000, scaleMode: .fill),
+      ],
+    ] {
+      let message = attempt(VariantRequest(transformers: transformers))
+      XCTAssertNotNil(message, "\(transformers)")
+    }
+    // A blur wider than the image is the image's mean: bounded, not a trap.
+    XCTAssertNil(attempt(VariantRequest(transformers: [.blur(radius: 1e300)])))
+    // A thumbnail box wider than any image: nothing to reduce on that side.
+    XCTAssertNil(attempt(VariantRequest(thumbnail: ThumbnailSize(width: 1e300, height: 10))))
+    XCTAssertNotNil(
+      attempt(
+        VariantRequest(
+          thumbnail: ThumbnailSize(width: 1e300, height: 10), preserveAspectRatio: false)))
+  }
+}

@@ -25,6 +25,27 @@ final class Surface {
     self.height = height
   }
 
+  /// A transparent canvas for a size worked out in floating point (points times a scale, from
+  /// a manifest line), rounded up: refused, not allocated or trapped on, when it is not finite,
+  /// over cairo's limits or over `maxPixels`.
+  convenience init(width: Double, height: Double, maxPixels: Int) throws(RenderError) {
+    let size = try Self.pixelSize(width: width, height: height, maxPixels: maxPixels)
+    try self.init(width: size.width, height: size.height)
+  }
+
+  /// `width` x `height` rounded up to whole pixels (at least 1), or why no canvas that size is
+  /// drawn.
+  static func pixelSize(width: Double, height: Double, maxPixels: Int) throws(RenderError)
+    -> (width: Int, height: Int)
+  {
+    let (w, h) = ((width - 1e-9).rounded(.up), (height - 1e-9).rounded(.up))
+    guard w.isFinite, h.isFinite, w <= 32767, h <= 32767, w * h <= Double(maxPixels) else {
+      throw RenderError(
+        "a \(width)x\(height) canvas is over the limit of \(maxPixels) pixels (maxPixels)")
+    }
+    return (Int(max(1, w)), Int(max(1, h)))
+  }
+
   deinit { ic_cairo_surface_destroy(pointer) }
 
   var stride: Int { Int(ic_cairo_image_surface_get_stride(pointer)) }

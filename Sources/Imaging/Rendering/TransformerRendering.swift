@@ -9,6 +9,8 @@ import Foundation
 struct TransformerRendering {
   /// Points to pixels (SD's `image.scale`, from the key).
   var scale: Double
+  /// The largest canvas a transformer may draw on.
+  var maxPixels: Int
 
   func apply(_ transformer: ImageTransformer, to image: Surface) throws(RenderError) -> Surface? {
     let width = Double(image.width) / scale
@@ -129,7 +131,9 @@ struct TransformerRendering {
       guard radius > Double(Float.ulpOfOne) else { return image }
       var inputRadius = radius * scale
       if inputRadius - 2 < Double(Float.ulpOfOne) { inputRadius = 2 }
-      let size = Int((inputRadius * 3 * (2 * Double.pi).squareRoot() / 4 + 0.5).rounded(.down)) | 1
+      let kernel = (inputRadius * 3 * (2 * Double.pi).squareRoot() / 4 + 0.5).rounded(.down)
+      // A box wider than twice the image only weighs its edges more: bounded there.
+      let size = Int(min(kernel, Double(2 * max(image.width, image.height) + 1))) | 1
       let canvas = try Surface(width: image.width, height: image.height)
       canvas.draw { context in
         ic_cairo_set_operator(context, CAIRO_OPERATOR_SOURCE)
@@ -143,9 +147,7 @@ struct TransformerRendering {
 
   /// A transparent canvas of `width` x `height` points, as SD's image renderer makes.
   private func canvas(width: Double, height: Double) throws(RenderError) -> Surface {
-    try Surface(
-      width: Int((width * scale - 1e-9).rounded(.up)),
-      height: Int((height * scale - 1e-9).rounded(.up)))
+    try Surface(width: width * scale, height: height * scale, maxPixels: maxPixels)
   }
 
   /// `SDCGRectFitWithScaleMode`.

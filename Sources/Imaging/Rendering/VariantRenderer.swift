@@ -60,7 +60,7 @@ public enum VariantRenderer {
       var current = image
       var currentOrientation = orientation
       var failed = false
-      let rendering = TransformerRendering(scale: request.scale)
+      let rendering = TransformerRendering(scale: request.scale, maxPixels: maxPixels)
       for transformer in transformers {
         switch transformer {
         case .cropping, .blur:
@@ -120,7 +120,7 @@ public enum VariantRenderer {
       let maxPixelSize =
         pixelRatio > boxRatio
         ? max(box.width, box.width / pixelRatio) : max(box.height, box.height * pixelRatio)
-      let long = min(max(rawWidth, rawHeight), max(1, Int(maxPixelSize.rounded())))
+      let long = Int(min(Double(max(rawWidth, rawHeight)), max(1, maxPixelSize.rounded())))
       let factor = Double(long) / Double(max(rawWidth, rawHeight))
       func side(_ raw: Int) -> Int {
         raw == max(rawWidth, rawHeight)
@@ -128,8 +128,8 @@ public enum VariantRenderer {
       }
       (targetWidth, targetHeight) = (side(rawWidth), side(rawHeight))
     } else {
-      targetWidth = max(1, Int(box.width.rounded()))
-      targetHeight = max(1, Int(box.height.rounded()))
+      (targetWidth, targetHeight) = try Surface.pixelSize(
+        width: box.width.rounded(), height: box.height.rounded(), maxPixels: maxPixels)
     }
     let decoded = try decode(
       data, format: format, minimum: (targetWidth, targetHeight), maxPixels: maxPixels)
