@@ -56,10 +56,18 @@ public final class Downloader: Sendable {
   /// thread; `stopped` once shut down.
   private let state = Mutex<(loop: TransferLoop?, stopped: Bool)>((nil, false))
 
+  /// The longest the transfer thread waits in `curl_multi_poll` before it looks again. Work
+  /// queued for it wakes it at once; tests make this long to show that nothing waits for it.
+  private let idleWaitMilliseconds: Int32
+
   /// Callers use ``withDownloader(configuration:_:)``; tests of this package that keep one
   /// downloader across a test's steps create and shut it down themselves.
-  package init(configuration: PrefetchConfiguration = PrefetchConfiguration()) {
+  package init(
+    configuration: PrefetchConfiguration = PrefetchConfiguration(),
+    idleWaitMilliseconds: Int32 = 1000
+  ) {
     self.configuration = configuration
+    self.idleWaitMilliseconds = idleWaitMilliseconds
   }
 
   /// Runs `body` with a downloader whose transfer thread is stopped when it returns or throws,
@@ -139,7 +147,10 @@ public final class Downloader: Sendable {
   private func startedLoop() -> TransferLoop? {
     state.withLock { state -> TransferLoop? in
       guard !state.stopped else { return nil }
-      if state.loop == nil { state.loop = TransferLoop(configuration: configuration) }
+      if state.loop == nil {
+        state.loop = TransferLoop(
+          configuration: configuration, idleWaitMilliseconds: idleWaitMilliseconds)
+      }
       return state.loop
     }
   }

@@ -181,9 +181,26 @@ public struct Prefetcher: Sendable {
       }
     }
 
+    // A signal, or a disk that can take no more (SPEC section 2, step 7): start nothing new.
+    func isStopping() -> Bool {
+      stop.isStopped || manager.runEndingFailure != nil || queue.isCancelled
+    }
+
+    // Starts items of the window while the limits allow.
+    func startWaiting() {
+      while running < configuration.concurrency,
+        let item = window.takeNext(where: {
+          perHost[$0, default: 0] < configuration.perHostConcurrency
+        })
+      {
+        perHost[item.host, default: 0] += 1
+        running += 1
+        begin(item, slot: nil, attempts: 1)
+      }
+    }
+
     while true {
-      // A signal, or a disk that can take no more (SPEC section 2, step 7): start nothing new.
-      let stopping = stop.isStopped || manager.runEndingFailure != nil || queue.isCancelled
+      let stopping = isStopping()
       while !exhausted && !stopping && window.count < windowSize {
         guard let next = iterator.next() else {
           exhausted = true
@@ -208,15 +225,7 @@ public struct Prefetcher: Sendable {
         }
       }
       if stopping { window.removeAll() }
-      while running < configuration.concurrency,
-        let item = window.takeNext(where: {
-          perHost[$0, default: 0] < configuration.perHostConcurrency
-        })
-      {
-        perHost[item.host, default: 0] += 1
-        running += 1
-        begin(item, slot: nil, attempts: 1)
-      }
+      startWaiting()
       // Hits end inline: read more before waiting, while there is room.
       if !stopping && !exhausted && window.count == 0 && running < configuration.concurrency {
         continue
@@ -232,7 +241,12 @@ public struct Prefetcher: Sendable {
           slot.backoff?.cancel()
         }
       }
-      for event in events { handle(event) }
+      for event in events {
+        handle(event)
+        // The slot is taken again at once, not after the whole batch: the transfer thread
+        // keeps its connections busy while the rest of the batch is validated and stored.
+        if !isStopping() { startWaiting() }
+      }
     }
     report.durationSeconds = Date().timeIntervalSince(started)
     progress?.finish(report, elapsed: report.durationSeconds)

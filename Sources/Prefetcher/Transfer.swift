@@ -17,12 +17,19 @@ final class Transfer: @unchecked Sendable {
   /// Set before the transfer is queued; called once, on the loop thread, when it ends.
   var completion: (@Sendable (Result<DownloadResponse, DownloadFailure>) -> Void)?
 
+  /// The first hop's request headers, worked out when the transfer is made: on the thread
+  /// that starts it, not the transfer thread, which every transfer goes through.
+  private let firstHopHeaders: [String]
+
   // From here on, only the loop thread reads and writes.
   var easy: EasyHandle?
   var cancelRequested = false
   var finished = false
-  /// The URL of the current hop.
+  /// The URL of the current hop, as a URL and as the string curl is given.
   private(set) var url: URL
+  private(set) var urlString: String
+  /// Whether the current hop is over TLS (where HTTP/2 may multiplex).
+  private(set) var isHTTPS: Bool
   private var redirects = 0
   private var status = 0
   private var body = Data()
@@ -47,6 +54,10 @@ final class Transfer: @unchecked Sendable {
   init(request: DownloadRequest, configuration: PrefetchConfiguration) {
     self.request = request
     url = request.url
+    urlString = request.url.absoluteString
+    isHTTPS = request.url.scheme?.lowercased() == "https"
+    firstHopHeaders = Self.headerLines(
+      for: request, userAgent: configuration.userAgent, withCredentials: true)
     limit = Int(clamping: configuration.maxResponseSize)
     idleTimeout = request.timeout ?? configuration.timeout
     maxRedirects = configuration.maxRedirects
@@ -73,6 +84,14 @@ final class Transfer: @unchecked Sendable {
   /// (replacing a default of the same name), then the validators of a revalidation. After a
   /// redirect to another origin (scheme, host or port), credentials are left out.
   func headerLines() -> [String] {
+    guard redirects > 0 else { return firstHopHeaders }
+    return Self.headerLines(
+      for: request, userAgent: userAgent, withCredentials: Origin(url) == Origin(request.url))
+  }
+
+  private static func headerLines(
+    for request: DownloadRequest, userAgent: String, withCredentials: Bool
+  ) -> [String] {
     var headers: [(name: String, value: String)] = [
       ("Accept", "image/*,*/*;q=0.8"), ("User-Agent", userAgent),
     ]
@@ -90,7 +109,7 @@ final class Transfer: @unchecked Sendable {
       if let etag = validators.etag { set("If-None-Match", etag) }
       if let lastModified = validators.lastModified { set("If-Modified-Since", lastModified) }
     }
-    if Origin(url) != Origin(request.url) {
+    if !withCredentials {
       headers.removeAll { Self.credentialHeaders.contains($0.name.lowercased()) }
     }
     // "Name;" is how curl is told to send a header with an empty value.
@@ -246,6 +265,8 @@ final class Transfer: @unchecked Sendable {
       )
     }
     url = next
+    urlString = next.absoluteString
+    isHTTPS = scheme == "https"
     return .redirect
   }
 }

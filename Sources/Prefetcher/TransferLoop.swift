@@ -20,6 +20,9 @@ final class TransferLoop: @unchecked Sendable {
 
   private struct Inbox {
     var commands: [Command] = []
+    /// Whether the loop is waiting in `curl_multi_poll` with nothing queued: only then does a
+    /// command need to wake it.
+    var polling = false
     var stopping = false
     var exited = false
     var waiters: [CheckedContinuation<Void, Never>] = []
@@ -35,8 +38,11 @@ final class TransferLoop: @unchecked Sendable {
   private var active: [UnsafeMutableRawPointer: Transfer] = [:]
   private var idle: [EasyHandle] = []
 
-  init(configuration: PrefetchConfiguration) {
+  private let idleWaitMilliseconds: Int32
+
+  init(configuration: PrefetchConfiguration, idleWaitMilliseconds: Int32) {
     precondition(curlInitialised, "curl_global_init failed")
+    self.idleWaitMilliseconds = idleWaitMilliseconds
     multi = curl_multi_init()
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
@@ -54,10 +60,15 @@ final class TransferLoop: @unchecked Sendable {
     let accepted = inbox.withLock { inbox in
       guard !inbox.stopping else { return false }
       inbox.commands.append(command)
-      // One wake-up per batch: the loop takes every queued command when it wakes, so a
-      // command queued behind others is already covered. Under the lock: the loop frees the
-      // multi handle only once `stopping` is set.
-      if inbox.commands.count == 1 { curl_multi_wakeup(multi) }
+      // A wake-up only when the loop waits: one that is busy takes every queued command
+      // before it waits again, and so does one woken already. Each wake-up makes the loop
+      // thread runnable, which on a busy machine costs the caller its processor: once per
+      // batch, not once per transfer. Under the lock: the loop frees the multi handle only
+      // once `stopping` is set.
+      if inbox.polling {
+        inbox.polling = false
+        curl_multi_wakeup(multi)
+      }
       return true
     }
     if !accepted, case .start(let transfer) = command {
@@ -99,7 +110,14 @@ final class TransferLoop: @unchecked Sendable {
       if stopping { break }
       curl_multi_perform(multi, &running)
       collectFinished()
-      curl_multi_poll(multi, nil, 0, 1000, nil)
+      // Waits only with nothing queued; a command queued from here on wakes it.
+      let idle = inbox.withLock { inbox in
+        inbox.polling = inbox.commands.isEmpty && !inbox.stopping
+        return inbox.polling
+      }
+      guard idle else { continue }
+      curl_multi_poll(multi, nil, 0, idleWaitMilliseconds, nil)
+      inbox.withLock { $0.polling = false }
     }
     for transfer in Array(active.values) { cancel(transfer) }
     idle.removeAll()
@@ -245,12 +263,11 @@ final class EasyHandle {
   /// Sets the URL, headers and remaining deadline of the transfer's next request.
   func setHop(for transfer: Transfer, timeoutMilliseconds: Int) {
     transfer.resetResponse()
-    ic_easy_setopt_string(handle, CURLOPT_URL, transfer.url.absoluteString)
+    ic_easy_setopt_string(handle, CURLOPT_URL, transfer.urlString)
     ic_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
     // Over TLS, wait for a connection being set up to say whether it multiplexes (HTTP/2)
     // rather than opening another.
-    ic_easy_setopt_long(
-      handle, CURLOPT_PIPEWAIT, transfer.url.scheme?.lowercased() == "https" ? 1 : 0)
+    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, transfer.isHTTPS ? 1 : 0)
     curl_slist_free_all(headerList)
     headerList = nil
     for line in transfer.headerLines() { headerList = curl_slist_append(headerList, line) }

@@ -109,6 +109,35 @@ final class ImageCacheTests: XCTestCase {
     XCTAssertEqual(try cache.query(key: "m", cacheType: .memory)?.source, .memory)
   }
 
+  /// An image stored in both tiers is a memory hit from then on, as in SD, but its bytes are
+  /// not held twice: the memory entry stands for the file, and reads it when the bytes are
+  /// asked for. Bytes stored in memory only are held.
+  func testAnImageOnDiskIsAMemoryHitWithoutASecondCopyOfItsBytes() throws {
+    let key = "https://example.com/both.png"
+    try cache.store(Fixtures.png, forKey: key, cacheType: .all)
+    XCTAssertEqual(cache.memory.entry(forKey: key), .onDisk)
+    XCTAssertEqual(cache.memory.totalCost, Fixtures.png.count, "counted at its size")
+    XCTAssertEqual(try cache.query(key: key, readData: false)?.source, .memory)
+    let hit = try XCTUnwrap(try cache.query(key: key))
+    XCTAssertEqual(hit.source, .memory)
+    XCTAssertEqual(hit.data, Fixtures.png)
+
+    try cache.store(Fixtures.jpeg, forKey: "memory-only", cacheType: .memory)
+    XCTAssertEqual(cache.memory.entry(forKey: "memory-only"), .data(Fixtures.jpeg))
+
+    // A disk hit that is read is recorded in memory the same way.
+    let other = "https://example.com/disk.png"
+    try cache.store(Fixtures.png, forKey: other, cacheType: .disk)
+    XCTAssertEqual(try cache.query(key: other)?.source, .disk)
+    XCTAssertEqual(cache.memory.entry(forKey: other), .onDisk)
+
+    // The file removed behind the cache's back: the entry goes too, and the bytes are not
+    // made up.
+    try FileManager.default.removeItem(atPath: cache.disk.cachePath(forKey: key))
+    XCTAssertNil(try cache.query(key: key))
+    XCTAssertFalse(cache.memory.containsData(forKey: key))
+  }
+
   func testQueryWithoutReadingDataOnlyTouchesTheFile() throws {
     try cache.store(Fixtures.png, forKey: "d", cacheType: .disk)
     let hit = try XCTUnwrap(try cache.query(key: "d", readData: false))

@@ -113,6 +113,38 @@ final class DownloaderTests: XCTestCase {
     XCTAssertEqual(sameOrigin.header("Cookie"), "sid=secret")
   }
 
+  /// The transfer thread sleeps in `curl_multi_poll` when it has nothing to do, and is woken
+  /// only when it does. Here it would sleep for an hour: a start that failed to wake it (a
+  /// single download after a pause, or the prefetcher's slots taken again one by one) would
+  /// never finish, and the test would time out instead of passing.
+  func testWorkQueuedWhileTheTransferThreadSleepsWakesIt() async throws {
+    var configuration = PrefetchConfiguration()
+    configuration.concurrency = 3
+    configuration.perHostConcurrency = 3
+    let downloader = Downloader(configuration: configuration, idleWaitMilliseconds: 3_600_000)
+    downloaders.append(downloader)
+    let manager = try ImageManager(location: location, downloader: downloader)
+    let finished = expectation(description: "every download ends")
+    let singles = (0..<3).map { server.url("/img.png?round=\($0)") }
+    let batch = (0..<40).map { server.url("/after.png?n=\($0)") }
+    let task = Task {
+      for url in singles {
+        // Long enough for the loop to be asleep in its poll.
+        try await Task.sleep(nanoseconds: 200_000_000)
+        let outcome = await manager.load(url, options: ImageOptions(), context: ImageContext())
+          .outcome
+        guard case .downloaded(let bytes, _) = outcome else { return XCTFail("\(outcome)") }
+        XCTAssertEqual(bytes, Fixtures.png.count)
+      }
+      let report = await Prefetcher(manager: manager).run(
+        batch.map { .success(PrefetchItem(url: $0)) })
+      XCTAssertEqual(report.downloaded, 40)
+      finished.fulfill()
+    }
+    await fulfillment(of: [finished], timeout: 30)
+    task.cancel()
+  }
+
   func testABodyCutShortOrResetIsConnectionLostRetriedAndNeverBlacklisted() async throws {
     let prefetcher = Prefetcher(manager: try manager { $0.retries = 1 })
     let report = await prefetcher.run(

@@ -47,13 +47,26 @@ public struct ImageCache: Sendable {
   ///
   /// With `readData` false a disk hit only sets the file's access time (the prefetcher needs
   /// to know that the image is there, not its bytes). With it true the bytes are read, and a
-  /// disk hit is copied into memory when `promoteToMemory` is set, as SD does.
+  /// disk hit is recorded in memory when `promoteToMemory` is set, as SD does (as an
+  /// ``MemoryEntry/onDisk`` entry: the bytes stay the disk's).
   public func query(
     key: String, cacheType: CacheType = .all, readData: Bool = true,
     promoteToMemory: Bool = true, paths: DiskCache.KeyPaths? = nil
   ) throws -> CacheHit? {
-    if cacheType.includesMemory, let data = memory.data(forKey: key) {
+    switch cacheType.includesMemory ? memory.entry(forKey: key) : nil {
+    case .data(let data):
       return CacheHit(source: .memory, data: data)
+    case .onDisk:
+      guard readData else { return CacheHit(source: .memory, data: nil) }
+      // The bytes are the disk tier's (a memory hit, as in SD, so the access time stays).
+      let path = paths?.current ?? disk.cachePath(forKey: key)
+      if let data = FileManager.default.contents(atPath: path) {
+        return CacheHit(source: .memory, data: data)
+      }
+      // The file went (another process removed it): the entry goes with it.
+      memory.removeData(forKey: key)
+    case nil:
+      break
     }
     guard cacheType.includesDisk else { return nil }
     if !readData {
@@ -61,18 +74,24 @@ public struct ImageCache: Sendable {
       return hit ? CacheHit(source: .disk, data: nil) : nil
     }
     guard let data = try disk.data(forKey: key) else { return nil }
-    if promoteToMemory && cacheType.includesMemory { memory.setData(data, forKey: key) }
+    if promoteToMemory && cacheType.includesMemory {
+      memory.setOnDisk(forKey: key, cost: data.count)
+    }
     return CacheHit(source: .disk, data: data)
   }
 
-  /// Stores `data` in the tiers `cacheType` names.
+  /// Stores `data` in the tiers `cacheType` names. With both, the memory tier records the
+  /// image once the file is written, without a copy of its bytes.
   public func store(
     _ data: Data, forKey key: String, cacheType: CacheType = .all,
     paths: DiskCache.KeyPaths? = nil
   ) throws {
-    if cacheType.includesMemory { memory.setData(data, forKey: key) }
-    guard cacheType.includesDisk else { return }
+    guard cacheType.includesDisk else {
+      if cacheType.includesMemory { memory.setData(data, forKey: key) }
+      return
+    }
     if let paths { try disk.store(data, at: paths) } else { try disk.store(data, forKey: key) }
+    if cacheType.includesMemory { memory.setOnDisk(forKey: key, cost: data.count) }
   }
 
   /// Removes `key` from both tiers.

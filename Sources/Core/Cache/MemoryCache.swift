@@ -1,6 +1,16 @@
 import Foundation
 import Synchronization
 
+/// What the memory tier holds for a key.
+public enum MemoryEntry: Sendable, Equatable {
+  /// The bytes themselves (an image stored in memory only).
+  case data(Data)
+  /// An image the disk tier holds too: the entry stands for it, at the cost of its bytes,
+  /// without keeping a second copy of them. A prefetch run stores thousands of images it never
+  /// reads back; holding each one's bytes would make every download land in fresh memory.
+  case onDisk
+}
+
 /// The memory tier: least-recently-used, bounded by total cost (bytes) and by count, safe to
 /// use from any number of tasks at once. A limit of 0 means no limit, as in SD's
 /// `SDMemoryCache`.
@@ -15,9 +25,16 @@ public final class MemoryCache: Sendable {
     state = Mutex(LRUList())
   }
 
-  /// The data for `key`, which becomes the most recently used entry.
-  public func data(forKey key: String) -> Data? {
+  /// The entry for `key`, which becomes the most recently used one.
+  public func entry(forKey key: String) -> MemoryEntry? {
     state.withLock { $0.get(key) }
+  }
+
+  /// The bytes held for `key` (not those of an ``MemoryEntry/onDisk`` entry), which becomes the
+  /// most recently used entry.
+  public func data(forKey key: String) -> Data? {
+    guard case .data(let data) = entry(forKey: key) else { return nil }
+    return data
   }
 
   /// Whether `key` is held, without touching its recency.
@@ -28,11 +45,20 @@ public final class MemoryCache: Sendable {
   /// Stores `data` with a cost of its byte count, evicting least recently used entries until
   /// both limits hold. An entry larger than the cost limit is not kept at all.
   public func setData(_ data: Data, forKey key: String) {
-    let cost = data.count
+    set(.data(data), cost: data.count, forKey: key)
+  }
+
+  /// Records that `key`'s image, of `cost` bytes, is in the disk tier: a hit from here on, on
+  /// the same terms (cost, recency, limits) as bytes held.
+  public func setOnDisk(forKey key: String, cost: Int) {
+    set(.onDisk, cost: cost, forKey: key)
+  }
+
+  private func set(_ entry: MemoryEntry, cost: Int, forKey key: String) {
     state.withLock { list in
       list.remove(key)
       if totalCostLimit > 0 && cost > totalCostLimit { return }
-      list.insertFront(key, data: data, cost: cost)
+      list.insertFront(key, entry: entry, cost: cost)
       while (totalCostLimit > 0 && list.totalCost > totalCostLimit)
         || (countLimit > 0 && list.count > countLimit)
       {
@@ -58,7 +84,7 @@ public final class MemoryCache: Sendable {
 struct LRUList {
   private struct Node {
     var key: String
-    var data: Data
+    var entry: MemoryEntry
     var cost: Int
     var previous: Int?
     var next: Int?
@@ -75,15 +101,15 @@ struct LRUList {
 
   func contains(_ key: String) -> Bool { index[key] != nil }
 
-  mutating func get(_ key: String) -> Data? {
+  mutating func get(_ key: String) -> MemoryEntry? {
     guard let slot = index[key] else { return nil }
     unlink(slot)
     linkFront(slot)
-    return nodes[slot]!.data
+    return nodes[slot]!.entry
   }
 
-  mutating func insertFront(_ key: String, data: Data, cost: Int) {
-    let node = Node(key: key, data: data, cost: cost)
+  mutating func insertFront(_ key: String, entry: MemoryEntry, cost: Int) {
+    let node = Node(key: key, entry: entry, cost: cost)
     let slot: Int
     if let free = freeSlots.popLast() {
       slot = free
