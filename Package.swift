@@ -102,7 +102,9 @@ let package = Package(
     // Stores under one key in a loop until killed: the atomic-store test's victim.
     .executableTarget(name: "cache-writer", dependencies: ["Core"], path: "Tests/CacheWriter"),
     .testTarget(name: "CoreTests", dependencies: ["Core", "State", "TestSupport", "cache-writer"]),
-    .testTarget(name: "StateTests", dependencies: ["State", "Core", "TestSupport"]),
+    .testTarget(
+      name: "StateTests",
+      dependencies: ["State", "Core", "TestSupport", .product(name: "GRDB", package: "GRDB.swift")]),
     .testTarget(name: "ImagingTests", dependencies: ["Imaging", "Core", "CPNG", "TestSupport"]),
     .testTarget(
       name: "PrefetcherTests",

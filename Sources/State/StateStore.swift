@@ -276,10 +276,45 @@ public final class StateStore: Sendable {
           """)
       for validators in batch {
         try statement.execute(arguments: [
-          validators.cacheKey, validators.etag, validators.lastModified, validators.updatedAt,
+          validators.cacheKey, validators.etag, validators.lastModified,
+          Self.databaseText(validators.updatedAt),
         ])
       }
     }
+  }
+
+  /// `date` as GRDB stores a `Date` ("yyyy-MM-dd HH:mm:ss.SSS", UTC, to the nearest millisecond),
+  /// and reads back, made without GRDB's `DateFormatter`: one is formatted per download, and
+  /// ICU's formatting was most of what writing validators cost.
+  static func databaseText(_ date: Date) -> String {
+    let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
+    var seconds = time_t(milliseconds.quotientAndRemainder(dividingBy: 1000).quotient)
+    var remainder = milliseconds - Int64(seconds) * 1000
+    if remainder < 0 {
+      seconds -= 1
+      remainder += 1000
+    }
+    var parts = tm()
+    gmtime_r(&seconds, &parts)
+    var text: [UInt8] = []
+    text.reserveCapacity(23)
+    func append(_ value: Int, digits: Int, then separator: Character?) {
+      var divisor = 1
+      for _ in 1..<digits { divisor *= 10 }
+      while divisor > 0 {
+        text.append(UInt8(ascii: "0") + UInt8((value / divisor) % 10))
+        divisor /= 10
+      }
+      if let separator { text.append(separator.asciiValue!) }
+    }
+    append(Int(parts.tm_year) + 1900, digits: 4, then: "-")
+    append(Int(parts.tm_mon) + 1, digits: 2, then: "-")
+    append(Int(parts.tm_mday), digits: 2, then: " ")
+    append(Int(parts.tm_hour), digits: 2, then: ":")
+    append(Int(parts.tm_min), digits: 2, then: ":")
+    append(Int(parts.tm_sec), digits: 2, then: ".")
+    append(Int(remainder), digits: 3, then: nil)
+    return String(decoding: text, as: UTF8.self)
   }
 
   public func removeValidators(forKey cacheKey: String) throws {

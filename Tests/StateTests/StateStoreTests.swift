@@ -1,7 +1,10 @@
 import Core
-import State
+import Foundation
+import GRDB
 import TestSupport
 import XCTest
+
+@testable import State
 
 final class StateStoreTests: XCTestCase {
   var temporary: TemporaryDirectory!
@@ -73,6 +76,25 @@ final class StateStoreTests: XCTestCase {
     XCTAssertEqual(try store.blacklist().map(\.url), ["b", "c"])
     XCTAssertEqual(try store.clearBlacklist(), 2)
     XCTAssertEqual(try store.blacklist(), [])
+  }
+
+  /// Validators' dates are written as text made by hand, not by GRDB's formatter: it must be
+  /// GRDB's text to the character, or reading them back as dates would fail.
+  func testValidatorDatesAreStoredAsGRDBStoresADate() throws {
+    let dates = [
+      Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_763_870_400.999_9),
+      Date(timeIntervalSince1970: 951_782_400.5), Date(timeIntervalSince1970: -0.25),
+      Date(timeIntervalSince1970: 4_102_444_799.001), Date(),
+    ] + (0..<2000).map { _ in Date(timeIntervalSince1970: .random(in: -1e9...4e9)) }
+    for date in dates {
+      XCTAssertEqual(
+        StateStore.databaseText(date), String.fromDatabaseValue(date.databaseValue), "\(date)")
+    }
+    let store = try StateStore(location: location)
+    let stored = Date(timeIntervalSince1970: 1_763_870_400.25)
+    try store.setValidators(
+      CacheValidators(cacheKey: "k", etag: "\"e\"", lastModified: nil, updatedAt: stored))
+    XCTAssertEqual(try store.validators(forKey: "k")?.updatedAt, stored)
   }
 
   func testValidatorsAreStoredReplacedAndRemoved() throws {
