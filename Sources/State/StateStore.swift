@@ -53,6 +53,43 @@ public struct CacheValidators: Codable, Sendable, Equatable, FetchableRecord, Pe
   }
 }
 
+// The records write their dates as GRDB's text made by hand (``StateStore/databaseText(_:)``):
+// GRDB's Codable path formats a `Date` with an ICU `DateFormatter`, whose creation alone was a
+// few milliseconds of every run's start, and whose use was most of a validator's cost. They
+// read back through GRDB as any `Date` does.
+
+extension BlacklistEntry {
+  public func encode(to container: inout PersistenceContainer) {
+    container["url"] = url
+    container["code"] = code
+    container["name"] = name
+    container["reason"] = reason
+    container["firstFailedAt"] = StateStore.databaseText(firstFailedAt)
+    container["lastFailedAt"] = StateStore.databaseText(lastFailedAt)
+    container["failureCount"] = failureCount
+  }
+}
+
+extension CacheValidators {
+  public func encode(to container: inout PersistenceContainer) {
+    container["cacheKey"] = cacheKey
+    container["etag"] = etag
+    container["lastModified"] = lastModified
+    container["updatedAt"] = StateStore.databaseText(updatedAt)
+  }
+}
+
+extension RunRecord {
+  public func encode(to container: inout PersistenceContainer) {
+    container["id"] = id
+    container["job"] = job
+    container["startedAt"] = StateStore.databaseText(startedAt)
+    container["finishedAt"] = finishedAt.map(StateStore.databaseText)
+    container["status"] = status
+    container["summary"] = summary
+  }
+}
+
 /// One run of the tool against a cache.
 public struct RunRecord: Codable, Sendable, Equatable, FetchableRecord, MutablePersistableRecord {
   public static let databaseTableName = "runs"
@@ -286,7 +323,7 @@ public final class StateStore: Sendable {
   /// `date` as GRDB stores a `Date` ("yyyy-MM-dd HH:mm:ss.SSS", UTC, to the nearest millisecond),
   /// and reads back, made without GRDB's `DateFormatter`: one is formatted per download, and
   /// ICU's formatting was most of what writing validators cost.
-  static func databaseText(_ date: Date) -> String {
+  package static func databaseText(_ date: Date) -> String {
     let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
     var seconds = time_t(milliseconds.quotientAndRemainder(dividingBy: 1000).quotient)
     var remainder = milliseconds - Int64(seconds) * 1000

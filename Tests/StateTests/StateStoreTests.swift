@@ -81,11 +81,12 @@ final class StateStoreTests: XCTestCase {
   /// Validators' dates are written as text made by hand, not by GRDB's formatter: it must be
   /// GRDB's text to the character, or reading them back as dates would fail.
   func testValidatorDatesAreStoredAsGRDBStoresADate() throws {
-    let dates = [
-      Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_763_870_400.999_9),
-      Date(timeIntervalSince1970: 951_782_400.5), Date(timeIntervalSince1970: -0.25),
-      Date(timeIntervalSince1970: 4_102_444_799.001), Date(),
-    ] + (0..<2000).map { _ in Date(timeIntervalSince1970: .random(in: -1e9...4e9)) }
+    let dates =
+      [
+        Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_763_870_400.999_9),
+        Date(timeIntervalSince1970: 951_782_400.5), Date(timeIntervalSince1970: -0.25),
+        Date(timeIntervalSince1970: 4_102_444_799.001), Date(),
+      ] + (0..<2000).map { _ in Date(timeIntervalSince1970: .random(in: -1e9...4e9)) }
     for date in dates {
       XCTAssertEqual(
         StateStore.databaseText(date), String.fromDatabaseValue(date.databaseValue), "\(date)")
@@ -95,6 +96,14 @@ final class StateStoreTests: XCTestCase {
     try store.setValidators(
       CacheValidators(cacheKey: "k", etag: "\"e\"", lastModified: nil, updatedAt: stored))
     XCTAssertEqual(try store.validators(forKey: "k")?.updatedAt, stored)
+    // The blacklist and the runs write their dates the same way, and read them back.
+    try store.recordFailure(url: "u", code: 1000, name: "n", reason: "r", at: stored)
+    XCTAssertEqual(try store.blacklistEntry(url: "u", now: stored)?.firstFailedAt, stored)
+    let run = try store.beginRun(job: "j", at: stored)
+    try store.finishRun(id: run.id, at: stored + 1.5, status: "completed", summary: nil)
+    let recorded = try XCTUnwrap(try store.recentRuns().first)
+    XCTAssertEqual(recorded.startedAt, stored)
+    XCTAssertEqual(recorded.finishedAt, stored + 1.5)
   }
 
   func testValidatorsAreStoredReplacedAndRemoved() throws {
