@@ -53,41 +53,27 @@ public struct CacheValidators: Codable, Sendable, Equatable, FetchableRecord, Pe
   }
 }
 
-// The records write their dates as GRDB's text made by hand (``StateStore/databaseText(_:)``):
-// GRDB's Codable path formats a `Date` with an ICU `DateFormatter`, whose creation alone was a
-// few milliseconds of every run's start, and whose use was most of a validator's cost. They
-// read back through GRDB as any `Date` does.
+// The records write their dates as GRDB's text made by hand (``StateStore/databaseText(_:)``),
+// through GRDB's own date encoding strategy: its default formats a `Date` with an ICU
+// `DateFormatter`, whose creation alone was a few milliseconds of every run's start. The text
+// is GRDB's to the character, so dates read back as any `Date` does.
 
 extension BlacklistEntry {
-  public func encode(to container: inout PersistenceContainer) {
-    container["url"] = url
-    container["code"] = code
-    container["name"] = name
-    container["reason"] = reason
-    container["firstFailedAt"] = StateStore.databaseText(firstFailedAt)
-    container["lastFailedAt"] = StateStore.databaseText(lastFailedAt)
-    container["failureCount"] = failureCount
-  }
+  public static func databaseDateEncodingStrategy(for column: String)
+    -> DatabaseDateEncodingStrategy
+  { .custom(StateStore.databaseText) }
 }
 
 extension CacheValidators {
-  public func encode(to container: inout PersistenceContainer) {
-    container["cacheKey"] = cacheKey
-    container["etag"] = etag
-    container["lastModified"] = lastModified
-    container["updatedAt"] = StateStore.databaseText(updatedAt)
-  }
+  public static func databaseDateEncodingStrategy(for column: String)
+    -> DatabaseDateEncodingStrategy
+  { .custom(StateStore.databaseText) }
 }
 
 extension RunRecord {
-  public func encode(to container: inout PersistenceContainer) {
-    container["id"] = id
-    container["job"] = job
-    container["startedAt"] = StateStore.databaseText(startedAt)
-    container["finishedAt"] = finishedAt.map(StateStore.databaseText)
-    container["status"] = status
-    container["summary"] = summary
-  }
+  public static func databaseDateEncodingStrategy(for column: String)
+    -> DatabaseDateEncodingStrategy
+  { .custom(StateStore.databaseText) }
 }
 
 /// One run of the tool against a cache.
