@@ -25,11 +25,10 @@ final class Transfer: @unchecked Sendable {
   var easy: EasyHandle?
   var cancelRequested = false
   var finished = false
-  /// The URL of the current hop, as a URL and as the string curl is given.
-  private(set) var url: URL
-  private(set) var urlString: String
-  /// Whether the current hop is over TLS (where HTTP/2 may multiplex).
-  private(set) var isHTTPS: Bool
+  /// The current hop.
+  private(set) var hop: Hop
+  /// The URL of the current hop.
+  var url: URL { hop.url }
   private var redirects = 0
   private var status = 0
   private var body = Data()
@@ -53,9 +52,7 @@ final class Transfer: @unchecked Sendable {
 
   init(request: DownloadRequest, configuration: PrefetchConfiguration) {
     self.request = request
-    url = request.url
-    urlString = request.url.absoluteString
-    isHTTPS = request.url.scheme?.lowercased() == "https"
+    hop = Hop(request.url)
     firstHopHeaders = Self.headerLines(
       for: request, userAgent: configuration.userAgent, withCredentials: true)
     limit = Int(clamping: configuration.maxResponseSize)
@@ -264,10 +261,24 @@ final class Transfer: @unchecked Sendable {
         .failure(.init(.network(.tooManyRedirects, message: "more than \(maxRedirects) redirects")))
       )
     }
-    url = next
-    urlString = next.absoluteString
-    isHTTPS = scheme == "https"
+    hop = Hop(next)
     return .redirect
+  }
+}
+
+/// One request's URL with what the transfer thread asks of it, worked out once: the first
+/// hop's when the transfer is made, off that thread.
+struct Hop {
+  let url: URL
+  /// As curl is given it.
+  let string: String
+  /// Over TLS, where HTTP/2 may multiplex.
+  let isHTTPS: Bool
+
+  init(_ url: URL) {
+    self.url = url
+    string = url.absoluteString
+    isHTTPS = url.scheme?.lowercased() == "https"
   }
 }
 

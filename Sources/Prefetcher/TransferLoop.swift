@@ -111,11 +111,11 @@ final class TransferLoop: @unchecked Sendable {
       curl_multi_perform(multi, &running)
       collectFinished()
       // Waits only with nothing queued; a command queued from here on wakes it.
-      let idle = inbox.withLock { inbox in
+      let waits = inbox.withLock { inbox in
         inbox.polling = inbox.commands.isEmpty && !inbox.stopping
         return inbox.polling
       }
-      guard idle else { continue }
+      guard waits else { continue }
       curl_multi_poll(multi, nil, 0, idleWaitMilliseconds, nil)
       inbox.withLock { $0.polling = false }
     }
@@ -263,11 +263,11 @@ final class EasyHandle {
   /// Sets the URL, headers and remaining deadline of the transfer's next request.
   func setHop(for transfer: Transfer, timeoutMilliseconds: Int) {
     transfer.resetResponse()
-    ic_easy_setopt_string(handle, CURLOPT_URL, transfer.urlString)
+    ic_easy_setopt_string(handle, CURLOPT_URL, transfer.hop.string)
     ic_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
     // Over TLS, wait for a connection being set up to say whether it multiplexes (HTTP/2)
     // rather than opening another.
-    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, transfer.isHTTPS ? 1 : 0)
+    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, transfer.hop.isHTTPS ? 1 : 0)
     curl_slist_free_all(headerList)
     headerList = nil
     for line in transfer.headerLines() { headerList = curl_slist_append(headerList, line) }
