@@ -21,6 +21,34 @@ make_work() {
   export TMPDIR=$WORK/tmp
 }
 
+# Starts nginx from $WORK/nginx (its pid, log and temporary files there, so that remove_work
+# stops it) serving $WORK/www: $1 worker processes of $2 connections each, and stdin is the
+# rest of the http block (its server blocks). Its workers run as nobody: make $WORK/www
+# world-readable first.
+start_nginx() {
+  mkdir -p "$WORK/nginx/tmp"
+  {
+    cat <<CONF
+worker_processes $1;
+pid $WORK/nginx/nginx.pid;
+error_log $WORK/nginx/error.log;
+events { worker_connections $2; }
+http {
+  access_log off;
+  sendfile on;
+  client_body_temp_path $WORK/nginx/tmp;
+  proxy_temp_path $WORK/nginx/tmp;
+  fastcgi_temp_path $WORK/nginx/tmp;
+  uwsgi_temp_path $WORK/nginx/tmp;
+  scgi_temp_path $WORK/nginx/tmp;
+CONF
+    cat
+    echo "}"
+  } > "$WORK/nginx/nginx.conf"
+  nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
+  sleep 0.5
+}
+
 remove_work() {
   if [ -f "$WORK/nginx/nginx.pid" ]; then
     kill "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true

@@ -26,7 +26,7 @@ source Benchmarks/common.sh
 build_release
 
 make_work 8g "$DISK_OUT"
-mkdir -p "$WORK/www/img" "$WORK/nginx/tmp"
+mkdir -p "$WORK/www/img" "$WORK/nginx"
 
 echo "generating $IMAGES JPEGs of 2-40 KiB ..." >&2
 python3 - "$WORK/www/img" "$IMAGES" Tests/Fixtures/photo.jpg <<'PY'
@@ -45,20 +45,8 @@ chmod -R a+rX "$WORK/www"  # nginx's workers run as nobody
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
   -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" 2>/dev/null
-cat > "$WORK/nginx/nginx.conf" <<CONF
-worker_processes 2;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 4096; }
-http {
-  access_log off;
-  sendfile on;
+start_nginx 2 4096 <<CONF
   keepalive_requests 100000;
-  client_body_temp_path $WORK/nginx/tmp;
-  proxy_temp_path $WORK/nginx/tmp;
-  fastcgi_temp_path $WORK/nginx/tmp;
-  uwsgi_temp_path $WORK/nginx/tmp;
-  scgi_temp_path $WORK/nginx/tmp;
   server {
     listen 127.0.0.1:$PORT backlog=4096;
     listen 127.0.0.1:$TLS_PORT ssl http2 backlog=4096;
@@ -66,10 +54,7 @@ http {
     ssl_certificate_key $WORK/nginx/key.pem;
     root $WORK/www;
   }
-}
 CONF
-nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
-sleep 0.5
 
 for scheme in http https; do
   port=$PORT; [ "$scheme" = https ] && port=$TLS_PORT

@@ -19,7 +19,7 @@ source Benchmarks/common.sh
 build_release
 
 make_work 4g
-mkdir -p "$WORK/www" "$WORK/nginx/tmp"
+mkdir -p "$WORK/www"
 
 python3 - "$WORK" "$PORT" "$CHILDREN" <<'PY'
 import sys
@@ -47,29 +47,14 @@ gzip -k "$WORK/www/child.xml"
 chmod -R a+rX "$WORK/www"
 echo "child sitemap: $(stat -c %s "$WORK/www/child.xml") bytes, gzip $(stat -c %s "$WORK/www/child.xml.gz") bytes; index of $CHILDREN" >&2
 
-cat > "$WORK/nginx/nginx.conf" <<CONF
-worker_processes 1;
-pid $WORK/nginx/nginx.pid;
-error_log $WORK/nginx/error.log;
-events { worker_connections 256; }
-http {
-  access_log off;
-  sendfile on;
-  client_body_temp_path $WORK/nginx/tmp;
-  proxy_temp_path $WORK/nginx/tmp;
-  fastcgi_temp_path $WORK/nginx/tmp;
-  uwsgi_temp_path $WORK/nginx/tmp;
-  scgi_temp_path $WORK/nginx/tmp;
+start_nginx 1 256 <<CONF
   server {
     listen 127.0.0.1:$PORT;
     root $WORK/www;
     # Every child of the index is the same file under its own name.
     location ~ ^/maps/[0-9]+\.xml\.gz$ { alias $WORK/www/child.xml.gz; }
   }
-}
 CONF
-nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
-sleep 0.5
 
 measure() {  # label manifest
   rm -rf "$WORK/cache"
