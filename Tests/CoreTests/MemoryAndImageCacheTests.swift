@@ -131,6 +131,15 @@ final class ImageCacheTests: XCTestCase {
     XCTAssertEqual(try cache.query(key: other)?.source, .disk)
     XCTAssertEqual(cache.memory.entry(forKey: other), .onDisk)
 
+    // A disk hit under the legacy name (no extension) stays a memory hit, with its bytes.
+    let legacy = "https://example.com/legacy.png"
+    try Fixtures.png.write(
+      to: URL(fileURLWithPath: cache.disk.path + "/" + CacheFileName.md5Hex(legacy)))
+    XCTAssertEqual(try cache.query(key: legacy)?.source, .disk)
+    let legacyHit = try XCTUnwrap(try cache.query(key: legacy))
+    XCTAssertEqual(legacyHit.source, .memory)
+    XCTAssertEqual(legacyHit.data, Fixtures.png)
+
     // The file removed behind the cache's back: the entry goes too, and the bytes are not
     // made up.
     try FileManager.default.removeItem(atPath: cache.disk.cachePath(forKey: key))

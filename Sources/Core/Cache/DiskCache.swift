@@ -137,10 +137,17 @@ public struct DiskCache: Sendable {
   /// Reads `key`'s data, falling back to the legacy name without extension, and sets the file's
   /// access time to now on a hit.
   public func data(forKey key: String) throws -> Data? {
-    for candidate in candidatePaths(forKey: key) {
-      guard let data = FileManager.default.contents(atPath: candidate) else { continue }
-      try FileSystem.setAccessTimeToNow(path: candidate)
-      return data
+    guard let (data, path) = read(forKey: key) else { return nil }
+    try FileSystem.setAccessTimeToNow(path: path)
+    return data
+  }
+
+  /// `key`'s bytes and the file they came from (the current name, else the legacy name),
+  /// leaving its access time alone.
+  func read(forKey key: String, paths: KeyPaths? = nil) -> (data: Data, path: String)? {
+    let candidates = paths.map { [$0.current] + [$0.fallback].compactMap { $0 } }
+    for candidate in candidates ?? candidatePaths(forKey: key) {
+      if let data = FileManager.default.contents(atPath: candidate) { return (data, candidate) }
     }
     return nil
   }

@@ -58,9 +58,9 @@ public struct ImageCache: Sendable {
       return CacheHit(source: .memory, data: data)
     case .onDisk:
       guard readData else { return CacheHit(source: .memory, data: nil) }
-      // The bytes are the disk tier's (a memory hit, as in SD, so the access time stays).
-      let path = paths?.current ?? disk.cachePath(forKey: key)
-      if let data = FileManager.default.contents(atPath: path) {
+      // The bytes are the disk tier's (a memory hit, as in SD, so the access time stays),
+      // under whichever name the disk hit that recorded the entry had.
+      if let (data, _) = disk.read(forKey: key, paths: paths) {
         return CacheHit(source: .memory, data: data)
       }
       // The file went (another process removed it): the entry goes with it.
