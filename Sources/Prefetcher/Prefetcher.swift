@@ -110,7 +110,7 @@ public struct Prefetcher: Sendable {
     func end(_ id: Int, _ result: LoadResult) {
       guard let slot = slots.removeValue(forKey: id) else { return }
       if let key = slot.pending?.coalescingKey, owners[key] == id { owners[key] = nil }
-      release(slot.item)
+      if !slot.downloadOver { release(slot.item) }
       record(Finished(item: slot.item, result: result, attempts: slot.attempts))
       // A duplicate finds the downloaded image in place; a failure is shared.
       var shared = result
@@ -161,7 +161,8 @@ public struct Prefetcher: Sendable {
         let result = manager.finish(pending, answer)
         slots[id]?.handle = nil
         guard case .failed(let error, _) = result.outcome, error.isTransient,
-          slot.attempts <= configuration.retries, !stop.isStopped, !queue.isCancelled
+          !slot.downloadOver, slot.attempts <= configuration.retries, !stop.isStopped,
+          !queue.isCancelled
         else { return end(id, result) }
         let backoff =
           configuration.retryBaseDelay * pow(2, Double(slot.attempts - 1))
@@ -241,6 +242,14 @@ public struct Prefetcher: Sendable {
           slot.backoff?.cancel()
         }
       }
+      // A download that succeeded is over: its place in the limits goes to the next item before
+      // the image is checked and stored, as SD's downloader ends its operation before the
+      // manager stores the image. (A failure keeps its place: it may be retried.)
+      for case .answered(let id, .success) in events where slots[id]?.downloadOver == false {
+        slots[id]?.downloadOver = true
+        if let item = slots[id]?.item { release(item) }
+      }
+      if !isStopping() { startWaiting() }
       for event in events {
         handle(event)
         // The slot is taken again at once, not after the whole batch: the transfer thread
@@ -264,6 +273,9 @@ public struct Prefetcher: Sendable {
     var last: LoadResult?
     var backoff: Task<Void, Never>?
     var duplicates: [PrefetchItem] = []
+    /// The download succeeded and gave back its place in the limits; the image is yet to be
+    /// checked and stored.
+    var downloadOver = false
   }
 
   /// Whether `item` is `shard`'s: by its cache key; a URL that does not parse (which fails
