@@ -121,6 +121,14 @@ for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
           f"(files: imagecache {min(r[2] for r in rows[('imagecache', scheme)])}, "
           f"curl {min(r[2] for r in rows[('curl', scheme)])}, "
           f"wget2 {min(r[2] for r in rows[('wget2', scheme)])})")
+# A run that takes over 3x its tool's median is a stall (libcurl 7.88 over HTTP/2 can wait out a
+# 1 s timer with data already read): the medians hide them, so they are counted here.
+stalls = []
+for (tool, scheme), runs in sorted(rows.items()):
+    slow = [r[0] for r in runs if r[0] > 3 * med(tool, scheme, 0)]
+    if slow:
+        stalls.append(f"{tool} {scheme} {len(slow)} of {len(runs)} ({', '.join(f'{s:.2f} s' for s in slow)})")
+print("- stalls (runs over 3x the median): " + ("; ".join(stalls) if stalls else "none"))
 PY
 }
 

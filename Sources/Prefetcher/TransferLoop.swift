@@ -40,6 +40,15 @@ final class TransferLoop: @unchecked Sendable {
 
   private let idleWaitMilliseconds: Int32
 
+  /// The longest wait in `curl_multi_poll` while transfers are in flight. libcurl 7.88
+  /// (Debian 12's) can leave HTTP/2 data it has already read from the socket unprocessed, with
+  /// no socket event to report it: the transfers it belongs to then wait for the next timer,
+  /// up to a second (the low-speed check's), and curl(1) stalls the same way (about one run
+  /// in 50 of the prefetch benchmark, over HTTP/2). Looking again every 10 ms bounds that
+  /// stall; with every transfer waiting on its server, it costs one `curl_multi_perform` per
+  /// 10 ms.
+  static let busyWaitMilliseconds: Int32 = 10
+
   init(configuration: PrefetchConfiguration, idleWaitMilliseconds: Int32) {
     precondition(curlInitialised, "curl_global_init failed")
     self.idleWaitMilliseconds = idleWaitMilliseconds
@@ -116,7 +125,9 @@ final class TransferLoop: @unchecked Sendable {
         return inbox.polling
       }
       guard waits else { continue }
-      curl_multi_poll(multi, nil, 0, idleWaitMilliseconds, nil)
+      let wait =
+        active.isEmpty ? idleWaitMilliseconds : min(idleWaitMilliseconds, Self.busyWaitMilliseconds)
+      curl_multi_poll(multi, nil, 0, wait, nil)
       inbox.withLock { $0.polling = false }
     }
     for transfer in Array(active.values) { cancel(transfer) }
