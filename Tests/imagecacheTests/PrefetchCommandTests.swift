@@ -15,6 +15,18 @@ final class PrefetchCommandTests: XCTestCase {
     var data = Data()
   }
 
+  /// Runs `imagecache prefetch ARGUMENTS --cache CACHE --json`, which must exit 0, and returns
+  /// the prefetch part of the report it prints.
+  private func prefetchJSON(
+    _ arguments: String..., file: StaticString = #filePath, line: UInt = #line
+  ) throws -> PrefetchReport {
+    let result = try ImageCacheBinary.run(
+      ["prefetch"] + arguments + ["--cache", location.directory, "--json"])
+    XCTAssertEqual(result.status, 0, result.stderr, file: file, line: line)
+    return try XCTUnwrap(
+      try RunReport.decode(Data(result.stdout.utf8)).prefetch, file: file, line: line)
+  }
+
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
     location = CacheLocation(directory: temporary.appending("cache"))
@@ -58,12 +70,7 @@ final class PrefetchCommandTests: XCTestCase {
           </url>
         </urlset>
         """.utf8))
-    let result = try ImageCacheBinary.run([
-      "prefetch", server.url("/sitemap.xml.gz"), "--cache", location.directory, "--json",
-      "--sitemap-pages",
-    ])
-    XCTAssertEqual(result.status, 0, result.stderr)
-    let prefetch = try XCTUnwrap(try RunReport.decode(Data(result.stdout.utf8)).prefetch)
+    let prefetch = try prefetchJSON(server.url("/sitemap.xml.gz"), "--sitemap-pages")
     XCTAssertEqual(
       Set(prefetch.downloads.map(\.url)), [server.url("/photo.jpg"), server.url("/image.png")])
 
@@ -157,11 +164,7 @@ final class PrefetchCommandTests: XCTestCase {
     let clean = try manifest([
       server.url("/photo.jpg"), server.url("/image.png"), server.url("/page.jpg"),
     ])
-    let second = try ImageCacheBinary.run([
-      "prefetch", clean, "--cache", location.directory, "--json",
-    ])
-    XCTAssertEqual(second.status, 0, second.stderr)
-    let again = try XCTUnwrap(try RunReport.decode(Data(second.stdout.utf8)).prefetch)
+    let again = try prefetchJSON(clean)
     XCTAssertEqual(again.diskHits, 2)
     XCTAssertEqual(again.blacklisted, 1)
     XCTAssertEqual(again.downloaded, 0)
@@ -258,11 +261,7 @@ extension PrefetchCommandTests {
         .split(separator: " ").last.map(String.init))
     XCTAssertEqual(FileManager.default.contents(atPath: file)?.count, thumbnail.bytes)
 
-    let second = try ImageCacheBinary.run([
-      "prefetch", urls, "--cache", location.directory, "--json",
-    ])
-    XCTAssertEqual(second.status, 0, second.stderr)
-    let again = try XCTUnwrap(try RunReport.decode(Data(second.stdout.utf8)).prefetch)
+    let again = try prefetchJSON(urls)
     XCTAssertEqual(again.diskHits, 2)
     XCTAssertEqual(again.derived, 0)
     XCTAssertEqual(server.requestCount("/photo.jpg"), 1)
