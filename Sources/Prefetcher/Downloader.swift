@@ -52,8 +52,8 @@ public struct DownloadFailure: Error, Sendable {
 /// scope.
 public final class Downloader: Sendable {
   public let configuration: PrefetchConfiguration
-  /// Started by the first download, or ahead by ``warmUp()``, so that a run of cache hits that
-  /// does not ask for it never loads TLS or starts the thread; `stopped` once shut down.
+  /// Started by the first download, so that a run of cache hits never loads TLS or starts the
+  /// thread; `stopped` once shut down.
   private let state = Mutex<(loop: TransferLoop?, stopped: Bool)>((nil, false))
 
   /// The longest the transfer thread waits in `curl_multi_poll` before it looks again. Work
@@ -96,13 +96,6 @@ public final class Downloader: Sendable {
       return state.loop
     }
     await loop?.stop()
-  }
-
-  /// Sets up libcurl and starts the transfer thread in the background (about 3 ms, which the
-  /// first download would otherwise wait for), for a caller that expects to download and has
-  /// other set-up to do meanwhile.
-  public func warmUp() {
-    Task.detached(priority: .high) { _ = self.startedLoop() }
   }
 
   /// Downloads `request.url`, or fails with SD's error for what went wrong. Cancelling the task

@@ -213,34 +213,6 @@ final class DownloaderTests: XCTestCase {
     XCTAssertNil(server.requests("/after.png").last?.header("Cookie"), "not without the option")
   }
 
-  /// A prefetch warms its downloader up while it opens the state: the transfer thread is then
-  /// asleep in its poll (for an hour here) before the first download comes, which must wake it.
-  /// A warm-up after shutdown starts nothing.
-  func testAWarmedUpDownloaderWakesForItsFirstDownload() async throws {
-    let downloader = Downloader(idleWaitMilliseconds: 3_600_000)
-    downloaders.append(downloader)
-    downloader.warmUp()
-    try await Task.sleep(nanoseconds: 300_000_000)
-    let woken = expectation(description: "the first download ends")
-    let url = try XCTUnwrap(URL(string: server.url("/img.png")))
-    let task = Task {
-      let answer = try await downloader.download(DownloadRequest(url: url))
-      XCTAssertEqual(answer.body, Fixtures.png)
-      woken.fulfill()
-    }
-    await fulfillment(of: [woken], timeout: 30)
-    task.cancel()
-    await downloader.shutdown()
-    downloader.warmUp()
-    do {
-      _ = try await downloader.download(DownloadRequest(url: URL(string: server.url("/img.png"))!))
-      XCTFail("downloaded after shutdown")
-    } catch {
-      XCTAssertEqual(error.error.name, "cancelled")
-    }
-    XCTAssertEqual(server.requestCount("/img.png"), 1)
-  }
-
   func testAStartAfterShutdownFailsAsCancelled() async throws {
     let downloader = Downloader()
     await downloader.shutdown()

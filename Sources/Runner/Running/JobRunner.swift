@@ -192,28 +192,24 @@ public struct JobRunner: Sendable {
   private func prefetch(
     into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: inout [String]
   ) async throws -> (counts: PrefetchCounts, runEndingFailure: ImageCacheError?) {
+    let store = try StateStore(location: job.location, shard: job.shard)
+    for warning in store.warnings { console.say("warning: \(warning)") }
+    warnings += store.warnings
+    let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
+    if abandoned > 0 {
+      let warning =
+        "marked \(abandoned) earlier run(s) abandoned: they died without finishing (kill -9, power loss)"
+      console.say("warning: \(warning)")
+      warnings.append(warning)
+    }
     var items = job.manifestItems
     items.stop = signals.stop
+    let progress = console.progress(total: ManifestItems.lineCount(of: job.manifests))
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
 
-    let (store, runID, counts, failure) = try await Downloader.withDownloader(
-      configuration: job.prefetch
-    ) { downloader in
-      // A prefetch expects to download: libcurl and the transfer thread come up while the
-      // state is opened, rather than after it, when the first miss needs them.
-      downloader.warmUp()
-      let store = try StateStore(location: job.location, shard: job.shard)
-      for warning in store.warnings { console.say("warning: \(warning)") }
-      warnings += store.warnings
-      let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
-      if abandoned > 0 {
-        let warning =
-          "marked \(abandoned) earlier run(s) abandoned: they died without finishing (kill -9, power loss)"
-        console.say("warning: \(warning)")
-        warnings.append(warning)
-      }
-      let progress = console.progress(total: ManifestItems.lineCount(of: job.manifests))
+    let (counts, failure) = try await Downloader.withDownloader(configuration: job.prefetch) {
+      downloader in
       let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
       defer { manager.close() }
       let counts = await Self.prefetch(
@@ -221,7 +217,7 @@ public struct JobRunner: Sendable {
         recorder: recorder)
       try manager.flush()
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
-      return (store, runID, counts, manager.runEndingFailure)
+      return (counts, manager.runEndingFailure)
     }
     for warning in items.warnings { console.say("warning: \(warning)") }
     warnings += items.warnings
