@@ -88,7 +88,12 @@ public struct DiskCache: Sendable {
   /// makes: the current name, and the legacy name without extension when it differs.
   public struct KeyPaths: Sendable {
     public let current: String
+    /// SD's fallback: the name without extension (SD 3.7.3 and earlier, and SD 5 still reads
+    /// it), when it differs from the current one.
     public let fallback: String?
+
+    /// The current name, then the legacy one: the order every lookup tries them in.
+    public var candidates: [String] { fallback.map { [current, $0] } ?? [current] }
   }
 
   public func paths(forKey key: String) -> KeyPaths {
@@ -110,11 +115,6 @@ public struct DiskCache: Sendable {
   /// ``store(_:forKey:)`` with the paths already worked out.
   public func store(_ data: Data, at paths: KeyPaths) throws {
     try FileSystem.writeAtomically(data, toPath: paths.current)
-  }
-
-  /// SD's fallback: the name without extension (SD 3.7.3 and earlier, and SD 5 still reads it).
-  func fallbackPath(forKey key: String) -> String {
-    path + "/" + CacheFileName.md5Hex(key)
   }
 
   /// The path holding `key`'s data (the current name, else the legacy name without extension),
@@ -145,8 +145,7 @@ public struct DiskCache: Sendable {
   /// `key`'s bytes and the file they came from (the current name, else the legacy name),
   /// leaving its access time alone.
   func read(forKey key: String, paths: KeyPaths? = nil) -> (data: Data, path: String)? {
-    let candidates = paths.map { [$0.current] + [$0.fallback].compactMap { $0 } }
-    for candidate in candidates ?? candidatePaths(forKey: key) {
+    for candidate in (paths ?? self.paths(forKey: key)).candidates {
       if let data = FileManager.default.contents(atPath: candidate) { return (data, candidate) }
     }
     return nil
@@ -156,10 +155,7 @@ public struct DiskCache: Sendable {
   /// Returns `false` on a miss. One system call on the common path, which is what keeps a warm
   /// run close to `touch -a`.
   public func touch(forKey key: String) throws -> Bool {
-    for candidate in candidatePaths(forKey: key) {
-      if try FileSystem.setAccessTimeToNow(path: candidate) { return true }
-    }
-    return false
+    try touch(paths(forKey: key))
   }
 
   /// Stores `data` under `key`'s current name, atomically (SPEC section 1).
@@ -210,8 +206,6 @@ public struct DiskCache: Sendable {
   }
 
   private func candidatePaths(forKey key: String) -> [String] {
-    let current = cachePath(forKey: key)
-    let fallback = fallbackPath(forKey: key)
-    return current == fallback ? [current] : [current, fallback]
+    paths(forKey: key).candidates
   }
 }
