@@ -23,6 +23,7 @@ struct BlacklistCommand: ParsableCommand {
 
   struct List: ParsableCommand {
     static let configuration = CommandConfiguration(
+      commandName: "list",
       abstract: "List the blacklisted URLs with why and when they failed.")
     @OptionGroup var cacheOptions: CacheOptions
     @Flag(name: .long, help: "Print the entries as JSON on stdout.")
@@ -45,7 +46,8 @@ struct BlacklistCommand: ParsableCommand {
   }
 
   struct Remove: ParsableCommand {
-    static let configuration = CommandConfiguration(abstract: "Take URLs off the blacklist.")
+    static let configuration = CommandConfiguration(
+      commandName: "remove", abstract: "Take URLs off the blacklist.")
     @OptionGroup var cacheOptions: CacheOptions
     @Argument(
       help: ArgumentHelp("The URLs to remove, exactly as they were requested.", valueName: "url"))
@@ -71,6 +73,7 @@ struct BlacklistCommand: ParsableCommand {
 
   struct Clear: ParsableCommand {
     static let configuration = CommandConfiguration(
+      commandName: "clear",
       abstract: "Remove every URL from the blacklist.")
     @OptionGroup var cacheOptions: CacheOptions
 

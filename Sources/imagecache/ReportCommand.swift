@@ -45,6 +45,7 @@ struct ReportCommand: ParsableCommand {
 
   struct Merge: ParsableCommand {
     static let configuration = CommandConfiguration(
+      commandName: "merge",
       abstract: "Merge the reports of one run's shards into one report of the whole run.",
       discussion: """
         Counts are summed, lists joined (each blacklisted URL once), maintenance passes of \
