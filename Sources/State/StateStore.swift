@@ -28,6 +28,19 @@ public struct BlacklistEntry: Codable, Sendable, Equatable, FetchableRecord, Per
     self.failureCount = failureCount
   }
 
+  /// Reads the columns one by one: GRDB's `Decodable` path (a decoder per row, and generic
+  /// look-ups on its first use) cost more than the query itself, and every run reads the
+  /// blacklist when it starts and again for its report.
+  public init(row: Row) throws {
+    url = try row.decode(forColumn: "url")
+    code = try row.decode(forColumn: "code")
+    name = try row.decode(forColumn: "name")
+    reason = try row.decode(forColumn: "reason")
+    firstFailedAt = try row.decode(forColumn: "firstFailedAt")
+    lastFailedAt = try row.decode(forColumn: "lastFailedAt")
+    failureCount = try row.decode(forColumn: "failureCount")
+  }
+
   /// Whether the entry still counts at `now`, given an optional time-to-live after the last
   /// failure.
   public func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
@@ -256,7 +269,8 @@ public final class StateStore: Sendable {
     now: Date = Date(), timeToLive: TimeInterval? = nil, _ body: (BlacklistEntry) throws -> Void
   ) throws {
     try read { db in
-      let cursor = try BlacklistEntry.order(Column("firstFailedAt"), Column("url")).fetchCursor(db)
+      let cursor = try BlacklistEntry.fetchCursor(
+        db, sql: "SELECT * FROM blacklist ORDER BY firstFailedAt, url")
       while let entry = try cursor.next() {
         if entry.isActive(at: now, timeToLive: timeToLive) { try body(entry) }
       }
@@ -350,23 +364,24 @@ public final class StateStore: Sendable {
   /// finishing (kill -9, power loss: the caller holds the cache's lock, so none is alive) and
   /// is marked `abandoned` (SPEC section 8); `abandoned` says how many there were.
   public func beginRun(job: String, at date: Date) throws -> (id: Int64, abandoned: Int) {
+    // Plain SQL, as for validators: the record API's first use in a process (its generic
+    // look-ups and schema reads) cost more than the rest of a run's bookkeeping, at every start.
     try write { db in
-      let abandoned = try RunRecord.filter(Column("status") == "running").updateAll(
-        db, Column("status").set(to: "abandoned"))
-      var run = RunRecord(job: job, startedAt: date)
-      try run.insert(db)
-      return (run.id!, abandoned)
+      try db.execute(sql: "UPDATE runs SET status = 'abandoned' WHERE status = 'running'")
+      let abandoned = db.changesCount
+      try db.execute(
+        sql: "INSERT INTO runs (job, startedAt, status) VALUES (?, ?, 'running')",
+        arguments: [job, Self.databaseText(date)])
+      return (db.lastInsertedRowID, abandoned)
     }
   }
 
   /// Records the end of run `id` with its status and a short summary.
   public func finishRun(id: Int64, at date: Date, status: String, summary: String?) throws {
     try write { db in
-      guard var run = try RunRecord.fetchOne(db, key: id) else { return }
-      run.finishedAt = date
-      run.status = status
-      run.summary = summary
-      try run.update(db)
+      try db.execute(
+        sql: "UPDATE runs SET finishedAt = ?, status = ?, summary = ? WHERE id = ?",
+        arguments: [Self.databaseText(date), status, summary, id])
     }
   }
 
