@@ -263,8 +263,10 @@ public struct Prefetcher: Sendable {
   }
 
   /// A download the run waits for: its item, the load to finish, its attempts, and the
-  /// duplicates of the same key that wait for it.
-  private struct Slot {
+  /// duplicates of the same key that wait for it. A class, owned by the run's table of slots
+  /// alone: reading a field through the table then costs one reference, where a struct was
+  /// copied whole (every string and reference in it retained, then released) at each read.
+  private final class Slot {
     var item: PrefetchItem
     var pending: ImageManager.PendingDownload?
     var attempts = 1
@@ -276,6 +278,8 @@ public struct Prefetcher: Sendable {
     /// The download succeeded and gave back its place in the limits; the image is yet to be
     /// checked and stored.
     var downloadOver = false
+
+    init(item: PrefetchItem) { self.item = item }
   }
 
   /// Whether `item` is `shard`'s: by its cache key; a URL that does not parse (which fails

@@ -333,25 +333,30 @@ public final class StateStore: Sendable {
     }
     var parts = tm()
     gmtime_r(&seconds, &parts)
-    var text: [UInt8] = []
-    text.reserveCapacity(23)
-    func append(_ value: Int, digits: Int, then separator: Character?) {
-      var divisor = 1
-      for _ in 1..<digits { divisor *= 10 }
-      while divisor > 0 {
-        text.append(UInt8(ascii: "0") + UInt8((value / divisor) % 10))
-        divisor /= 10
+    let fields: [(value: Int, digits: Int, separator: UInt8?)] = [
+      (Int(parts.tm_year) + 1900, 4, UInt8(ascii: "-")),
+      (Int(parts.tm_mon) + 1, 2, UInt8(ascii: "-")),
+      (Int(parts.tm_mday), 2, UInt8(ascii: " ")), (Int(parts.tm_hour), 2, UInt8(ascii: ":")),
+      (Int(parts.tm_min), 2, UInt8(ascii: ":")), (Int(parts.tm_sec), 2, UInt8(ascii: ".")),
+      (Int(remainder), 3, nil),
+    ]
+    // Written in place, digit by digit: one is made per download.
+    return String(unsafeUninitializedCapacity: 23) { text in
+      var end = 0
+      for field in fields {
+        var value = field.value
+        for index in stride(from: end + field.digits - 1, through: end, by: -1) {
+          text[index] = UInt8(ascii: "0") + UInt8(value % 10)
+          value /= 10
+        }
+        end += field.digits
+        if let separator = field.separator {
+          text[end] = separator
+          end += 1
+        }
       }
-      if let separator { text.append(separator.asciiValue!) }
+      return end
     }
-    append(Int(parts.tm_year) + 1900, digits: 4, then: "-")
-    append(Int(parts.tm_mon) + 1, digits: 2, then: "-")
-    append(Int(parts.tm_mday), digits: 2, then: " ")
-    append(Int(parts.tm_hour), digits: 2, then: ":")
-    append(Int(parts.tm_min), digits: 2, then: ":")
-    append(Int(parts.tm_sec), digits: 2, then: ".")
-    append(Int(remainder), digits: 3, then: nil)
-    return String(decoding: text, as: UTF8.self)
   }
 
   public func removeValidators(forKey cacheKey: String) throws {

@@ -17,6 +17,13 @@ final class CacheFileNameTests: XCTestCase {
     XCTAssertEqual(CacheFileName.fileName(forKey: ""), "d41d8cd98f00b204e9800998ecf8427e")
   }
 
+  func testAKeyIsHashedUpToAnEmbeddedNUL() {
+    // SD hashes the key's UTF8String with strlen: what follows a NUL is not hashed.
+    XCTAssertEqual(
+      CacheFileName.md5Hex("https://example.com/a\u{0}b.png"), "cd69b81ea00cc2798797293cbc92d643")
+    XCTAssertEqual(CacheFileName.md5Hex("\u{0}x"), "d41d8cd98f00b204e9800998ecf8427e")
+  }
+
   func testDotOnlyInQueryGivesNoExtension() {
     XCTAssertEqual(
       CacheFileName.fileName(forKey: "https://example.com/staticmap?center=48.85,2.35&format=png"),

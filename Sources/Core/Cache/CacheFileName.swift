@@ -54,17 +54,26 @@ public enum CacheFileName {
   /// SD hashes `key.UTF8String` with `strlen`, so a key with an embedded NUL is hashed only up
   /// to that NUL; we do the same so that such keys land on the same file.
   public static func md5Hex(_ key: String) -> String {
-    let bytes = Array(key.utf8.prefix { $0 != 0 })
-    var digest = [UInt8](repeating: 0, count: 16)
-    bytes.withUnsafeBufferPointer { ic_md5($0.baseAddress, $0.count, &digest) }
-    let hexDigits = Array("0123456789abcdef".utf8)
-    var hex = [UInt8]()
-    hex.reserveCapacity(32)
-    for byte in digest {
-      hex.append(hexDigits[Int(byte >> 4)])
-      hex.append(hexDigits[Int(byte & 0x0F)])
+    var key = key
+    // Without copies: this runs for every URL of every run.
+    return key.withUTF8 { utf8 in
+      let bytes = UnsafeRawBufferPointer(utf8)
+      let count = bytes.firstIndex(of: 0) ?? bytes.count
+      return withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 16) { digest in
+        ic_md5(utf8.baseAddress, count, digest.baseAddress)
+        return String(unsafeUninitializedCapacity: 32) { hex in
+          for (index, byte) in digest.enumerated() {
+            hex[2 * index] = hexDigit(byte >> 4)
+            hex[2 * index + 1] = hexDigit(byte & 0x0F)
+          }
+          return 32
+        }
+      }
     }
-    return String(decoding: hex, as: UTF8.self)
+  }
+
+  private static func hexDigit(_ value: UInt8) -> UInt8 {
+    value < 10 ? UInt8(ascii: "0") + value : UInt8(ascii: "a") + value - 10
   }
 
   /// The extension SD 5 appends for `key`, or `nil` for none.
