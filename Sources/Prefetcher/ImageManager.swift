@@ -198,9 +198,11 @@ public final class ImageManager: Sendable {
 
   /// Everything of a load before the download (SPEC section 2, steps 1-4), without suspending:
   /// the prefetcher finishes hits inline and starts downloads itself.
-  public func prepare(_ rawURL: String, options: ImageOptions, context: ImageContext)
-    -> PreparedLoad
-  {
+  ///
+  /// - Parameter parsed: `URL(string: rawURL)`, when the caller has parsed it already.
+  public func prepare(
+    _ rawURL: String, options: ImageOptions, context: ImageContext, parsed: URL? = nil
+  ) -> PreparedLoad {
     let trimmed = rawURL.trimmingWhitespace(keepingLineBreaks: true)
     guard !trimmed.isEmpty else {
       return .finished(
@@ -218,7 +220,7 @@ public final class ImageManager: Sendable {
     } catch {
       return .finished(stateFailed(error))
     }
-    let parsed = URL(string: trimmed)
+    let parsed = trimmed == rawURL && parsed != nil ? parsed : URL(string: trimmed)
     let blacklistKey = parsed?.absoluteString ?? trimmed
     if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
       return .finished(LoadResult(outcome: .blacklisted))
@@ -244,7 +246,8 @@ public final class ImageManager: Sendable {
     let key = context.variant.isEmpty ? originalKey : context.variant.derivedKey(for: originalKey)
     let cache = namespace.cache
     // The file names, once: the query and the store both need them.
-    let paths = cache.disk.paths(forKey: key)
+    // The key is usually the URL itself, already parsed.
+    let paths = cache.disk.paths(forKey: key, parsedKey: key == trimmed ? url : nil)
     var cachedOnDisk = false
     var derivedHit = false
     if !options.contains(.fromLoaderOnly) {

@@ -10,6 +10,8 @@ public struct PrefetchItem: Sendable {
   public var context: ImageContext
   /// `file:line`, for reports.
   public var source: String?
+  /// `url` parsed, once: the manager's checks and the cache's file name reuse it.
+  let parsedURL: URL?
   /// The host the per-host limit counts against (parsed once: the scheduler asks often).
   let host: String
   /// 0 for `highPriority`, 2 for `lowPriority`, 1 otherwise.
@@ -30,7 +32,8 @@ public struct PrefetchItem: Sendable {
     self.options = options
     self.context = context
     self.source = source
-    host = URL(string: url)?.host ?? ""
+    parsedURL = URL(string: url)
+    host = parsedURL?.host ?? ""
     priority = options.contains(.highPriority) ? 0 : options.contains(.lowPriority) ? 2 : 1
   }
 }
@@ -123,7 +126,8 @@ public struct Prefetcher: Sendable {
     // Loads `item` up to the network: a hit or a refusal ends at once, without a task; a
     // download is started on the transfer thread and ends in `queue`.
     func begin(_ item: PrefetchItem, slot id: Int?, attempts: Int) {
-      let prepared = manager.prepare(item.url, options: item.options, context: item.context)
+      let prepared = manager.prepare(
+        item.url, options: item.options, context: item.context, parsed: item.parsedURL)
       switch prepared {
       case .finished(let result):
         if let id {

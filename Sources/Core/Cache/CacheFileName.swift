@@ -82,8 +82,10 @@ public enum CacheFileName {
   /// the query or fragment); only a key that does not parse as a URL uses the raw string's
   /// path extension. NUL and `:` are removed, and an extension longer than
   /// ``maxExtensionLength`` UTF-16 units (NSString's length, as SD measures it) is dropped.
-  public static func currentExtension(forKey key: String) -> String? {
-    let raw = urlExtension(forKey: key) ?? rawStringExtension(key)
+  ///
+  /// - Parameter parsedKey: `URL(string: key)`, when the caller has parsed `key` already.
+  public static func currentExtension(forKey key: String, parsedKey: URL? = nil) -> String? {
+    let raw = urlExtension(forKey: key, parsedKey: parsedKey) ?? rawStringExtension(key)
     let cleaned = String(raw.unicodeScalars.filter { $0 != "\0" && $0 != ":" })
     guard !cleaned.isEmpty, cleaned.utf16.count <= maxExtensionLength else { return nil }
     return cleaned
@@ -93,8 +95,8 @@ public enum CacheFileName {
   ///
   /// Foundation on Linux shares its URL parser with Apple's current Foundation, which is what
   /// SD's `[NSURL URLWithString:]` runs on, including its encoding of invalid characters.
-  static func urlExtension(forKey key: String) -> String? {
-    guard let url = URL(string: key) else { return nil }
+  static func urlExtension(forKey key: String, parsedKey: URL? = nil) -> String? {
+    guard let url = parsedKey ?? URL(string: key) else { return nil }
     return url.pathExtension
   }
 

@@ -96,13 +96,14 @@ public struct DiskCache: Sendable {
     public var candidates: [String] { fallback.map { [current, $0] } ?? [current] }
   }
 
-  public func paths(forKey key: String) -> KeyPaths {
+  /// - Parameter parsedKey: `URL(string: key)`, when the caller has parsed `key` already (a
+  ///   key is usually the URL just downloaded, and parsing is most of what a name costs).
+  public func paths(forKey key: String, parsedKey: URL? = nil) -> KeyPaths {
     let digest = CacheFileName.md5Hex(key)
-    let ext = CacheFileName.currentExtension(forKey: key)
-    guard let ext, !ext.isEmpty else {
-      return KeyPaths(current: path + "/" + digest, fallback: nil)
-    }
-    return KeyPaths(current: path + "/" + digest + "." + ext, fallback: path + "/" + digest)
+    let ext = CacheFileName.currentExtension(forKey: key, parsedKey: parsedKey)
+    let fallback = path + "/" + digest
+    guard let ext, !ext.isEmpty else { return KeyPaths(current: fallback, fallback: nil) }
+    return KeyPaths(current: fallback + "." + ext, fallback: fallback)
   }
 
   /// ``touch(forKey:)`` with the paths already worked out.
