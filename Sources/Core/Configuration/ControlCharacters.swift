@@ -3,18 +3,16 @@ extension String {
   /// never goes into a path, a request or onto a terminal as it is (SPEC section 10). A tab may
   /// be allowed, as in header values.
   public func containsControlCharacter(allowingTab: Bool = false) -> Bool {
-    var ascii = true
-    for byte in utf8 {
-      if byte >= 0x80 {
-        ascii = false
-        break
+    // The bytes in place (every manifest line comes through here): nil once one is not ASCII.
+    var text = self
+    let asciiControl = text.withUTF8 { bytes -> Bool? in
+      for byte in bytes {
+        if byte >= 0x80 { return nil }
+        if byte < 0x20 || byte == 0x7F, !(allowingTab && byte == 0x09) { return true }
       }
-      if byte < 0x20 || byte == 0x7F {
-        if allowingTab && byte == 0x09 { continue }
-        return true
-      }
+      return false
     }
-    if ascii { return false }
+    if let asciiControl { return asciiControl }
     // Outside ASCII (C1 controls, U+0080-U+009F): ask Unicode.
     return unicodeScalars.contains {
       $0.properties.generalCategory == .control && !(allowingTab && $0 == "\t")
