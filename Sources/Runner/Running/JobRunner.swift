@@ -215,17 +215,23 @@ public struct JobRunner: Sendable {
       let counts = await Self.prefetch(
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
         recorder: recorder)
+      // Nothing more is downloaded: the transfer thread closes its connections and frees
+      // libcurl on its own processor while this one writes the state.
+      async let stopped: Void = downloader.shutdown()
       try manager.flush()
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
-      return (counts, manager.runEndingFailure)
+      let failure = manager.runEndingFailure
+      let status: RunReport.Status =
+        failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
+      try store.finishRun(
+        id: runID, at: Date(), status: status.rawValue,
+        summary:
+          "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
+      await stopped
+      return (counts, failure)
     }
     for warning in items.warnings { console.say("warning: \(warning)") }
     warnings += items.warnings
-    let status: RunReport.Status =
-      failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
-    try store.finishRun(
-      id: runID, at: Date(), status: status.rawValue,
-      summary: "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
     return (counts, failure)
   }
 
