@@ -186,7 +186,7 @@ struct Console: RunConsole {
       || line.contains("interrupted by signal") || line.contains(" error")
   }
 
-  func progress(total: Int?) -> (any PrefetchProgress)? {
+  func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)? {
     quiet ? nil : ConsoleProgress(total: total, console: self)
   }
 
@@ -211,17 +211,28 @@ struct Console: RunConsole {
 
 /// On a terminal, one status line rewritten in place; otherwise a log line every few seconds.
 final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
-  /// The lines to go, when known (not for sitemaps).
-  private let total: Int?
   private let console: Console
   private let isTerminal = isatty(STDERR_FILENO) == 1
   private let lock = NSLock()
   private var lastPrinted = Date.distantPast
+  /// The lines to go, once counted (never for sitemaps).
+  private var counted: Int?
+  private let countDone = DispatchSemaphore(value: 0)
 
-  init(total: Int?, console: Console) {
-    self.total = total
+  /// Counts the lines on a thread of its own: a manifest of millions of lines takes seconds to
+  /// read, and the downloads start meanwhile (the total shows once it is known).
+  init(total count: @escaping @Sendable () -> Int?, console: Console) {
     self.console = console
+    let thread = Thread { [self] in
+      let total = count()
+      lock.withLock { counted = total }
+      countDone.signal()
+    }
+    thread.name = "imagecache-line-count"
+    thread.start()
   }
+
+  private var total: Int? { lock.withLock { counted } }
 
   func update(_ counts: PrefetchCounts, elapsed: TimeInterval) {
     let interval: TimeInterval = isTerminal ? 0.2 : 5
@@ -235,11 +246,15 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
   }
 
   func finish(_ counts: PrefetchCounts, elapsed: TimeInterval) {
+    // A short run may end before its lines are counted: the last line says the total, unless
+    // counting would hold the exit up (a huge manifest and an early signal).
+    _ = countDone.wait(timeout: .now() + 0.2)
     show(line(counts, elapsed: elapsed), final: true)
   }
 
   private func line(_ counts: PrefetchCounts, elapsed: TimeInterval) -> String {
     let done = counts.total
+    let total = total
     let rate = elapsed > 0 ? Double(done) / elapsed : 0
     var text =
       "\(done)\(total.map { "/\($0)" } ?? "") done, \(counts.memoryHits + counts.diskHits) hits, \(counts.downloaded) downloaded, "

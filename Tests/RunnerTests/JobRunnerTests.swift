@@ -22,7 +22,7 @@ final class RecordingConsole: RunConsole {
     onLine(line)
   }
 
-  func progress(total: Int?) -> (any PrefetchProgress)? { nil }
+  func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)? { nil }
 
   var said: [String] { lines.withLock { $0 } }
 }

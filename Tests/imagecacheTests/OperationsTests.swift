@@ -111,6 +111,8 @@ final class OperationsTests: LoopbackTestCase {
     XCTAssertTrue(result.stderr.contains("warning: \(manifest):1: field 'options'"), result.stderr)
     XCTAssertTrue(result.stderr.contains("  failed \(server.url("/gone.jpg"))"), result.stderr)
     XCTAssertTrue(result.stderr.contains("prefetch: 2 URLs: 1 downloaded"), result.stderr)
+    // The last progress line has the total, counted beside the run.
+    XCTAssertTrue(result.stderr.contains("2/2 done, 0 hits, 1 downloaded"), result.stderr)
   }
 
   func testKeyPrintsTheDerivedKeyAndFiles() throws {

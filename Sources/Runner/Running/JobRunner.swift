@@ -7,8 +7,10 @@ import State
 /// Where a run's words for people go: the command line prints them on stderr, tests keep them.
 public protocol RunConsole: Sendable {
   func say(_ line: String)
-  /// The progress display of a prefetch of `total` URLs, if there is one.
-  func progress(total: Int?) -> (any PrefetchProgress)?
+  /// The progress display of a prefetch, if there is one. `total` counts the URLs to go (or
+  /// `nil` when that cannot be known ahead, as for sitemaps); it reads every manifest, so a
+  /// display calls it only if it shows the total, and off the run's path.
+  func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)?
 }
 
 /// How one run goes, beside the job itself: what the command line's flags say.
@@ -204,7 +206,9 @@ public struct JobRunner: Sendable {
     }
     var items = job.manifestItems
     items.stop = signals.stop
-    let progress = console.progress(total: ManifestItems.lineCount(of: job.manifests))
+    let progress = console.progress(total: { [manifests = job.manifests] in
+      ManifestItems.lineCount(of: manifests)
+    })
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
 
