@@ -31,6 +31,22 @@ final class UnattendedTests: XCTestCase {
     return path
   }
 
+  func testOnlyARunWithAReportNeedsItsTemporaryFolder() throws {
+    let urls = try manifest([server.url("/photo.jpg")])
+    var environment = ProcessInfo.processInfo.environment
+    environment["TMPDIR"] = temporary.appending("no-such-folder")
+    // No report file and no --json: nothing is spilled to TMPDIR, so a bad one does not matter.
+    let bare = try ImageCacheBinary.run(
+      ["prefetch", urls, "--cache", location.directory], environment: environment)
+    XCTAssertEqual(bare.status, 0, bare.stderr)
+    XCTAssertTrue(bare.stderr.contains("1 downloaded"), bare.stderr)
+    // A report's lists are spilled there as the run goes: a bad TMPDIR stops it at the start.
+    let reported = try ImageCacheBinary.run(
+      ["prefetch", urls, "--cache", location.directory, "--json"], environment: environment)
+    XCTAssertNotEqual(reported.status, 0, reported.stderr)
+    XCTAssertTrue(reported.stderr.contains("no-such-folder"), reported.stderr)
+  }
+
   func testAClosedStderrAndAFullStdoutDoNotStopTheRun() throws {
     let urls = try manifest([server.url("/photo.jpg")])
     let report = temporary.appending("report.json")

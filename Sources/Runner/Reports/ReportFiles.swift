@@ -12,12 +12,19 @@ import Foundation
 /// the report is put together. Entries are comma-separated, one a line. Used under
 /// ``ReportWriter``'s lock, or by the one pass that owns it.
 final class SpillFile: @unchecked Sendable {
+  /// -1: the entries are dropped unwritten (a run with no report to write).
   private let descriptor: Int32
-  private var buffer = JSONOutput(reservingCapacity: SpillFile.bufferSize)
+  private var buffer = JSONOutput(reservingCapacity: 0)
   private(set) var count = 0
   private static let bufferSize = 1 << 16
 
+  /// A spill file that keeps nothing: no temporary file, and no entry is even encoded.
+  static func discarding() -> SpillFile { SpillFile(descriptor: -1) }
+
+  private init(descriptor: Int32) { self.descriptor = descriptor }
+
   init() throws(FileSystemError) {
+    buffer = JSONOutput(reservingCapacity: Self.bufferSize)
     let folder =
       ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
       ?? "/tmp"
@@ -26,10 +33,11 @@ final class SpillFile: @unchecked Sendable {
     unlink(path)
   }
 
-  deinit { close(descriptor) }
+  deinit { if descriptor >= 0 { close(descriptor) } }
 
   /// Adds one entry, written by `element`.
   func append(_ element: (inout JSONOutput) -> Void) throws(FileSystemError) {
+    guard descriptor >= 0 else { return }
     if count > 0 { buffer.raw(",\n") }
     element(&buffer)
     count += 1

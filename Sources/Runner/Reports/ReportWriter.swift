@@ -58,10 +58,21 @@ public final class ReportWriter: Sendable {
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
     if standardOutput { outputs.append(ReportOutput(descriptor: STDOUT_FILENO)) }
+    keepsLists = !outputs.isEmpty
     state = Mutex(
       State(
-        outputs: outputs, failures: try SpillFile(), downloads: try SpillFile(),
-        variants: try SpillFile(), lineErrors: try SpillFile(), blacklistedURLs: try SpillFile()))
+        outputs: outputs, failures: try Self.spillFile(keepsLists),
+        downloads: try Self.spillFile(keepsLists), variants: try Self.spillFile(keepsLists),
+        lineErrors: try Self.spillFile(keepsLists),
+        blacklistedURLs: try Self.spillFile(keepsLists)))
+  }
+
+  /// Whether the report goes anywhere: a run with no report file and no `--json` keeps its
+  /// counts only (its lists, a JSON entry per download, would be written for nobody).
+  private let keepsLists: Bool
+
+  private static func spillFile(_ keeps: Bool) throws(FileSystemError) -> SpillFile {
+    keeps ? try SpillFile() : SpillFile.discarding()
   }
 
   // MARK: Prefetch
@@ -77,6 +88,7 @@ public final class ReportWriter: Sendable {
   fileprivate func append(
     to array: KeyPath<State, SpillFile>, _ element: @Sendable (inout JSONOutput) -> Void
   ) {
+    guard keepsLists else { return }
     state.withLock { state in
       do throws(FileSystemError) {
         try state[keyPath: array].append(element)
@@ -100,8 +112,9 @@ public final class ReportWriter: Sendable {
     echoError: ((String) -> Void)? = nil
   ) throws -> PassSink {
     PassSink(
-      summary: PassSummary(pass: pass, dryRun: dryRun), actions: try SpillFile(),
-      errors: try SpillFile(), listsActions: listsActions, echo: echo, echoError: echoError)
+      summary: PassSummary(pass: pass, dryRun: dryRun), actions: try Self.spillFile(keepsLists),
+      errors: try Self.spillFile(keepsLists), listsActions: listsActions, echo: echo,
+      echoError: echoError)
   }
 
   /// The counts of the passes ended so far.
