@@ -220,7 +220,7 @@ public final class ImageManager: Sendable {
     } catch {
       return .finished(stateFailed(error))
     }
-    let parsed = trimmed == rawURL && parsed != nil ? parsed : URL(string: trimmed)
+    let parsed = (trimmed == rawURL ? parsed : nil) ?? URL(string: trimmed)
     let blacklistKey = parsed?.absoluteString ?? trimmed
     if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
       return .finished(LoadResult(outcome: .blacklisted))
