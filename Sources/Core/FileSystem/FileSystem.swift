@@ -167,11 +167,14 @@ public enum FileSystem {
     }
   }
 
-  /// The name of a directory entry that `readdir(3)` returned.
+  /// The name of a directory entry that `readdir(3)` returned, read in place up to its NUL.
+  ///
+  /// Never through `entry.pointee.d_name`: that copies the whole 256-byte field, and a record
+  /// is only as long as its name (`d_reclen`), so the copy of one near the end of glibc's
+  /// buffer read past it, and crashed (SIGSEGV) when that was the end of a mapping.
   public static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
-    withUnsafePointer(to: entry.pointee.d_name) {
-      $0.withMemoryRebound(to: CChar.self, capacity: Int(NAME_MAX) + 1) { String(cString: $0) }
-    }
+    let name = UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \.d_name)!
+    return String(cString: name.assumingMemoryBound(to: CChar.self))
   }
 
   /// How the temporary files of atomic writes begin: hidden (no pass, read or count sees them as
