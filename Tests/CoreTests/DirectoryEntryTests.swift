@@ -27,6 +27,8 @@ final class DirectoryEntryTests: XCTestCase {
 
     let entry = record.bindMemory(to: dirent.self, capacity: 1)
     XCTAssertEqual(FileSystem.entryName(entry), "a")
+    // The type, as CacheScanner reads it: one field, not a copy of the record.
+    XCTAssertEqual(entry.pointee.d_type, 0)
   }
 
   func testEveryNameOfAFolderIsReadWhole() throws {
