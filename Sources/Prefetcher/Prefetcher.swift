@@ -249,9 +249,10 @@ public struct Prefetcher: Sendable {
       // A download that succeeded is over: its place in the limits goes to the next item before
       // the image is checked and stored, as SD's downloader ends its operation before the
       // manager stores the image. (A failure keeps its place: it may be retried.)
-      for case .answered(let id, .success) in events where slots[id]?.downloadOver == false {
-        slots[id]?.downloadOver = true
-        if let item = slots[id]?.item { release(item) }
+      for case .answered(let id, .success) in events {
+        guard let slot = slots[id], !slot.downloadOver else { continue }
+        slot.downloadOver = true
+        release(slot.item)
       }
       if !isStopping() { startWaiting() }
       for event in events {

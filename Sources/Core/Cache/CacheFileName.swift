@@ -106,7 +106,8 @@ public enum CacheFileName {
     (key as NSString).pathExtension
   }
 
-  private static func join(_ digest: String, _ ext: String?) -> String {
+  /// `digest.ext`, or the digest alone for no (or an empty) extension.
+  static func join(_ digest: String, _ ext: String?) -> String {
     guard let ext, !ext.isEmpty else { return digest }
     return digest + "." + ext
   }

@@ -100,10 +100,11 @@ public struct DiskCache: Sendable {
   ///   key is usually the URL just downloaded, and parsing is most of what a name costs).
   public func paths(forKey key: String, parsedKey: URL? = nil) -> KeyPaths {
     let digest = CacheFileName.md5Hex(key)
-    let ext = CacheFileName.currentExtension(forKey: key, parsedKey: parsedKey)
+    let name = CacheFileName.join(
+      digest, CacheFileName.currentExtension(forKey: key, parsedKey: parsedKey))
     let fallback = path + "/" + digest
-    guard let ext, !ext.isEmpty else { return KeyPaths(current: fallback, fallback: nil) }
-    return KeyPaths(current: fallback + "." + ext, fallback: fallback)
+    guard name != digest else { return KeyPaths(current: fallback, fallback: nil) }
+    return KeyPaths(current: path + "/" + name, fallback: fallback)
   }
 
   /// ``touch(forKey:)`` with the paths already worked out.
@@ -121,7 +122,7 @@ public struct DiskCache: Sendable {
   /// The path holding `key`'s data (the current name, else the legacy name without extension),
   /// or `nil`.
   public func existingPath(forKey key: String) throws -> String? {
-    for candidate in candidatePaths(forKey: key) {
+    for candidate in paths(forKey: key).candidates {
       if let attributes = try FileSystem.attributes(atPath: candidate), attributes.isRegularFile {
         return candidate
       }
@@ -169,7 +170,7 @@ public struct DiskCache: Sendable {
   @discardableResult
   public func removeData(forKey key: String) throws -> Bool {
     var removed = false
-    for candidate in candidatePaths(forKey: key) {
+    for candidate in paths(forKey: key).candidates {
       if try FileSystem.removeFile(path: candidate) { removed = true }
     }
     return removed
@@ -204,9 +205,5 @@ public struct DiskCache: Sendable {
       return true
     }
     return usage
-  }
-
-  private func candidatePaths(forKey key: String) -> [String] {
-    paths(forKey: key).candidates
   }
 }
