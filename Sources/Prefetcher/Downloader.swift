@@ -37,10 +37,19 @@ public struct DownloadResponse: Sendable {
 public struct DownloadFailure: Error, Sendable {
   public var error: ImageCacheError
   public var retryAfter: TimeInterval?
+  /// Ended before its first request was sent: it waited for room in the downloader's limits
+  /// when it was cancelled, or when its start condition said no.
+  public var notStarted = false
 
   public init(_ error: ImageCacheError, retryAfter: TimeInterval? = nil) {
     self.error = error
     self.retryAfter = retryAfter
+  }
+
+  static var cancelledBeforeStart: DownloadFailure {
+    var failure = DownloadFailure(.cancelled)
+    failure.notStarted = true
+    return failure
   }
 }
 
@@ -123,9 +132,13 @@ public final class Downloader: Sendable {
 
   /// Starts downloading `request.url` without a task: `completion` is called once, on the
   /// transfer thread, when the download ends (it must be quick: queue the result and return).
-  /// The prefetcher uses it to take finished downloads in batches.
+  /// The prefetcher uses it to take finished downloads in batches, and queues more than the
+  /// limits let run (``PrefetchConfiguration/concurrency``, per host too): the rest wait on the
+  /// transfer thread and start the moment one ends. `startsIf`, asked on that thread when a
+  /// waiting download's turn comes, can end it unsent instead (cancelled, `notStarted`): a run
+  /// that has stopped starts nothing new.
   public func start(
-    _ request: DownloadRequest,
+    _ request: DownloadRequest, startsIf: (@Sendable () -> Bool)? = nil,
     completion: @escaping @Sendable (Result<DownloadResponse, DownloadFailure>) -> Void
   ) -> Handle? {
     guard let loop = startedLoop() else {
@@ -134,6 +147,7 @@ public final class Downloader: Sendable {
     }
     let transfer = Transfer(request: request, configuration: configuration)
     transfer.completion = completion
+    transfer.startsIf = startsIf
     loop.submit(.start(transfer))
     return Handle(transfer: transfer, loop: loop)
   }

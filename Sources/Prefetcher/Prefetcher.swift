@@ -87,6 +87,12 @@ public struct Prefetcher: Sendable {
     var exhausted = false
     var window = Window()
     let windowSize = max(configuration.concurrency * 4, 64)
+    // Items handed to the downloader and not over yet, in all and per host. The downloader keeps
+    // the limits (`concurrency`, `perHostConcurrency`) on what is under way; as many again wait
+    // in it, so that a download that ends is followed at once, on the transfer thread, by the
+    // next one, without waiting for this task to hear of it.
+    let queuedLimit = configuration.concurrency * 2
+    let queuedPerHostLimit = configuration.perHostConcurrency * 2
     var perHost: [String: Int] = [:]
     var running = 0
     // Downloads in flight (or waiting to retry), by slot number.
@@ -97,6 +103,10 @@ public struct Prefetcher: Sendable {
     let queue = DownloadQueue()
     var cancelledInFlight = false
     let downloader = manager.downloader
+    // A download waiting in the downloader starts only if the run has not stopped since.
+    let startsIf: @Sendable () -> Bool = { [stop, manager, queue] in
+      !(stop.isStopped || manager.runEndingFailure != nil || queue.isCancelled)
+    }
 
     func record(_ finished: Finished) {
       self.record(finished, into: &report, recorder: &recorder)
@@ -152,16 +162,31 @@ public struct Prefetcher: Sendable {
         }
         slots[slot]?.pending = pending
         slots[slot]?.attempts = attempts
-        slots[slot]?.handle = downloader.start(pending.request) { answer in
+        slots[slot]?.handle = downloader.start(pending.request, startsIf: startsIf) { answer in
           queue.push(.answered(slot, answer))
         }
       }
+    }
+
+    // Ends slot `id`, whose attempt ended unsent (the run stopped while it waited in the
+    // downloader, or it was cancelled there): as if it had not been started, unless an earlier
+    // attempt failed, which is then its result.
+    func drop(_ id: Int) {
+      guard let slot = slots[id] else { return }
+      if let last = slot.last {
+        slot.attempts -= 1
+        return end(id, last)
+      }
+      slots[id] = nil
+      if let key = slot.pending?.coalescingKey, owners[key] == id { owners[key] = nil }
+      if !slot.downloadOver { release(slot.item) }
     }
 
     func handle(_ event: DownloadQueue.Event) {
       switch event {
       case .answered(let id, let answer):
         guard let slot = slots[id], let pending = slot.pending else { return }
+        if case .failure(let failure) = answer, failure.notStarted { return drop(id) }
         let result = manager.finish(pending, answer)
         slots[id]?.handle = nil
         guard case .failed(let error, _) = result.outcome, error.isTransient,
@@ -187,16 +212,12 @@ public struct Prefetcher: Sendable {
     }
 
     // A signal, or a disk that can take no more (SPEC section 2, step 7): start nothing new.
-    func isStopping() -> Bool {
-      stop.isStopped || manager.runEndingFailure != nil || queue.isCancelled
-    }
+    func isStopping() -> Bool { !startsIf() }
 
     // Starts items of the window while the limits allow.
     func startWaiting() {
-      while running < configuration.concurrency,
-        let item = window.takeNext(where: {
-          perHost[$0, default: 0] < configuration.perHostConcurrency
-        })
+      while running < queuedLimit,
+        let item = window.takeNext(where: { perHost[$0, default: 0] < queuedPerHostLimit })
       {
         perHost[item.host, default: 0] += 1
         running += 1
@@ -232,7 +253,7 @@ public struct Prefetcher: Sendable {
       if stopping { window.removeAll() }
       startWaiting()
       // Hits end inline: read more before waiting, while there is room.
-      if !stopping && !exhausted && window.count == 0 && running < configuration.concurrency {
+      if !stopping && !exhausted && window.count == 0 && running < queuedLimit {
         continue
       }
       guard running > 0 else { break }

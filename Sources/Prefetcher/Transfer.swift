@@ -12,10 +12,15 @@ final class Transfer: @unchecked Sendable {
   let maxRedirects: Int
   private let userAgent: String
   private let deadlineSeconds: TimeInterval
-  /// When the whole download must be over, on the monotonic clock.
-  private let deadline: UInt64
+  /// When the whole download must be over, on the monotonic clock: set when the loop starts
+  /// it, not while it waits for room in the limits.
+  private var deadline: UInt64 = .max
+  /// The host the loop's per-host limit counts it against (its first hop's, for every hop).
+  let host: String
   /// Set before the transfer is queued; called once, on the loop thread, when it ends.
   var completion: (@Sendable (Result<DownloadResponse, DownloadFailure>) -> Void)?
+  /// Set before the transfer is queued; asked on the loop thread when its turn to start comes.
+  var startsIf: (@Sendable () -> Bool)?
 
   /// The first hop's request headers, worked out when the transfer is made: on the thread
   /// that starts it, not the transfer thread, which every transfer goes through.
@@ -23,8 +28,17 @@ final class Transfer: @unchecked Sendable {
 
   // From here on, only the loop thread reads and writes.
   var easy: EasyHandle?
-  var cancelRequested = false
-  var finished = false
+  var phase = Phase.unseen(cancelRequested: false)
+
+  enum Phase {
+    /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.
+    case unseen(cancelRequested: Bool)
+    /// Waiting for room in the loop's limits.
+    case waiting
+    /// Holding a place in the limits, from its first request to its last hop.
+    case running
+    case finished
+  }
   /// The current hop.
   private(set) var hop: Hop
   /// The URL of the current hop.
@@ -60,8 +74,12 @@ final class Transfer: @unchecked Sendable {
     maxRedirects = configuration.maxRedirects
     userAgent = configuration.userAgent
     deadlineSeconds = configuration.deadline
-    deadline =
-      DispatchTime.now().uptimeNanoseconds + UInt64(max(0, configuration.deadline) * 1e9)
+    host = request.url.host ?? ""
+  }
+
+  /// Starts the deadline's clock: the loop is sending the first request.
+  func startClock() {
+    deadline = DispatchTime.now().uptimeNanoseconds + UInt64(max(0, deadlineSeconds) * 1e9)
   }
 
   /// What is left of the deadline, or `nil` once it has passed.

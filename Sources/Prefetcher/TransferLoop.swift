@@ -1,5 +1,6 @@
 import CCurl
 import Core
+import DequeModule
 import Foundation
 import Synchronization
 
@@ -12,6 +13,11 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// completion (a task's continuation, or the prefetcher's queue of finished downloads). Validation
 /// and the store happen there, off this thread. Easy handles
 /// are kept and reused, so connections, TLS sessions and DNS answers are too.
+///
+/// The loop keeps the limits: at most `concurrency` transfers under way, `perHostConcurrency`
+/// per host. A transfer queued beyond them waits here, in order, and starts on this thread the
+/// moment one ends: the connections stay busy however long the queuing task takes to hear of
+/// the end and queue more.
 final class TransferLoop: @unchecked Sendable {
   enum Command {
     case start(Transfer)
@@ -23,6 +29,9 @@ final class TransferLoop: @unchecked Sendable {
     /// Whether the loop is waiting in `curl_multi_poll` with nothing queued: only then does a
     /// command need to wake it.
     var polling = false
+    /// Whether every place in the limits was taken when the loop began to wait: a transfer
+    /// queued then could not start anyway, and the loop takes it when one under way ends.
+    var full = false
     var stopping = false
     var exited = false
     var waiters: [CheckedContinuation<Void, Never>] = []
@@ -37,6 +46,13 @@ final class TransferLoop: @unchecked Sendable {
   // Owned by the loop thread.
   private var active: [UnsafeMutableRawPointer: Transfer] = [:]
   private var idle: [EasyHandle] = []
+  /// Transfers waiting for room in the limits, in the order they came.
+  private var waiting = Deque<Transfer>()
+  /// Transfers under way (a redirect keeps its place between hops), in all and per host.
+  private var running = 0
+  private var runningPerHost: [String: Int] = [:]
+  private let maxRunning: Int
+  private let maxRunningPerHost: Int
 
   private let idleWaitMilliseconds: Int32
 
@@ -52,6 +68,8 @@ final class TransferLoop: @unchecked Sendable {
   init(configuration: PrefetchConfiguration, idleWaitMilliseconds: Int32) {
     precondition(curlInitialised, "curl_global_init failed")
     self.idleWaitMilliseconds = idleWaitMilliseconds
+    maxRunning = max(1, configuration.concurrency)
+    maxRunningPerHost = max(1, configuration.perHostConcurrency)
     multi = curl_multi_init()
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
@@ -72,16 +90,18 @@ final class TransferLoop: @unchecked Sendable {
       // A wake-up only when the loop waits: one that is busy takes every queued command
       // before it waits again, and so does one woken already. Each wake-up makes the loop
       // thread runnable, which on a busy machine costs the caller its processor: once per
-      // batch, not once per transfer. Under the lock: the loop frees the multi handle only
-      // once `stopping` is set.
-      if inbox.polling {
+      // batch, not once per transfer; and none for a start while the limits are full. Under
+      // the lock: the loop frees the multi handle only once `stopping` is set.
+      var startsLater = false
+      if inbox.full, case .start = command { startsLater = true }
+      if inbox.polling && !startsLater {
         inbox.polling = false
         curl_multi_wakeup(multi)
       }
       return true
     }
     if !accepted, case .start(let transfer) = command {
-      transfer.completion?(.failure(DownloadFailure(.cancelled)))
+      transfer.completion?(.failure(.cancelledBeforeStart))
       transfer.completion = nil
     }
   }
@@ -104,7 +124,7 @@ final class TransferLoop: @unchecked Sendable {
   }
 
   private func run() {
-    var running: Int32 = 0
+    var stillRunning: Int32 = 0
     while true {
       let (commands, stopping) = inbox.withLock { inbox in
         defer { inbox.commands.removeAll(keepingCapacity: true) }
@@ -112,16 +132,20 @@ final class TransferLoop: @unchecked Sendable {
       }
       for command in commands {
         switch command {
-        case .start(let transfer): start(transfer)
+        case .start(let transfer): enqueue(transfer)
         case .cancel(let transfer): cancel(transfer)
         }
       }
       if stopping { break }
-      curl_multi_perform(multi, &running)
+      startWaiting()
+      curl_multi_perform(multi, &stillRunning)
       collectFinished()
+      // What ended made room: the next ones are sent by the next perform, before any wait.
+      if startWaiting() { continue }
       // Waits only with nothing queued; a command queued from here on wakes it.
       let waits = inbox.withLock { inbox in
         inbox.polling = inbox.commands.isEmpty && !inbox.stopping
+        inbox.full = running >= maxRunning
         return inbox.polling
       }
       guard waits else { continue }
@@ -130,6 +154,7 @@ final class TransferLoop: @unchecked Sendable {
       curl_multi_poll(multi, nil, 0, wait, nil)
       inbox.withLock { $0.polling = false }
     }
+    dropWaiting()
     for transfer in Array(active.values) { cancel(transfer) }
     idle.removeAll()
     curl_multi_cleanup(multi)
@@ -141,8 +166,52 @@ final class TransferLoop: @unchecked Sendable {
     for waiter in waiters { waiter.resume() }
   }
 
+  private func enqueue(_ transfer: Transfer) {
+    guard case .unseen(let cancelRequested) = transfer.phase else { return }
+    guard !cancelRequested else { return finish(transfer, .failure(.cancelledBeforeStart)) }
+    transfer.phase = .waiting
+    waiting.append(transfer)
+  }
+
+  /// Starts waiting transfers, in order, while the limits have room (a transfer whose host is
+  /// full lets the next one go first; one whose start condition says no ends unsent); returns
+  /// whether it started any.
+  @discardableResult
+  private func startWaiting() -> Bool {
+    var started = false
+    while running < maxRunning, !waiting.isEmpty {
+      let index: Int
+      if runningPerHost[waiting[0].host, default: 0] < maxRunningPerHost {
+        index = 0
+      } else if let other = waiting.firstIndex(where: {
+        runningPerHost[$0.host, default: 0] < maxRunningPerHost
+      }) {
+        index = other
+      } else {
+        break
+      }
+      let transfer = waiting.remove(at: index)
+      if let startsIf = transfer.startsIf, !startsIf() {
+        finish(transfer, .failure(.cancelledBeforeStart))
+        continue
+      }
+      start(transfer)
+      started = true
+    }
+    return started
+  }
+
+  private func dropWaiting() {
+    let dropped = waiting
+    waiting.removeAll()
+    for transfer in dropped { finish(transfer, .failure(.cancelledBeforeStart)) }
+  }
+
   private func start(_ transfer: Transfer) {
-    guard !transfer.cancelRequested else { return finish(transfer, .failure(.init(.cancelled))) }
+    transfer.phase = .running
+    running += 1
+    runningPerHost[transfer.host, default: 0] += 1
+    transfer.startClock()
     guard let easy = idle.popLast() ?? EasyHandle() else {
       return finish(transfer, .failure(.init(.network(.other, message: "curl_easy_init failed"))))
     }
@@ -164,15 +233,20 @@ final class TransferLoop: @unchecked Sendable {
   }
 
   private func cancel(_ transfer: Transfer) {
-    guard !transfer.finished else { return }
-    guard let easy = transfer.easy, active[easy.handle] != nil else {
-      // Not started yet: the start that follows in the inbox sees the flag.
-      transfer.cancelRequested = true
-      return
+    switch transfer.phase {
+    case .finished: return
+    case .unseen:
+      // Not seen yet: the start that follows in the inbox sees the flag.
+      transfer.phase = .unseen(cancelRequested: true)
+    case .waiting:
+      if let index = waiting.firstIndex(where: { $0 === transfer }) { waiting.remove(at: index) }
+      finish(transfer, .failure(.cancelledBeforeStart))
+    case .running:
+      if let easy = transfer.easy, active.removeValue(forKey: easy.handle) != nil {
+        curl_multi_remove_handle(multi, easy.handle)
+      }
+      finish(transfer, .failure(.init(.cancelled)))
     }
-    curl_multi_remove_handle(multi, easy.handle)
-    active[easy.handle] = nil
-    finish(transfer, .failure(.init(.cancelled)))
   }
 
   private func collectFinished() {
@@ -193,7 +267,11 @@ final class TransferLoop: @unchecked Sendable {
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
-    transfer.finished = true
+    if case .running = transfer.phase {
+      running -= 1
+      runningPerHost[transfer.host, default: 1] -= 1
+    }
+    transfer.phase = .finished
     if let easy = transfer.easy {
       easy.release()
       idle.append(easy)

@@ -2,6 +2,7 @@ import CCurl
 import Core
 import Foundation
 import NIOCore
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -211,6 +212,105 @@ final class DownloaderTests: XCTestCase {
       server.url("/after.png"), options: ImageOptions([.fromLoaderOnly]), context: ImageContext())
     XCTAssertEqual(server.requestCount("/after.png"), 2)
     XCTAssertNil(server.requests("/after.png").last?.header("Cookie"), "not without the option")
+  }
+
+  /// Starts `urls` at once on `downloader`, each with `startsIf`; returns the results in the
+  /// order of `urls`, once every one has ended.
+  private func startAll(
+    _ urls: [String], on downloader: Downloader, startsIf: (@Sendable () -> Bool)? = nil,
+    whileWaiting: ([Downloader.Handle?]) async throws -> Void = { _ in }
+  ) async throws -> [Result<DownloadResponse, DownloadFailure>] {
+    let results = Mutex<[Int: Result<DownloadResponse, DownloadFailure>]>([:])
+    let ended = expectation(description: "every download ends")
+    ended.expectedFulfillmentCount = urls.count
+    let handles = urls.enumerated().map { index, url in
+      downloader.start(DownloadRequest(url: URL(string: url)!), startsIf: startsIf) { result in
+        results.withLock { $0[index] = result }
+        ended.fulfill()
+      }
+    }
+    try await whileWaiting(handles)
+    await fulfillment(of: [ended], timeout: 30)
+    return results.withLock { results in urls.indices.map { results[$0]! } }
+  }
+
+  /// The transfer thread keeps the limits itself: downloads queued beyond them wait on it, in
+  /// order, and each starts as one under way ends. A waiting download whose host is full lets
+  /// one of another host go first (the same server, as 127.0.0.1 and as localhost).
+  func testDownloadsBeyondTheLimitsWaitInOrderAndStartAsOthersEnd() async throws {
+    let slow = try LoopbackServer(routes: [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(150)) }
+    ])
+    defer { slow.shutdown() }
+    var configuration = PrefetchConfiguration()
+    configuration.concurrency = 3
+    configuration.perHostConcurrency = 2
+    let downloader = Downloader(configuration: configuration)
+    downloaders.append(downloader)
+    let urls =
+      (0..<5).map { "http://127.0.0.1:\(slow.port)/slow.png?ip=\($0)" }
+      + (0..<2).map { "http://localhost:\(slow.port)/slow.png?name=\($0)" }
+    let results = try await startAll(urls, on: downloader)
+    for (url, result) in zip(urls, results) {
+      XCTAssertEqual(try? result.get().body, Fixtures.png, url)
+    }
+    XCTAssertEqual(slow.peakConcurrency, 3, "never more than the limit, and the limit is used")
+    let arrivals = slow.requests("/slow.png").map { $0.query ?? "" }
+    XCTAssertEqual(Set(arrivals.prefix(3)), ["ip=0", "ip=1", "name=0"], "\(arrivals)")
+    XCTAssertEqual(
+      arrivals.filter { $0.hasPrefix("ip=") }.suffix(3).sorted(), ["ip=2", "ip=3", "ip=4"],
+      "a host's downloads start in the order they came: \(arrivals)")
+  }
+
+  /// A download that waits for room is never sent once its start condition says no (the run
+  /// stopped), nor once it is cancelled: it ends as cancelled, `notStarted`. The one under way
+  /// finishes.
+  func testAWaitingDownloadThatMayNoLongerStartOrIsCancelledIsNeverSent() async throws {
+    let slow = try LoopbackServer(routes: [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(300)) }
+    ])
+    defer { slow.shutdown() }
+    var configuration = PrefetchConfiguration()
+    configuration.concurrency = 1
+    let downloader = Downloader(configuration: configuration)
+    downloaders.append(downloader)
+    let mayStart = Atomic<Bool>(true)
+    let urls = (0..<4).map { slow.url("/slow.png?n=\($0)") }
+    let results = try await startAll(
+      urls, on: downloader, startsIf: { mayStart.load(ordering: .relaxed) },
+      whileWaiting: { handles in
+        while slow.requestCount("/slow.png") == 0 {
+          try await Task.sleep(nanoseconds: 10_000_000)
+        }
+        downloader.cancel(try XCTUnwrap(handles[3]))
+        mayStart.store(false, ordering: .relaxed)
+      })
+    XCTAssertEqual(try? results[0].get().body, Fixtures.png)
+    for result in results.dropFirst() {
+      guard case .failure(let failure) = result else { return XCTFail("\(result)") }
+      XCTAssertEqual(failure.error.name, "cancelled")
+      XCTAssertTrue(failure.notStarted)
+    }
+    XCTAssertEqual(slow.requests("/slow.png").map(\.query), ["n=0"])
+  }
+
+  /// The 60 s deadline (here 2 s) counts from the first request, not from the queuing: a
+  /// download that waited for room longer than the deadline still has all of it.
+  func testTheDeadlineCountsFromTheStartNotFromTheWait() async throws {
+    let slow = try LoopbackServer(routes: [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(1200)) }
+    ])
+    defer { slow.shutdown() }
+    var configuration = PrefetchConfiguration()
+    configuration.concurrency = 1
+    configuration.deadline = 2
+    let downloader = Downloader(configuration: configuration)
+    downloaders.append(downloader)
+    let started = Date()
+    let results = try await startAll(
+      [slow.url("/slow.png?n=0"), slow.url("/slow.png?n=1")], on: downloader)
+    XCTAssertGreaterThan(Date().timeIntervalSince(started), 2.4, "one after the other")
+    for result in results { XCTAssertEqual(try? result.get().body, Fixtures.png) }
   }
 
   func testAStartAfterShutdownFailsAsCancelled() async throws {

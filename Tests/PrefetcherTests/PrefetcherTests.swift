@@ -156,6 +156,22 @@ final class PrefetcherTests: XCTestCase {
     XCTAssertEqual(report.failures.first?.source, "\(text):4")
   }
 
+  /// A stop during the run: the download under way finishes and is reported; the ones queued
+  /// behind it (waiting on the transfer thread for room) are never sent nor reported.
+  func testAStopDuringTheRunLetsTheDownloadUnderWayFinishAndSendsNothingMore() async throws {
+    let stop = StopFlag()
+    let urls = (0..<4).map { server.url("/slow.jpg") + "?n=\($0)" }
+    let watcher = Task { [server = server!] in
+      while server.requestCount("/slow.jpg") == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+      stop.stop()
+    }
+    let report = try await prefetcher { $0.concurrency = 1 }.run(items(urls), stop: stop)
+    _ = await watcher.result
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertEqual(report.total, 1, "nothing queued behind it is reported")
+    XCTAssertEqual(server.requests("/slow.jpg").map(\.query), ["n=0"])
+  }
+
   func testStopFlagStopsStartingNewWork() async throws {
     let stop = StopFlag()
     stop.stop()
