@@ -15,6 +15,8 @@ public struct DownloadRequest: Sendable {
   public var validators: CacheValidators?
   public var allowInvalidSSLCertificates = false
   public var handleCookies = false
+  /// Where it goes among the downloads waiting for room in the limits.
+  public var priority = DownloadPriority.normal
 
   public init(url: URL) {
     self.url = url

@@ -295,6 +295,7 @@ public final class ImageManager: Sendable {
     request.timeout = context.downloadTimeout
     request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
     request.handleCookies = options.contains(.handleCookies)
+    request.priority = DownloadPriority(options)
     if options.contains(.refreshCached) && cachedOnDisk {
       do {
         try namespace.flush()

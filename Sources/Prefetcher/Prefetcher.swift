@@ -1,5 +1,4 @@
 import Core
-import DequeModule
 import Foundation
 import Synchronization
 
@@ -14,8 +13,7 @@ public struct PrefetchItem: Sendable {
   let parsedURL: URL?
   /// The host the per-host limit counts against (parsed once: the scheduler asks often).
   let host: String
-  /// 0 for `highPriority`, 2 for `lowPriority`, 1 otherwise.
-  let priority: Int
+  let priority: DownloadPriority
 
   /// The cache key the manager stores this URL under, or `nil` for a URL that does not parse.
   public var cacheKey: String? {
@@ -34,7 +32,7 @@ public struct PrefetchItem: Sendable {
     self.source = source
     parsedURL = URL(string: url)
     host = parsedURL?.host ?? ""
-    priority = options.contains(.highPriority) ? 0 : options.contains(.lowPriority) ? 2 : 1
+    priority = DownloadPriority(options)
   }
 }
 
@@ -85,7 +83,8 @@ public struct Prefetcher: Sendable {
     var report = PrefetchCounts()
     var iterator = items.makeIterator()
     var exhausted = false
-    var window = Window()
+    // The items read ahead.
+    var window = StartQueue<PrefetchItem>()
     let windowSize = max(configuration.concurrency * 4, 64)
     // Items handed to the downloader and not over yet, in all and per host. The downloader keeps
     // the limits (`concurrency`, `perHostConcurrency`) on what is under way; as many again wait
@@ -217,7 +216,7 @@ public struct Prefetcher: Sendable {
     // Starts items of the window while the limits allow.
     func startWaiting() {
       while running < queuedLimit,
-        let item = window.takeNext(where: { perHost[$0, default: 0] < queuedPerHostLimit })
+        let item = window.takeFirst(where: { perHost[$0.host, default: 0] < queuedPerHostLimit })
       {
         perHost[item.host, default: 0] += 1
         running += 1
@@ -237,7 +236,7 @@ public struct Prefetcher: Sendable {
           if let shard = configuration.shard, !Self.belongs(item, to: shard) {
             report.otherShards += 1
           } else {
-            window.add(item)
+            window.append(item, priority: item.priority)
           }
         case .failure(let error):
           // Every shard reads every line: shard 0 alone reports a bad one.
@@ -250,7 +249,7 @@ public struct Prefetcher: Sendable {
           recorder.recordLineError(error.description)
         }
       }
-      if stopping { window.removeAll() }
+      if stopping { _ = window.removeAll() }
       startWaiting()
       // Hits end inline: read more before waiting, while there is room.
       if !stopping && !exhausted && window.count == 0 && running < queuedLimit {
@@ -313,27 +312,6 @@ public struct Prefetcher: Sendable {
   static func belongs(_ item: PrefetchItem, to shard: Shard) -> Bool {
     guard let key = item.cacheKey else { return shard.index == 0 }
     return shard.owns(cacheKey: key)
-  }
-
-  /// The items read ahead, one queue per priority.
-  struct Window {
-    private var queues: [Deque<PrefetchItem>] = [[], [], []]
-
-    var count: Int { queues.reduce(0) { $0 + $1.count } }
-
-    mutating func add(_ item: PrefetchItem) { queues[item.priority].append(item) }
-
-    mutating func removeAll() { queues = [[], [], []] }
-
-    /// The first item of the best priority whose host has room (usually the head of a queue).
-    mutating func takeNext(where hostHasRoom: (String) -> Bool) -> PrefetchItem? {
-      for priority in queues.indices {
-        if let index = queues[priority].firstIndex(where: { hostHasRoom($0.host) }) {
-          return queues[priority].remove(at: index)
-        }
-      }
-      return nil
-    }
   }
 
   private func record<Recorder: PrefetchRecorder>(

@@ -1,6 +1,5 @@
 import CCurl
 import Core
-import DequeModule
 import Foundation
 import Synchronization
 
@@ -15,9 +14,9 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// are kept and reused, so connections, TLS sessions and DNS answers are too.
 ///
 /// The loop keeps the limits: at most `concurrency` transfers under way, `perHostConcurrency`
-/// per host. A transfer queued beyond them waits here, in order, and starts on this thread the
-/// moment one ends: the connections stay busy however long the queuing task takes to hear of
-/// the end and queue more.
+/// per host. A transfer queued beyond them waits here (by priority, then in order) and starts
+/// on this thread the moment one ends: the connections stay busy however long the queuing task
+/// takes to hear of the end and queue more.
 final class TransferLoop: @unchecked Sendable {
   enum Command {
     case start(Transfer)
@@ -46,8 +45,8 @@ final class TransferLoop: @unchecked Sendable {
   // Owned by the loop thread.
   private var active: [UnsafeMutableRawPointer: Transfer] = [:]
   private var idle: [EasyHandle] = []
-  /// Transfers waiting for room in the limits, in the order they came.
-  private var waiting = Deque<Transfer>()
+  /// Transfers waiting for room in the limits.
+  private var waiting = StartQueue<Transfer>()
   /// Transfers under way (a redirect keeps its place between hops), in all and per host.
   private var running = 0
   private var runningPerHost: [String: Int] = [:]
@@ -170,27 +169,20 @@ final class TransferLoop: @unchecked Sendable {
     guard case .unseen(let cancelRequested) = transfer.phase else { return }
     guard !cancelRequested else { return finish(transfer, .failure(.cancelledBeforeStart)) }
     transfer.phase = .waiting
-    waiting.append(transfer)
+    waiting.append(transfer, priority: transfer.request.priority)
   }
 
-  /// Starts waiting transfers, in order, while the limits have room (a transfer whose host is
-  /// full lets the next one go first; one whose start condition says no ends unsent); returns
-  /// whether it started any.
+  /// Starts waiting transfers while the limits have room, the best priority first and in order
+  /// within one (a transfer whose host is full lets the next one go first; one whose start
+  /// condition says no ends unsent); returns whether it started any.
   @discardableResult
   private func startWaiting() -> Bool {
     var started = false
-    while running < maxRunning, !waiting.isEmpty {
-      let index: Int
-      if runningPerHost[waiting[0].host, default: 0] < maxRunningPerHost {
-        index = 0
-      } else if let other = waiting.firstIndex(where: {
+    while running < maxRunning,
+      let transfer = waiting.takeFirst(where: {
         runningPerHost[$0.host, default: 0] < maxRunningPerHost
-      }) {
-        index = other
-      } else {
-        break
-      }
-      let transfer = waiting.remove(at: index)
+      })
+    {
       if let startsIf = transfer.startsIf, !startsIf() {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
@@ -202,9 +194,7 @@ final class TransferLoop: @unchecked Sendable {
   }
 
   private func dropWaiting() {
-    let dropped = waiting
-    waiting.removeAll()
-    for transfer in dropped { finish(transfer, .failure(.cancelledBeforeStart)) }
+    for transfer in waiting.removeAll() { finish(transfer, .failure(.cancelledBeforeStart)) }
   }
 
   private func start(_ transfer: Transfer) {
@@ -239,7 +229,7 @@ final class TransferLoop: @unchecked Sendable {
       // Not seen yet: the start that follows in the inbox sees the flag.
       transfer.phase = .unseen(cancelRequested: true)
     case .waiting:
-      if let index = waiting.firstIndex(where: { $0 === transfer }) { waiting.remove(at: index) }
+      _ = waiting.takeFirst { $0 === transfer }
       finish(transfer, .failure(.cancelledBeforeStart))
     case .running:
       if let easy = transfer.easy, active.removeValue(forKey: easy.handle) != nil {

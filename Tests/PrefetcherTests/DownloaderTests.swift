@@ -276,6 +276,31 @@ final class DownloaderTests: XCTestCase {
     XCTAssertEqual(byAddress.last, "ip=4", "\(arrivals)")
   }
 
+  /// Among downloads waiting for room, a `highPriority` one starts first and a `lowPriority` one
+  /// last, as SD's operation queue orders them, whatever the order they were queued in.
+  func testWaitingDownloadsStartByPriorityThenInOrder() async throws {
+    let (slow, downloader) = try slowServer(answeringAfter: .milliseconds(100)) {
+      $0.concurrency = 1
+    }
+    defer { slow.shutdown() }
+    let queued: [(name: String, priority: DownloadPriority)] = [
+      ("first", .normal), ("low", .low), ("normal-1", .normal), ("high", .high),
+      ("normal-2", .normal),
+    ]
+    let ended = expectation(description: "every download ends")
+    ended.expectedFulfillmentCount = queued.count
+    for (name, priority) in queued {
+      var request = DownloadRequest(url: URL(string: slow.url("/slow.png?\(name)"))!)
+      request.priority = priority
+      _ = downloader.start(request) { _ in ended.fulfill() }
+      // The first is under way before the others are queued behind it.
+      while slow.requestCount("/slow.png") == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+    }
+    await fulfillment(of: [ended], timeout: 30)
+    XCTAssertEqual(
+      slow.requests("/slow.png").map(\.query), ["first", "high", "normal-1", "normal-2", "low"])
+  }
+
   /// A download that waits for room is never sent once its start condition says no (the run
   /// stopped), nor once it is cancelled: it ends as cancelled, `notStarted`. The one under way
   /// finishes.
