@@ -39,8 +39,8 @@ public struct DownloadResponse: Sendable {
 public struct DownloadFailure: Error, Sendable {
   public var error: ImageCacheError
   public var retryAfter: TimeInterval?
-  /// Ended before its first request was sent: it waited for room in the downloader's limits
-  /// when it was cancelled, or when its start condition said no.
+  /// Ended before its first request was sent: the downloader was shut down, or the download
+  /// waited for room in its limits when it was cancelled or its start condition said no.
   public var notStarted = false
 
   public init(_ error: ImageCacheError, retryAfter: TimeInterval? = nil) {
@@ -113,7 +113,7 @@ public final class Downloader: Sendable {
   /// cancels the transfer.
   public func download(_ request: DownloadRequest) async throws(DownloadFailure) -> DownloadResponse
   {
-    guard let loop = startedLoop() else { throw DownloadFailure(.cancelled) }
+    guard let loop = startedLoop() else { throw .cancelledBeforeStart }
     let transfer = Transfer(request: request, configuration: configuration)
     let result = await withTaskCancellationHandler {
       await withCheckedContinuation { continuation in
@@ -144,7 +144,7 @@ public final class Downloader: Sendable {
     completion: @escaping @Sendable (Result<DownloadResponse, DownloadFailure>) -> Void
   ) -> Handle? {
     guard let loop = startedLoop() else {
-      completion(.failure(DownloadFailure(.cancelled)))
+      completion(.failure(.cancelledBeforeStart))
       return nil
     }
     let transfer = Transfer(request: request, configuration: configuration)

@@ -118,11 +118,17 @@ public struct Prefetcher: Sendable {
       perHost[item.host, default: 1] -= 1
     }
 
-    // Ends slot `id` with `result`, and the duplicates that waited for it.
-    func end(_ id: Int, _ result: LoadResult) {
-      guard let slot = slots.removeValue(forKey: id) else { return }
+    // Takes slot `id` out of the table, the coalescing keys and the limits.
+    func remove(_ id: Int) -> Slot? {
+      guard let slot = slots.removeValue(forKey: id) else { return nil }
       if let key = slot.pending?.coalescingKey, owners[key] == id { owners[key] = nil }
       if !slot.downloadOver { release(slot.item) }
+      return slot
+    }
+
+    // Ends slot `id` with `result`, and the duplicates that waited for it.
+    func end(_ id: Int, _ result: LoadResult) {
+      guard let slot = remove(id) else { return }
       record(Finished(item: slot.item, result: result, attempts: slot.attempts))
       // A duplicate finds the downloaded image in place; a failure is shared.
       var shared = result
@@ -176,9 +182,7 @@ public struct Prefetcher: Sendable {
         slot.attempts -= 1
         return end(id, last)
       }
-      slots[id] = nil
-      if let key = slot.pending?.coalescingKey, owners[key] == id { owners[key] = nil }
-      if !slot.downloadOver { release(slot.item) }
+      _ = remove(id)
     }
 
     func handle(_ event: DownloadQueue.Event) {
