@@ -53,7 +53,10 @@ let package = Package(
     // The SQLite state store (blacklist, validators, runs) and the run lock.
     .target(
       name: "State",
-      dependencies: ["Core", .product(name: "GRDB", package: "GRDB.swift")]),
+      dependencies: [
+        "Core", .product(name: "GRDB", package: "GRDB.swift"),
+        .product(name: "GRDBSQLite", package: "GRDB.swift"),
+      ]),
     // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames;
     // and cairo (thumbnails and transformers share CoreGraphics' imaging model), loaded with
     // dlopen the first time a variant is rendered (Debian libcairo2-dev).

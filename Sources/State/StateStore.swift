@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import GRDB
+import GRDBSQLite
 
 /// One URL on the failed-URL blacklist (SPEC section 2). Unlike SD's in-memory set it persists
 /// across runs and remembers when and why the URL failed.
@@ -311,12 +312,57 @@ public final class StateStore: Sendable {
             etag = excluded.etag, lastModified = excluded.lastModified,
             updatedAt = excluded.updatedAt
           """)
-      for validators in batch {
-        try statement.execute(arguments: [
-          validators.cacheKey, validators.etag, validators.lastModified,
-          Self.databaseText(validators.updatedAt),
-        ])
+      // Bound and stepped through SQLite's own calls: GRDB's arguments (an array of values,
+      // each converted, then checked against the statement) cost as much as SQLite's upsert
+      // itself, once per download.
+      let handle = statement.sqliteStatement
+      defer {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
       }
+      for validators in batch {
+        sqlite3_reset(handle)
+        let code = Self.bind(
+          [validators.cacheKey, validators.etag, validators.lastModified,
+            Self.databaseText(validators.updatedAt)],
+          to: handle
+        ) { sqlite3_step(handle) }
+        guard code == SQLITE_DONE else {
+          throw DatabaseError(
+            resultCode: ResultCode(rawValue: code),
+            message: db.lastErrorMessage, sql: statement.sql)
+        }
+      }
+    }
+  }
+
+  /// `SQLITE_TRANSIENT`: SQLite copies the text before the call returns.
+  private static var copiedText: sqlite3_destructor_type {
+    unsafeBitCast(-1, to: sqlite3_destructor_type.self)
+  }
+
+  /// Binds `values` to the parameters of `statement` in order (`nil` as NULL) and returns what
+  /// `body` returns while they are bound: the text is SQLite's to read only until then.
+  private static func bind(
+    _ values: [String?], to statement: OpaquePointer, from index: Int = 0,
+    _ body: () -> Int32
+  ) -> Int32 {
+    guard index < values.count else { return body() }
+    let parameter = Int32(index + 1)
+    guard var value = values[index] else {
+      sqlite3_bind_null(statement, parameter)
+      return bind(values, to: statement, from: index + 1, body)
+    }
+    return value.withUTF8 { text in
+      // By length, as GRDB binds text. Not copied: SQLite reads it in place until `body` has
+      // stepped.
+      if let bytes = UnsafeRawPointer(text.baseAddress) {
+        sqlite3_bind_text(
+          statement, parameter, bytes.assumingMemoryBound(to: CChar.self), Int32(text.count), nil)
+      } else {
+        sqlite3_bind_text(statement, parameter, "", 0, Self.copiedText)  // text, not NULL
+      }
+      return bind(values, to: statement, from: index + 1, body)
     }
   }
 

@@ -121,6 +121,31 @@ final class StateStoreTests: XCTestCase {
     XCTAssertNil(try store.validators(forKey: "k"))
   }
 
+  func testABatchOfValidatorsKeepsEveryValueAsGiven() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000.5)
+    let batch = [
+      CacheValidators(cacheKey: "a", etag: "\"1\"", lastModified: nil, updatedAt: date),
+      // An empty value is text, not NULL.
+      CacheValidators(cacheKey: "b", etag: "", lastModified: "Wed, 1 Jan", updatedAt: date),
+      CacheValidators(cacheKey: "é/ü?q=1", etag: nil, lastModified: "Wed", updatedAt: date),
+      // The same key later in the batch replaces the earlier one.
+      CacheValidators(cacheKey: "a", etag: "\"2\"", lastModified: "Thu", updatedAt: date + 1),
+    ]
+    try store.setValidators(batch)
+    for expected in batch.dropFirst() {
+      let stored = try XCTUnwrap(try store.validators(forKey: expected.cacheKey))
+      XCTAssertEqual(stored.etag, expected.etag, expected.cacheKey)
+      XCTAssertEqual(stored.lastModified, expected.lastModified, expected.cacheKey)
+      XCTAssertEqual(stored.updatedAt, expected.updatedAt, expected.cacheKey)
+    }
+    // The statement is left reset and unbound: GRDB's own calls on the database still work.
+    try store.setValidators(Array(batch.prefix(1)))
+    XCTAssertEqual(try store.validators(forKey: "a")?.etag, "\"1\"")
+    try store.removeValidators(forKey: "a")
+    XCTAssertNil(try store.validators(forKey: "a"))
+  }
+
   func testRunsAreRecorded() throws {
     let store = try StateStore(location: location)
     let start = Date(timeIntervalSince1970: 1_700_000_000)
