@@ -323,8 +323,10 @@ public final class StateStore: Sendable {
       for validators in batch {
         sqlite3_reset(handle)
         let code = Self.bind(
-          [validators.cacheKey, validators.etag, validators.lastModified,
-            Self.databaseText(validators.updatedAt)],
+          [
+            validators.cacheKey, validators.etag, validators.lastModified,
+            Self.databaseText(validators.updatedAt),
+          ],
           to: handle
         ) { sqlite3_step(handle) }
         guard code == SQLITE_DONE else {
