@@ -106,6 +106,19 @@ final class StateStoreTests: XCTestCase {
     XCTAssertEqual(recorded.finishedAt, stored + 1.5)
   }
 
+  func testTheLockNamesItsStartAsISO8601DoesInUTC() {
+    let dates =
+      [
+        Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: -0.5),
+        Date(timeIntervalSince1970: 1_763_870_399.999), Date(timeIntervalSince1970: 951_782_400),
+        Date(),
+      ] + (0..<2000).map { _ in Date(timeIntervalSince1970: .random(in: -1e9...4e9)) }
+    for date in dates {
+      XCTAssertEqual(
+        RunLock.iso8601(date), date.formatted(.iso8601), "\(date.timeIntervalSince1970)")
+    }
+  }
+
   func testValidatorsAreStoredReplacedAndRemoved() throws {
     let store = try StateStore(location: location)
     let date = Date(timeIntervalSince1970: 1_700_000_000)
