@@ -63,8 +63,8 @@ public struct DownloadFailure: Error, Sendable {
 /// scope.
 public final class Downloader: Sendable {
   public let configuration: PrefetchConfiguration
-  /// Started by the first download, so that a run of cache hits never loads TLS or starts the
-  /// thread; `stopped` once shut down.
+  /// Started by the first download, so that a run of cache hits never starts the thread or
+  /// opens a connection; `stopped` once shut down.
   private let state = Mutex<(loop: TransferLoop?, stopped: Bool)>((nil, false))
 
   /// The longest the transfer thread waits in `curl_multi_poll` before it looks again. Work
@@ -79,6 +79,12 @@ public final class Downloader: Sendable {
   ) {
     self.configuration = configuration
     self.idleWaitMilliseconds = idleWaitMilliseconds
+  }
+
+  /// Runs libcurl's process-wide set-up (OpenSSL's with it) now, once per process, so that a
+  /// caller can overlap it with other work; the first download runs it otherwise.
+  public static func prepareLibrary() async {
+    _ = curlInitialised
   }
 
   /// Runs `body` with a downloader whose transfer thread is stopped when it returns or throws,
