@@ -23,6 +23,16 @@ public struct RunMetrics: Sendable {
     var labels = [("job", job), ("namespace", namespace)]
     if let shard { labels.append(("shard", shard.description)) }
     func with(_ extra: (String, String)) -> [(String, String)] { labels + [extra] }
+    // The full name as the metric's base name and no unit: the names stay as documented.
+    func descriptor(_ name: String, _ help: String) -> MetricNameDescriptor {
+      MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
+    }
+    func counter(name: String, labels: [(String, String)], help: String) -> Counter {
+      registry.makeCounter(descriptor: descriptor(name, help), labels: labels)
+    }
+    func gauge(name: String, labels: [(String, String)], help: String) -> Gauge {
+      registry.makeGauge(descriptor: descriptor(name, help), labels: labels)
+    }
 
     let counts = prefetch ?? PrefetchCounts()
     let outcomes: [(String, Int)] = [
@@ -32,50 +42,50 @@ public struct RunMetrics: Sendable {
       ("skipped", counts.skipped),
     ]
     for (outcome, value) in outcomes {
-      registry.makeCounter(
+      counter(
         name: "imagecache_urls_total", labels: with(("outcome", outcome)),
         help: "URLs of the last run, by outcome"
       ).increment(by: Int64(value))
     }
-    registry.makeCounter(
+    counter(
       name: "imagecache_bytes_downloaded_total", labels: labels,
       help: "Bytes downloaded by the last run"
     ).increment(by: Int64(clamping: counts.bytesDownloaded))
-    registry.makeGauge(
+    gauge(
       name: "imagecache_run_duration_seconds", labels: labels, help: "Length of the last run"
     ).set(finishedAt.timeIntervalSince(startedAt))
-    registry.makeGauge(
+    gauge(
       name: "imagecache_last_run_timestamp_seconds", labels: labels,
       help: "When the last run ended (Unix time)"
     ).set(finishedAt.timeIntervalSince1970)
     let success = status == .completed ? finishedAt : lastSuccess
-    registry.makeGauge(
+    gauge(
       name: "imagecache_last_success_timestamp_seconds", labels: labels,
       help: "When the last run that completed ended (Unix time; 0: none yet)"
     ).set(success?.timeIntervalSince1970 ?? 0)
     for candidate in [RunReport.Status.completed, .interrupted, .failed] {
-      registry.makeGauge(
+      gauge(
         name: "imagecache_run_status", labels: with(("status", candidate.rawValue)),
         help: "1 for the last run's status"
       ).set(candidate == status ? 1.0 : 0.0)
     }
     for pass in passes {
-      registry.makeCounter(
+      counter(
         name: "imagecache_maintenance_files_removed_total",
         labels: with(("pass", pass.pass.rawValue)),
         help: "Files a maintenance pass of the last run removed"
       ).increment(by: Int64(pass.dryRun ? 0 : pass.filesRemoved))
-      registry.makeCounter(
+      counter(
         name: "imagecache_maintenance_bytes_freed_total",
         labels: with(("pass", pass.pass.rawValue)),
         help: "Bytes a maintenance pass of the last run freed"
       ).increment(by: Int64(clamping: pass.dryRun ? 0 : pass.bytesFreed))
     }
     if let cache {
-      registry.makeGauge(
+      gauge(
         name: "imagecache_cache_files", labels: labels, help: "Files in the cache after the run"
       ).set(Double(cache.fileCount))
-      registry.makeGauge(
+      gauge(
         name: "imagecache_cache_bytes", labels: labels,
         help: "Allocated bytes of the cache after the run"
       ).set(Double(cache.allocatedBytes))
