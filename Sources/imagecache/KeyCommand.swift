@@ -49,7 +49,7 @@ struct KeyCommand: ParsableCommand {
     // The same context keys, and the same checks, as a manifest line's.
     var object: [String: JSONValue] = [:]
     if let cacheKeyFilter {
-      object["cacheKeyFilter"] = try PrefetchSettings.cacheKeyFilterJSON(cacheKeyFilter)
+      object["cacheKeyFilter"] = PrefetchSettings.cacheKeyFilterJSON(cacheKeyFilter)
     }
     if let thumbnail { object["imageThumbnailPixelSize"] = .string(thumbnail) }
     object["imagePreserveAspectRatio"] = .bool(preserveAspectRatio)

@@ -110,7 +110,7 @@ final class ReportWriterTests: XCTestCase {
   func testABareFileNameIsWrittenInTheWorkingDirectory() throws {
     let previous = FileManager.default.currentDirectoryPath
     XCTAssertTrue(FileManager.default.changeCurrentDirectoryPath(temporary.path))
-    defer { FileManager.default.changeCurrentDirectoryPath(previous) }
+    defer { _ = FileManager.default.changeCurrentDirectoryPath(previous) }
     let writer = try ReportWriter(
       job: "j", location: CacheLocation(directory: "/c"), startedAt: Date(), files: ["r.json"],
       standardOutput: false)

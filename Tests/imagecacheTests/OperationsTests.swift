@@ -28,7 +28,7 @@ final class OperationsTests: LoopbackTestCase {
     XCTAssertFalse(FileManager.default.fileExists(atPath: temporary.appending("typo")))
     // prefetch creates a cache, and says so.
     let empty = temporary.appending("empty.txt")
-    FileManager.default.createFile(atPath: empty, contents: Data())
+    XCTAssertTrue(FileManager.default.createFile(atPath: empty, contents: Data()))
     let created = try run(["prefetch", empty, "--cache", missing])
     XCTAssertEqual(created.status, 0, created.stderr)
     XCTAssertTrue(
@@ -38,7 +38,8 @@ final class OperationsTests: LoopbackTestCase {
   func testAJobNamedByARelativePathReportsAnAbsoluteCache() throws {
     try "cache:\n  directory: ./cache\nmaintenance: []\nmanifests: [urls.txt]\n".write(
       toFile: temporary.appending("job.yaml"), atomically: true, encoding: .utf8)
-    FileManager.default.createFile(atPath: temporary.appending("urls.txt"), contents: Data())
+    XCTAssertTrue(
+      FileManager.default.createFile(atPath: temporary.appending("urls.txt"), contents: Data()))
     let result = try run(["run", "job.yaml", "--json"], in: temporary.path)
     XCTAssertEqual(result.status, 0, result.stderr)
     XCTAssertEqual(
