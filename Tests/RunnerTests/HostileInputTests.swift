@@ -247,6 +247,19 @@ final class HostileInputTests: XCTestCase {
     XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
     XCTAssertTrue(FileManager.default.fileExists(atPath: fresh), "a live store's file stays")
     XCTAssertEqual(try CacheStatistics.collect(location: location) { _ in }.temporaryFiles, 1)
+
+    // A prefetch sweeps beside its downloads, and its report still says what went.
+    XCTAssertTrue(FileManager.default.createFile(atPath: stale, contents: Data(count: 10)))
+    try FileSystem.setTimes(path: stale, access: twoHoursAgo, modification: twoHoursAgo)
+    let manifest = try write(Array("\(server.url("/a.jpg"))\n".utf8), to: "one.txt")
+    let (outcome, report) = try await prefetch([manifest])
+    XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
+    XCTAssertTrue(FileManager.default.fileExists(atPath: fresh))
+    XCTAssertEqual(
+      report.warnings.filter { $0.hasPrefix("removed 1 temporary file(s)") }.count, 1,
+      "\(report.warnings)")
   }
 
   func testALineNamingALockedNamespaceFailsAndWritesNothingThere() async throws {

@@ -100,16 +100,28 @@ public struct JobRunner: Sendable {
 
     var counts: PrefetchCounts?
     do {
-      try removeStaleTemporaries(startedAt: startedAt, warnings: &warnings)
-      if job.passes.contains(.migrate) { try migrate(into: writer, stop: signals.stop) }
-      if job.prefetchesManifests && !settings.dryRun && !job.manifests.isEmpty
-        && signals.signal == nil
-      {
-        let prefetched = try await prefetch(
-          into: writer, startedAt: startedAt, signals: signals, warnings: &warnings)
-        counts = prefetched.counts
-        if let failure = prefetched.runEndingFailure { throw RunEndingError(failure: failure) }
+      // The sweep of what killed runs left reads the whole cache folder (a million files take
+      // a second or more): it runs beside the migration and the prefetch, which leave those
+      // files alone, and is over before the maintenance passes count the cache.
+      async let swept = staleTemporaries(startedAt: startedAt)
+      var failure: Error?
+      do {
+        if job.passes.contains(.migrate) { try migrate(into: writer, stop: signals.stop) }
+        if job.prefetchesManifests && !settings.dryRun && !job.manifests.isEmpty
+          && signals.signal == nil
+        {
+          let prefetched = try await prefetch(
+            into: writer, startedAt: startedAt, signals: signals, warnings: &warnings)
+          counts = prefetched.counts
+          if let failure = prefetched.runEndingFailure { throw RunEndingError(failure: failure) }
+        }
+      } catch {
+        failure = error
       }
+      let sweep = await swept
+      if let stale = try? sweep.get() { say(stale, warnings: &warnings) }
+      if let failure { throw failure }
+      _ = try sweep.get()
       if signals.signal == nil { try clean(into: writer, stop: signals.stop) }
     } catch {
       console.say("\(job.name): failed: \(error)")
@@ -167,11 +179,19 @@ public struct JobRunner: Sendable {
   public static let staleTemporaryAge: TimeInterval = 3600
 
   /// Removes what killed runs left behind (SPEC section 8), or in a dry run says what would go.
-  private func removeStaleTemporaries(startedAt: Date, warnings: inout [String]) throws {
-    let stale = try FileSystem.removeStaleTemporaries(
-      in: job.location.diskCachePath,
-      modifiedBefore: startedAt.addingTimeInterval(-Self.staleTemporaryAge),
-      dryRun: settings.dryRun)
+  private func staleTemporaries(startedAt: Date) -> Result<
+    (count: Int, bytes: UInt64), FileSystemError
+  > {
+    Result { () throws(FileSystemError) in
+      try FileSystem.removeStaleTemporaries(
+        in: job.location.diskCachePath,
+        modifiedBefore: startedAt.addingTimeInterval(-Self.staleTemporaryAge),
+        dryRun: settings.dryRun)
+    }
+  }
+
+  /// Says what ``staleTemporaries(startedAt:)`` removed, if anything.
+  private func say(_ stale: (count: Int, bytes: UInt64), warnings: inout [String]) {
     guard stale.count > 0 else { return }
     let line =
       "\(settings.dryRun ? "would remove" : "removed") \(stale.count) temporary file(s) "
