@@ -244,7 +244,7 @@ public struct JobRunner: Sendable {
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
         recorder: recorder)
       // Nothing more is downloaded: the transfer thread closes its connections and frees
-      // libcurl on its own processor while this one writes the state.
+      // libcurl on its own processor while this one writes and closes the state.
       async let stopped: Void = downloader.shutdown()
       try manager.flush()
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
@@ -255,6 +255,7 @@ public struct JobRunner: Sendable {
         id: runID, at: Date(), status: status.rawValue,
         summary:
           "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
+      try store.close()
       await stopped
       return (counts, failure)
     }
