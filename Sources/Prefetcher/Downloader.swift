@@ -108,11 +108,22 @@ public final class Downloader: Sendable {
   /// Cancels what is in flight and stops the transfer thread. No download may start afterwards
   /// (one that tries fails as cancelled).
   package func shutdown() async {
-    let loop = state.withLock { state in
+    await markStopped()?.stop()
+  }
+
+  /// Starts ``shutdown()`` and returns at once: the transfer thread closes its connections
+  /// while the caller goes on (the scope's end still waits for it). For a caller that knows,
+  /// on the thread where it learns it, that nothing more will be downloaded.
+  public func beginShutdown() {
+    markStopped()?.requestStop()
+  }
+
+  /// Refuses every download from now on; the loop to stop, if one started.
+  private func markStopped() -> TransferLoop? {
+    state.withLock { state in
       state.stopped = true
       return state.loop
     }
-    await loop?.stop()
   }
 
   /// Downloads `request.url`, or fails with SD's error for what went wrong. Cancelling the task

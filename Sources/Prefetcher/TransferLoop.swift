@@ -112,14 +112,26 @@ final class TransferLoop: @unchecked Sendable {
       let exited = inbox.withLock { inbox in
         guard !inbox.exited else { return true }
         inbox.waiters.append(waiter)
-        if !inbox.stopping {
-          inbox.stopping = true
-          curl_multi_wakeup(multi)
-        }
+        Self.requestStop(&inbox, multi)
         return false
       }
       if exited { waiter.resume() }
     }
+  }
+
+  /// What ``stop()`` does without waiting for the thread to end.
+  func requestStop() {
+    inbox.withLock { inbox in
+      guard !inbox.exited else { return }
+      Self.requestStop(&inbox, multi)
+    }
+  }
+
+  /// Under the inbox's lock: the loop frees the multi handle only once `stopping` is set.
+  private static func requestStop(_ inbox: inout Inbox, _ multi: UnsafeMutableRawPointer) {
+    guard !inbox.stopping else { return }
+    inbox.stopping = true
+    curl_multi_wakeup(multi)
   }
 
   private func run() {

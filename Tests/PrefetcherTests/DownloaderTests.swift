@@ -356,6 +356,36 @@ final class DownloaderTests: XCTestCase {
     XCTAssertEqual(server.requestCount("/img.png"), 0)
   }
 
+  /// What a run does once its prefetch is over: the transfer thread is told to stop at once,
+  /// without waiting; what is still in flight is cancelled and nothing more is sent.
+  func testBeginningTheShutdownCancelsWhatIsInFlightAndRefusesMore() async throws {
+    let slow = try LoopbackServer(routes: [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .seconds(5)) }
+    ])
+    defer { slow.shutdown() }
+    let downloader = Downloader()
+    let started = Date()
+    let inFlight = Task {
+      try await downloader.download(DownloadRequest(url: URL(string: slow.url("/slow.png"))!))
+    }
+    try await Task.sleep(nanoseconds: 200_000_000)
+    XCTAssertEqual(slow.requestCount("/slow.png"), 1)
+    downloader.beginShutdown()
+    guard case .failure(let failure as DownloadFailure) = await inFlight.result else {
+      return XCTFail("answered after the shutdown began")
+    }
+    XCTAssertEqual(failure.error.name, "cancelled")
+    XCTAssertLessThan(Date().timeIntervalSince(started), 3, "cancelled, not waited for")
+    do {
+      _ = try await downloader.download(DownloadRequest(url: URL(string: server.url("/img.png"))!))
+      XCTFail("downloaded after the shutdown began")
+    } catch {
+      XCTAssertEqual(error.error.name, "cancelled")
+    }
+    await downloader.shutdown()
+    XCTAssertEqual(server.requestCount("/img.png"), 0)
+  }
+
   func testCancellingTheTaskCancelsTheTransfer() async throws {
     let slow = try LoopbackServer(routes: [
       "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .seconds(5)) }

@@ -240,11 +240,12 @@ public struct JobRunner: Sendable {
       downloader in
       let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
       defer { manager.close() }
+      // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
+      // connections and frees libcurl on its own processor while this one writes and closes
+      // the state. Told on the prefetch's own thread, before the task group winds down.
       let counts = await Self.prefetch(
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
-        recorder: recorder)
-      // Nothing more is downloaded: the transfer thread closes its connections and frees
-      // libcurl on its own processor while this one writes and closes the state.
+        recorder: recorder, whenOver: { downloader.beginShutdown() })
       async let stopped: Void = downloader.shutdown()
       try manager.flush()
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
@@ -265,16 +266,20 @@ public struct JobRunner: Sendable {
   }
 
   /// Prefetches until done or until a signal, which cancels the loads in flight (stores are
-  /// atomic: nothing partial is left) and stops new ones.
+  /// atomic: nothing partial is left) and stops new ones. `whenOver` is called on the
+  /// prefetch's task the moment it ends.
   private static func prefetch(
     _ items: ManifestItems, with prefetcher: Prefetcher, signals: SignalScope,
-    progress: (any PrefetchProgress)?, recorder: EchoingPrefetchSink
+    progress: (any PrefetchProgress)?, recorder: EchoingPrefetchSink,
+    whenOver: @escaping @Sendable () -> Void
   ) async -> PrefetchCounts {
     await withTaskGroup(of: PrefetchCounts?.self) { group in
       group.addTask {
         var recorder = recorder
-        return await prefetcher.run(
+        let counts = await prefetcher.run(
           items, stop: signals.stop, progress: progress, recorder: &recorder)
+        whenOver()
+        return counts
       }
       group.addTask {
         await signals.waitForSignal()
