@@ -83,7 +83,7 @@ public final class Downloader: Sendable {
 
   /// Runs libcurl's process-wide set-up (OpenSSL's with it) now, once per process, so that a
   /// caller can overlap it with other work; the first download runs it otherwise.
-  public static func prepareLibrary() async {
+  public static func prepareLibrary() {
     _ = curlInitialised
   }
 

@@ -256,7 +256,7 @@ public struct Prefetcher: Sendable {
       if stopping { _ = window.removeAll() }
       startWaiting()
       // Hits end inline: read more before waiting, while there is room.
-      if !stopping && !exhausted && window.count == 0 && running < queuedLimit {
+      if !stopping && !exhausted && window.isEmpty && running < queuedLimit {
         continue
       }
       guard running > 0 else { break }

@@ -242,11 +242,11 @@ public struct JobRunner: Sendable {
       defer { manager.close() }
       // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
       // connections and frees libcurl on its own processor while this one writes and closes
-      // the state. Told on the prefetch's own thread, before the task group winds down.
+      // the state. Told on the prefetch's own thread, before the task group winds down; the
+      // scope's end waits for it.
       let counts = await Self.prefetch(
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
         recorder: recorder, whenOver: { downloader.beginShutdown() })
-      async let stopped: Void = downloader.shutdown()
       try manager.flush()
       try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
       let failure = manager.runEndingFailure
@@ -257,7 +257,6 @@ public struct JobRunner: Sendable {
         summary:
           "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
       try store.close()
-      await stopped
       return (counts, failure)
     }
     for warning in items.warnings { console.say("warning: \(warning)") }
