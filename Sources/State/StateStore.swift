@@ -126,17 +126,6 @@ public final class StateStore: Sendable {
   public let warnings: [String]
   private let database: any DatabaseWriter
 
-  /// Closes the database now (SQLite checkpoints the log into the file and removes it), rather
-  /// than when the last reference goes. Nothing may use the store afterwards.
-  public func close() throws {
-    do {
-      if let pool = database as? DatabasePool { try pool.close() }
-      if let queue = database as? DatabaseQueue { try queue.close() }
-    } catch let error as DatabaseError {
-      throw StateStoreError(path: path, operation: "close", underlying: error)
-    }
-  }
-
   /// Opens the state of the cache at `location` for reading only (`stats`, `blacklist list`:
   /// SPEC section 8), so that a read-only state file or folder still works; `nil` when the
   /// cache has no state yet. Nothing is created, migrated or moved aside.

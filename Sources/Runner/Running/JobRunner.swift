@@ -241,9 +241,9 @@ public struct JobRunner: Sendable {
       let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
       defer { manager.close() }
       // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
-      // connections and frees libcurl on its own processor while this one writes and closes
-      // the state. Told on the prefetch's own thread, before the task group winds down; the
-      // scope's end waits for it.
+      // connections and frees libcurl on its own processor while this one writes the state.
+      // Told on the prefetch's own thread, before the task group winds down; the scope's end
+      // waits for it.
       let counts = await Self.prefetch(
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
         recorder: recorder, whenOver: { downloader.beginShutdown() })
@@ -256,7 +256,6 @@ public struct JobRunner: Sendable {
         id: runID, at: Date(), status: status.rawValue,
         summary:
           "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
-      try store.close()
       return (counts, failure)
     }
     for warning in items.warnings { console.say("warning: \(warning)") }
