@@ -102,7 +102,12 @@ public final class RunLock: Sendable {
   }
 
   static func holder(path: String) -> Holder? {
-    guard let text = try? String(contentsOfFile: path, encoding: .utf8) else { return nil }
+    guard let fd = try? FileSystem.openOwnFile(path, flags: O_RDONLY) else { return nil }
+    defer { close(fd) }
+    var bytes = [UInt8](repeating: 0, count: 256)
+    let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    guard count > 0 else { return nil }
+    let text = String(decoding: bytes[..<count], as: UTF8.self)
     let lines = text.split(separator: "\n").map(String.init)
     guard let first = lines.first, let pid = Int32(first) else { return nil }
     return Holder(pid: pid, startedAt: lines.dropFirst().first)
@@ -112,6 +117,7 @@ public final class RunLock: Sendable {
   private init?(location: CacheLocation, options: Options, waiting: (Holder?) -> Void) throws {
     let main = (location.stateDirectory as NSString).appendingPathComponent("lock")
     if !options.readOnly { try FileSystem.createDirectory(path: location.stateDirectory) }
+    try FileSystem.checkOwnEntry(location.stateDirectory, isFolder: true)
     guard let shard = options.shard else {
       path = main
       guard
@@ -157,11 +163,13 @@ public final class RunLock: Sendable {
   private static func take(
     _ path: String, exclusive: Bool, options: Options, waiting: () -> Void
   ) throws -> Int32? {
-    let fd =
-      options.readOnly
-      ? open(path, O_RDONLY | O_CLOEXEC) : open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o644)
-    if fd < 0 && options.readOnly && errno == ENOENT { return nil }
-    guard fd >= 0 else { throw Failure.cannotOpen(path: path, errno: errno) }
+    let opened = Result { () throws(FileSystemError) in
+      try FileSystem.openOwnFile(path, flags: options.readOnly ? O_RDONLY : O_RDWR | O_CREAT)
+    }
+    if case .failure(let error) = opened, error.reason == nil {
+      throw Failure.cannotOpen(path: path, errno: error.errno)
+    }
+    guard let fd = try opened.get() else { return nil }
     var toldWaiting = false
     let deadline = options.timeout.map { Date().addingTimeInterval($0) }
     while flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {

@@ -146,6 +146,16 @@ public final class StateStore: Sendable {
       directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now)
   }
 
+  /// Refuses a state file, its folder or SQLite's files beside it that are not what SQLite
+  /// makes (a symbolic link, a FIFO...): SQLite follows links, and GRDB does not let us pass
+  /// `SQLITE_OPEN_NOFOLLOW` (SPEC section 11).
+  private static func checkOwnFiles(path: String) throws(FileSystemError) {
+    try FileSystem.checkOwnEntry((path as NSString).deletingLastPathComponent, isFolder: true)
+    for suffix in ["", "-wal", "-shm", "-journal"] {
+      try FileSystem.checkOwnEntry(path + suffix)
+    }
+  }
+
   /// `state.sqlite`, or `state.shard-K-of-N.sqlite` for a shard.
   public static func fileName(shard: Shard?) -> String {
     shard.map { "state.\($0.fileSuffix).sqlite" } ?? fileName
@@ -188,6 +198,7 @@ public final class StateStore: Sendable {
 
   /// Opens one state file for reading only, or `nil` when it does not exist.
   public static func openForReading(path: String) throws -> StateStore? {
+    try checkOwnFiles(path: path)
     guard FileManager.default.fileExists(atPath: path) else { return nil }
     var configuration = Configuration()
     configuration.readonly = true
@@ -206,6 +217,7 @@ public final class StateStore: Sendable {
     try FileSystem.createDirectory(path: directory)
     let path = (directory as NSString).appendingPathComponent(fileName)
     self.path = path
+    try Self.checkOwnFiles(path: path)
     var warnings: [String] = []
     do {
       do {

@@ -122,6 +122,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
       status = .locked
     case is ConfigurationError, is MaintenanceError:
       status = .usage
+    case let error as FileSystemError where error.isUsageError:
+      status = .usage
     case is RunLock.Failure, is FileSystemError, is StateStoreError, is RunEndingError:
       status = .fatalIO
     default:

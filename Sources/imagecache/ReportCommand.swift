@@ -31,14 +31,17 @@ struct ReportCommand: ParsableCommand {
     var output: String?
 
     func run() throws {
+      let destination = try output.map { path throws(FileSystemError) in try OutputFile(path: path)
+      }
       var loaded: [(name: String, report: RunReport)] = []
       for path in reports { loaded.append((path, try RunReport.load(path: path))) }
       let page = ReportPage.render(loaded)
-      if let output {
-        try FileSystem.writeAtomically(Data(page.utf8), toPath: output)
+      if let output, let destination {
+        try destination.write(Array(page.utf8))
         Console.standard.say("report page written to \(output)")
       } else {
-        Console.write(page, to: STDOUT_FILENO)
+        // The page is this command's whole work: a stdout that cannot take it is exit 4.
+        try FileSystem.writeAll(Array(page.utf8), to: STDOUT_FILENO, path: "stdout")
       }
     }
   }

@@ -18,8 +18,14 @@ public struct CacheLocation: Sendable, Equatable, Codable {
 
   /// Why `name` cannot be a namespace, or `nil` when it can: a namespace becomes a folder name,
   /// so it must be one path component with no control characters (SPEC section 10). The one
-  /// rule for job files, manifest lines and the command line.
+  /// rule for job files, manifest lines and the command line, and for every other name that
+  /// becomes part of a path (a job's name in `{job}`).
   public static func namespaceProblem(_ name: String) -> String? {
+    pathComponentProblem(name)
+  }
+
+  /// Why `name` cannot be one component of a path the tool makes, or `nil` when it can.
+  public static func pathComponentProblem(_ name: String) -> String? {
     if name.isEmpty || name == "." || name == ".." {
       return "must be a single folder name, not \(name.debugDescription)"
     }

@@ -13,15 +13,38 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   public let operation: String
   public let path: String
   public let errno: Int32
+  /// Why the path was refused, when that was for what it is rather than by a failed call.
+  public let reason: String?
+  /// The user named the path wrongly (a folder for a report file): exit 2, not 4.
+  public let isUsageError: Bool
 
   public init(_ operation: String, path: String, errno: Int32) {
     self.operation = operation
     self.path = path
     self.errno = errno
+    reason = nil
+    isUsageError = false
+  }
+
+  private init(_ operation: String, path: String, reason: String, isUsageError: Bool) {
+    self.operation = operation
+    self.path = path
+    self.errno = 0
+    self.reason = reason
+    self.isUsageError = isUsageError
+  }
+
+  /// `path` refused for what it is (a symbolic link, a block device...): `reason` says what.
+  /// - Parameter usage: the user named `path` for this use (exit 2); otherwise the tool's own
+  ///   files were found tampered with (exit 4).
+  public static func refused(
+    _ operation: String, path: String, because reason: String, usage: Bool = true
+  ) -> FileSystemError {
+    FileSystemError(operation, path: path, reason: reason, isUsageError: usage)
   }
 
   public var description: String {
-    "\(operation) \(path): \(String(cString: strerror(errno)))"
+    "\(operation) \(path): \(reason ?? String(cString: strerror(errno)))"
   }
 }
 
@@ -145,7 +168,7 @@ public enum FileSystem {
     let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
     let name = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
     let temporary =
-      (directory == "/" ? "" : directory) + "/" + temporaryPrefix + name + "." + randomSuffix()
+      (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
     var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
     if fd < 0 && errno == ENOENT {
       try createDirectory(path: directory)
@@ -232,18 +255,164 @@ public enum FileSystem {
     return true
   }
 
-  private static func writeAll(fd: Int32, data: Data, path: String) throws {
-    try data.withUnsafeBytes { (buffer: UnsafeRawBufferPointer) in
-      var offset = 0
-      while offset < buffer.count {
-        let written = write(fd, buffer.baseAddress! + offset, buffer.count - offset)
-        if written < 0 {
-          if errno == EINTR { continue }
-          throw FileSystemError("write", path: path, errno: errno)
-        }
-        offset += written
+  // MARK: The tool's own files
+
+  /// Checks that `path`, one of the tool's own files or folders under `.imagecache/` (SPEC
+  /// sections 8 and 11), is what the tool made there, when it exists: a folder, or a regular
+  /// file. A symbolic link or anything else is refused, naming it, and nothing is written
+  /// through it: a link planted there would make a run as root truncate or overwrite its
+  /// target. Returns whether it exists.
+  @discardableResult
+  public static func checkOwnEntry(_ path: String, isFolder: Bool = false)
+    throws(FileSystemError) -> Bool
+  {
+    var info = stat()
+    guard lstat(path, &info) == 0 else {
+      if errno == ENOENT { return false }
+      throw FileSystemError("look at", path: path, errno: errno)
+    }
+    let expected = isFolder ? S_IFDIR : S_IFREG
+    guard info.st_mode & S_IFMT == expected else {
+      throw ownEntryRefused(path, type: info.st_mode & S_IFMT, isFolder: isFolder)
+    }
+    return true
+  }
+
+  /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on
+  /// exec, and never blocking on a FIFO planted there; refuses anything but a regular file.
+  /// Returns `nil` when it does not exist and `flags` do not create it.
+  public static func openOwnFile(_ path: String, flags: Int32, mode: mode_t = 0o644)
+    throws(FileSystemError) -> Int32?
+  {
+    var fd: Int32
+    repeat {
+      fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, mode)
+    } while fd < 0 && errno == EINTR
+    guard fd >= 0 else {
+      if errno == ENOENT && flags & O_CREAT == 0 { return nil }
+      if errno == ELOOP { throw ownEntryRefused(path, type: S_IFLNK, isFolder: false) }
+      throw FileSystemError("open", path: path, errno: errno)
+    }
+    var info = stat()
+    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+      close(fd)
+      throw ownEntryRefused(path, type: info.st_mode & S_IFMT, isFolder: false)
+    }
+    let status = fcntl(fd, F_GETFL)
+    _ = fcntl(fd, F_SETFL, status & ~O_NONBLOCK)
+    return fd
+  }
+
+  private static func ownEntryRefused(_ path: String, type: mode_t, isFolder: Bool)
+    -> FileSystemError
+  {
+    let found =
+      switch type {
+      case S_IFLNK: "a symbolic link"
+      case S_IFDIR: "a folder"
+      case S_IFIFO: "a FIFO"
+      case S_IFCHR, S_IFBLK: "a device"
+      case S_IFSOCK: "a socket"
+      default: "not a regular file"
+      }
+    return .refused(
+      "use", path: path,
+      because: "\(found) where imagecache keeps its own \(isFolder ? "folder" : "file"); "
+        + "nothing was written through it (remove it, and imagecache makes its own)",
+      usage: false)
+  }
+
+  /// The longest file name the file systems we write to take (`NAME_MAX`).
+  public static let maxNameLength = 255
+
+  /// A hidden temporary name for a file that will be renamed to `name`: the tool's prefix,
+  /// `name` shortened as far as needed, and `suffix`. Always at most ``maxNameLength`` bytes:
+  /// SD's own names reach 255 (32 + 1 + a 222-byte extension), and a temporary name that did
+  /// not fit would make such a file impossible to store. The name is kept only for people
+  /// reading a folder; the prefix is what the sweep of stale files looks for.
+  public static func temporaryName(for name: String, suffix: String) -> String {
+    let room = maxNameLength - temporaryPrefix.utf8.count - 1 - suffix.utf8.count
+    var kept = Substring(name)
+    if name.utf8.count > room {
+      // Cut at a scalar's boundary, so the name stays valid UTF-8.
+      var end = name.utf8.index(name.utf8.startIndex, offsetBy: max(0, room))
+      while end > name.startIndex && !name.unicodeScalars.indices.contains(end) {
+        end = name.utf8.index(before: end)
+      }
+      kept = name[..<end]
+    }
+    return temporaryPrefix + kept + "." + suffix
+  }
+
+  /// Creates a new hidden file in `folder` for one that will be renamed to `name`, closed on
+  /// exec (`mkstemp(3)`); returns its descriptor and path.
+  public static func makeTemporaryFile(in folder: String, for name: String)
+    throws(FileSystemError) -> (descriptor: Int32, path: String)
+  {
+    let path = (folder == "/" ? "" : folder) + "/" + temporaryName(for: name, suffix: "XXXXXX")
+    var template = Array(path.utf8CString)
+    let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+    let created = String(
+      decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    guard descriptor >= 0 else { throw FileSystemError("create", path: created, errno: errno) }
+    _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
+    return (descriptor, created)
+  }
+
+  /// Writes all of `bytes` to `descriptor`, through short writes and interruptions.
+  public static func writeAll(
+    _ bytes: some Collection<UInt8>, to descriptor: Int32, path: String
+  ) throws(FileSystemError) {
+    let written: Int32? =
+      bytes.withContiguousStorageIfAvailable { buffer in
+        writeAll(UnsafeRawBufferPointer(buffer), to: descriptor)
+      } ?? Array(bytes).withUnsafeBytes { writeAll($0, to: descriptor) }
+    if let written { throw FileSystemError("write", path: path, errno: written) }
+  }
+
+  /// The errno of the write that failed, or `nil` when every byte went.
+  private static func writeAll(_ buffer: UnsafeRawBufferPointer, to descriptor: Int32) -> Int32? {
+    var offset = 0
+    while offset < buffer.count {
+      let written = write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+      if written < 0 {
+        if errno == EINTR { continue }
+        return errno
+      }
+      offset += written
+    }
+    return nil
+  }
+
+  /// A stream connection to the Unix socket at `path`; `naming` is the path errors name.
+  public static func connectUnixSocket(path: String, naming: String) throws(FileSystemError)
+    -> Int32
+  {
+    let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+    guard fd >= 0 else { throw FileSystemError("connect to", path: naming, errno: errno) }
+    var address = sockaddr_un()
+    address.sun_family = sa_family_t(AF_UNIX)
+    let bytes = Array(path.utf8)
+    guard bytes.count < MemoryLayout.size(ofValue: address.sun_path) else {
+      close(fd)
+      throw FileSystemError("connect to", path: naming, errno: ENAMETOOLONG)
+    }
+    withUnsafeMutableBytes(of: &address.sun_path) { $0.copyBytes(from: bytes) }
+    let result = withUnsafePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        connect(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
       }
     }
+    guard result == 0 else {
+      let failure = errno
+      close(fd)
+      throw FileSystemError("connect to", path: naming, errno: failure)
+    }
+    return fd
+  }
+
+  private static func writeAll(fd: Int32, data: Data, path: String) throws {
+    try writeAll(data, to: fd, path: path)
   }
 
   /// Unique among the processes and threads that may write one cache (O_EXCL catches the

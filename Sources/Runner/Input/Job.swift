@@ -154,6 +154,14 @@ struct JobParser {
     let name =
       try string(top["name"], "name")
       ?? ((file as NSString).lastPathComponent as NSString).deletingPathExtension
+    // The name becomes part of paths (`{job}` in report and metrics paths, the cron wrapper's
+    // files): one path component, as a namespace (SPEC section 10).
+    if let problem = CacheLocation.pathComponentProblem(name) {
+      throw fail(
+        top["name"] ?? root, "name",
+        (top["name"] == nil ? "the job's name, taken from its file name, " : "")
+          + "becomes a file name in {job} paths, and \(problem)")
+    }
 
     guard let cacheNode = top["cache"], let cache = cacheNode.mapping else {
       throw fail(top["cache"] ?? root, "cache", "required: a mapping with at least 'directory'")

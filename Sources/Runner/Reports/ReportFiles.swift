@@ -28,7 +28,7 @@ final class SpillFile: @unchecked Sendable {
     let folder =
       ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
       ?? "/tmp"
-    let (descriptor, path) = try makeTemporaryFile(folder + "/.imagecache-report-")
+    let (descriptor, path) = try FileSystem.makeTemporaryFile(in: folder, for: "report")
     self.descriptor = descriptor
     unlink(path)
   }
@@ -45,7 +45,7 @@ final class SpillFile: @unchecked Sendable {
   }
 
   private func flush() throws(FileSystemError) {
-    try ReportOutput.writeAll(buffer.bytes, to: descriptor, path: "report temporary file")
+    try FileSystem.writeAll(buffer.bytes, to: descriptor, path: "report temporary file")
     buffer.bytes.removeAll(keepingCapacity: true)
   }
 
@@ -71,38 +71,35 @@ final class SpillFile: @unchecked Sendable {
   }
 }
 
-/// One place a report goes: a file, written under a temporary name beside it and renamed into
-/// place by ``commit()``, or stdout (`--json`), where a failed write is not an error.
-/// Used under ``ReportWriter``'s lock only.
+/// One place a report goes: a file the user named (written through ``OutputWriter``: a
+/// regular file atomically, a device, FIFO or descriptor in place) or stdout (`--json`), where
+/// a failed write is not an error. Used under ``ReportWriter``'s lock only.
 final class ReportOutput: @unchecked Sendable {
   let path: String?
-  private let descriptor: Int32
-  private let temporaryPath: String?
+  private let file: OutputWriter?
   private var failed = false
 
-  /// Opens a temporary file beside `file`, creating its folder.
+  /// Opens `file` for writing (a regular file's temporary file beside it, its folder created);
+  /// throws for a path that is refused (a folder, a block device) or cannot be created.
   init(file: String) throws(FileSystemError) {
     path = file
-    let parent = (file as NSString).deletingLastPathComponent
-    let folder = parent.isEmpty ? "." : parent
-    try FileSystem.createDirectory(path: folder)
-    let name = (file as NSString).lastPathComponent
-    (descriptor, temporaryPath) = try makeTemporaryFile(folder + "/.\(name).imagecache-")
-    fchmod(descriptor, 0o644)
+    let output = try OutputFile(path: file)
+    self.file = try output.open()
+    // `--report /dev/stdout` is stdout, as `--json` is.
+    writesStandardStreams =
+      output.disposition == .descriptor(STDOUT_FILENO)
+      || output.disposition == .descriptor(STDERR_FILENO)
   }
 
-  init(descriptor: Int32) {
+  /// The report on stdout.
+  init() {
     path = nil
-    self.descriptor = descriptor
-    temporaryPath = nil
+    file = nil
+    writesStandardStreams = true
   }
 
-  deinit {
-    if let temporaryPath {
-      close(descriptor)
-      unlink(temporaryPath)
-    }
-  }
+  /// Writes stdout or stderr, where a failed write is not an error (SPEC section 10).
+  private let writesStandardStreams: Bool
 
   /// Writes the bytes gathered in `json` and empties it.
   func write(_ json: inout JSONOutput) throws(FileSystemError) {
@@ -113,47 +110,24 @@ final class ReportOutput: @unchecked Sendable {
   func write(bytes: ArraySlice<UInt8>) throws(FileSystemError) {
     guard !failed else { return }
     do {
-      try Self.writeAll(bytes, to: descriptor, path: path ?? "stdout")
+      if let file {
+        try file.write(bytes)
+      } else {
+        try FileSystem.writeAll(bytes, to: STDOUT_FILENO, path: "stdout")
+      }
     } catch {
       // stdout closed or full: the run goes on (SPEC section 10); the files still count.
-      guard path == nil else { throw error }
+      guard writesStandardStreams else { throw error }
       failed = true
     }
   }
 
-  /// Moves a report file into place; nothing for stdout.
+  /// Puts a report file in place; nothing for stdout.
   func commit() throws(FileSystemError) {
-    guard let path, let temporaryPath else { return }
-    guard rename(temporaryPath, path) == 0 else {
-      throw FileSystemError("rename into place", path: path, errno: errno)
+    do {
+      try file?.commit()
+    } catch {
+      guard writesStandardStreams else { throw error }
     }
   }
-
-  static func writeAll(
-    _ bytes: some Collection<UInt8>, to descriptor: Int32, path: String
-  ) throws(FileSystemError) {
-    let contiguous = Array(bytes)
-    var written = 0
-    while written < contiguous.count {
-      let result = contiguous.withUnsafeBytes {
-        Glibc.write(descriptor, $0.baseAddress! + written, $0.count - written)
-      }
-      if result < 0 {
-        if errno == EINTR { continue }
-        throw FileSystemError("write", path: path, errno: errno)
-      }
-      written += result
-    }
-  }
-}
-
-/// Creates a new file named `prefix` and six random characters (`mkstemp(3)`), closed on exec.
-private func makeTemporaryFile(_ prefix: String) throws(FileSystemError) -> (Int32, String) {
-  var template = Array((prefix + "XXXXXX").utf8CString)
-  let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-  let path = String(
-    decoding: template.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-  guard descriptor >= 0 else { throw FileSystemError("create", path: path, errno: errno) }
-  _ = fcntl(descriptor, F_SETFD, FD_CLOEXEC)
-  return (descriptor, path)
 }

@@ -57,7 +57,7 @@ public final class ReportWriter: Sendable {
     self.startedAt = startedAt
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
-    if standardOutput { outputs.append(ReportOutput(descriptor: STDOUT_FILENO)) }
+    if standardOutput { outputs.append(ReportOutput()) }
     keepsLists = !outputs.isEmpty
     state = Mutex(
       State(

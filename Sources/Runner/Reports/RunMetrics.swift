@@ -97,9 +97,11 @@ public struct RunMetrics: Sendable {
 
   /// Writes the metrics file atomically, keeping the last success time of the file it replaces
   /// when this run did not complete.
+  /// A device, FIFO or descriptor (`/dev/null`) is written in place and never read.
   public func write(to path: String) throws {
-    let previous = (try? String(contentsOfFile: path, encoding: .utf8)).flatMap(Self.lastSuccess)
-    try FileSystem.writeAtomically(Data(exposition(lastSuccess: previous).utf8), toPath: path)
+    let output = try OutputFile(path: path)
+    let previous = output.previousContents().flatMap(Self.lastSuccess)
+    try output.write(Array(exposition(lastSuccess: previous).utf8))
   }
 
   /// `imagecache_last_success_timestamp_seconds` from an earlier metrics file, when not 0.

@@ -89,6 +89,9 @@ public struct JobRunner: Sendable {
   /// - Parameter createsCache: the cache did not exist before this run.
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
     let startedAt = Date()
+    // A metrics path that can never be written (a folder, a block device) fails the run before
+    // it does any work, as a report path does when its writer opens it.
+    for file in metricsFiles { _ = try OutputFile(path: file) }
     let writer = try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt,
       files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport)
@@ -159,9 +162,7 @@ public struct JobRunner: Sendable {
     writer: ReportWriter, status: RunReport.Status, startedAt: Date, finishedAt: Date,
     counts: PrefetchCounts?
   ) throws {
-    let files =
-      (job.metrics.map { [$0] } ?? [])
-      + settings.metricsFiles.map { $0.replacingOccurrences(of: "{job}", with: job.name) }
+    let files = metricsFiles
     guard !files.isEmpty else { return }
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
@@ -171,6 +172,13 @@ public struct JobRunner: Sendable {
     for file in files {
       try metrics.write(to: file)
       console.say("\(job.name): metrics written to \(file)")
+    }
+  }
+
+  /// The job's `metrics:` file, then `--metrics`'s, `{job}` in either made the job's name.
+  private var metricsFiles: [String] {
+    ((job.metrics.map { [$0] } ?? []) + settings.metricsFiles).map {
+      $0.replacingOccurrences(of: "{job}", with: job.name)
     }
   }
 

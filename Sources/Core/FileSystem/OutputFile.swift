@@ -1,0 +1,253 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A path the user named for the tool's output: a report, a metrics file, an HTML page (SPEC
+/// section 11). Every such path is written through this one type.
+///
+/// Users name more than regular files there: `/dev/null` to throw output away, `/dev/stdout`,
+/// a named pipe read by another program, a symbolic link their tooling keeps. What each gets:
+/// - nothing there yet, or a regular file: written beside it under a hidden temporary name and
+///   renamed over it, so that a reader sees the old file or the new one, never half of one;
+/// - a symbolic link (or a chain of them) that ends at a regular file or at nothing: the same,
+///   done to the file the link ends at. The link stays a link and names the new contents, as
+///   `ln -sf latest.json` set-ups expect;
+/// - a character device or a FIFO (also behind links, as `/dev/stdout` is): opened and written
+///   in place, never renamed over nor removed. Run as root, a rename over `/dev/null` replaces
+///   it for every process on the machine;
+/// - one of this process's own descriptors (`/dev/stdout`, `/dev/fd/N`, `/proc/self/fd/N`):
+///   written to that descriptor, whatever it is (a pipe, a terminal, systemd's journal socket);
+/// - a Unix socket: connected to and written to;
+/// - a directory, a block device, or a name ending in `/`: refused, naming it. Callers resolve
+///   every output before the run does any work, so that this comes first.
+public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
+  /// How the output is written.
+  public enum Disposition: Sendable, Equatable {
+    /// Written under a temporary name in `target`'s folder, then renamed to `target`.
+    case replace(target: String)
+    /// Opened (following links, truncating where that means anything) and written in place.
+    case inPlace
+    /// This process's descriptor: duplicated and written to.
+    case descriptor(Int32)
+    /// A Unix socket: connected to and written to.
+    case socket(path: String)
+  }
+
+  /// The path as the user named it.
+  public let path: String
+  public let disposition: Disposition
+
+  public var description: String { path }
+
+  /// Looks at what `path` names now and decides how it is written; throws for what is refused.
+  public init(path: String) throws(FileSystemError) {
+    self.path = path
+    guard !path.isEmpty else { throw FileSystemError("write", path: "''", errno: ENOENT) }
+    guard !path.hasSuffix("/") else { throw Self.folderRefused(path) }
+    var current = path
+    // Links are followed by hand, at most as many as the kernel follows (MAXSYMLINKS), so that
+    // what the chain ends at is known: `stat` alone would replace a link by a file.
+    for _ in 0..<40 {
+      current = Self.withResolvedFolder(current)
+      if let descriptor = Self.ownDescriptor(current) {
+        disposition = .descriptor(descriptor)
+        return
+      }
+      var info = stat()
+      guard lstat(current, &info) == 0 else {
+        guard errno == ENOENT else { throw FileSystemError("look at", path: path, errno: errno) }
+        disposition = .replace(target: current == Self.withResolvedFolder(path) ? path : current)
+        return
+      }
+      switch info.st_mode & S_IFMT {
+      case S_IFREG:
+        disposition = .replace(target: current == Self.withResolvedFolder(path) ? path : current)
+        return
+      case S_IFCHR, S_IFIFO:
+        disposition = .inPlace
+        return
+      case S_IFSOCK:
+        disposition = .socket(path: current)
+        return
+      case S_IFDIR:
+        throw Self.folderRefused(path)
+      case S_IFBLK:
+        throw FileSystemError.refused(
+          "write to", path: path, because: "a block device (output is never written over a disk)")
+      case S_IFLNK:
+        guard let target = Self.readLink(current) else {
+          throw FileSystemError("read the link", path: current, errno: errno)
+        }
+        if current.hasPrefix("/proc/") && !target.hasPrefix("/") {
+          // A descriptor of another process (`pipe:[123]`): only the kernel can follow it.
+          disposition = .inPlace
+          return
+        }
+        current =
+          target.hasPrefix("/")
+          ? target : Self.folder(of: current) + "/" + target
+      default:
+        throw FileSystemError.refused(
+          "write to", path: path, because: "not a file, device, FIFO or socket")
+      }
+    }
+    throw FileSystemError("follow the links of", path: path, errno: ELOOP)
+  }
+
+  private static func folderRefused(_ path: String) -> FileSystemError {
+    .refused("write to", path: path, because: "a folder (name a file inside it)")
+  }
+
+  /// `path` with its folder made absolute and free of links (`realpath(3)`), when the folder
+  /// exists; the last part is left as it is, since it may itself be a link.
+  static func withResolvedFolder(_ path: String) -> String {
+    let folder = folder(of: path)
+    let name = lastComponent(of: path)
+    guard let resolved = realpath(folder, nil) else { return path }
+    defer { free(resolved) }
+    let real = String(cString: resolved)
+    return (real == "/" ? "" : real) + "/" + name
+  }
+
+  static func folder(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+  }
+
+  static func lastComponent(of path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return path }
+    return String(path[path.index(after: slash)...])
+  }
+
+  /// The descriptor `path` names when it is one of this process's own (`/proc/self/fd/N` once
+  /// its folder is resolved: `/dev/stdout` and `/dev/fd/N` lead there).
+  static func ownDescriptor(_ path: String) -> Int32? {
+    for folder in ["/proc/\(getpid())/fd/", "/proc/self/fd/", "/proc/thread-self/fd/"]
+    where path.hasPrefix(folder) {
+      return Int32(path.dropFirst(folder.count))
+    }
+    let task = "/proc/\(getpid())/task/"
+    if path.hasPrefix(task), let fd = path.dropFirst(task.count).split(separator: "/").last,
+      path.dropFirst(task.count).split(separator: "/").count == 3
+    {
+      return Int32(fd)
+    }
+    return nil
+  }
+
+  static func readLink(_ path: String) -> String? {
+    var buffer = [CChar](repeating: 0, count: Int(PATH_MAX) + 1)
+    let count = readlink(path, &buffer, buffer.count - 1)
+    guard count >= 0 else { return nil }
+    return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+  }
+
+  /// Opens the output for writing: see ``OutputWriter``.
+  public func open(mode: mode_t = 0o644) throws(FileSystemError) -> OutputWriter {
+    try OutputWriter(self, mode: mode)
+  }
+
+  /// Writes `bytes` to the output at once.
+  public func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
+    let writer = try open()
+    try writer.write(bytes)
+    try writer.commit()
+  }
+
+  /// The contents of the regular file this output replaces, if it replaces one: what an
+  /// earlier run wrote there. A device, a FIFO or a descriptor is never read.
+  public func previousContents(limit: Int = 1 << 20) -> String? {
+    guard case .replace(let target) = disposition else { return nil }
+    let fd = Glibc.open(target, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
+    guard fd >= 0 else { return nil }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else { return nil }
+    var bytes = [UInt8](repeating: 0, count: min(limit, max(0, Int(info.st_size))))
+    let count = bytes.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+    guard count >= 0 else { return nil }
+    return String(decoding: bytes[..<count], as: UTF8.self)
+  }
+}
+
+/// One output being written: for a file, a hidden temporary file beside it that ``commit()``
+/// renames into place and that is removed if the writer goes away uncommitted; for a device,
+/// FIFO, socket or descriptor, the thing itself, opened on the first write (a FIFO's open
+/// waits for its reader: that wait comes when there is something to write, not before the run).
+public final class OutputWriter: @unchecked Sendable {
+  public let output: OutputFile
+  private var descriptor: Int32 = -1
+  private var temporaryPath: String?
+  private var committed = false
+
+  init(_ output: OutputFile, mode: mode_t) throws(FileSystemError) {
+    self.output = output
+    guard case .replace(let target) = output.disposition else { return }
+    let folder = OutputFile.folder(of: target)
+    try FileSystem.createDirectory(path: folder)
+    let (fd, path) = try FileSystem.makeTemporaryFile(
+      in: folder, for: OutputFile.lastComponent(of: target))
+    fchmod(fd, mode)
+    descriptor = fd
+    temporaryPath = path
+  }
+
+  deinit {
+    if descriptor >= 0 { close(descriptor) }
+    if let temporaryPath, !committed { unlink(temporaryPath) }
+  }
+
+  public func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
+    if descriptor < 0 { try openInPlace() }
+    try FileSystem.writeAll(bytes, to: descriptor, path: output.path)
+  }
+
+  private func openInPlace() throws(FileSystemError) {
+    switch output.disposition {
+    case .replace: return
+    case .inPlace:
+      var fd: Int32
+      repeat {
+        fd = Glibc.open(output.path, O_WRONLY | O_TRUNC | O_CLOEXEC | O_NOCTTY)
+      } while fd < 0 && errno == EINTR
+      guard fd >= 0 else { throw FileSystemError("open", path: output.path, errno: errno) }
+      var info = stat()
+      // Checked again on the open descriptor: the path may have changed since it was looked at.
+      if fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFBLK || info.st_mode & S_IFMT == S_IFDIR
+      {
+        close(fd)
+        throw FileSystemError.refused(
+          "write to", path: output.path, because: "no longer a device or FIFO")
+      }
+      descriptor = fd
+    case .descriptor(let number):
+      let fd = fcntl(number, F_DUPFD_CLOEXEC, 0)
+      guard fd >= 0 else { throw FileSystemError("write to", path: output.path, errno: errno) }
+      descriptor = fd
+    case .socket(let path):
+      descriptor = try FileSystem.connectUnixSocket(path: path, naming: output.path)
+    }
+  }
+
+  /// Puts the output in place: the temporary file renamed over the target (after it is on
+  /// disk), or the device, FIFO, socket or descriptor closed. Nothing written: an empty output.
+  public func commit() throws(FileSystemError) {
+    if descriptor < 0 { try openInPlace() }
+    let closing = descriptor
+    descriptor = -1
+    // A write that failed late (NFS, a full disk) is reported by close: the old file stays.
+    guard close(closing) == 0 || errno == EINTR else {
+      throw FileSystemError("close", path: temporaryPath ?? output.path, errno: errno)
+    }
+    if let temporaryPath, case .replace(let target) = output.disposition {
+      guard rename(temporaryPath, target) == 0 else {
+        throw FileSystemError("rename into place", path: target, errno: errno)
+      }
+    }
+    committed = true
+  }
+}
