@@ -15,16 +15,32 @@ final class CronWrapperTests: XCTestCase {
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
-    // Writes the --report file and the job's own report, prints what `run` prints, and exits
-    // with FAKE_STATUS.
+    // Writes the --report file and, like the real binary, the job's own `report:` with {date}
+    // and {time} filled in from FAKE_NOW (seconds, default now), `-2`, `-3`... before the
+    // extension when the name is taken; prints what `run` prints, and exits with FAKE_STATUS.
     fake = temporary.appending("fake-imagecache")
     try """
     #!/usr/bin/env bash
     job=$2
     report=$4
     echo '{}' > "$report"
-    mkdir -p "$(dirname "$job")/own"
-    touch "$(dirname "$job")/own/nightly-$(date +%s%N)-run.json"
+    own=$(sed -n 's/^report:[[:space:]]*//p' "$job" | head -1 | sed 's/[[:space:]]*#.*//')
+    if [ -n "$own" ]; then
+      [[ $own == /* ]] || own=$(dirname "$job")/$own
+      now=${FAKE_NOW:-$(date +%s)}
+      path=${own//"{date}"/$(date -u -d "@$now" +%Y-%m-%d)}
+      path=${path//"{time}"/$(date -u -d "@$now" +%H%M%S)}
+      mkdir -p "$(dirname "$path")"
+      if [ "$path" != "$own" ]; then
+        stem=$path ext=
+        base=$(basename "$path")
+        if [[ $base == *.* ]]; then ext=.${base##*.} stem=${path%.*}; fi
+        candidate=$path n=1
+        while [ -e "$candidate" ]; do n=$((n + 1)) candidate=$stem-$n$ext; done
+        path=$candidate
+      fi
+      echo '{}' > "$path"
+    fi
     echo "nightly: cache /srv/c/default"
     echo "  failed http://127.0.0.1/gone.jpg: invalidDownloadStatusCode 404 (blacklisted)"
     echo "nightly: 3 URLs: 2 downloaded, 0 hits, 0 not modified, 1 failed, 0 blacklisted, 0 skipped, 2 KB in 5 ms"
@@ -43,11 +59,12 @@ final class CronWrapperTests: XCTestCase {
   }
 
   private func wrap(
-    _ arguments: [String], binary: String? = nil, status: Int32 = 0
+    _ arguments: [String], binary: String? = nil, status: Int32 = 0, now: Int? = nil
   ) throws -> (status: Int32, stderr: String) {
     var environment = ProcessInfo.processInfo.environment
     environment["IMAGECACHE"] = binary ?? fake
     environment["FAKE_STATUS"] = "\(status)"
+    environment["FAKE_NOW"] = now.map { "\($0)" }
     let result = try Command.run("/bin/bash", [Self.wrapper] + arguments, environment: environment)
     return (result.status, result.stderr)
   }
@@ -66,6 +83,65 @@ final class CronWrapperTests: XCTestCase {
     XCTAssertEqual(files("state/logs").count, 2)
     XCTAssertEqual(files("jobs/own").count, 2, "the job's own {date}-{time} reports too")
     XCTAssertTrue(files("state/reports").allSatisfy { $0.hasPrefix("nightly-") })
+  }
+
+  /// Writes a job file under `jobs/`.
+  private func writeJob(_ name: String, report: String) throws -> String {
+    let path = temporary.appending("jobs/\(name).yaml")
+    try "cache:\n  directory: /srv/c\nreport: \(report)\n".write(
+      toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  func testPruningTheJobsOwnReportsLeavesEveryOtherFileInTheirFolder() throws {
+    let job = try writeJob("daily", report: "daily out/{date}.json")
+    let folder = temporary.appending("jobs/daily out")
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    // Other tools' files, some named as this job's reports are: none of them came from its runs.
+    let unrelated = [
+      "notes.json", "other job.json", "2020-01-01.json", "2020-01-02-2.json", "a\nb.json",
+      "x.json", "summary-2026-01-01.json", "2026-01-01.json.bak.json", "[x].json", "*.json",
+    ]
+    for name in unrelated {
+      try "{}".write(toFile: folder + "/" + name, atomically: false, encoding: .utf8)
+    }
+    let state = temporary.appending("state")
+    // One run a day, from 2026-01-01: {date} gives each its own name.
+    for day in 0..<5 {
+      XCTAssertEqual(try wrap([job, state, "2"], now: 1_767_268_800 + day * 86_400).status, 0)
+    }
+    XCTAssertEqual(
+      files("jobs/daily out"), (unrelated + ["2026-01-04.json", "2026-01-05.json"]).sorted())
+  }
+
+  /// The files of the state's reports and logs and of `jobs/own` whose names start with `prefix`.
+  private func history(_ prefix: String) -> [String] {
+    ["state/reports", "state/logs", "jobs/own"].flatMap { folder in
+      files(folder).filter { $0.hasPrefix(prefix) }.map { folder + "/" + $0 }
+    }
+  }
+
+  func testJobsWhoseNamesShareAPrefixKeepTheirOwnReportsAndLogs() throws {
+    let state = temporary.appending("state")
+    let europe = try writeJob("nightly-eu", report: "own/nightly-eu-{date}-{time}.json")
+    for _ in 0..<3 { XCTAssertEqual(try wrap([europe, state, "3"]).status, 0) }
+    let europes = history("nightly-eu-")
+    XCTAssertEqual(europes.count, 9)
+    for _ in 0..<5 { XCTAssertEqual(try wrap([job, state, "2"]).status, 0) }
+    XCTAssertEqual(history("nightly-eu-"), europes)
+    XCTAssertEqual(history("nightly-2").count, 6, "two of each of nightly's own")
+  }
+
+  func testAJobNamedLikeAGlobPrunesOnlyItsOwnFiles() throws {
+    let state = temporary.appending("state")
+    for _ in 0..<3 { XCTAssertEqual(try wrap([job, state, "3"]).status, 0) }
+    let nightlys = history("nightly-")
+    XCTAssertEqual(nightlys.count, 9)
+    // As a glob, `nightl?` matches `nightly`.
+    let glob = try writeJob("nightl?", report: "own/nightl?-{date}-{time}.json")
+    for _ in 0..<5 { XCTAssertEqual(try wrap([glob, state, "2"]).status, 0) }
+    XCTAssertEqual(history("nightly-"), nightlys)
+    XCTAssertEqual(history("nightl?-").count, 6)
   }
 
   func testTwoRunsInOneSecondKeepBothReports() throws {
