@@ -193,3 +193,28 @@ final class DiskCacheTests: XCTestCase {
     }
   }
 }
+
+/// Issue 26, item 8: the temporary name of a store fits `NAME_MAX` for every name SD makes.
+final class LongFileNameTests: XCTestCase {
+  func testAKeyWithTheLongestExtensionSDKeepsIsStoredAndReadBack() throws {
+    let temporary = try TemporaryDirectory()
+    defer { temporary.remove() }
+    let cache = DiskCache(location: CacheLocation(directory: temporary.path))
+    for extensionLength in [200, 222] {
+      let key = "https://example.com/a." + String(repeating: "e", count: extensionLength)
+      let name = CacheFileName.fileName(forKey: key)
+      XCTAssertEqual(name.utf8.count, 33 + extensionLength)
+      try cache.store(Fixtures.png, forKey: key)
+      XCTAssertEqual(try cache.data(forKey: key), Fixtures.png)
+    }
+  }
+
+  func testATemporaryNameNeverPassesNameMaxAndKeepsItsPrefix() {
+    for name in [String(repeating: "x", count: 255), String(repeating: "é", count: 200), "a.jpg"] {
+      let temporary = FileSystem.temporaryName(for: name, suffix: "abc-12")
+      XCTAssertLessThanOrEqual(temporary.utf8.count, 255)
+      XCTAssertTrue(temporary.hasPrefix(FileSystem.temporaryPrefix))
+      XCTAssertTrue(temporary.hasSuffix(".abc-12"))
+    }
+  }
+}

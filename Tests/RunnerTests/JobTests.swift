@@ -213,3 +213,36 @@ final class JobTests: XCTestCase {
     try assertError("cache: [unclosed\n", line: 2, field: nil, containing: "not valid YAML")
   }
 }
+
+/// Issue 26, item 6: a job's name becomes part of paths (`{job}`), so it is checked as one.
+final class JobNameTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+
+  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
+  override func tearDown() { temporary.remove() }
+
+  private func loadError(name: String) throws -> ConfigurationError? {
+    let path = temporary.appending("job.yaml")
+    try "cache:\n  directory: c\nname: \(name)\n".write(
+      toFile: path, atomically: true, encoding: .utf8)
+    do {
+      _ = try Job.load(path: path)
+      return nil
+    } catch {
+      return try XCTUnwrap(error as? ConfigurationError, "\(error)")
+    }
+  }
+
+  func testAJobNameThatWouldLeaveTheReportFolderIsRefusedNamingTheLineAndField() throws {
+    for name in [#""../x""#, #""a/b""#, "\"..\"", #""a\nb""#, #""tab\there""#, #""\u0000""#] {
+      let error = try XCTUnwrap(try loadError(name: name), name)
+      XCTAssertEqual(error.field, "name", "\(error)")
+      XCTAssertEqual(error.line, 3, "\(error)")
+      XCTAssertTrue(error.description.contains("{job}"), error.description)
+    }
+  }
+
+  func testAnOrdinaryJobNameIsKept() throws {
+    XCTAssertNil(try loadError(name: "nightly-eu.2"))
+  }
+}
