@@ -16,8 +16,9 @@ struct ReportCommand: ParsableCommand {
       discussion: """
         The summary, failures grouped by host and by error (inline SVG bar charts), the \
         failure table with HTTP status and attempts, blacklisted URLs and maintenance passes; \
-        one section per report. Nothing is fetched and no script runs; everything that came \
-        from a URL or a server is escaped.
+        one section per report. Nothing is fetched and no script runs (the page's \
+        Content-Security-Policy allows neither); everything that came from a URL or a server \
+        is escaped.
 
         Example:
           imagecache report html run.json --output run.html

@@ -9,12 +9,20 @@ public enum ReportPage {
   public static let maxRows = 1000
   /// Bars in a chart: the largest groups.
   public static let maxBars = 15
+  /// What the page may load and run: its own inline `<style>`, nothing else.
+  public static let contentSecurityPolicy =
+    "default-src 'none'; style-src 'unsafe-inline'; base-uri 'none'; form-action 'none'"
 
   /// One page for `reports` (each named by its file), one section each.
   public static func render(_ reports: [(name: String, report: RunReport)]) -> String {
+    // The Content-Security-Policy comes first in the head, since it only governs what follows
+    // it: no script, no fetch of any kind, only the inline style below (the charts are inline
+    // SVG, which fetches nothing), so that markup that ever slipped past `escape` could still
+    // run nothing, load nothing and send nothing.
     var html = """
       <!DOCTYPE html>
       <html lang="en"><head><meta charset="utf-8">
+      <meta http-equiv="Content-Security-Policy" content="\(contentSecurityPolicy)">
       <meta name="viewport" content="width=device-width, initial-scale=1">
       <title>imagecache report</title>
       <style>
@@ -34,6 +42,8 @@ public enum ReportPage {
   static func section(name: String, _ report: RunReport) -> String {
     var html = "<section>\n<h2>\(escape(report.job)) <small>(\(escape(name)))</small></h2>\n"
     html += "<table>\n"
+    // Class names, like every unescaped word on the page, come from enums and numbers, never
+    // from a report's strings.
     html += row("status", "<b class=\"\(report.status.rawValue)\">\(report.status.rawValue)</b>")
     html += row(
       "cache", "<code>\(escape(report.cache.path))</code> (\(escape(report.cache.namespace)))")
@@ -149,21 +159,31 @@ public enum ReportPage {
     "<tr><th>\(label)</th><td>\(value)</td></tr>\n"
   }
 
-  /// Text as HTML: `&`, `<`, `>`, `"` and `'` as entities, so that nothing from a URL or a
-  /// server can close an element or an attribute.
+  /// Text as HTML, for element content and quoted attribute values alike: `&`, `<`, `>`, `"`
+  /// and `'` as entities, so that nothing from a URL or a server can open or close an element
+  /// or an attribute; NUL as U+FFFD, which shows that something was there where a browser
+  /// would drop it (and keeps the file text to `grep`).
+  ///
+  /// By UTF-8 byte, not by `Character`: a grapheme cluster can hold a `<` behind a prepend
+  /// character (U+0600) or before a combining mark (U+0300) and then compares unequal to "<",
+  /// while a browser, which reads code points, still sees a tag. The five are ASCII and no byte
+  /// of a multi-byte sequence is, so each byte decides alone. That is all swift-mustache or
+  /// Plot would do for this page; one function spares the tool a dependency whose start-up
+  /// time and binary size would count.
   public static func escape(_ text: String) -> String {
-    var escaped = ""
+    var escaped: [UInt8] = []
     escaped.reserveCapacity(text.utf8.count)
-    for character in text {
-      switch character {
-      case "&": escaped += "&amp;"
-      case "<": escaped += "&lt;"
-      case ">": escaped += "&gt;"
-      case "\"": escaped += "&quot;"
-      case "'": escaped += "&#39;"
-      default: escaped.append(character)
+    for byte in text.utf8 {
+      switch byte {
+      case UInt8(ascii: "&"): escaped += "&amp;".utf8
+      case UInt8(ascii: "<"): escaped += "&lt;".utf8
+      case UInt8(ascii: ">"): escaped += "&gt;".utf8
+      case UInt8(ascii: "\""): escaped += "&quot;".utf8
+      case UInt8(ascii: "'"): escaped += "&#39;".utf8
+      case 0: escaped += "\u{FFFD}".utf8
+      default: escaped.append(byte)
       }
     }
-    return escaped
+    return String(decoding: escaped, as: UTF8.self)
   }
 }

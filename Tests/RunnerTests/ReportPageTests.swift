@@ -1,0 +1,186 @@
+import Core
+import Foundation
+import Runner
+import TestSupport
+import XCTest
+
+/// `report html` (issue 26): URLs, hosts and messages come from manifests, sitemaps and servers
+/// of other systems, and the page is opened by people. Whatever they hold shows as text; no
+/// element or attribute on the page comes from them, and the page forbids script should one
+/// ever slip through. The page is read by a real HTML parser (Python's `html.parser`).
+final class ReportPageTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+
+  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
+  override func tearDown() { temporary.remove() }
+
+  /// Every string of a report that reaches the page, each with markup of its own: behind a
+  /// prepend character and before combining marks, joiners and variation selectors (which
+  /// make one grapheme cluster with the `<` or quote), beside CR/LF and NUL, and the openers
+  /// and closers of comments, CDATA and raw-text elements.
+  static let hostile: [String: String] = [
+    "job": "\u{0600}<img src=x onerror=alert(1)>",
+    "report file": "<\u{0300}img src=x onerror=alert(2)>.json",
+    "cache path": "/var/cache/\u{200D}<\u{200D}script>alert(3)<\u{200D}/script>",
+    "namespace": "\"\u{FE0F} onmouseover=\"alert(4)\" x=\"",
+    "error": "'\u{0301} onfocus='alert(5)' x='\r\n<svg onload=alert(6)>\r\n",
+    "shard file": "\u{0}<\u{0}iframe srcdoc=x>\u{0}",
+    "maintenance error": "</textarea><textarea autofocus onfocus=alert(7)>",
+    "warning": "]]><![CDATA[<b>x</b>]]>",
+    "failure URL": "https://example.invalid/a.jpg?\u{0600}<img src=x onerror=alert(8)>",
+    "failure name": "\u{0600}<a href=\"javascript:alert(9)\">name",
+    "failure message": "<!-- <a href=x> --> &amp;lt;&\u{0600}<p title='x'>",
+    "failure source": "</code></td></tr></table><form action=x><input name=y>",
+    "blacklisted URL": "https://example.invalid/b.png#\u{0600}\"\u{0600}><b class=n>",
+    // A host percent-encodes what it may not hold; Foundation hands it back decoded.
+    "host URL": "https://%3Cimg%20src%3Dx%20onerror%3Dalert(10)%3E.example/c.jpg",
+  ]
+
+  /// A report that carries `text(field)` in every field named in ``hostile``.
+  private func report(_ text: (String) -> String) -> (name: String, report: RunReport) {
+    let start = Date(timeIntervalSince1970: 1_700_000_000)
+    var report = RunReport(
+      job: text("job"),
+      location: CacheLocation(directory: text("cache path"), namespace: text("namespace")),
+      startedAt: start)
+    report.status = .failed
+    report.finishedAt = start + 60
+    report.error = text("error")
+    var shard = RunReport(job: "shard", location: CacheLocation(directory: "/c"), startedAt: start)
+    shard.status = .interrupted
+    report.mergedFrom = [RunReport.MergedReport(file: text("shard file"), report: shard)]
+    var pass = MaintenancePassReport(pass: .trim, dryRun: false)
+    pass.errors = [text("maintenance error")]
+    report.maintenance = [pass]
+    report.warnings = [text("warning")]
+    var prefetch = PrefetchReport()
+    prefetch.total = 3
+    prefetch.failed = 2
+    prefetch.failures = [
+      FailureReport(
+        url: text("failure URL"), code: 1001, name: text("failure name"), httpStatus: 404,
+        message: text("failure message"), attempts: 1, blacklisted: true,
+        source: text("failure source")),
+      FailureReport(
+        url: text("host URL"), code: 1001, name: "badImageData", httpStatus: nil,
+        message: "not an image", attempts: 2, blacklisted: false),
+    ]
+    prefetch.blacklistedURLs = [text("blacklisted URL")]
+    report.prefetch = prefetch
+    return (text("report file"), report)
+  }
+
+  private var hostilePage: String { ReportPage.render([report { Self.hostile[$0]! }]) }
+  /// The same report with plain words: the page's own elements and attributes.
+  private var plainPage: String { ReportPage.render([report { "plain \($0)" }]) }
+
+  /// What Python's `html.parser` read in a page.
+  struct ParsedPage: Decodable {
+    struct StartTag: Decodable, Hashable {
+      var tag: String
+      var attributes: [[String]]
+    }
+    var tags: [StartTag]
+    /// The text, character references resolved.
+    var text: String
+    /// Comments, declarations and processing instructions.
+    var other: [String]
+  }
+
+  private func parse(_ page: String) throws -> ParsedPage {
+    let file = temporary.appending("page.html")
+    try Data(page.utf8).write(to: URL(fileURLWithPath: file))
+    let script = """
+      import html.parser, json, sys
+      class Collector(html.parser.HTMLParser):
+          def __init__(self):
+              super().__init__(convert_charrefs=True)
+              self.tags, self.text, self.other = [], [], []
+          def handle_starttag(self, tag, attrs):
+              attributes = [[name, "" if value is None else value] for name, value in attrs]
+              self.tags.append({"tag": tag, "attributes": attributes})
+          def handle_startendtag(self, tag, attrs):
+              self.handle_starttag(tag, attrs)
+          def handle_data(self, data):
+              self.text.append(data)
+          def handle_comment(self, data):
+              self.other.append("comment " + data)
+          def handle_decl(self, data):
+              self.other.append("declaration " + data)
+          def handle_pi(self, data):
+              self.other.append("processing instruction " + data)
+          def unknown_decl(self, data):
+              self.other.append("unknown declaration " + data)
+      collector = Collector()
+      with open(sys.argv[1], encoding="utf-8", newline="") as page:
+          collector.feed(page.read())
+      collector.close()
+      json.dump({"tags": collector.tags, "text": "".join(collector.text),
+                 "other": collector.other}, sys.stdout)
+      """
+    let python = "/usr/bin/python3"
+    guard FileManager.default.isExecutableFile(atPath: python) else {
+      XCTFail("\(python) reads the page as a browser would; install it")
+      throw CocoaError(.fileNoSuchFile)
+    }
+    let result = try Command.run(python, ["-c", script, file])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    return try JSONDecoder().decode(ParsedPage.self, from: Data(result.stdout.utf8))
+  }
+
+  /// Each start tag as (tag, attribute, value) triples; numbers (coordinates and widths in the
+  /// charts, which depend on how URLs group) as `#`, since no number comes from text.
+  private func markup(_ page: ParsedPage) -> Set<[String]> {
+    var triples: Set<[String]> = []
+    for tag in page.tags {
+      triples.insert([tag.tag])
+      for attribute in tag.attributes {
+        let value = attribute[1].allSatisfy(\.isNumber) ? "#" : attribute[1]
+        triples.insert([tag.tag, attribute[0], value])
+      }
+    }
+    return triples
+  }
+
+  func testNoElementOrAttributeOnThePageComesFromInput() throws {
+    let hostile = try parse(hostilePage)
+    let plain = try parse(plainPage)
+    let injected = markup(hostile).subtracting(markup(plain))
+    XCTAssertEqual(injected, [], "elements or attributes made from input")
+    XCTAssertEqual(hostile.other, plain.other, "comments or declarations made from input")
+  }
+
+  func testEveryStringFromInputReadsBackAsTheSameText() throws {
+    let text = try parse(hostilePage).text
+    for (field, value) in Self.hostile {
+      // A browser would drop a NUL; the page shows the replacement character.
+      let shown = value.replacingOccurrences(of: "\u{0}", with: "\u{FFFD}")
+      XCTAssertTrue(text.contains(shown), "\(field) \(value.debugDescription) is not shown as text")
+    }
+    let host = try XCTUnwrap(URL(string: Self.hostile["host URL"]!)?.host)
+    XCTAssertTrue(text.contains(host), "the chart's host \(host.debugDescription) as text")
+  }
+
+  func testThePageAllowsNoScriptByContentSecurityPolicy() throws {
+    let page = try parse(hostilePage)
+    let policies = page.tags.filter { tag in
+      tag.tag == "meta"
+        && tag.attributes.contains {
+          $0[0] == "http-equiv" && $0[1].lowercased() == "content-security-policy"
+        }
+    }
+    XCTAssertEqual(policies.count, 1)
+    let policy = try XCTUnwrap(policies.first?.attributes.first { $0[0] == "content" }?[1])
+    var directives: [String: [String]] = [:]
+    for directive in policy.split(separator: ";") {
+      let words = directive.split(separator: " ").map(String.init)
+      guard let name = words.first else { continue }
+      directives[name.lowercased()] = Array(words.dropFirst())
+    }
+    XCTAssertEqual(directives["default-src"], ["'none'"], policy)
+    XCTAssertEqual(directives.keys.filter { $0.hasPrefix("script") }, [], policy)
+    let position = try XCTUnwrap(page.tags.firstIndex(of: policies[0]))
+    let firstStyleOrContent = page.tags.firstIndex { ["style", "body", "svg"].contains($0.tag) }
+    XCTAssertLessThan(position, try XCTUnwrap(firstStyleOrContent), "it governs what follows it")
+  }
+}
