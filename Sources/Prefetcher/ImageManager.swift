@@ -221,7 +221,8 @@ public final class ImageManager: Sendable {
       return .finished(stateFailed(error))
     }
     let parsed = (trimmed == rawURL ? parsed : nil) ?? URL(string: trimmed)
-    let blacklistKey = parsed?.absoluteString ?? trimmed
+    // Kept with its password masked, as the state keeps it (SPEC section 11).
+    let blacklistKey = (parsed?.absoluteString ?? trimmed).maskingURLPasswords
     if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
       return .finished(LoadResult(outcome: .blacklisted))
     }

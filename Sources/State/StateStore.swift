@@ -241,6 +241,10 @@ public final class StateStore: Sendable {
   public func recordFailure(url: String, code: Int, name: String, reason: String, at date: Date)
     throws
   {
+    // The blacklist is kept by URL with its password masked (SPEC section 11): looked up the
+    // same way, so a URL is found whatever password it carries.
+    let url = url.maskingURLPasswords
+    let reason = reason.maskingURLPasswords
     try write { db in
       if var entry = try BlacklistEntry.fetchOne(db, key: url) {
         entry.code = code
@@ -262,7 +266,7 @@ public final class StateStore: Sendable {
   public func blacklistEntry(url: String, now: Date = Date(), timeToLive: TimeInterval? = nil)
     throws -> BlacklistEntry?
   {
-    let entry = try read { db in try BlacklistEntry.fetchOne(db, key: url) }
+    let entry = try read { db in try BlacklistEntry.fetchOne(db, key: url.maskingURLPasswords) }
     guard let entry, entry.isActive(at: now, timeToLive: timeToLive) else { return nil }
     return entry
   }
@@ -293,7 +297,7 @@ public final class StateStore: Sendable {
   /// Takes `url` off the blacklist; returns whether it was there.
   @discardableResult
   public func removeFromBlacklist(url: String) throws -> Bool {
-    try write { db in try BlacklistEntry.deleteOne(db, key: url) }
+    try write { db in try BlacklistEntry.deleteOne(db, key: url.maskingURLPasswords) }
   }
 
   /// Empties the blacklist; returns how many entries were removed.
@@ -446,7 +450,7 @@ public final class StateStore: Sendable {
     try write { db in
       try db.execute(
         sql: "UPDATE runs SET finishedAt = ?, status = ?, summary = ? WHERE id = ?",
-        arguments: [Self.databaseText(date), status, summary, id])
+        arguments: [Self.databaseText(date), status, summary?.maskingURLPasswords, id])
     }
   }
 

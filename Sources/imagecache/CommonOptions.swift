@@ -176,7 +176,8 @@ struct Console: RunConsole {
 
   func say(_ line: String) {
     if quiet && !Self.reportsTrouble(line) { return }
-    Self.write(line + "\n", to: STDERR_FILENO)
+    // Every line for people comes through here: no URL password reaches a log.
+    Self.write(line.maskingURLPasswords + "\n", to: STDERR_FILENO)
   }
 
   /// Warnings, failed URLs, skipped lines and errors: what `--quiet` still prints.

@@ -137,18 +137,30 @@ struct PrefetchSettings: ParsableArguments {
   }
 
   /// The context flags as the JSON object a job file's `context:` would hold.
+  private func ordinal(_ number: Int) -> String {
+    switch number {
+    case 1: "first"
+    case 2: "second"
+    case 3: "third"
+    default: "\(number)th"
+    }
+  }
+
   private func contextObject() throws(ConfigurationError) -> [String: JSONValue] {
     var object: [String: JSONValue] = [:]
     if let storeCacheType { object["storeCacheType"] = .string(storeCacheType) }
     if let queryCacheType { object["queryCacheType"] = .string(queryCacheType) }
     if !headers.isEmpty {
       var fields: [String: JSONValue] = [:]
-      for header in headers {
+      for (index, header) in headers.enumerated() {
         let parts = header.split(separator: ":", maxSplits: 1)
         guard parts.count == 2 else {
+          // Not echoed: a header without its colon is still a secret (`Authorization Bearer x`).
           throw ConfigurationError(
             source: "command line", field: "--header",
-            message: "\(header.debugDescription) is not \"Name: value\"")
+            message:
+              "the \(ordinal(index + 1)) --header is not \"Name: value\" (its text is not shown: "
+              + "it may hold a secret)")
         }
         fields[parts[0].trimmingCharacters(in: .whitespaces)] = .string(
           parts[1].trimmingCharacters(in: .whitespaces))

@@ -22,3 +22,26 @@ final class ControlCharacterTests: XCTestCase {
     XCTAssertFalse("фото\t".containsControlCharacter(allowingTab: true))
   }
 }
+
+/// Issue 26, item 4: how a URL's password is masked in text shown to people.
+final class URLPasswordMaskingTests: XCTestCase {
+  func testThePasswordOfEveryURLInTheTextIsMaskedAndTheRestKept() {
+    let cases: [(String, String)] = [
+      ("https://bob:pw@a.com/x.jpg", "https://bob:***@a.com/x.jpg"),
+      ("http://bob:p@ss@a.com:8080/x?y=@z", "http://bob:***@a.com:8080/x?y=@z"),
+      (
+        "invalid URL \"ftp://u:p@h/a\" then https://v:q@i/",
+        "invalid URL \"ftp://u:***@h/a\" then https://v:***@i/"
+      ),
+      ("https://bob@a.com/x.jpg", "https://bob@a.com/x.jpg"),
+      ("https://a.com/x@2x.jpg", "https://a.com/x@2x.jpg"),
+      ("mail me at bob@a.com", "mail me at bob@a.com"),
+      ("https://bob:***@a.com/", "https://bob:***@a.com/"),
+      ("https://:pw@a.com", "https://:***@a.com"),
+      ("no url here", "no url here"),
+    ]
+    for (text, expected) in cases {
+      XCTAssertEqual(text.maskingURLPasswords, expected, text)
+    }
+  }
+}

@@ -69,7 +69,8 @@ final class OutputPathTests: LoopbackTestCase {
     var info = stat()
     XCTAssertEqual(lstat(device, &info), 0)
     XCTAssertEqual(info.st_rdev, Self.nullDevice)
-    XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: temporary.path).sorted(),
+    XCTAssertEqual(
+      try FileManager.default.contentsOfDirectory(atPath: temporary.path).sorted(),
       ["cache", "null", "urls.txt"], "a temporary file was left beside the device")
   }
 

@@ -92,9 +92,10 @@ public struct Job: Sendable {
       root = try Yams.compose(yaml: text)
     } catch let error as YamlError {
       throw ConfigurationError(
-        source: path, line: Self.line(of: error), message: "not valid YAML or JSON: \(error)")
+        source: path, line: Self.line(of: error),
+        message: "not valid YAML or JSON: \(Self.problem(of: error))")
     } catch {
-      throw ConfigurationError(source: path, message: "not valid YAML or JSON: \(error)")
+      throw ConfigurationError(source: path, message: "not valid YAML or JSON")
     }
     guard let root else { throw ConfigurationError(source: path, message: "the job file is empty") }
     return try JobParser(file: path).parse(root)
@@ -130,8 +131,39 @@ public struct Job: Sendable {
     switch error {
     case .scanner(_, _, let mark, _), .parser(_, _, let mark, _), .composer(_, _, let mark, _):
       return mark.line
+    case .duplicatedKeysInMapping(_, let context):
+      return context.mark.line
+    case .reader(_, let offset?, _, let yaml):
+      return yaml.utf8.prefix(offset).count { $0 == UInt8(ascii: "\n") } + 1
     default:
       return nil
+    }
+  }
+
+  /// What is wrong, in the parser's words, without the file's text: Yams' own description
+  /// quotes the lines around the problem (for a duplicate key, the whole mapping), and a job
+  /// file's lines hold `Authorization` and `Cookie` values that must not reach a cron log.
+  static func problem(of error: YamlError) -> String {
+    switch error {
+    case .scanner(let context, let problem, let mark, _),
+      .parser(let context, let problem, let mark, _),
+      .composer(let context, let problem, let mark, _):
+      return (context.map { "\($0.text) at line \($0.mark.line): " } ?? "")
+        + "\(problem) at line \(mark.line), column \(mark.column)"
+    case .reader(let problem, _, _, _):
+      return problem
+    case .duplicatedKeysInMapping(let duplicates, _):
+      // Keys are names, never values; shown only when they are plain.
+      let keys = duplicates.sorted().map {
+        $0.containsControlCharacter() || $0.utf8.count > 100 ? "(a key)" : "'\($0)'"
+      }
+      return "a key appears twice in one mapping: \(keys.joined(separator: ", "))"
+    case .writer(let problem), .emitter(let problem), .representer(let problem):
+      return problem
+    case .dataCouldNotBeDecoded:
+      return "not UTF-8 text"
+    case .no, .memory:
+      return "the parser failed"
     }
   }
 }

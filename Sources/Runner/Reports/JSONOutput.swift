@@ -46,9 +46,10 @@ struct JSONOutput {
   }
 
   /// A JSON string, escaped as RFC 8259 requires (control characters, `"` and `\`).
+  /// A JSON string; the password of any URL in it is masked (SPEC section 11).
   mutating func string(_ value: String) {
     bytes.append(UInt8(ascii: "\""))
-    for byte in value.utf8 {
+    for byte in value.maskingURLPasswords.utf8 {
       switch byte {
       case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
       case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])

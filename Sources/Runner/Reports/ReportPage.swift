@@ -173,7 +173,8 @@ public enum ReportPage {
   public static func escape(_ text: String) -> String {
     var escaped: [UInt8] = []
     escaped.reserveCapacity(text.utf8.count)
-    for byte in text.utf8 {
+    // Reports this tool wrote mask URL passwords already; one from elsewhere may not.
+    for byte in text.maskingURLPasswords.utf8 {
       switch byte {
       case UInt8(ascii: "&"): escaped += "&amp;".utf8
       case UInt8(ascii: "<"): escaped += "&lt;".utf8
