@@ -218,7 +218,8 @@ public final class ImageManager: Sendable {
           outcome: .failed(
             .namespaceLocked(context.namespace ?? defaultNamespace), blacklisted: false)))
     } catch {
-      return .finished(stateFailed(error))
+      // Another namespace's state that cannot be opened fails the lines that name it.
+      return .finished(stateFailed(error, endsRun: false))
     }
     let parsed = (trimmed == rawURL ? parsed : nil) ?? URL(string: trimmed)
     // Kept with its password masked, as the state keeps it (SPEC section 11).
@@ -360,7 +361,8 @@ public final class ImageManager: Sendable {
         if context.storeCacheType.includesDisk {
           // A name of the same key on older iOS versions.
           for name in CacheFileName.variantFileNames(forKey: key).dropFirst() {
-            try FileSystem.writeAtomically(variantData, toPath: cache.disk.path + "/" + name)
+            try FileSystem.writeAtomically(
+              variantData, toPath: cache.disk.path + "/" + name, createsFolder: false)
           }
         }
       }
@@ -435,7 +437,8 @@ public final class ImageManager: Sendable {
       }
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
     } catch {
-      return stateFailed(error)
+      // The image is in the cache all the same: the URL keeps its outcome, the run ends.
+      endRun(stateFailure(error))
     }
     return result
   }
@@ -443,15 +446,34 @@ public final class ImageManager: Sendable {
   /// A store that failed; one that every later store would meet too (a full or read-only disk)
   /// is kept as ``runEndingFailure``.
   private func storeFailed(_ error: any Error) -> LoadResult {
-    let failure = ImageCacheError.storeFailed(
-      reason: "\(error)", errno: (error as? FileSystemError)?.errno ?? 0)
-    if failure.endsRun { runEnding.withLock { $0 = $0 ?? failure } }
+    let fileError = error as? FileSystemError
+    let errno = fileError?.errno ?? 0
+    let folder = fileError.map { ($0.path as NSString).deletingLastPathComponent } ?? directory
+    let reason =
+      errno == ENOENT || errno == ENOTDIR
+      ? "the cache folder \(folder) was removed or replaced during the run (\(error))"
+      : "\(error)"
+    let failure = ImageCacheError.storeFailed(reason: reason, errno: errno)
+    if failure.endsRun { endRun(failure) }
     return LoadResult(outcome: .failed(failure, blacklisted: false))
   }
 
-  /// The state database could not be read or written for this URL.
-  private func stateFailed(_ error: any Error, blacklisted: Bool = false) -> LoadResult {
-    LoadResult(outcome: .failed(.stateFailed(reason: "\(error)"), blacklisted: blacklisted))
+  /// The state database could not be read or written for this URL. It ends the run (SPEC
+  /// section 11): a state that cannot be written loses every later URL's blacklist entry and
+  /// validators, as a full cache disk loses its stores.
+  private func stateFailed(_ error: any Error, endsRun: Bool = true) -> LoadResult {
+    let failure = stateFailure(error)
+    if endsRun { endRun(failure) }
+    return LoadResult(outcome: .failed(failure, blacklisted: false))
+  }
+
+  private func stateFailure(_ error: any Error) -> ImageCacheError {
+    .stateFailed(reason: "\(error)")
+  }
+
+  /// Keeps the first failure that ends the run; the prefetch starts nothing after it.
+  private func endRun(_ failure: ImageCacheError) {
+    runEnding.withLock { $0 = $0 ?? failure }
   }
 
   /// Records a failure, blacklisting the URL when SD 5 would.
@@ -462,13 +484,15 @@ public final class ImageManager: Sendable {
       return LoadResult(outcome: .failed(error, blacklisted: false))
     }
     let now = Date()
-    namespace.blacklist.withLock { $0[url] = now }
     do {
       try namespace.store.recordFailure(
         url: url, code: error.code, name: error.name, reason: error.message, at: now)
-    } catch {
-      return stateFailed(error, blacklisted: true)
+    } catch let stateError {
+      // Not recorded, so not reported blacklisted: the URL keeps its own failure.
+      endRun(stateFailure(stateError))
+      return LoadResult(outcome: .failed(error, blacklisted: false))
     }
+    namespace.blacklist.withLock { $0[url] = now }
     return LoadResult(outcome: .failed(error, blacklisted: true))
   }
 

@@ -120,9 +120,11 @@ public struct DiskCache: Sendable {
     return false
   }
 
-  /// ``store(_:forKey:)`` with the paths already worked out.
+  /// ``store(_:forKey:)`` with the paths already worked out, into a cache folder that exists:
+  /// the pipeline's store, under a run's lock (which made the folder). A folder that is gone
+  /// is an error (`ENOENT`, `ENOTDIR`) that ends the run, never made again in silence.
   public func store(_ data: Data, at paths: KeyPaths) throws {
-    try FileSystem.writeAtomically(data, toPath: paths.current)
+    try FileSystem.writeAtomically(data, toPath: paths.current, createsFolder: false)
   }
 
   /// The path holding `key`'s data (the current name, else the legacy name without extension),

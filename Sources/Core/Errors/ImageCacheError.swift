@@ -166,9 +166,15 @@ public enum ImageCacheError: Error, Sendable, Equatable {
 
   /// A failure that every later store would meet too: the disk is full, over quota or
   /// read-only. It ends the run (SPEC section 2, step 7) instead of failing URL after URL.
+  /// So does a cache folder removed or replaced by a file during the run (`ENOENT`,
+  /// `ENOTDIR`: stores never create it once a run holds its lock), and any failure of the
+  /// state database.
   public var endsRun: Bool {
-    guard case .storeFailed(_, let errno) = self else { return false }
-    return [ENOSPC, EDQUOT, EROFS].contains(errno)
+    switch self {
+    case .storeFailed(_, let errno): [ENOSPC, EDQUOT, EROFS, ENOENT, ENOTDIR].contains(errno)
+    case .stateFailed: true
+    default: false
+    }
   }
 
   /// A sentence for people.

@@ -159,8 +159,10 @@ public enum FileSystem {
   /// Writes `data` to `path` atomically: a hidden temporary file in the same directory, then
   /// `rename(2)` over the target. A reader sees the old file or the new one, never a partial
   /// one; a crash leaves at most a hidden temporary file, which no pass counts or serves.
-  /// Missing directories are created.
-  public static func writeAtomically(_ data: Data, toPath path: String) throws {
+  /// Missing directories are created, unless `createsFolder` is false.
+  public static func writeAtomically(
+    _ data: Data, toPath path: String, createsFolder: Bool = true
+  ) throws {
     // Split at the last "/" by hand: NSString's path methods bridge and normalise, and this
     // runs for every store. Searched as bytes: a search by Character breaks graphemes from the
     // end, about 13,000 instructions for a cache path. A bare name is in the working directory.
@@ -170,7 +172,7 @@ public enum FileSystem {
     let temporary =
       (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
     var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-    if fd < 0 && errno == ENOENT {
+    if fd < 0 && errno == ENOENT && createsFolder {
       try createDirectory(path: directory)
       fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
     }

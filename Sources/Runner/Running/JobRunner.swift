@@ -255,15 +255,25 @@ public struct JobRunner: Sendable {
       let counts = await Self.prefetch(
         items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
         recorder: recorder, whenOver: { downloader.beginShutdown() })
-      try manager.flush()
-      try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
-      let failure = manager.runEndingFailure
+      // A state that cannot be written now ends the run as failed, keeping every URL's
+      // outcome for the report, instead of throwing them away with the error.
+      var failure = manager.runEndingFailure
+      do {
+        try manager.flush()
+        try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
+      } catch {
+        failure = failure ?? .stateFailed(reason: "\(error)")
+      }
       let status: RunReport.Status =
         failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
-      try store.finishRun(
-        id: runID, at: Date(), status: status.rawValue,
-        summary:
-          "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
+      do {
+        try store.finishRun(
+          id: runID, at: Date(), status: status.rawValue,
+          summary:
+            "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
+      } catch {
+        failure = failure ?? .stateFailed(reason: "\(error)")
+      }
       return (counts, failure)
     }
     for warning in items.warnings { console.say("warning: \(warning)") }
