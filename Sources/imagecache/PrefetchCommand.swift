@@ -20,6 +20,15 @@ struct PrefetchSettings: ParsableArguments {
   var headers: [String] = []
 
   @Option(
+    name: .customLong("trusted-origin"),
+    help: ArgumentHelp(
+      "An origin (http(s)://host[:port]) that a redirect may take the --header headers to, as "
+        + "curl's --location-trusted but for that origin only; other origins get none of them "
+        + "(repeatable; default: none).",
+      valueName: "origin"))
+  var trustedOrigins: [String] = []
+
+  @Option(
     name: .customLong("cache-key-filter"),
     help: ArgumentHelp(
       "url (default), stripQuery, or strip:NAME,NAME to drop those query parameters.",
@@ -156,6 +165,9 @@ struct PrefetchSettings: ParsableArguments {
       object["headers"] = .object(fields)
     }
     if let cacheKeyFilter { object["cacheKeyFilter"] = Self.cacheKeyFilterJSON(cacheKeyFilter) }
+    if !trustedOrigins.isEmpty {
+      object["trustedOrigins"] = .array(trustedOrigins.map(JSONValue.string))
+    }
     return object
   }
 }
