@@ -16,7 +16,7 @@ struct RedirectChain {
   /// Redirects followed so far.
   private(set) var count = 0
   let maxRedirects: Int
-  private let firstOrigin: Origin
+  private let first: URL
   private let trustedOrigins: Set<Origin>
   /// The tool's own headers that the job's may replace (`Accept`, `User-Agent`).
   private let defaults: [Header]
@@ -32,7 +32,7 @@ struct RedirectChain {
   ) {
     self.url = url
     self.maxRedirects = maxRedirects
-    firstOrigin = Origin(url)
+    first = url
     self.trustedOrigins = trustedOrigins
     self.defaults = defaults
     setHeaders = headers.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }
@@ -41,8 +41,9 @@ struct RedirectChain {
 
   /// Whether the job's and the line's headers go to the current hop.
   private var carriesSetHeaders: Bool {
+    guard count > 0 else { return true }
     let origin = Origin(url)
-    return origin == firstOrigin || trustedOrigins.contains(origin)
+    return origin == Origin(first) || trustedOrigins.contains(origin)
   }
 
   /// The current hop's request headers as curl takes them: the defaults, replaced by the job's

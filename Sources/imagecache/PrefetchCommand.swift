@@ -22,9 +22,8 @@ struct PrefetchSettings: ParsableArguments {
   @Option(
     name: .customLong("trusted-origin"),
     help: ArgumentHelp(
-      "An origin (http(s)://host[:port]) that a redirect may take the --header headers to, as "
-        + "curl's --location-trusted but for that origin only; other origins get none of them "
-        + "(repeatable; default: none).",
+      "An origin, http(s)://host[:port], that a redirect may take the request's headers to "
+        + "(repeatable): curl's --location-trusted, for that origin only. Other origins get none.",
       valueName: "origin"))
   var trustedOrigins: [String] = []
 
