@@ -9,6 +9,8 @@ public struct DownloadRequest: Sendable {
   public var url: URL
   /// The job's and the URL's headers, on top of SD's defaults.
   public var headers: [String: String] = [:]
+  /// Where else than the URL's own origin `headers` go when a redirect leads there.
+  public var trustedOrigins: Set<Origin> = []
   /// Overrides the configured idle timeout (the `downloadTimeout` context key).
   public var timeout: TimeInterval?
   /// Stored validators: sent as `If-None-Match` / `If-Modified-Since` (refreshCached).
@@ -57,10 +59,10 @@ public struct DownloadFailure: Error, Sendable {
 
 /// The HTTP side of SD's downloader on libcurl's multi interface: one thread drives every
 /// transfer (HTTP/1.1 keep-alive, HTTP/2 multiplexed over TLS), with SD's default headers,
-/// redirects followed hop by hop (http and https only, at most `maxRedirects`, credentials kept
-/// to the first origin), the idle timeout, a total deadline and a size limit counted after
-/// decompression. Its thread and handles live for one ``withDownloader(configuration:_:)``
-/// scope.
+/// redirects followed hop by hop (http and https only, at most `maxRedirects`, the job's headers
+/// kept to the first origin and the trusted ones), the idle timeout, a total deadline and a
+/// size limit counted after decompression. Its thread and handles live for one
+/// ``withDownloader(configuration:_:)`` scope.
 public final class Downloader: Sendable {
   public let configuration: PrefetchConfiguration
   /// Started by the first download, so that a run of cache hits never starts the thread or

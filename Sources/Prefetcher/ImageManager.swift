@@ -294,6 +294,7 @@ public final class ImageManager: Sendable {
 
     var request = DownloadRequest(url: url)
     request.headers = context.headers
+    request.trustedOrigins = context.trustedOrigins
     request.timeout = context.downloadTimeout
     request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
     request.handleCookies = options.contains(.handleCookies)

@@ -9,8 +9,6 @@ final class Transfer: @unchecked Sendable {
   /// The largest body kept, after decompression.
   let limit: Int
   let idleTimeout: TimeInterval
-  let maxRedirects: Int
-  private let userAgent: String
   private let deadlineSeconds: TimeInterval
   /// When the whole download must be over, on the monotonic clock: set when the loop starts
   /// it, not while it waits for room in the limits.
@@ -43,7 +41,8 @@ final class Transfer: @unchecked Sendable {
   private(set) var hop: Hop
   /// The URL of the current hop.
   var url: URL { hop.url }
-  private var redirects = 0
+  /// Where the redirects lead and which headers go with each hop.
+  private var redirects: RedirectChain
   private var status = 0
   private var body = Data()
   private var etag: String?
@@ -67,12 +66,18 @@ final class Transfer: @unchecked Sendable {
   init(request: DownloadRequest, configuration: PrefetchConfiguration) {
     self.request = request
     hop = Hop(request.url)
-    firstHopHeaders = Self.headerLines(
-      for: request, userAgent: configuration.userAgent, withCredentials: true)
+    var validators: [RedirectChain.Header] = []
+    if let etag = request.validators?.etag { validators.append(("If-None-Match", etag)) }
+    if let lastModified = request.validators?.lastModified {
+      validators.append(("If-Modified-Since", lastModified))
+    }
+    redirects = RedirectChain(
+      request.url, maxRedirects: configuration.maxRedirects,
+      defaults: [("Accept", "image/*,*/*;q=0.8"), ("User-Agent", configuration.userAgent)],
+      headers: request.headers, trustedOrigins: request.trustedOrigins, overrides: validators)
+    firstHopHeaders = redirects.headerLines()
     limit = Int(clamping: configuration.maxResponseSize)
     idleTimeout = request.timeout ?? configuration.timeout
-    maxRedirects = configuration.maxRedirects
-    userAgent = configuration.userAgent
     deadlineSeconds = configuration.deadline
     host = request.url.host ?? ""
   }
@@ -96,42 +101,11 @@ final class Transfer: @unchecked Sendable {
   }
 
   /// The request headers of the current hop: SD's defaults, then the job's and the line's
-  /// (replacing a default of the same name), then the validators of a revalidation. After a
-  /// redirect to another origin (scheme, host or port), credentials are left out.
+  /// (replacing a default of the same name) where they go, then the validators of a
+  /// revalidation.
   func headerLines() -> [String] {
-    guard redirects > 0 else { return firstHopHeaders }
-    return Self.headerLines(
-      for: request, userAgent: userAgent, withCredentials: Origin(url) == Origin(request.url))
+    redirects.count == 0 ? firstHopHeaders : redirects.headerLines()
   }
-
-  private static func headerLines(
-    for request: DownloadRequest, userAgent: String, withCredentials: Bool
-  ) -> [String] {
-    var headers: [(name: String, value: String)] = [
-      ("Accept", "image/*,*/*;q=0.8"), ("User-Agent", userAgent),
-    ]
-    func set(_ name: String, _ value: String) {
-      if let index = headers.firstIndex(where: {
-        $0.name.caseInsensitiveCompare(name) == .orderedSame
-      }) {
-        headers[index] = (name, value)
-      } else {
-        headers.append((name, value))
-      }
-    }
-    for (name, value) in request.headers.sorted(by: { $0.key < $1.key }) { set(name, value) }
-    if let validators = request.validators {
-      if let etag = validators.etag { set("If-None-Match", etag) }
-      if let lastModified = validators.lastModified { set("If-Modified-Since", lastModified) }
-    }
-    if !withCredentials {
-      headers.removeAll { Self.credentialHeaders.contains($0.name.lowercased()) }
-    }
-    // "Name;" is how curl is told to send a header with an empty value.
-    return headers.map { $0.value.isEmpty ? "\($0.name);" : "\($0.name): \($0.value)" }
-  }
-
-  static let credentialHeaders: Set<String> = ["authorization", "proxy-authorization", "cookie"]
 
   /// Forgets the previous hop's answer.
   func resetResponse() {
@@ -246,7 +220,7 @@ final class Transfer: @unchecked Sendable {
       return .done(.failure(.init(error)))
     }
     let status = easy.info(CURLINFO_RESPONSE_CODE)
-    if [301, 302, 303, 307, 308].contains(status), let location {
+    if RedirectChain.redirectStatuses.contains(status), let location {
       return redirect(to: easy.stringInfo(CURLINFO_REDIRECT_URL) ?? location)
     }
     if (200...299).contains(status) || (status == 304 && request.validators != nil) {
@@ -263,24 +237,12 @@ final class Transfer: @unchecked Sendable {
   }
 
   private func redirect(to location: String) -> Conclusion {
-    guard let next = URL(string: location, relativeTo: url)?.absoluteURL else {
-      return .done(.failure(.init(.invalidURL(location, reason: "redirect to an unparsable URL"))))
+    do throws(ImageCacheError) {
+      hop = Hop(try redirects.follow(location))
+      return .redirect
+    } catch {
+      return .done(.failure(.init(error)))
     }
-    guard let scheme = next.scheme?.lowercased(), scheme == "http" || scheme == "https" else {
-      return .done(
-        .failure(
-          .init(
-            .invalidURL(
-              next.absoluteString, reason: "redirect to a scheme other than http or https"))))
-    }
-    redirects += 1
-    guard redirects <= maxRedirects else {
-      return .done(
-        .failure(.init(.network(.tooManyRedirects, message: "more than \(maxRedirects) redirects")))
-      )
-    }
-    hop = Hop(next)
-    return .redirect
   }
 }
 
@@ -297,18 +259,5 @@ struct Hop {
     self.url = url
     string = url.absoluteString
     isHTTPS = url.scheme?.lowercased() == "https"
-  }
-}
-
-/// Scheme, host and port: what must stay the same for credentials to follow a redirect.
-struct Origin: Equatable {
-  var scheme: String
-  var host: String
-  var port: Int
-
-  init(_ url: URL) {
-    scheme = url.scheme?.lowercased() ?? ""
-    host = url.host?.lowercased() ?? ""
-    port = url.port ?? (scheme == "https" ? 443 : 80)
   }
 }

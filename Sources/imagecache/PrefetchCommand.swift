@@ -20,6 +20,14 @@ struct PrefetchSettings: ParsableArguments {
   var headers: [String] = []
 
   @Option(
+    name: .customLong("trusted-origin"),
+    help: ArgumentHelp(
+      "An origin, http(s)://host[:port], that a redirect may take the request's headers to "
+        + "(repeatable): curl's --location-trusted, for that origin only. Other origins get none.",
+      valueName: "origin"))
+  var trustedOrigins: [String] = []
+
+  @Option(
     name: .customLong("cache-key-filter"),
     help: ArgumentHelp(
       "url (default), stripQuery, or strip:NAME,NAME to drop those query parameters.",
@@ -168,6 +176,9 @@ struct PrefetchSettings: ParsableArguments {
       object["headers"] = .object(fields)
     }
     if let cacheKeyFilter { object["cacheKeyFilter"] = Self.cacheKeyFilterJSON(cacheKeyFilter) }
+    if !trustedOrigins.isEmpty {
+      object["trustedOrigins"] = .array(trustedOrigins.map(JSONValue.string))
+    }
     return object
   }
 }

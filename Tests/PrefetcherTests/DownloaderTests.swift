@@ -17,8 +17,6 @@ final class DownloaderTests: XCTestCase {
   var location: CacheLocation!
   var downloaders: [Downloader] = []
 
-  static let credentials = ["Authorization", "Proxy-Authorization", "Cookie"]
-
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
     location = CacheLocation(directory: temporary.appending("cache"))
@@ -88,30 +86,54 @@ final class DownloaderTests: XCTestCase {
     return (error.name, blacklisted)
   }
 
-  func testCredentialsAreNotSentToAnotherOriginAfterARedirect() async throws {
+  /// Every header the job or the line set, credentials or not (an API key, a signed token).
+  static let jobHeaders = [
+    "Authorization": "Bearer secret", "Proxy-Authorization": "Basic c2VjcmV0",
+    "Cookie": "sid=secret", "X-Api-Key": "key-123",
+  ]
+
+  private func loadAway(trusting trustedOrigins: Set<Origin> = []) async throws -> ServerRequest {
     var context = ImageContext()
-    context.headers = [
-      "Authorization": "Bearer secret", "Proxy-Authorization": "Basic c2VjcmV0",
-      "Cookie": "sid=secret", "X-Trace": "42",
-    ]
-    let manager = try manager()
-    let away = await manager.load(server.url("/away"), options: ImageOptions(), context: context)
-      .outcome
-    guard case .downloaded = away else { return XCTFail("\(away)") }
-    let elsewhere = try XCTUnwrap(other.requests("/img.png").first)
-    XCTAssertEqual(elsewhere.header("X-Trace"), "42", "other headers follow the redirect")
-    for name in Self.credentials {
+    context.headers = Self.jobHeaders
+    context.trustedOrigins = trustedOrigins
+    let away = try await manager().load(
+      server.url("/away"), options: ImageOptions(), context: context
+    ).outcome
+    if case .downloaded = away {} else { XCTFail("\(away)") }
+    let first = try XCTUnwrap(server.requests("/away").first)
+    for (name, value) in Self.jobHeaders {
+      XCTAssertEqual(first.header(name), value, "\(name) on the first hop")
+    }
+    return try XCTUnwrap(other.requests("/img.png").first)
+  }
+
+  func testNoHeaderTheJobSetIsSentToAnotherOriginAfterARedirect() async throws {
+    let elsewhere = try await loadAway()
+    for name in Self.jobHeaders.keys {
       XCTAssertNil(elsewhere.header(name), "\(name) sent to another port")
     }
-    XCTAssertEqual(server.requests("/away").first?.header("Authorization"), "Bearer secret")
+    XCTAssertEqual(elsewhere.header("Accept"), "image/*,*/*;q=0.8", "the tool's own still go")
+    XCTAssertEqual(elsewhere.header("User-Agent"), PrefetchConfiguration().userAgent)
+  }
 
-    let here = await manager.load(server.url("/here"), options: ImageOptions(), context: context)
-      .outcome
+  func testEveryHeaderTheJobSetIsSentToATrustedOriginAfterARedirect() async throws {
+    let elsewhere = try await loadAway(trusting: [try XCTUnwrap(Origin(parsing: other.baseURL))])
+    for (name, value) in Self.jobHeaders {
+      XCTAssertEqual(elsewhere.header(name), value, "\(name) to the trusted origin")
+    }
+  }
+
+  func testEveryHeaderTheJobSetFollowsARedirectWithinItsOrigin() async throws {
+    var context = ImageContext()
+    context.headers = Self.jobHeaders
+    let here = try await manager().load(
+      server.url("/here"), options: ImageOptions(), context: context
+    ).outcome
     guard case .downloaded = here else { return XCTFail("\(here)") }
     let sameOrigin = try XCTUnwrap(server.requests("/img.png").first)
-    XCTAssertEqual(sameOrigin.header("Authorization"), "Bearer secret")
-    XCTAssertEqual(sameOrigin.header("Proxy-Authorization"), "Basic c2VjcmV0")
-    XCTAssertEqual(sameOrigin.header("Cookie"), "sid=secret")
+    for (name, value) in Self.jobHeaders {
+      XCTAssertEqual(sameOrigin.header(name), value, "\(name) within the origin")
+    }
   }
 
   /// The transfer thread sleeps in `curl_multi_poll` when it has nothing to do, and is woken

@@ -187,6 +187,32 @@ final class JobTests: XCTestCase {
       "cache:\n  directory: c\nshard: 4/4\n", line: 3, field: "shard", containing: "K/N")
   }
 
+  func testTrustedOriginsAreBareHTTPOriginsAndAnythingElseIsAnErrorNamingTheEntry() throws {
+    let path = try write(
+      """
+      cache: {directory: c}
+      context:
+        trustedOrigins: ["https://CDN2.example.com", "http://10.0.0.5:8080/"]
+      """)
+    XCTAssertEqual(
+      try Job.load(path: path).context.trustedOrigins,
+      [
+        try XCTUnwrap(Origin(parsing: "https://cdn2.example.com:443")),
+        Origin(try XCTUnwrap(URL(string: "http://10.0.0.5:8080/any/path"))),
+      ])
+    for bad in [
+      "https://cdn.example.com/images", "ftp://cdn.example.com", "cdn.example.com",
+      "https://user@cdn.example.com", "https://cdn.example.com?sig=1", "https://cdn.example.com#x",
+    ] {
+      try assertError(
+        "cache:\n  directory: c\ncontext:\n  trustedOrigins: [\"https://ok.example.com\", \"\(bad)\"]\n",
+        line: 4, field: "context.trustedOrigins[1]", containing: "\"\(bad)\" is not an origin")
+    }
+    try assertError(
+      "cache:\n  directory: c\ncontext:\n  trustedOrigins: https://cdn.example.com\n", line: 4,
+      field: "context.trustedOrigins", containing: "expected a list of origins")
+  }
+
   func testErrorsNameTheLineAndField() throws {
     try assertError(
       "cache:\n  directory: c\nprefetch:\n  concurrency: zero\n", line: 4,

@@ -218,6 +218,42 @@ final class SitemapTests: XCTestCase {
     XCTAssertTrue(report.lineErrors[0].contains("not file"), report.lineErrors[0])
   }
 
+  /// Fetches a sitemap URL on a server of its own that redirects to this test's server, with
+  /// job headers and `trustedOrigins`; returns the request the redirect's target saw.
+  private func fetchSitemapThroughARedirect(trusting trustedOrigins: Set<Origin>) async throws
+    -> ServerRequest
+  {
+    documents["/sitemap.xml"] = urlset([(page: "/p1", images: ["/a.jpg"], lastmod: nil)])
+    let target = server.url("/sitemap.xml")
+    let redirector = try LoopbackServer(routes: ["/moved.xml": { _ in .redirect(to: target) }])
+    defer { redirector.shutdown() }
+    let headers = ["Authorization": "Bearer secret", "X-Api-Key": "key-123"]
+    let (_, report) = try await run(
+      job([redirector.url("/moved.xml")]) {
+        $0.context.headers = headers
+        $0.context.trustedOrigins = trustedOrigins
+      })
+    XCTAssertEqual(report.counts.downloaded, 1, "the sitemap was read through the redirect")
+    let first = try XCTUnwrap(redirector.requests("/moved.xml").first)
+    for (name, value) in headers { XCTAssertEqual(first.header(name), value, name) }
+    return try XCTUnwrap(server.requests("/sitemap.xml").first)
+  }
+
+  func testNoHeaderTheJobSetIsSentToAnotherOriginWhenASitemapURLRedirects() async throws {
+    let elsewhere = try await fetchSitemapThroughARedirect(trusting: [])
+    XCTAssertNil(elsewhere.header("Authorization"))
+    XCTAssertNil(elsewhere.header("X-Api-Key"))
+    XCTAssertNotNil(elsewhere.header("User-Agent"), "the tool's own headers still go")
+  }
+
+  func testEveryHeaderTheJobSetIsSentToATrustedOriginWhenASitemapURLRedirects() async throws {
+    let elsewhere = try await fetchSitemapThroughARedirect(trusting: [
+      try XCTUnwrap(Origin(parsing: server.baseURL))
+    ])
+    XCTAssertEqual(elsewhere.header("Authorization"), "Bearer secret")
+    XCTAssertEqual(elsewhere.header("X-Api-Key"), "key-123")
+  }
+
   func testExternalEntitiesAreNeverRead() async throws {
     let secret = try write(Data("\(server.url("/d.jpg"))\n".utf8), "secret.txt")
     let xxe = try write(

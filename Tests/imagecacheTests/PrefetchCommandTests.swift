@@ -195,6 +195,47 @@ final class PrefetchCommandTests: XCTestCase {
     XCTAssertEqual(try DiskCache(location: location).usage().fileCount, report.prefetch?.downloaded)
   }
 
+  /// Images on a server of their own that redirect to `elsewhere`, a server of another port:
+  /// the job's headers reach it only where a line's context or `--trusted-origin` trusts it.
+  func testJobHeadersFollowARedirectToAnotherOriginOnlyWhenItIsTrusted() throws {
+    var images: [String: Route] = [:]
+    var redirects: [String: Route] = [:]
+    for name in ["a", "b", "c"] {
+      images["/\(name).jpg"] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
+    }
+    let elsewhere = try LoopbackServer(routes: images)
+    defer { elsewhere.shutdown() }
+    for name in ["a", "b", "c"] {
+      let target = elsewhere.url("/\(name).jpg")
+      redirects["/\(name)"] = { _ in .redirect(to: target) }
+    }
+    let redirector = try LoopbackServer(routes: redirects)
+    defer { redirector.shutdown() }
+    let jsonl = temporary.appending("urls.jsonl")
+    try """
+    {"url": "\(redirector.url("/a"))"}
+    {"url": "\(redirector.url("/b"))", "context": {"trustedOrigins": ["\(elsewhere.baseURL)"]}}
+    """.write(toFile: jsonl, atomically: true, encoding: .utf8)
+    let header = ["--header", "X-Api-Key: key-123"]
+    XCTAssertEqual(try prefetchJSON(jsonl, header[0], header[1]).counts.downloaded, 2)
+    XCTAssertNil(elsewhere.requests("/a.jpg").first?.header("X-Api-Key"), "not trusted")
+    XCTAssertEqual(elsewhere.requests("/b.jpg").first?.header("X-Api-Key"), "key-123")
+
+    let flagged = try prefetchJSON(
+      try manifest([redirector.url("/c")]), header[0], header[1], "--trusted-origin",
+      elsewhere.baseURL)
+    XCTAssertEqual(flagged.counts.downloaded, 1)
+    XCTAssertEqual(elsewhere.requests("/c.jpg").first?.header("X-Api-Key"), "key-123")
+
+    let wrong = try ImageCacheBinary.run([
+      "prefetch", jsonl, "--cache", location.directory, "--trusted-origin",
+      elsewhere.url("/images"),
+    ])
+    XCTAssertEqual(wrong.status, 2)
+    XCTAssertTrue(wrong.stderr.contains("trustedOrigins"), wrong.stderr)
+    XCTAssertTrue(wrong.stderr.contains("is not an origin"), wrong.stderr)
+  }
+
   func testUnknownOptionOnTheCommandLineIsAUsageError() throws {
     let urls = try manifest([server.url("/photo.jpg")])
     let result = try ImageCacheBinary.run([

@@ -137,6 +137,9 @@ public struct ImageContext: Sendable, Equatable {
   public var cacheKeyFilter: CacheKeyFilter = .url
   /// Extra request headers (SD's request modifier).
   public var headers: [String: String] = [:]
+  /// Origins besides the URL's own that `headers` go to when a redirect leads there, as
+  /// curl's `--location-trusted` but per origin (SPEC section 5). Default: none.
+  public var trustedOrigins: Set<Origin> = []
   public var storeCacheType: CacheType = .all
   public var queryCacheType: CacheType = .all
   /// Another namespace of the same cache directory for this URL.
@@ -155,11 +158,11 @@ public struct ImageContext: Sendable, Equatable {
   public static let knownKeys = [
     "cacheKeyFilter", "headers", "storeCacheType", "queryCacheType", "namespace",
     "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio", "imageTransformer",
-    "originalQueryCacheType", "originalStoreCacheType", "imageEncodeOptions",
+    "originalQueryCacheType", "originalStoreCacheType", "imageEncodeOptions", "trustedOrigins",
   ]
 
-  /// This context with the keys of `object` applied on top (headers are merged). Unknown keys
-  /// and bad values are errors naming the key.
+  /// This context with the keys of `object` applied on top (headers are merged; every other key,
+  /// `trustedOrigins` included, replaces). Unknown keys and bad values are errors naming the key.
   public func applying(
     _ object: [String: JSONValue], source: String, line: Int? = nil
   ) throws(ConfigurationError) -> ImageContext {
@@ -201,6 +204,21 @@ public struct ImageContext: Sendable, Equatable {
           }
           context.headers[name] = string
         }
+      case "trustedOrigins":
+        guard case .array(let values) = value, let texts = values.stringValues else {
+          throw fail(key, "expected a list of origins such as [\"https://cdn.example.com\"]")
+        }
+        var origins: Set<Origin> = []
+        for (index, text) in texts.enumerated() {
+          guard let origin = Origin(parsing: text) else {
+            throw fail(
+              "\(key)[\(index)]",
+              "\(text.debugDescription) is not an origin: expected http(s)://host or http(s)://host:port, with no "
+                + "path, query or user")
+          }
+          origins.insert(origin)
+        }
+        context.trustedOrigins = origins
       case "storeCacheType", "queryCacheType", "originalQueryCacheType",
         "originalStoreCacheType":
         guard case .string(let name) = value, let type = CacheType(rawValue: name) else {

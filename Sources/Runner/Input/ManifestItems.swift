@@ -69,10 +69,12 @@ public struct ManifestItems: Sequence, Sendable {
     return first == UInt8(ascii: "<")
   }
 
-  /// The fetch of a sitemap or manifest URL, with the job's headers and TLS option.
+  /// The fetch of a sitemap or manifest URL, with the job's headers, trusted origins and TLS
+  /// option.
   func fetch(_ url: URL) throws(ImageCacheError) -> Int32 {
     try DocumentFetcher.fetch(
       url, configuration: configuration, headers: defaultContext.headers,
+      trustedOrigins: defaultContext.trustedOrigins,
       allowInvalidSSLCertificates: defaultOptions.contains(.allowInvalidSSLCertificates),
       stop: stop)
   }
