@@ -8,13 +8,31 @@ import Core
 enum CurlFailure {
   /// SD's error for `code`, with curl's own message (`detail`: its error buffer) kept.
   static func error(for code: CURLcode, detail: String) -> ImageCacheError {
-    let message = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
-    return switch failureClass(of: code) {
+    let curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+    let failure = failureClass(of: code, detail: curlMessage)
+    let message =
+      switch failure {
+      case .network(.responseHeaderTooLarge):
+        "a response header line is over libcurl's 100 KiB limit (libcurl: \(curlMessage))"
+      case .network(.trailingDataAfterCompressedBody):
+        "the compressed body is followed by more bytes, which browsers ignore and libcurl "
+          + "refuses (libcurl: \(curlMessage)); not blacklisted"
+      case .network(.networkConnectionLost) where code == CURLE_SSL_CONNECT_ERROR:
+        "the connection was lost during the TLS handshake (\(curlMessage))"
+      default: curlMessage
+      }
+    return switch failure {
     case .invalidURL: .invalidURL("", reason: message)
     case .cancelled: .cancelled
     case .network(let failure): .network(failure, message: message)
     }
   }
+
+  /// What OpenSSL says, through libcurl, when the peer reset or closed the connection during
+  /// the handshake: a lost connection, not a refusal of the handshake or the certificate.
+  static let lostDuringHandshake = [
+    "Connection reset", "SSL_ERROR_SYSCALL", "unexpected eof", "Broken pipe",
+  ]
 
   enum Class: Equatable {
     case invalidURL
@@ -22,8 +40,19 @@ enum CurlFailure {
     case network(NetworkFailure)
   }
 
-  static func failureClass(of code: CURLcode) -> Class {
+  static func failureClass(of code: CURLcode, detail: String = "") -> Class {
     switch code {
+    case CURLE_SSL_CONNECT_ERROR
+    where lostDuringHandshake.contains(where: { detail.localizedCaseInsensitiveContains($0) }):
+      .network(.networkConnectionLost)
+    // libcurl 7.88's dynamic buffers answer a header line over CURL_MAX_HTTP_HEADER this way;
+    // memory itself running out in libcurl would end the process long before.
+    case CURLE_OUT_OF_MEMORY:
+      .network(.responseHeaderTooLarge)
+    // Our body callbacks never stop a transfer this way (a body over the limit is told apart
+    // before this table): only libcurl's decoder does, for bytes after the compressed stream.
+    case CURLE_WRITE_ERROR:
+      .network(.trailingDataAfterCompressedBody)
     case CURLE_URL_MALFORMAT:
       .invalidURL
     case CURLE_ABORTED_BY_CALLBACK:

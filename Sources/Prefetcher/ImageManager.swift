@@ -26,6 +26,9 @@ public struct LoadResult: Sendable {
   public var retryAfter: TimeInterval?
   /// The variant made for a derived key (a thumbnail or transformers), when one was.
   public var variant: VariantReport?
+  /// Why a transient failure was not tried again, when that is not obvious (a `Retry-After`
+  /// over the cap, a wait past the deadline): added to the failure's message.
+  public var note: String?
 }
 
 /// SD's `SDWebImageManager` for one cache directory: the pipeline of SPEC section 2 (URL check,

@@ -196,10 +196,29 @@ public struct Prefetcher: Sendable {
           !slot.downloadOver, slot.attempts <= configuration.retries, !stop.isStopped,
           !queue.isCancelled
         else { return end(id, result) }
-        let backoff =
+        let backoff = min(
+          configuration.maxRetryDelay,
           configuration.retryBaseDelay * pow(2, Double(slot.attempts - 1))
-          * Double.random(in: 0.5...1.5)
-        let wait = min(configuration.maxRetryDelay, max(backoff, result.retryAfter ?? 0))
+            * Double.random(in: 0.5...1.5))
+        let asked = result.retryAfter ?? 0
+        // A server that asks for a longer wait than the cap is not asked again sooner than it
+        // said; and no attempt starts after the URL's deadline (SPEC section 5).
+        if asked > configuration.maxRetryDelay {
+          var result = result
+          result.note =
+            "not retried: the server asked to wait \(Self.seconds(asked)) (Retry-After), over "
+            + "the \(Self.seconds(configuration.maxRetryDelay)) limit on a wait"
+          return end(id, result)
+        }
+        let wait = max(backoff, asked)
+        if Date().addingTimeInterval(wait) > slot.started.addingTimeInterval(configuration.deadline)
+        {
+          var result = result
+          result.note =
+            "not retried: waiting \(Self.seconds(wait)) would pass the URL's "
+            + "\(Self.seconds(configuration.deadline)) deadline"
+          return end(id, result)
+        }
         slots[id]?.last = result
         slots[id]?.backoff = Task {
           // Cancelled (a signal): back at once, and the last failure is the result.
@@ -291,12 +310,21 @@ public struct Prefetcher: Sendable {
     return report
   }
 
+  /// `seconds` for people: "2 s", "0.5 s", "315360000 s".
+  static func seconds(_ seconds: TimeInterval) -> String {
+    guard seconds.isFinite else { return "\(seconds) s" }
+    return (seconds.rounded() == seconds && abs(seconds) < 1e15
+      ? String(Int64(seconds)) : String(format: "%.1f", seconds)) + " s"
+  }
+
   /// A download the run waits for: its item, the load to finish, its attempts, and the
   /// duplicates of the same key that wait for it. A class, owned by the run's table of slots
   /// alone: reading a field through the table then costs one reference, where a struct was
   /// copied whole (every string and reference in it retained, then released) at each read.
   private final class Slot {
     var item: PrefetchItem
+    /// When the first attempt began: every attempt and wait falls within the deadline.
+    let started = Date()
     var pending: ImageManager.PendingDownload?
     var attempts = 1
     var handle: Downloader.Handle?
@@ -342,7 +370,8 @@ public struct Prefetcher: Sendable {
       recorder.recordFailure(
         FailureReport(
           url: finished.item.url, code: error.code, name: error.name, httpStatus: error.httpStatus,
-          message: error.message, attempts: finished.attempts, blacklisted: blacklisted,
+          message: error.message + (finished.result.note.map { "; " + $0 } ?? ""),
+          attempts: finished.attempts, blacklisted: blacklisted,
           source: finished.item.source))
     }
   }

@@ -45,6 +45,13 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
   case cannotDecodeContentData
   case tooManyRedirects
   case responseTooLarge
+  /// A response header line over libcurl's limit (100 KiB), which libcurl 7.88 reports as
+  /// "Out of memory".
+  case responseHeaderTooLarge
+  /// A compressed (gzip, deflate) body followed by more bytes: browsers and Apple's URL
+  /// loading ignore them, libcurl 7.88 refuses the body ("Failed writing received data").
+  /// Not the image's fault, so never blacklisted.
+  case trailingDataAfterCompressedBody
   case cancelled
   case other
 
@@ -55,9 +62,16 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
       .notConnectedToInternet, .cancelled:
       true
     case .secureConnectionFailed, .serverCertificateUntrusted, .badServerResponse,
-      .cannotDecodeContentData, .tooManyRedirects, .responseTooLarge, .other:
+      .cannotDecodeContentData, .tooManyRedirects, .responseTooLarge, .responseHeaderTooLarge,
+      .trailingDataAfterCompressedBody, .other:
       false
     }
+  }
+
+  /// SD 5's rule, every failure that is not transient puts the URL on the blacklist, but for
+  /// ours alone: a body libcurl refuses where SD's URL loading takes it.
+  public var blacklistsURL: Bool {
+    !isTransient && self != .trailingDataAfterCompressedBody
   }
 
   /// URLError-style numeric codes, so that every failure in a report carries a number.
@@ -70,6 +84,8 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
     case .notConnectedToInternet: -1009
     case .tooManyRedirects: -1007
     case .responseTooLarge: -1103
+    case .responseHeaderTooLarge: -1011
+    case .trailingDataAfterCompressedBody: -1016
     case .secureConnectionFailed: -1200
     case .serverCertificateUntrusted: -1202
     case .badServerResponse: -1011
@@ -157,7 +173,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   public var blacklistsURL: Bool {
     switch self {
     case .invalidURL, .badImageData: true
-    case .network(let failure, _): !failure.isTransient
+    case .network(let failure, _): failure.blacklistsURL
     case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
       .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed, .namespaceLocked:
       false
