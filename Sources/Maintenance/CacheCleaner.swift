@@ -57,6 +57,13 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
 ///    delete files oldest first by the same date until the total is strictly below
 ///    `maxDiskSize / 2`. Only a delete that succeeded is subtracted.
 ///
+/// A symbolic link is an entry of its own, as in SD's walk (`removeExpiredData` enumerates
+/// links unresolved and skips only what `NSURLIsDirectoryKey` calls a folder, which a link
+/// never is): its own dates and allocated size (`NSURLTotalFileAllocatedSizeKey` of the link,
+/// usually 0 bytes for a short one) decide, and its turn removes the link alone, by `unlink`
+/// on its own name. Its target, inside the cache or out, is never read, followed or touched,
+/// and a linked folder is never walked into.
+///
 /// Only the files that must go are ordered: the survivors of the expire pass go into a heap
 /// (built in linear time) from which the oldest are taken one at a time, instead of sorting
 /// every file. Paths are kept in one byte arena so that a million files stay small in memory.
@@ -105,7 +112,8 @@ public struct CacheCleaner: Sendable {
     var stopped = false
     func reportUnreadable(_ error: FileSystemError) { expire.recordError("\(error)") }
     if shard != nil && trimming { throw MaintenanceError.trimOnShard }
-    try CacheScanner(root: diskCachePath).forEachFile(onError: reportUnreadable) { file in
+    let scanner = CacheScanner(root: diskCachePath, includesSymbolicLinks: true)
+    try scanner.forEachFile(onError: reportUnreadable) { file in
       if stop() {
         stopped = true
         return false

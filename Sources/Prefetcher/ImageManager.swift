@@ -363,8 +363,9 @@ public final class ImageManager: Sendable {
         report.bytes = variantData.count
         try cache.store(variantData, forKey: key, cacheType: context.storeCacheType, paths: paths)
         if context.storeCacheType.includesDisk {
-          // A name of the same key on older iOS versions.
-          for name in CacheFileName.variantFileNames(forKey: key).dropFirst() {
+          // Where SD before iOS 17 looks: its own name for the key it derives there, which
+          // is another key when the thumbnail step left raw braces (SPEC section 3.1).
+          for name in context.variant.derivedFileNames(for: originalKey).dropFirst() {
             try FileSystem.writeAtomically(
               variantData, toPath: cache.disk.path + "/" + name, createsFolder: false)
           }

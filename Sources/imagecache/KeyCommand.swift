@@ -7,11 +7,13 @@ struct KeyCommand: ParsableCommand {
     commandName: "key",
     abstract: "Print the cache keys and file paths SDWebImage uses for a URL.",
     discussion: """
-      The original key (the URL, through --cache-key-filter), the key SDWebImage 5.21.5 \\
-      derives for a thumbnail and transformers (the suffix goes before the path extension, \\
-      on the decoded path, which is re-encoded), and the file each is stored under in the \\
-      cache. Thumbnails and transformers are not yet prefetched: this shows where an app \\
-      looks for them.
+      The original key (the URL, through --cache-key-filter), the key SDWebImage 5.21.5 \
+      derives for a thumbnail and transformers (the suffix goes before the path extension, \
+      on the decoded path, which is re-encoded), and the file each is stored under in the \
+      cache, as on iOS 17 and later. When SD before iOS 17 derives another key (its NSURL \
+      refuses the raw braces a thumbnail leaves on a key without an extension) or names \
+      the file differently, lines marked "on iOS before 17" follow; a prefetch writes the \
+      variant under both names.
 
       Examples:
         imagecache key 'https://a.com/p/x.jpg?w=1' --thumbnail 100x100
@@ -73,7 +75,13 @@ struct KeyCommand: ParsableCommand {
       "derived key:   \(derived)",
       "derived file:  \(disk.cachePath(forKey: derived))",
     ]
-    for name in CacheFileName.variantFileNames(forKey: derived).dropFirst() {
+    // iOS 17's key and file above; SD before iOS 17 may derive another key, or name the
+    // same one differently, and the prefetch writes the variant there too.
+    let older = context.variant.derivedKey(for: original, on: .beforeiOS17)
+    if older != derived {
+      lines.append("derived key on iOS before 17: \(older)")
+    }
+    for name in context.variant.derivedFileNames(for: original).dropFirst() {
       lines.append("derived file on iOS before 17: \(disk.path)/\(name)")
     }
     Console.write(lines.joined(separator: "\n") + "\n", to: STDOUT_FILENO)

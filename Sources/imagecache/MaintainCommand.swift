@@ -12,9 +12,10 @@ struct MaintainCommand: AsyncParsableCommand {
       SDWebImage's removeExpiredData: every file whose date (chosen by --expire-type) is at or \
       before now minus --max-age is deleted; then, if --max-size is set and the remaining \
       allocated size is above it, the oldest files are deleted until the total is below half \
-      of it. Hidden entries and the tool's own .imagecache/ state are never touched, and \
-      symbolic links are never followed. SIGINT or SIGTERM stops after the file in hand and \
-      still writes the report, marked interrupted.
+      of it. Hidden entries and the tool's own .imagecache/ state are never touched. A \
+      symbolic link counts by its own dates and size and an expired one is removed itself, \
+      as SD does; links are never followed and their targets never touched. SIGINT or \
+      SIGTERM stops after the file in hand and still writes the report, marked interrupted.
 
       Examples:
         imagecache maintain --cache /var/cache/images --max-age 30d --max-size 2GB

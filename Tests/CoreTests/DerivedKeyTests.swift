@@ -120,4 +120,120 @@ final class DerivedKeyTests: XCTestCase {
     }
     XCTAssertThrowsError(try parse(##"{"sharpen": {}}"##))
   }
+
+  // Issue 30: SD's chain before iOS 17, where NSURL refuses the raw braces of the thumbnail
+  // step and SDTransformedKeyForKey takes its raw-string branch.
+
+  func testThumbnailThenTransformerOnAKeyWithoutExtensionDerivesAnotherKeyBeforeiOS17() {
+    let blur: [ImageTransformer] = [.blur(radius: 1)]
+    XCTAssertEqual(
+      DerivedKey.key(for: "https://a.com/x", thumbnail: (10, 20), transformers: blur),
+      "https://a.com/x-Thumbnail(%7B10.000000,20-SDImageBlurTransformer(1.000000).000000%7D,1)")
+    XCTAssertEqual(
+      DerivedKey.key(
+        for: "https://a.com/x", thumbnail: (10, 20), transformers: blur, on: .beforeiOS17),
+      "https:/a.com/x-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)",
+      "unencoded, and NSString's path methods fold the scheme's // into one /")
+    // A query stays in the raw string's last path component, where the extension is found.
+    XCTAssertEqual(
+      DerivedKey.key(
+        for: "https://a.com/x?v=1", thumbnail: (10, 20), transformers: blur, on: .beforeiOS17),
+      "https:/a.com/x?v=1-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)")
+    XCTAssertEqual(
+      DerivedKey.key(for: "https://a.com/x?v=1", thumbnail: (10, 20), transformers: blur),
+      "https://a.com/x?v=1-Thumbnail({10.000000,20.000000},1)-SDImageBlurTransformer(1.000000)",
+      "iOS 17 parses the key: its path has no extension, so the suffix is appended again")
+  }
+
+  func testBothFileNamesOfTheDivergingChainAreTheVariantsNames() {
+    var request = VariantRequest(thumbnail: ThumbnailSize(width: 10, height: 20))
+    request.transformers = [.blur(radius: 1)]
+    let current = request.derivedKey(for: "https://a.com/x")
+    let older = request.derivedKey(for: "https://a.com/x", on: .beforeiOS17)
+    XCTAssertNotEqual(current, older)
+    // iOS 17 takes the extension of the decoded URL path, the older systems that of the raw
+    // string: both `000000},1)` here, on different keys.
+    XCTAssertEqual(
+      request.derivedFileNames(for: "https://a.com/x"),
+      [
+        CacheFileName.md5Hex(current) + ".000000},1)",
+        CacheFileName.md5Hex(older) + ".000000},1)",
+      ])
+  }
+
+  func testEveryThumbnailAndTransformerCombinationFollowsTheRawBranchBeforeiOS17() {
+    let all: [ImageTransformer] = [
+      .resizing(width: 200, height: 100, scaleMode: .aspectFit),
+      .cropping(x: 1, y: 2, width: 3, height: 4),
+      .flipping(horizontal: true, vertical: false),
+      .rotation(angle: 0.5, fitSize: true),
+      .roundCorner(radius: 8, corners: .all, borderWidth: 1, borderColor: .init(hex: "#123456")),
+      .roundCorner(radius: 8, corners: [.topLeft], borderWidth: 0, borderColor: nil),
+      .tint(color: .init(hex: "#ff0000")!, blendMode: 18),
+      .blur(radius: 2.5),
+    ]
+    var pipelines: [[ImageTransformer]] = [[]] + all.map { [$0] }
+    pipelines.append(all)
+    for preserve in [true, false] {
+      for pipeline in pipelines {
+        let suffix = DerivedKey.transformerSuffix(pipeline)
+        let older = DerivedKey.key(
+          for: "https://a.com/p/x", thumbnail: (10, 20), preserveAspectRatio: preserve,
+          transformers: pipeline, on: .beforeiOS17)
+        // The thumbnail's raw `.000000},P)` is the extension the transformers go before.
+        XCTAssertEqual(
+          older,
+          "https:/a.com/p/x-Thumbnail({10.000000,20-\(suffix).000000},\(preserve ? 1 : 0))",
+          suffix)
+        let request = VariantRequest(
+          thumbnail: ThumbnailSize(width: 10, height: 20), preserveAspectRatio: preserve,
+          transformers: pipeline)
+        XCTAssertEqual(
+          request.derivedFileNames(for: "https://a.com/p/x").last,
+          CacheFileName.fileNameBeforeiOS17(forKey: older), suffix)
+        XCTAssertEqual(request.derivedFileNames(for: "https://a.com/p/x").count, 2, suffix)
+      }
+    }
+  }
+
+  func testTheChainsAgreeWhenNoStepLeavesWhatTheOlderNSURLRefuses() {
+    let transformers: [ImageTransformer] = [.blur(radius: 1)]
+    for key in ["https://a.com/x.png", "https://a.com/p/x.jpg?w=1", "https://a.com/x%20y.gif"] {
+      XCTAssertEqual(
+        DerivedKey.key(for: key, thumbnail: (10, 20), transformers: transformers),
+        DerivedKey.key(
+          for: key, thumbnail: (10, 20), transformers: transformers, on: .beforeiOS17), key)
+      XCTAssertEqual(
+        VariantRequest(thumbnail: ThumbnailSize(width: 10, height: 20), transformers: transformers)
+          .derivedFileNames(for: key).count, 1, key)
+    }
+    // One step only: the key is the same, but its name before iOS 17 is not when it holds
+    // raw braces, or a second `#` (a tint, then a border colour).
+    let tinted = VariantRequest(transformers: [
+      .tint(color: .init(hex: "#ff0000")!, blendMode: 18),
+      .roundCorner(radius: 2, corners: .all, borderWidth: 1, borderColor: .init(hex: "#00ff00")),
+    ])
+    let key = tinted.derivedKey(for: "https://a.com/x")
+    XCTAssertEqual(key, tinted.derivedKey(for: "https://a.com/x", on: .beforeiOS17))
+    XCTAssertEqual(
+      tinted.derivedFileNames(for: "https://a.com/x"),
+      [CacheFileName.md5Hex(key), CacheFileName.md5Hex(key) + ".000000,#ff00ff00)"])
+  }
+
+  func testWhatNSURLRefusedBeforeiOS17() {
+    for accepted in [
+      "https://a.com/x.png", "https://a.com/x%7B1%7D.png", "https://[::1]:8080/x",
+      "https://a.com/x?a=1&b=$,;:@+!~*'()#frag", "https://a.com/%41",
+    ] {
+      XCTAssertTrue(CacheFileName.isURLStringBeforeiOS17(accepted), accepted)
+    }
+    for refused in [
+      "https://a.com/x-Thumbnail({1.000000,1.000000},1)", "https://a.com/x#a#b",
+      "https://a.com/x y", "https://a.com/ü", "https://a.com/%4", "https://a.com/%zz",
+      "https://a.com/a|b", "https://a.com/a^b", "https://a.com/a\\b", "https://a.com/\"",
+      "https://a.com/<a>", "https://a.com/a`b",
+    ] {
+      XCTAssertFalse(CacheFileName.isURLStringBeforeiOS17(refused), refused)
+    }
+  }
 }

@@ -127,23 +127,67 @@ final class CacheCleanerTests: XCTestCase {
     XCTAssertEqual(try builder.remainingFiles(), ["young"])
   }
 
-  func testSymbolicLinksAreNeverFollowedOrDeleted() throws {
+  /// Whether `path` itself exists, a dangling link included.
+  private func exists(_ path: String) throws -> Bool {
+    try FileSystem.attributes(atPath: path) != nil
+  }
+
+  func testAnExpiredSymbolicLinkIsRemovedByItsOwnDateAndItsTargetNeverTouched() throws {
     let outside = try TemporaryDirectory(prefix: "imagecache-outside")
     defer { outside.remove() }
     let outsideBuilder = CacheBuilder(root: outside.path)
-    let target = try outsideBuilder.file("precious.jpg", accessTime: 0)
-    try outsideBuilder.file("dir/also-precious.jpg", accessTime: 0)
-    try builder.file("old", accessTime: 0)
-    try FileManager.default.createSymbolicLink(
-      atPath: builder.root + "/link", withDestinationPath: target)
-    try FileManager.default.createSymbolicLink(
-      atPath: builder.root + "/linkdir", withDestinationPath: outside.path + "/dir")
+    let precious = try outsideBuilder.file("precious.jpg", accessTime: now)
+    let oldTarget = try outsideBuilder.file("old-target.jpg", accessTime: 0)
+    let deep = try outsideBuilder.file("dir/also-precious.jpg", accessTime: 0)
+    let fresh = try builder.file("fresh.jpg", accessTime: now)
+    let insideOld = try builder.file("sub/old.jpg", accessTime: now - 10_000)
+    // Only the links' own dates count: old links to fresh targets go, a fresh link to an old
+    // target stays, and a link to a folder is a link, never walked into.
+    try builder.link("to-outside", to: precious, accessTime: now - 1000)
+    try builder.link("to-inside", to: fresh, accessTime: now - 1000)
+    try builder.link("to-inside-old", to: insideOld, accessTime: now)
+    try builder.link("fresh-link", to: oldTarget, accessTime: now)
+    try builder.link("to-folder", to: outside.path + "/dir", accessTime: now - 1000)
+    try builder.link("sub/dangling", to: outside.path + "/missing", accessTime: now - 1000)
 
-    _ = try clean(maxAge: 0, maxSize: 1)
-    XCTAssertTrue(FileManager.default.fileExists(atPath: target))
-    XCTAssertTrue(FileManager.default.fileExists(atPath: outside.path + "/dir/also-precious.jpg"))
-    XCTAssertNotNil(try FileSystem.attributes(atPath: builder.root + "/link"))
-    XCTAssertEqual(try builder.remainingFiles(), [])
+    let (expire, _) = try clean(maxAge: 100)
+
+    XCTAssertEqual(
+      Set(expire.actions.map(\.path)),
+      ["to-outside", "to-inside", "to-folder", "sub/dangling", "sub/old.jpg"])
+    for gone in ["to-outside", "to-inside", "to-folder", "sub/dangling", "sub/old.jpg"] {
+      XCTAssertFalse(try exists(builder.root + "/" + gone), gone)
+    }
+    for kept in ["fresh-link", "to-inside-old", "fresh.jpg"] {
+      XCTAssertTrue(try exists(builder.root + "/" + kept), kept)
+    }
+    for target in [precious, oldTarget, deep] {
+      let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: target), target)
+      XCTAssertTrue(attributes.isRegularFile, target)
+    }
+    XCTAssertTrue(try FileSystem.attributes(atPath: outside.path + "/dir")?.isDirectory == true)
+  }
+
+  func testTrimCountsASymbolicLinkAtItsOwnAllocatedSizeAndRemovesOnlyTheLink() throws {
+    let outside = try TemporaryDirectory(prefix: "imagecache-outside")
+    defer { outside.remove() }
+    let big = try CacheBuilder(root: outside.path).file("big.jpg", size: 200_000, accessTime: 0)
+    let link = try builder.link("link", to: big, accessTime: now - 400)
+    try builder.file("f0", size: 4096, accessTime: now - 300)
+    try builder.file("f1", size: 4096, accessTime: now - 200)
+    let linkSize = try XCTUnwrap(try FileSystem.attributes(atPath: link)).allocatedSize
+    let filesSize = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
+      .reduce(0, +)
+
+    var (_, trim) = try clean(maxAge: -1, maxSize: filesSize + linkSize)
+    XCTAssertEqual(trim.filesRemoved, 0, "the link counts its own blocks, not its target's")
+    XCTAssertTrue(try exists(link))
+
+    (_, trim) = try clean(maxAge: -1, maxSize: filesSize + linkSize - 1)
+    XCTAssertEqual(trim.actions.first?.path, "link", "the oldest entry goes first")
+    XCTAssertEqual(trim.actions.first?.bytes, linkSize)
+    XCTAssertFalse(try exists(link))
+    XCTAssertEqual(try FileSystem.attributes(atPath: big)?.size, 200_000)
   }
 
   func testHiddenEntriesAndToolStateAreUntouched() throws {

@@ -144,6 +144,35 @@ final class VariantPipelineTests: XCTestCase {
     }
   }
 
+  func testAThumbnailThenATransformerWithoutExtensionIsWrittenWhereIOS16LooksToo() async throws {
+    let url = server.url("/p/noext")
+    let result = try await load(
+      "/p/noext",
+      try context(
+        ##"{"imageThumbnailPixelSize": [10, 20], "imageTransformer": {"blur": {"radius": 1}}}"##
+      ))
+    guard case .downloaded = result.outcome else { return XCTFail("\(result.outcome)") }
+    // SD before iOS 17: the raw key through NSString's path methods (one slash after the
+    // scheme), named by the raw string's extension.
+    let ios16Key =
+      "http:/" + url.dropFirst("http://".count)
+      + "-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)"
+    let ios17Key = DerivedKey.key(
+      for: url, thumbnail: (10, 20), transformers: [.blur(radius: 1)])
+    XCTAssertEqual(
+      ios17Key,
+      url + "-Thumbnail(%7B10.000000,20-SDImageBlurTransformer(1.000000).000000%7D,1)")
+    for path in [
+      disk.cachePath(forKey: ios17Key),
+      disk.path + "/" + CacheFileName.md5Hex(ios16Key) + ".000000},1)",
+    ] {
+      let data = try XCTUnwrap(FileManager.default.contents(atPath: path), path)
+      let info = try ImageValidator(level: .full, maxPixels: 1 << 30).validate(data)
+      let (width, height) = (try XCTUnwrap(info.width), try XCTUnwrap(info.height))
+      XCTAssertTrue(width <= 10 && height <= 20, "\(info)")
+    }
+  }
+
   func testAnimatedOriginalsAreStoredAsTheyAreAndWebPGetsNoVariant() async throws {
     let context = try context(##"{"imageThumbnailPixelSize": [10, 10]}"##)
     let gif = try await load("/p/anim.gif", context)

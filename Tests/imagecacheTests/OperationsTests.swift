@@ -131,6 +131,28 @@ final class OperationsTests: LoopbackTestCase {
     XCTAssertTrue(braces.stdout.contains("on iOS before 17"), braces.stdout)
   }
 
+  func testKeyPrintsTheKeyAndFileSDDerivesBeforeiOS17WhenTheChainDiverges() throws {
+    let result = try run([
+      "key", "https://a.com/x", "--thumbnail", "10x20", "--transformer",
+      ##"{"blur": {"radius": 1}}"##, "--cache", temporary.path,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let ios17 =
+      "https://a.com/x-Thumbnail(%7B10.000000,20-SDImageBlurTransformer(1.000000).000000%7D,1)"
+    let ios16 = "https:/a.com/x-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)"
+    let folder = "\(temporary.path)/default/"
+    XCTAssertTrue(result.stdout.contains("derived key:   \(ios17)\n"), result.stdout)
+    XCTAssertTrue(
+      result.stdout.contains(
+        "derived file:  \(folder)\(CacheFileName.md5Hex(ios17)).000000},1)\n"), result.stdout)
+    XCTAssertTrue(
+      result.stdout.contains("derived key on iOS before 17: \(ios16)\n"), result.stdout)
+    XCTAssertTrue(
+      result.stdout.contains(
+        "derived file on iOS before 17: \(folder)\(CacheFileName.md5Hex(ios16)).000000},1)\n"),
+      result.stdout)
+  }
+
   func testAMisspeltCommandGetsASuggestion() throws {
     let result = try run(["maintian"])
     XCTAssertEqual(result.status, 2)

@@ -28,14 +28,62 @@ public enum CacheFileName {
     }
   }
 
-  /// The names a variant under derived `key` is written to: the current one and, for a key
-  /// with braces whose name differs by iOS version, the other one. Before iOS 17, NSURL refuses
-  /// such a key (a derived key with no path extension keeps its braces raw), so SD takes the
-  /// raw string's path extension instead of the URL's.
+  /// The names a variant under derived `key` is written to: the current one and, when SD
+  /// before iOS 17 names the same key differently, that one too.
   public static func variantFileNames(forKey key: String) -> [String] {
     let current = fileName(forKey: key)
-    let older = fileName(forKey: key, scheme: .rawStringExtension)
-    return key.contains("{") && older != current ? [current, older] : [current]
+    let older = fileNameBeforeiOS17(forKey: key)
+    return older != current ? [current, older] : [current]
+  }
+
+  /// The name SD 5 gives `key` on iOS before 17. `SDDiskCacheFileNameForKey` takes
+  /// `keyURL ? keyURL.pathExtension : key.pathExtension`; the NSURL of those systems refused
+  /// what ``isURLStringBeforeiOS17(_:)`` refuses (raw braces, a second `#`, ...), so such a key
+  /// gets the raw string's extension where iOS 17 parses, encodes and takes the URL's.
+  public static func fileNameBeforeiOS17(forKey key: String) -> String {
+    guard !isURLStringBeforeiOS17(key) else { return fileName(forKey: key) }
+    return join(md5Hex(key), cleanedExtension(rawStringExtension(key)))
+  }
+
+  /// Whether `[NSURL URLWithString:]` before iOS 17 made a URL of `string`, rather than nil.
+  ///
+  /// That NSURL is CFURL's `_CFStringIsLegalURLString` (swift-corelibs-foundation,
+  /// `Sources/CoreFoundation/CFURL.c`, with its `sURLValidCharacters` table): every UTF-16
+  /// unit is an RFC 2396 character (letters, digits, `-_.!~*'()` and `;/?:@&=+$,`), `[` or
+  /// `]` (kept for IPv6 hosts, anywhere), one `#` at most, or `%` followed by two hex digits.
+  /// Spaces, `"`, `<`, `>`, `\`, `^`, the backquote, `{`, `|`, `}`, controls and every
+  /// non-ASCII unit fail. iOS 17's parser encodes these instead of refusing the string.
+  public static func isURLStringBeforeiOS17(_ string: String) -> Bool {
+    var sawHash = false
+    var hexDigitsDue = 0
+    let units = Array(string.utf16)
+    for (index, unit) in units.enumerated() {
+      // Every unit CFURL accepts is ASCII.
+      guard unit < 128 else { return false }
+      let character = Character(Unicode.Scalar(UInt8(unit)))
+      if hexDigitsDue > 0 {
+        guard character.isHexDigit else { return false }
+        hexDigitsDue -= 1
+        continue
+      }
+      switch character {
+      case "%":
+        guard index + 2 < units.count else { return false }
+        hexDigitsDue = 2
+      case "[", "]":
+        continue
+      case "#":
+        guard !sawHash else { return false }
+        sawHash = true
+      case "a"..."z", "A"..."Z", "0"..."9":
+        continue
+      default:
+        // CFURL's `VALID` characters besides letters and digits: RFC 2396's other
+        // unreserved and its reserved ones.
+        guard "-_.!~*'();/?:@&=+$,".contains(character) else { return false }
+      }
+    }
+    return true
   }
 
   /// Every distinct legacy name of `key` that differs from its current name.
@@ -85,7 +133,11 @@ public enum CacheFileName {
   ///
   /// - Parameter parsedKey: `URL(string: key)`, when the caller has parsed `key` already.
   public static func currentExtension(forKey key: String, parsedKey: URL? = nil) -> String? {
-    let raw = urlExtension(forKey: key, parsedKey: parsedKey) ?? rawStringExtension(key)
+    cleanedExtension(urlExtension(forKey: key, parsedKey: parsedKey) ?? rawStringExtension(key))
+  }
+
+  /// `raw` without NUL and `:`, or `nil` when that is empty or too long.
+  static func cleanedExtension(_ raw: String) -> String? {
     let cleaned = String(raw.unicodeScalars.filter { $0 != "\0" && $0 != ":" })
     guard !cleaned.isEmpty, cleaned.utf16.count <= maxExtensionLength else { return nil }
     return cleaned

@@ -24,11 +24,22 @@ public struct VariantRequest: Sendable, Equatable {
   /// Whether the request derives a key of its own (SD appends a thumbnail size even of 0x0).
   public var isEmpty: Bool { thumbnail == nil && transformers == nil }
 
-  /// The key SD derives from `key` for this request.
-  public func derivedKey(for key: String) -> String {
+  /// The key SD derives from `key` for this request (on iOS 17 and later, unless told).
+  public func derivedKey(for key: String, on system: DerivedKey.System = .iOS17AndLater)
+    -> String
+  {
     DerivedKey.key(
       for: key, thumbnail: thumbnail.map { ($0.width, $0.height) },
-      preserveAspectRatio: preserveAspectRatio, transformers: transformers)
+      preserveAspectRatio: preserveAspectRatio, transformers: transformers, on: system)
+  }
+
+  /// The files an app looks for this request's variant of `key` in: the name of the key iOS
+  /// 17 and later derive, then, when it differs, the name SD before iOS 17 gives the key it
+  /// derives there (which may be another key, see ``DerivedKey/key(for:thumbnail:preserveAspectRatio:transformers:on:)``).
+  public func derivedFileNames(for key: String) -> [String] {
+    let current = CacheFileName.fileName(forKey: derivedKey(for: key))
+    let older = CacheFileName.fileNameBeforeiOS17(forKey: derivedKey(for: key, on: .beforeiOS17))
+    return older == current ? [current] : [current, older]
   }
 }
 
@@ -116,7 +127,21 @@ public enum ImageTransformer: Sendable, Equatable {
 /// `SDThumbnailedKeyForKey` and `SDTransformedKeyForKey`): the suffix goes before the key's
 /// path extension, on the decoded path of a URL key, which is then re-encoded; a key with no
 /// path extension gets `-<suffix>` appended as it is.
+///
+/// The derivation depends on the system the app runs on (SPEC section 3.1): each step parses
+/// the key with `[NSURL URLWithString:]`, which before iOS 17 refuses what iOS 17 encodes (see
+/// ``CacheFileName/isURLStringBeforeiOS17(_:)``). A key appended raw in the thumbnail step
+/// (`https://a.com/x-Thumbnail({10.000000,20.000000},1)`) then takes the transformer step
+/// through the raw string on the older systems, and the two chains end at different keys.
 public enum DerivedKey {
+  /// The Foundation SD's key functions run on.
+  public enum System: Sendable, Equatable {
+    /// iOS 17, macOS 14 and later: NSURL parses RFC 3986 and encodes what it cannot keep.
+    case iOS17AndLater
+    /// Earlier systems: NSURL refuses a string with characters outside RFC 2396.
+    case beforeiOS17
+  }
+
   /// `Thumbnail({w,h},preserve)` with C's `%f`.
   public static func thumbnailSuffix(width: Double, height: Double, preserveAspectRatio: Bool)
     -> String
@@ -136,7 +161,8 @@ public enum DerivedKey {
   /// empty key after a `-`, as SD's `SDImagePipelineTransformer` does.
   public static func key(
     for key: String, thumbnail: (width: Double, height: Double)? = nil,
-    preserveAspectRatio: Bool = true, transformers: [ImageTransformer]? = nil
+    preserveAspectRatio: Bool = true, transformers: [ImageTransformer]? = nil,
+    on system: System = .iOS17AndLater
   ) -> String {
     var derived = key
     if let thumbnail {
@@ -144,17 +170,36 @@ public enum DerivedKey {
         derived,
         suffix: thumbnailSuffix(
           width: thumbnail.width, height: thumbnail.height,
-          preserveAspectRatio: preserveAspectRatio))
+          preserveAspectRatio: preserveAspectRatio),
+        on: system)
     }
     if let transformers {
-      derived = transformed(derived, suffix: transformerSuffix(transformers))
+      derived = transformed(derived, suffix: transformerSuffix(transformers), on: system)
     }
     return derived
   }
 
-  /// `SDTransformedKeyForKey(key, suffix)`.
-  public static func transformed(_ key: String, suffix: String) -> String {
-    let url = URL(string: key)
+  /// `SDTransformedKeyForKey(key, suffix)` (SDWebImage 5.21.5, `SDImageTransformer.m`).
+  ///
+  /// Its lines 23-24 read `NSURL *keyURL = [NSURL URLWithString:key]; NSString *ext = keyURL ?
+  /// keyURL.pathExtension : key.pathExtension;`. Before iOS 17 `keyURL` is nil for a key that
+  /// holds raw braces (any key the thumbnail step appended to without an extension), so the
+  /// extension is the raw string's (`000000},1)` for `.../x-Thumbnail({10.000000,20.000000},1)`)
+  /// and line 34 builds the key with NSString's path methods:
+  /// `[[[key.stringByDeletingPathExtension stringByAppendingString:@"-"]
+  /// stringByAppendingString:transformerKey] stringByAppendingPathExtension:ext]`, unencoded.
+  /// Those methods take the string for a file path: they fold every run of `/` into one
+  /// (so `https://` becomes `https:/`) and drop a trailing `/` (swift-corelibs-foundation's
+  /// `NSPathUtilities.swift`, `_stringByFixingSlashes`, which models Apple's NSString; the
+  /// NSString of this Foundation is what runs here). `https://a.com/x` with a 10x20 thumbnail
+  /// and a blur of 1 is `https://a.com/x-Thumbnail(%7B10.000000,20-SDImageBlurTransformer(1.000000).000000%7D,1)`
+  /// on iOS 17 and `https:/a.com/x-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)`
+  /// before.
+  public static func transformed(
+    _ key: String, suffix: String, on system: System = .iOS17AndLater
+  ) -> String {
+    let url =
+      system == .beforeiOS17 && !CacheFileName.isURLStringBeforeiOS17(key) ? nil : URL(string: key)
     let ext = url.map(\.pathExtension) ?? (key as NSString).pathExtension
     guard !ext.isEmpty else { return key + "-" + suffix }
     if let url, !url.isFileURL,

@@ -7,7 +7,8 @@ import Foundation
   import Darwin
 #endif
 
-/// One regular file found under a disk cache path.
+/// One regular file found under a disk cache path (or a symbolic link, when the scanner was
+/// asked for them: `attributes` are then the link's own).
 public struct ScannedFile: Sendable, Equatable {
   /// The path relative to the scanned root, `/`-separated.
   public var relativePath: String
@@ -22,18 +23,25 @@ public struct ScannedFile: Sendable, Equatable {
 /// Walks a disk cache path with the POSIX calls (openat, readdir, statx) rather than
 /// Foundation's enumerator, which on Linux is slow and reports allocated sizes wrong.
 ///
-/// The walk is recursive, never follows symbolic links (a link is neither a file nor a
-/// directory to it), skips every hidden entry (so the tool's `.imagecache/` state and the
-/// temporary files of atomic writes are never seen) and reports only regular files
-/// (SPEC sections 1 and 4).
+/// The walk is recursive, never follows symbolic links (it never descends into a linked
+/// folder), skips every hidden entry (so the tool's `.imagecache/` state and the temporary
+/// files of atomic writes are never seen) and reports regular files, and symbolic links
+/// themselves when asked (SPEC sections 1 and 4).
 public struct CacheScanner: Sendable {
   public let root: String
+  /// Whether a symbolic link is reported as an entry of its own, with its own (lstat)
+  /// attributes, whatever it points to: what SD's `removeExpiredData` sees, since its
+  /// enumerator lists a link without resolving it and `NSURLIsDirectoryKey` is false for one,
+  /// even for a link to a folder.
+  public let includesSymbolicLinks: Bool
 
-  public init(root: String) {
+  public init(root: String, includesSymbolicLinks: Bool = false) {
     self.root = root
+    self.includesSymbolicLinks = includesSymbolicLinks
   }
 
-  /// Calls `visit` for every regular, non-hidden file below the root, until it returns false.
+  /// Calls `visit` for every regular, non-hidden file below the root (and every symbolic link,
+  /// with ``includesSymbolicLinks``), until it returns false.
   /// A missing root is an empty cache. An entry that cannot be read is passed to `onError`,
   /// and the walk goes on.
   public func forEachFile(
@@ -82,7 +90,10 @@ public struct CacheScanner: Sendable {
         else { return false }
         continue
       }
-      if type != UInt8(DT_REG) && type != UInt8(DT_UNKNOWN) { continue }
+      let wanted =
+        type == UInt8(DT_REG) || type == UInt8(DT_UNKNOWN)
+        || (includesSymbolicLinks && type == UInt8(DT_LNK))
+      if !wanted { continue }
       let attributes: FileAttributes?
       do throws(FileSystemError) {
         attributes = try FileSystem.attributes(directoryFD: directoryFD, name: name)
@@ -97,7 +108,7 @@ public struct CacheScanner: Sendable {
           try descend(
             parentFD: directoryFD, name: name, relativePath: relativePath, onError: onError, visit)
         else { return false }
-      } else if attributes.isRegularFile {
+      } else if attributes.isRegularFile || (includesSymbolicLinks && attributes.isSymbolicLink) {
         guard
           try visit(
             ScannedFile(
