@@ -313,7 +313,8 @@ public struct Prefetcher: Sendable {
   /// `seconds` for people: "2 s", "0.5 s", "315360000 s".
   static func seconds(_ seconds: TimeInterval) -> String {
     guard seconds.isFinite else { return "\(seconds) s" }
-    return (seconds.rounded() == seconds && abs(seconds) < 1e15
+    return
+      (seconds.rounded() == seconds && abs(seconds) < 1e15
       ? String(Int64(seconds)) : String(format: "%.1f", seconds)) + " s"
   }
 

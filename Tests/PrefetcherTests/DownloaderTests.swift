@@ -206,6 +206,59 @@ final class DownloaderTests: XCTestCase {
     }
   }
 
+  /// Issue 27, item 6: a handshake the server ended (reset, EOF) is a lost connection, as the
+  /// same reset over plain HTTP is: retried, never blacklisted. A refused handshake stays
+  /// `secureConnectionFailed` (see the test above).
+  func testAConnectionLostDuringTheTLSHandshakeIsTransient() async throws {
+    let hangsUp = try RawLoopbackServer(reply: Data())
+    defer { hangsUp.shutdown() }
+    let url = "https://127.0.0.1:\(hangsUp.port)/a.png"
+    let outcome = await try manager().load(url, options: ImageOptions(), context: ImageContext())
+    XCTAssertEqual(failure(outcome.outcome)?.name, "networkConnectionLost", "\(outcome.outcome)")
+    XCTAssertEqual(failure(outcome.outcome)?.blacklisted, false)
+    for message in [
+      "OpenSSL SSL_connect: SSL_ERROR_SYSCALL in connection to a:443",
+      "Recv failure: Connection reset by peer",
+      "error:0A000126:SSL routines::unexpected eof while reading",
+    ] {
+      XCTAssertEqual(
+        CurlFailure.error(for: CURLE_SSL_CONNECT_ERROR, detail: message).name,
+        "networkConnectionLost", message)
+    }
+    XCTAssertEqual(
+      CurlFailure.error(
+        for: CURLE_SSL_CONNECT_ERROR, detail: "error:0A00010B:SSL routines::wrong version number"
+      ).name, "secureConnectionFailed")
+  }
+
+  /// Issue 27, item 6: the failures that were `other` ("Out of memory", "Failed writing
+  /// received data") get names that say what the server did.
+  func testAHugeHeaderAndBytesAfterAGzipBodyAreNamedForWhatTheyAre() async throws {
+    let hugeHeader = try RawLoopbackServer(
+      reply: Data(
+        ("HTTP/1.1 200 OK\r\nX-Big: " + String(repeating: "a", count: 1 << 20)
+          + "\r\nContent-Length: 2\r\n\r\nok").utf8))
+    let gzip = Fixtures.gzip(Fixtures.png) + Data("TRAILING".utf8)
+    let trailing = try RawLoopbackServer(
+      reply: Data(
+        ("HTTP/1.1 200 OK\r\nContent-Type: image/png\r\nContent-Encoding: gzip\r\n"
+          + "Content-Length: \(gzip.count)\r\nConnection: close\r\n\r\n").utf8) + gzip)
+    defer {
+      hugeHeader.shutdown()
+      trailing.shutdown()
+    }
+    let manager = try manager()
+    let header = await manager.load(
+      hugeHeader.url("/a.png"), options: ImageOptions(), context: ImageContext())
+    XCTAssertEqual(failure(header.outcome)?.name, "responseHeaderTooLarge", "\(header.outcome)")
+    let compressed = await manager.load(
+      trailing.url("/b.png"), options: ImageOptions(), context: ImageContext())
+    XCTAssertEqual(
+      failure(compressed.outcome)?.name, "trailingDataAfterCompressedBody", "\(compressed.outcome)")
+    XCTAssertEqual(failure(compressed.outcome)?.blacklisted, false, "not the image's fault")
+    XCTAssertEqual(try manager.blacklistedURLs(), [hugeHeader.url("/a.png")])
+  }
+
   func testACompressedBodyIsStoredDecodedAndABadEncodingIsCannotDecode() async throws {
     let manager = try manager()
     let outcome = await manager.load(
@@ -450,7 +503,8 @@ final class DownloaderTests: XCTestCase {
       (CURLE_BAD_CONTENT_ENCODING, "cannotDecodeContentData"),
       (CURLE_WEIRD_SERVER_REPLY, "badServerResponse"),
       (CURLE_UNSUPPORTED_PROTOCOL, "badServerResponse"),
-      (CURLE_OUT_OF_MEMORY, "other"),
+      (CURLE_OUT_OF_MEMORY, "responseHeaderTooLarge"),
+      (CURLE_WRITE_ERROR, "trailingDataAfterCompressedBody"),
     ]
     for (code, name) in expected {
       let error = CurlFailure.error(for: code, detail: "")
@@ -461,7 +515,9 @@ final class DownloaderTests: XCTestCase {
       ]
       XCTAssertEqual(error.isTransient, transient.contains(name), name)
       XCTAssertEqual(
-        error.blacklistsURL, !transient.contains(name) && name != "cancelled",
+        error.blacklistsURL,
+        !transient.contains(name) && name != "cancelled"
+          && name != "trailingDataAfterCompressedBody",
         "SD 5's rule: \(name)")
     }
   }

@@ -30,6 +30,9 @@ final class PrefetcherTests: XCTestCase {
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/gauge.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(100)) },
+      "/ten-years.png": { _ in ServerResponse(status: 429, headers: [("Retry-After", "315360000")])
+      },
+      "/five-seconds.png": { _ in ServerResponse(status: 503, headers: [("Retry-After", "5")]) },
     ])
   }
 
@@ -64,6 +67,29 @@ final class PrefetcherTests: XCTestCase {
     XCTAssertEqual(report.downloaded, 1)
     XCTAssertEqual(report.diskHits + report.memoryHits, 19)
     XCTAssertEqual(report.failed, 0)
+  }
+
+  /// Issue 27, item 6: a `Retry-After` over the cap on a wait is not shortened to the cap and
+  /// retried: the URL fails at once, saying so.
+  func testARetryAfterOverTheCapFailsAtOnceSayingSo() async throws {
+    let started = Date()
+    let report = try await prefetcher().run(items([server.url("/ten-years.png")]))
+    XCTAssertLessThan(Date().timeIntervalSince(started), 30, "it waited for the cap")
+    XCTAssertEqual(server.requestCount("/ten-years.png"), 1)
+    let failure = try XCTUnwrap(report.failures.first)
+    XCTAssertEqual(failure.httpStatus, 429)
+    XCTAssertEqual(failure.attempts, 1)
+    XCTAssertTrue(failure.message.contains("315360000 s (Retry-After)"), failure.message)
+    XCTAssertTrue(failure.message.contains("60 s"), failure.message)
+  }
+
+  /// Issue 27, item 6: no attempt starts after the URL's deadline, however the server asks.
+  func testNoRetryStartsPastTheDeadline() async throws {
+    let report = try await prefetcher { $0.deadline = 1 }.run(
+      items([server.url("/five-seconds.png")]))
+    XCTAssertEqual(server.requestCount("/five-seconds.png"), 1)
+    let failure = try XCTUnwrap(report.failures.first)
+    XCTAssertTrue(failure.message.contains("deadline"), failure.message)
   }
 
   func testTransient503IsRetriedAndSucceeds() async throws {
