@@ -175,9 +175,12 @@ public struct JobRunner: Sendable {
     }
   }
 
-  /// The job's `metrics:` file, then `--metrics`'s, `{job}` in either made the job's name.
+  /// The job's `metrics:` file, then `--metrics`'s, `{job}` in either made the job's name. A
+  /// dry run writes only what its own command line names: the job's files hold the real runs'
+  /// figures, which alerts read (SPEC section 11).
   private var metricsFiles: [String] {
-    ((job.metrics.map { [$0] } ?? []) + settings.metricsFiles).map {
+    let own = settings.dryRun ? [] : job.metrics.map { [$0] } ?? []
+    return (own + settings.metricsFiles).map {
       $0.replacingOccurrences(of: "{job}", with: job.name)
     }
   }
@@ -208,9 +211,10 @@ public struct JobRunner: Sendable {
     warnings.append(line)
   }
 
-  /// The job's own report path, then `--report`'s.
+  /// The job's own report path, then `--report`'s; a dry run's only where its command line
+  /// sends it.
   private func reportFiles(startedAt: Date) -> [String] {
-    let own = job.reportPath(startedAt: startedAt).map { [$0] } ?? []
+    let own = settings.dryRun ? [] : job.reportPath(startedAt: startedAt).map { [$0] } ?? []
     return own
       + settings.reportFiles.map { $0.replacingOccurrences(of: "{job}", with: job.name) }
   }
