@@ -139,9 +139,13 @@ struct ImageCacheCommand: AsyncParsableCommand {
 }
 
 extension RunOutcome {
-  /// 128 + the signal when interrupted, 1 when URLs failed, else 0 (SPEC section 6).
+  /// 128 + the signal when interrupted, 1 when URLs or whole inputs failed, else 0 (SPEC
+  /// sections 6 and 11). Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
-    if failedURLs > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+    if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
+
+  /// Some URLs, or some whole manifests or sitemaps, failed.
+  var failed: Bool { failedURLs > 0 || failedInputs > 0 }
 }

@@ -196,6 +196,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   func validate() throws {
     for path in manifests { try checkManifest(path, what: "manifest") }
+    try checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
   }
 
   func run() async throws {
@@ -211,8 +212,10 @@ struct PrefetchCommand: AsyncParsableCommand {
   }
 }
 
-/// Refuses a manifest that is neither an http(s) URL nor a readable regular file.
+/// Refuses a manifest that is neither an http(s) URL, `-` (standard input) nor a readable file
+/// that is not a folder (a FIFO or `/dev/stdin` is read as it comes).
 func checkManifest(_ manifest: String, what: String) throws {
+  if manifest == ManifestItems.standardInput { return }
   if ManifestItems.isRemote(manifest) {
     guard let url = URL(string: manifest), url.host?.isEmpty == false else {
       throw ValidationError("\(what) \(manifest): not a valid URL")
@@ -222,7 +225,24 @@ func checkManifest(_ manifest: String, what: String) throws {
   try checkReadableFile(manifest, what: what)
 }
 
-/// Refuses a path that is not a readable regular file (a missing manifest, or a folder).
+/// Refuses what would read a manifest that can be read only once (standard input, a pipe, a
+/// FIFO) twice: named twice, or by a job that both migrates and prefetches (`readTwice`). The
+/// second reading would find nothing, and say nothing.
+func checkStreamsReadOnce(_ manifests: [String], readTwice: Bool, what: String) throws {
+  var seen: Set<String> = []
+  for manifest in manifests where ManifestItems.isStream(manifest) {
+    guard seen.insert(manifest).inserted else {
+      throw ValidationError("\(what) \(manifest): named twice, but it can be read only once")
+    }
+    if readTwice {
+      throw ValidationError(
+        "\(what) \(manifest): can be read only once, but the migrate pass and the prefetch "
+          + "both read the manifests; give a regular file")
+    }
+  }
+}
+
+/// Refuses a path that is not a readable file (a missing manifest, or a folder).
 func checkReadableFile(_ path: String, what: String) throws {
   var isDirectory: ObjCBool = false
   guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
