@@ -39,8 +39,10 @@ struct ImageCacheCommand: AsyncParsableCommand {
       (default "default"). Human output goes to stderr; the JSON report goes to --report FILE \
       or, with --json, to stdout.
 
-      Exit codes: 0 success, 1 some URLs failed, 2 usage or configuration error, 3 another run \
-      holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) interrupted.
+      Exit codes: 0 success, 1 some URLs failed or some manifests or sitemaps failed as a whole \
+      (not fetched, not readable, refused; skipped lines alone do not make it 1), 2 usage or \
+      configuration error, 3 another run holds the cache lock, 4 fatal I/O error, 130/143 \
+      (128 + the signal) interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).

@@ -170,10 +170,13 @@ struct PrefetchCommand: AsyncParsableCommand {
       validated and stored under SDWebImage's file name. A manifest is plain text (one URL a \
       line, # comments), JSON Lines ({"url": ..., "options": [...], "context": {...}}), or an \
       XML sitemap (its <image:loc> URLs; an index is followed to its sitemaps; gzip too). A \
-      manifest may be a file or an http(s) URL; it is read as needed, never loaded whole.
+      manifest may be a file, an http(s) URL, or - for standard input (a pipe or FIFO is read \
+      once, as it comes); it is read as needed, never loaded whole.
 
-      Exit codes: 0 all URLs done, 1 some failed, 2 usage error, 3 another run holds the \
-      cache lock, 130/143 interrupted (the report is still written, marked interrupted).
+      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed or a \
+      manifest or sitemap failed as a whole (not fetched, not readable, refused), 2 usage \
+      error, 3 another run holds the cache lock, 130/143 interrupted (the report is still \
+      written, marked interrupted).
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
@@ -183,7 +186,9 @@ struct PrefetchCommand: AsyncParsableCommand {
           --sitemap-order lastmod
       """)
 
-  @Argument(help: ArgumentHelp("Manifests to read: files or http(s) URLs.", valueName: "manifest"))
+  @Argument(
+    help: ArgumentHelp(
+      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"))
   var manifests: [String]
 
   @OptionGroup var cacheOptions: CacheOptions

@@ -485,7 +485,7 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   }
 
   mutating func recordInputFailure(_ message: String) {
-    console.say("failed input \(message)")
+    console.say("  failed input \(message)")
     sink.recordInputFailure(message)
   }
 }
