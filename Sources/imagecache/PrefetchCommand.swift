@@ -193,10 +193,13 @@ struct PrefetchCommand: AsyncParsableCommand {
       validated and stored under SDWebImage's file name. A manifest is plain text (one URL a \
       line, # comments), JSON Lines ({"url": ..., "options": [...], "context": {...}}), or an \
       XML sitemap (its <image:loc> URLs; an index is followed to its sitemaps; gzip too). A \
-      manifest may be a file or an http(s) URL; it is read as needed, never loaded whole.
+      manifest may be a file, an http(s) URL, or - for standard input (a pipe or FIFO is read \
+      once, as it comes); it is read as needed, never loaded whole.
 
-      Exit codes: 0 all URLs done, 1 some failed, 2 usage error, 3 another run holds the \
-      cache lock, 130/143 interrupted (the report is still written, marked interrupted).
+      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed or a \
+      manifest or sitemap failed as a whole (not fetched, not readable, refused), 2 usage \
+      error, 3 another run holds the cache lock, 130/143 interrupted (the report is still \
+      written, marked interrupted).
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
@@ -206,7 +209,9 @@ struct PrefetchCommand: AsyncParsableCommand {
           --sitemap-order lastmod
       """)
 
-  @Argument(help: ArgumentHelp("Manifests to read: files or http(s) URLs.", valueName: "manifest"))
+  @Argument(
+    help: ArgumentHelp(
+      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"))
   var manifests: [String]
 
   @OptionGroup var cacheOptions: CacheOptions
@@ -219,6 +224,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   func validate() throws {
     for path in manifests { try checkManifest(path, what: "manifest") }
+    try checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
   }
 
   func run() async throws {
@@ -234,8 +240,10 @@ struct PrefetchCommand: AsyncParsableCommand {
   }
 }
 
-/// Refuses a manifest that is neither an http(s) URL nor a readable regular file.
+/// Refuses a manifest that is neither an http(s) URL, `-` (standard input) nor a readable file
+/// that is not a folder (a FIFO or `/dev/stdin` is read as it comes).
 func checkManifest(_ manifest: String, what: String) throws {
+  if manifest == ManifestItems.standardInput { return }
   if ManifestItems.isRemote(manifest) {
     guard let url = URL(string: manifest), url.host?.isEmpty == false else {
       throw ValidationError("\(what) \(manifest): not a valid URL")
@@ -245,7 +253,24 @@ func checkManifest(_ manifest: String, what: String) throws {
   try checkReadableFile(manifest, what: what)
 }
 
-/// Refuses a path that is not a readable regular file (a missing manifest, or a folder).
+/// Refuses what would read a manifest that can be read only once (standard input, a pipe, a
+/// FIFO) twice: named twice, or by a job that both migrates and prefetches (`readTwice`). The
+/// second reading would find nothing, and say nothing.
+func checkStreamsReadOnce(_ manifests: [String], readTwice: Bool, what: String) throws {
+  var seen: Set<String> = []
+  for manifest in manifests where ManifestItems.isStream(manifest) {
+    guard seen.insert(manifest).inserted else {
+      throw ValidationError("\(what) \(manifest): named twice, but it can be read only once")
+    }
+    if readTwice {
+      throw ValidationError(
+        "\(what) \(manifest): can be read only once, but the migrate pass and the prefetch "
+          + "both read the manifests; give a regular file")
+    }
+  }
+}
+
+/// Refuses a path that is not a readable file (a missing manifest, or a folder).
 func checkReadableFile(_ path: String, what: String) throws {
   var isDirectory: ObjCBool = false
   guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {

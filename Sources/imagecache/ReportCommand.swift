@@ -83,7 +83,9 @@ struct ReportCommand: ParsableCommand {
       case .failed: throw ExitCode(ExitStatus.fatalIO.rawValue)
       case .interrupted: throw ExitCode(130)
       case .completed:
-        if outcome.failedURLs > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+        if outcome.failedURLs > 0 || outcome.failedInputs > 0 {
+          throw ExitCode(ExitStatus.someURLsFailed.rawValue)
+        }
       }
     }
   }

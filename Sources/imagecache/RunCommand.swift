@@ -47,6 +47,10 @@ struct RunCommand: AsyncParsableCommand {
       for manifest in job.manifests {
         try checkManifest(manifest, what: "\(path): manifest")
       }
+      try checkStreamsReadOnce(
+        job.manifests,
+        readTwice: job.passes.contains(.migrate) && job.prefetchesManifests && !dryRun,
+        what: "\(path): manifest")
       loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
@@ -74,7 +78,7 @@ struct RunCommand: AsyncParsableCommand {
         if array { Console.write("]\n", to: STDOUT_FILENO) }
         try outcome.exit()
       }
-      failed = failed || outcome.failedURLs > 0
+      failed = failed || outcome.failed
     }
     if array { Console.write("]\n", to: STDOUT_FILENO) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }

@@ -7,12 +7,19 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
   public var line: Int?
   public var field: String?
   public var message: String
+  /// A whole input (a manifest or sitemap) that could not be read to its end, not one line of
+  /// it: a failure of the run that its exit code shows (SPEC section 11), not a skipped line.
+  public var wholeInput: Bool
 
-  public init(source: String, line: Int? = nil, field: String? = nil, message: String) {
+  public init(
+    source: String, line: Int? = nil, field: String? = nil, message: String,
+    wholeInput: Bool = false
+  ) {
     self.source = source
     self.line = line
     self.field = field
     self.message = message
+    self.wholeInput = wholeInput
   }
 
   public var description: String {

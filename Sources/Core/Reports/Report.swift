@@ -236,6 +236,9 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var failed = 0
   public var blacklisted = 0
   public var skipped = 0
+  /// Manifests and sitemaps that failed as a whole (not fetched, not opened, refused, broken):
+  /// inputs, not URLs, so not in `total`; any makes the exit code 1.
+  public var inputsFailed = 0
   /// Variants stored under derived keys (thumbnails, transformed images).
   public var derived = 0
   /// In a sharded run, manifest entries that belong to other shards: not in `total`, so that
@@ -248,7 +251,7 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
 
   private enum CodingKeys: String, CodingKey {
     case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
-    case otherShards, bytesDownloaded, durationSeconds, derived
+    case otherShards, bytesDownloaded, durationSeconds, derived, inputsFailed
   }
 
   public init(from decoder: any Decoder) throws {
@@ -265,6 +268,8 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
     otherShards = try container.decodeIfPresent(Int.self, forKey: .otherShards) ?? 0
     // Absent from runs without variants.
     derived = try container.decodeIfPresent(Int.self, forKey: .derived) ?? 0
+    // Absent from reports written before inputs were told apart from lines.
+    inputsFailed = try container.decodeIfPresent(Int.self, forKey: .inputsFailed) ?? 0
     bytesDownloaded = try container.decode(UInt64.self, forKey: .bytesDownloaded)
     durationSeconds = try container.decode(Double.self, forKey: .durationSeconds)
   }
@@ -280,6 +285,9 @@ public protocol PrefetchRecorder {
   mutating func recordFailure(_ failure: FailureReport)
   /// A manifest line that could not be used (counted as skipped), as `file:line: message`.
   mutating func recordLineError(_ message: String)
+  /// A manifest or sitemap that failed as a whole (counted in `inputsFailed`), as
+  /// `input[:line]: message`.
+  mutating func recordInputFailure(_ message: String)
 }
 
 /// The prefetch part of a report, held in memory: what a decoded report holds. The
@@ -295,6 +303,8 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
   public var blacklistedURLs: [String] = []
   /// Manifest lines that could not be used (counted as skipped), as `file:line: message`.
   public var lineErrors: [String] = []
+  /// Manifests and sitemaps that failed as a whole, as `input[:line]: message`.
+  public var inputFailures: [String] = []
 
   public init() {}
 
@@ -304,7 +314,7 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
   }
 
   private enum CodingKeys: String, CodingKey {
-    case failures, downloads, variants, blacklistedURLs, lineErrors
+    case failures, downloads, variants, blacklistedURLs, lineErrors, inputFailures
   }
 
   public init(from decoder: any Decoder) throws {
@@ -315,6 +325,7 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
     variants = try container.decodeIfPresent([VariantReport].self, forKey: .variants) ?? []
     blacklistedURLs = try container.decode([String].self, forKey: .blacklistedURLs)
     lineErrors = try container.decodeIfPresent([String].self, forKey: .lineErrors) ?? []
+    inputFailures = try container.decodeIfPresent([String].self, forKey: .inputFailures) ?? []
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -325,12 +336,14 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
     try container.encode(variants, forKey: .variants)
     try container.encode(blacklistedURLs, forKey: .blacklistedURLs)
     try container.encode(lineErrors, forKey: .lineErrors)
+    try container.encode(inputFailures, forKey: .inputFailures)
   }
 
   public mutating func recordDownload(_ download: DownloadReport) { downloads.append(download) }
   public mutating func recordVariant(_ variant: VariantReport) { variants.append(variant) }
   public mutating func recordFailure(_ failure: FailureReport) { failures.append(failure) }
   public mutating func recordLineError(_ message: String) { lineErrors.append(message) }
+  public mutating func recordInputFailure(_ message: String) { inputFailures.append(message) }
 }
 
 /// The JSON report of one run, schema version 1 (SPEC section 6; `docs/report-schema.json`).

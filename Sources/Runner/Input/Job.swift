@@ -230,7 +230,8 @@ struct JobParser {
         guard let path = item.string else {
           throw fail(item, "manifests[\(index)]", "expected a file path or an http(s) URL")
         }
-        job.manifests.append(ManifestItems.isRemote(path) ? path : resolve(path))
+        let named = ManifestItems.isRemote(path) || path == ManifestItems.standardInput
+        job.manifests.append(named ? path : resolve(path))
       }
     }
     if let sitemap = top["sitemap"] {

@@ -11,6 +11,8 @@ public enum ReportMerge {
   public struct Outcome: Sendable, Equatable {
     public var status: RunReport.Status
     public var failedURLs: Int
+    /// Distinct manifests and sitemaps that failed as a whole, in any shard.
+    public var failedInputs = 0
     public var files: [String]
   }
 
@@ -58,6 +60,8 @@ public enum ReportMerge {
     // Then the lists, one report at a time.
     var recorder = writer.prefetchRecorder
     var blacklisted: Set<String> = []
+    // Every shard reads every input: one that failed is in each shard's report.
+    var inputFailures: Set<String> = []
     var passes: [(key: String, sink: PassSink)] = []
     for path in paths {
       let report = try RunReport.load(path: path)
@@ -66,6 +70,9 @@ public enum ReportMerge {
         for download in prefetch.downloads { recorder.recordDownload(download) }
         for variant in prefetch.variants { recorder.recordVariant(variant) }
         for line in prefetch.lineErrors { recorder.recordLineError(line) }
+        for input in prefetch.inputFailures where inputFailures.insert(input).inserted {
+          recorder.recordInputFailure(input)
+        }
         for url in prefetch.blacklistedURLs where blacklisted.insert(url).inserted {
           writer.recordBlacklisted(url)
         }
@@ -88,10 +95,13 @@ public enum ReportMerge {
       }
     }
     for (_, sink) in passes { writer.endPass(sink) }
+    counts?.inputsFailed = inputFailures.count
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
       error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources)
-    return Outcome(status: status, failedURLs: counts?.failed ?? 0, files: writer.files)
+    return Outcome(
+      status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
+      files: writer.files)
   }
 
   /// failed, then interrupted, then completed.

@@ -23,6 +23,7 @@ public final class ReportWriter: Sendable {
     var downloads: SpillFile
     var variants: SpillFile
     var lineErrors: SpillFile
+    var inputFailures: SpillFile
     var blacklistedURLs: SpillFile
     var passes: [FinishedPass] = []
     /// The first error writing a temporary file; ``finish`` throws it.
@@ -63,7 +64,7 @@ public final class ReportWriter: Sendable {
       State(
         outputs: outputs, failures: try Self.spillFile(keepsLists),
         downloads: try Self.spillFile(keepsLists), variants: try Self.spillFile(keepsLists),
-        lineErrors: try Self.spillFile(keepsLists),
+        lineErrors: try Self.spillFile(keepsLists), inputFailures: try Self.spillFile(keepsLists),
         blacklistedURLs: try Self.spillFile(keepsLists)))
   }
 
@@ -206,6 +207,7 @@ public final class ReportWriter: Sendable {
       try array("variants", state.variants)
       try array("blacklistedURLs", state.blacklistedURLs)
       try array("lineErrors", state.lineErrors)
+      try array("inputFailures", state.inputFailures)
       json.raw("}")
     }
     json.raw("\n")
@@ -242,7 +244,7 @@ public final class ReportWriter: Sendable {
       ("memoryHits", counts.memoryHits), ("diskHits", counts.diskHits),
       ("downloaded", counts.downloaded), ("notModified", counts.notModified),
       ("failed", counts.failed), ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
-      ("derived", counts.derived),
+      ("derived", counts.derived), ("inputsFailed", counts.inputsFailed),
     ]
     for (name, value) in integers { json.member(name, value) }
     if counts.otherShards > 0 { json.member("otherShards", counts.otherShards) }
@@ -270,6 +272,10 @@ public struct PrefetchSink: PrefetchRecorder, Sendable {
 
   public mutating func recordLineError(_ message: String) {
     writer.append(to: \ReportWriter.State.lineErrors) { $0.string(message) }
+  }
+
+  public mutating func recordInputFailure(_ message: String) {
+    writer.append(to: \ReportWriter.State.inputFailures) { $0.string(message) }
   }
 }
 

@@ -40,6 +40,8 @@ public struct RunOutcome: Sendable, Equatable {
   public var signal: Int32?
   /// URLs that failed (not counting blacklisted or skipped ones).
   public var failedURLs: Int
+  /// Manifests and sitemaps that failed as a whole.
+  public var failedInputs = 0
   /// The report files written.
   public var reportFiles: [String]
 }
@@ -154,7 +156,7 @@ public struct JobRunner: Sendable {
       writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
-      reportFiles: writer.files)
+      failedInputs: counts?.inputsFailed ?? 0, reportFiles: writer.files)
   }
 
   /// The metrics files (`--metrics`, the job's `metrics:`), written after the report.
@@ -320,6 +322,7 @@ public struct JobRunner: Sendable {
       "\(job.name): \(counts.total) URLs: \(counts.downloaded) downloaded, "
         + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
         + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
+        + (counts.inputsFailed > 0 ? "\(counts.inputsFailed) inputs failed, " : "")
         + (counts.derived > 0 ? "\(counts.derived) variants, " : "")
         + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms")
   }
@@ -378,7 +381,9 @@ public struct JobRunner: Sendable {
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
     var recorder = pass
-    let keys = job.manifestItems.cacheKeys { lineError in
+    var items = job.manifestItems
+    items.stop = stop
+    let keys = items.cacheKeys { lineError in
       var lineErrors = pass
       lineErrors.recordError(lineError.description)
     }
@@ -491,6 +496,11 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   mutating func recordLineError(_ message: String) {
     console.say("skipped \(message)")
     sink.recordLineError(message)
+  }
+
+  mutating func recordInputFailure(_ message: String) {
+    console.say("  failed input \(message)")
+    sink.recordInputFailure(message)
   }
 }
 
