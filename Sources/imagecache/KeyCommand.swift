@@ -7,11 +7,12 @@ struct KeyCommand: ParsableCommand {
     commandName: "key",
     abstract: "Print the cache keys and file paths SDWebImage uses for a URL.",
     discussion: """
-      The original key (the URL, through --cache-key-filter), the key SDWebImage 5.21.5 \\
-      derives for a thumbnail and transformers (the suffix goes before the path extension, \\
-      on the decoded path, which is re-encoded), and the file each is stored under in the \\
-      cache. Thumbnails and transformers are not yet prefetched: this shows where an app \\
-      looks for them.
+      The original key (the URL, through --cache-key-filter), the key SDWebImage 5.21.5 \
+      derives for a thumbnail and transformers (the suffix goes before the path extension, \
+      on the decoded path, which is re-encoded), and the file each is stored under in the \
+      cache. A prefetch whose context asks for them (a job's context:, or a manifest line's) \
+      renders the thumbnail or transformed image and stores it under the derived key, as \
+      SDWebImage would: this shows where an app looks for it.
 
       Examples:
         imagecache key 'https://a.com/p/x.jpg?w=1' --thumbnail 100x100
