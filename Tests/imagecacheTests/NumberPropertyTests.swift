@@ -158,15 +158,20 @@ final class NumberPropertyTests: XCTestCase {
     }
   }
 
-  /// The built binary, a few dozen times: random values in random flags of `prefetch` (no URL
-  /// to fetch) and `maintain --dry-run`, in a job file for `run`, and in reports for `report
+  /// The built binary, a few dozen times: random values in random flags of `prefetch` (of one
+  /// image on loopback) and `maintain --dry-run`, in a job file for `run`, and in reports for `report
   /// merge` and `report html`.
   func testTheBinaryExitsZeroOneOrTwoAndNeverDiesOfASignal() throws {
     var random = SeededRandom(seed: seed)
     let cache = temporary.appending("cache")
     try FileSystem.createDirectory(path: CacheLocation(directory: cache).diskCachePath)
-    let manifest = temporary.appending("empty.txt")
-    FileManager.default.createFile(atPath: manifest, contents: Data())
+    // One image on loopback: a timeout or a limit is used, not only parsed.
+    let server = try LoopbackServer(routes: [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
+    ])
+    defer { server.shutdown() }
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
     let prefetchFlags = [
       "--timeout", "--deadline", "--blacklist-ttl", "--wait-timeout", "--concurrency",
       "--per-host-concurrency", "--retries", "--max-pixels", "--max-response-size", "--shards",
@@ -192,7 +197,7 @@ final class NumberPropertyTests: XCTestCase {
         let (path, _) = Self.jobFields.randomElement(using: &random)!
         try (jobText(path, value, quoted: false) + "manifests: [\(manifest)]\n").write(
           toFile: job, atomically: true, encoding: .utf8)
-        arguments = ["run", job, "--dry-run"]
+        arguments = ["run", job]
       default:
         let (name, maintenance) = Self.reportFields.randomElement(using: &random)!
         let path = temporary.appending("report.json")

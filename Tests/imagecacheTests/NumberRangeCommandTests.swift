@@ -7,19 +7,24 @@ import XCTest
 /// exit 2 naming the flag or file and the range, never a trap (SIGILL, exit 132, no report).
 final class NumberRangeCommandTests: XCTestCase {
   var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
   var cache: String!
   var manifest: String!
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
+    server = try LoopbackServer(routes: [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
+    ])
     cache = temporary.appending("cache")
     try FileSystem.createDirectory(path: CacheLocation(directory: cache).diskCachePath)
-    // No URL: a run with valid numbers does nothing and exits 0, with no traffic at all.
-    manifest = temporary.appending("empty.txt")
-    FileManager.default.createFile(atPath: manifest, contents: Data())
+    // One image on loopback: a timeout or a limit is used, not only parsed.
+    manifest = temporary.appending("urls.txt")
+    try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
   }
 
   override func tearDown() {
+    server.shutdown()
     temporary.remove()
   }
 
