@@ -35,4 +35,13 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   public var shard: Shard?
 
   public init() {}
+
+  /// What `concurrency` and `perHostConcurrency` may be set to: past it, file descriptors and
+  /// memory run out long before downloads go faster (SPEC section 7: numbers are
+  /// range-checked).
+  public static let concurrencyRange = 1...10_000
+  /// What `retries` may be set to.
+  public static let retriesRange = 0...100
+  /// What `maxPixels` may be set to: a terapixel.
+  public static let maxPixelsRange = 1...1_000_000_000_000
 }

@@ -88,22 +88,36 @@ struct ShardOptions: ParsableArguments {
     }
     guard let shards else { return nil }
     guard shards >= 1 else { throw ValidationError("--shards must be at least 1") }
-    guard let text = environment["JOB_COMPLETION_INDEX"], let index = Int(text) else {
+    guard let text = environment["JOB_COMPLETION_INDEX"] else {
       throw ValidationError(
         "--shards \(shards) without --shard needs JOB_COMPLETION_INDEX (set by a Kubernetes "
           + "Indexed Job)")
     }
-    guard let value = Shard(index: index, count: shards) else {
-      throw ValidationError("JOB_COMPLETION_INDEX \(index) is not a shard of \(shards)")
+    guard let index = Int(text), let value = Shard(index: index, count: shards) else {
+      throw ValidationError(
+        "JOB_COMPLETION_INDEX=\(text.debugDescription) is invalid: with --shards \(shards) it "
+          + "must be a whole number from 0 to \(shards - 1)")
     }
     return value
   }
 
-  /// The shard for a job: the flags' when given, else the job's own.
+  /// The shard for a job: the flags' when given, else the job's own. A job whose `shard:`
+  /// names another shard than the flags is refused (exit 2) naming both: running either one
+  /// silently would leave a shard of the fleet undone or done twice.
   func apply(to job: inout Job) throws {
-    if let shard = try resolved(environment: ProcessInfo.processInfo.environment) {
-      job.shard = shard
+    guard let shard = try resolved(environment: ProcessInfo.processInfo.environment) else {
+      return
     }
+    if let own = job.shard, own != shard {
+      let flags =
+        self.shard != nil
+        ? "--shard \(shard)"
+        : "--shards \(shard.count) with JOB_COMPLETION_INDEX=\(shard.index) (shard \(shard))"
+      throw ConfigurationError(
+        source: job.file ?? job.name, field: "shard",
+        message: "\(own) contradicts \(flags) on the command line; give the shard in one place")
+    }
+    job.shard = shard
   }
 }
 
@@ -133,7 +147,7 @@ struct ReportOptions: ParsableArguments {
   @Option(
     name: .customLong("wait-timeout"),
     help: ArgumentHelp(
-      "With --wait, give up (exit 3) after waiting this long, as flock -w does.",
+      "With --wait, give up (exit 3) after waiting this long, as flock -w does (0 to 36500d).",
       valueName: "duration"))
   var waitTimeout: Duration?
 
@@ -146,9 +160,7 @@ struct ReportOptions: ParsableArguments {
   var console: Console { Console(quiet: quiet) }
 
   func validate() throws {
-    if let waitTimeout, waitTimeout.seconds < 0 {
-      throw ValidationError("--wait-timeout cannot be negative")
-    }
+    try waitTimeout?.check("--wait-timeout", allowed: .nonNegative)
   }
 
   /// The run settings these flags give.
@@ -275,31 +287,64 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
   }
 }
 
-/// Parses `--max-age`-style values with the unit parsers of Core.
+/// Parses `--max-age`-style values with the unit parsers of Core. The range is checked in
+/// `validate()`, where the flag's name and its range are known: a value out of range is exit 2
+/// naming both, never a crash when the seconds become nanoseconds.
 struct Duration: ExpressibleByArgument, CustomStringConvertible {
   var seconds: TimeInterval
-  var description: String {
-    seconds.truncatingRemainder(dividingBy: 86_400) == 0
-      ? "\(Int(seconds) / 86_400)d" : "\(seconds)s"
-  }
+  /// As given, for messages: an overflowing value's seconds are infinite.
+  private var text: String?
+  var description: String { formatDuration(seconds) }
   init?(argument: String) {
     // A value that does not parse is argument-parser's usage error, which names the flag.
-    guard let seconds = try? parseDuration(argument) else { return nil }
+    guard let seconds = try? parseDurationValue(argument) else { return nil }
     self.seconds = seconds
+    text = argument
   }
   init(seconds: TimeInterval) { self.seconds = seconds }
+
+  /// Refuses a value outside `allowed`, naming `flag`.
+  func check(_ flag: String, allowed: DurationRange) throws {
+    guard allowed.contains(seconds) else {
+      throw ValidationError(
+        "\(flag) \(text ?? description) is out of range: expected \(allowed)")
+    }
+  }
 }
 
-/// Parses `--max-size`-style values.
+/// Parses `--max-size`-style values: 0 to 2^63-1 bytes.
 struct ByteCount: ExpressibleByArgument, CustomStringConvertible {
   var bytes: UInt64
   var description: String { "\(bytes)" }
+  /// Why the value given is not a size, kept for `validate()`: argument-parser's own message
+  /// for a value it cannot take would not say the range.
+  var problem: UnitParseError?
   init?(argument: String) {
-    // A value that does not parse is argument-parser's usage error, which names the flag.
-    guard let bytes = try? parseByteCount(argument) else { return nil }
-    self.bytes = bytes
+    do {
+      bytes = try parseByteCount(argument)
+    } catch  where error.outOfRange {
+      bytes = 0
+      problem = error
+    } catch {
+      // A value that does not parse is argument-parser's usage error, which names the flag.
+      return nil
+    }
   }
   init(bytes: UInt64) { self.bytes = bytes }
+
+  /// Refuses a value out of range, naming `flag`.
+  func check(_ flag: String) throws {
+    if let problem { throw ValidationError("\(flag) \(problem)") }
+  }
+}
+
+/// Refuses a count outside `allowed`, naming `flag` and the range.
+func checkCount(_ value: Int, _ flag: String, allowed: ClosedRange<Int>) throws {
+  guard allowed.contains(value) else {
+    throw ValidationError(
+      "\(flag) \(value) is out of range: expected a whole number from \(allowed.lowerBound) to "
+        + "\(allowed.upperBound)")
+  }
 }
 
 extension ExpireType: ExpressibleByArgument {}

@@ -45,25 +45,33 @@ struct PrefetchSettings: ParsableArguments {
       "Where to look before downloading: none, disk, memory or all (default).", valueName: "type"))
   var queryCacheType: String?
 
-  @Option(help: "Downloads at once in total.")
+  @Option(help: "Downloads at once in total (1 to 10000).")
   var concurrency = PrefetchConfiguration().concurrency
 
-  @Option(name: .customLong("per-host-concurrency"), help: "Downloads at once to one host.")
+  @Option(
+    name: .customLong("per-host-concurrency"), help: "Downloads at once to one host (1 to 10000).")
   var perHostConcurrency = PrefetchConfiguration().perHostConcurrency
 
-  @Option(help: ArgumentHelp("Connect and idle timeout of a download.", valueName: "duration"))
+  @Option(
+    help: ArgumentHelp(
+      "Connect and idle timeout of a download (1ms to 36500d).", valueName: "duration"))
   var timeout = Duration(seconds: PrefetchConfiguration().timeout)
 
-  @Option(help: ArgumentHelp("The most one download may take in total.", valueName: "duration"))
+  @Option(
+    help: ArgumentHelp(
+      "The most one download may take in total (1ms to 36500d).", valueName: "duration"))
   var deadline = Duration(seconds: PrefetchConfiguration().deadline)
 
   @Option(
     name: .customLong("max-response-size"),
-    help: ArgumentHelp("A larger response fails and is not kept.", valueName: "size"))
+    help: ArgumentHelp(
+      "A larger response fails and is not kept (0 to 2^63-1 bytes).", valueName: "size"))
   var maxResponseSize = ByteCount(bytes: PrefetchConfiguration().maxResponseSize)
 
   @Option(
-    help: "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).")
+    help: ArgumentHelp(
+      "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504; 0 "
+        + "to 100)."))
   var retries = PrefetchConfiguration().retries
 
   @Option(
@@ -74,14 +82,16 @@ struct PrefetchSettings: ParsableArguments {
   @Option(
     name: .customLong("max-pixels"),
     help: ArgumentHelp(
-      "A larger image (width x height) fails as badImageData, refused before decoding.",
+      "A larger image (width x height) fails as badImageData, refused before decoding (1 to "
+        + "10^12).",
       valueName: "count"))
   var maxPixels = PrefetchConfiguration().maxPixels
 
   @Option(
     name: .customLong("blacklist-ttl"),
     help: ArgumentHelp(
-      "Forget a blacklisted URL this long after its last failure (default: never).",
+      "Forget a blacklisted URL this long after its last failure (1ms to 36500d; default: "
+        + "never).",
       valueName: "duration"))
   var blacklistTTL: Duration?
 
@@ -97,15 +107,16 @@ struct PrefetchSettings: ParsableArguments {
   var sitemapOrder = SitemapOrder.document
 
   func validate() throws {
-    guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
-    guard perHostConcurrency > 0 else {
-      throw ValidationError("--per-host-concurrency must be at least 1")
-    }
-    guard retries >= 0 else { throw ValidationError("--retries cannot be negative") }
-    guard maxPixels > 0 else { throw ValidationError("--max-pixels must be at least 1") }
-    guard timeout.seconds > 0, deadline.seconds > 0, (blacklistTTL?.seconds ?? 1) > 0 else {
-      throw ValidationError("--timeout, --deadline and --blacklist-ttl must be positive")
-    }
+    try checkCount(concurrency, "--concurrency", allowed: PrefetchConfiguration.concurrencyRange)
+    try checkCount(
+      perHostConcurrency, "--per-host-concurrency",
+      allowed: PrefetchConfiguration.concurrencyRange)
+    try checkCount(retries, "--retries", allowed: PrefetchConfiguration.retriesRange)
+    try checkCount(maxPixels, "--max-pixels", allowed: PrefetchConfiguration.maxPixelsRange)
+    try timeout.check("--timeout", allowed: .positive)
+    try deadline.check("--deadline", allowed: .positive)
+    try blacklistTTL?.check("--blacklist-ttl", allowed: .positive)
+    try maxResponseSize.check("--max-response-size")
     var job = Job(name: "prefetch", location: CacheLocation(directory: "."))
     do {
       try apply(to: &job)

@@ -242,15 +242,17 @@ public struct ImageContext: Sendable, Equatable {
         if let problem = CacheLocation.namespaceProblem(name) { throw fail(key, problem) }
         context.namespace = name
       case "downloadTimeout":
+        // Seconds as a number, or a duration as text; 1ms to 100 years either way.
+        let text: String
         switch value {
-        case .number(let seconds) where seconds > 0: context.downloadTimeout = seconds
-        case .string(let text):
-          // A value that does not parse is reported below with its field.
-          guard let seconds = try? parseDuration(text), seconds > 0 else {
-            throw fail(key, "expected a positive duration such as 15s")
-          }
-          context.downloadTimeout = seconds
+        case .number(let seconds): text = "\(seconds)"
+        case .string(let string): text = string
         default: throw fail(key, "expected a positive duration such as 15s")
+        }
+        do {
+          context.downloadTimeout = try parseDuration(text, allowed: .positive)
+        } catch {
+          throw fail(key, error.description)
         }
       case "imageThumbnailPixelSize":
         if case .null = value {

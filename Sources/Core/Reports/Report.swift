@@ -418,3 +418,105 @@ public struct RunReport: Sendable, Codable, Equatable {
     return try decoder.decode(RunReport.self, from: data)
   }
 }
+
+extension RunReport {
+  /// The largest count or byte figure a report holds: 2^53-1, the largest whole number that
+  /// every JSON reader (JavaScript, jq) holds exactly. `report merge` refuses a sum past it.
+  public static let largestCount = 9_007_199_254_740_991
+  /// The schema versions this imagecache reads.
+  public static let knownSchemaVersions = 1...1
+
+  /// The first figure of this report that no run writes (SPEC section 7: numbers from reports
+  /// are range-checked): an unknown schema version, a negative count, a count past
+  /// ``largestCount``, a negative or overlong duration. `nil` when every figure is in range.
+  public func rangeProblem() -> (field: String, message: String)? {
+    guard Self.knownSchemaVersions.contains(schemaVersion) else {
+      return ("schemaVersion", Self.unknownSchemaMessage(schemaVersion))
+    }
+    func check<T: BinaryInteger>(_ value: T?, _ field: @autoclosure () -> String) -> (
+      field: String, message: String
+    )? {
+      guard let value, value < 0 || value > Self.largestCount else { return nil }
+      return (field(), "\(value) is out of range: expected 0 to \(Self.largestCount)")
+    }
+    if let prefetch {
+      let counts = prefetch.counts
+      let figures: [(String, Int)] = [
+        ("total", counts.total), ("memoryHits", counts.memoryHits),
+        ("diskHits", counts.diskHits), ("downloaded", counts.downloaded),
+        ("notModified", counts.notModified), ("failed", counts.failed),
+        ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
+        ("derived", counts.derived), ("otherShards", counts.otherShards),
+      ]
+      for (name, value) in figures {
+        if let problem = check(value, "prefetch.\(name)") { return problem }
+      }
+      if let problem = check(counts.bytesDownloaded, "prefetch.bytesDownloaded") {
+        return problem
+      }
+      guard DurationRange.nonNegative.contains(counts.durationSeconds) else {
+        return (
+          "prefetch.durationSeconds",
+          "\(counts.durationSeconds) is out of range: expected \(DurationRange.nonNegative)"
+        )
+      }
+      for (index, failure) in prefetch.failures.enumerated() {
+        if let problem = check(failure.attempts, "prefetch.failures[\(index)].attempts") {
+          return problem
+        }
+      }
+      for (index, download) in prefetch.downloads.enumerated() {
+        if let problem = check(download.bytes, "prefetch.downloads[\(index)].bytes")
+          ?? check(download.width, "prefetch.downloads[\(index)].width")
+          ?? check(download.height, "prefetch.downloads[\(index)].height")
+        {
+          return problem
+        }
+      }
+      for (index, variant) in prefetch.variants.enumerated() {
+        if let problem = check(variant.bytes, "prefetch.variants[\(index)].bytes")
+          ?? check(variant.width, "prefetch.variants[\(index)].width")
+          ?? check(variant.height, "prefetch.variants[\(index)].height")
+        {
+          return problem
+        }
+      }
+    }
+    for (index, pass) in maintenance.enumerated() {
+      let field = "maintenance[\(index)]"
+      if let problem = check(pass.filesRemoved, "\(field).filesRemoved")
+        ?? check(pass.filesMoved, "\(field).filesMoved")
+        ?? check(pass.bytesFreed, "\(field).bytesFreed")
+      {
+        return problem
+      }
+      for (number, action) in pass.actions.enumerated() {
+        if let problem = check(action.bytes, "\(field).actions[\(number)].bytes") {
+          return problem
+        }
+      }
+    }
+    for (index, shard) in (mergedFrom ?? []).enumerated() {
+      let field = "mergedFrom[\(index)]"
+      if let problem = check(shard.total, "\(field).total")
+        ?? check(shard.downloaded, "\(field).downloaded") ?? check(shard.failed, "\(field).failed")
+      {
+        return problem
+      }
+    }
+    return nil
+  }
+
+  /// Why a report of schema `version` is not read.
+  public static func unknownSchemaMessage(_ version: Int) -> String {
+    "\(version) is not a schema version this imagecache reads (it reads "
+      + "\(knownSchemaVersions.map(String.init).joined(separator: ", ")))"
+  }
+
+  /// `a + b` for two figures of reports, `nil` when the sum passes ``largestCount``.
+  public static func sum<T: FixedWidthInteger>(_ a: T, _ b: T) -> T? {
+    let (total, overflow) = a.addingReportingOverflow(b)
+    guard !overflow, total >= 0, total <= largestCount else { return nil }
+    return total
+  }
+}

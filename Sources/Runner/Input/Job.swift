@@ -213,7 +213,7 @@ struct JobParser {
       name: name, file: file,
       location: CacheLocation(directory: resolve(directory), namespace: namespace))
     if let age = cache["maxDiskAge"] {
-      job.cleanup.maxDiskAge = try duration(age, "cache.maxDiskAge")
+      job.cleanup.maxDiskAge = try duration(age, "cache.maxDiskAge", allowed: .age)
     }
     if let size = cache["maxDiskSize"] {
       job.cleanup.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
@@ -302,22 +302,22 @@ struct JobParser {
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
-      limits.concurrency = try positive(value, "prefetch.concurrency")
+      limits.concurrency = try count(
+        value, "prefetch.concurrency", allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["perHostConcurrency"] {
-      limits.perHostConcurrency = try positive(value, "prefetch.perHostConcurrency")
+      limits.perHostConcurrency = try count(
+        value, "prefetch.perHostConcurrency", allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["retries"] {
-      guard let retries = value.int, retries >= 0 else {
-        throw fail(value, "prefetch.retries", "expected a whole number, 0 or more")
-      }
-      limits.retries = retries
+      limits.retries = try count(
+        value, "prefetch.retries", allowed: PrefetchConfiguration.retriesRange)
     }
     if let value = mapping["timeout"] {
-      limits.timeout = try positiveDuration(value, "prefetch.timeout")
+      limits.timeout = try duration(value, "prefetch.timeout", allowed: .positive)
     }
     if let value = mapping["deadline"] {
-      limits.deadline = try positiveDuration(value, "prefetch.deadline")
+      limits.deadline = try duration(value, "prefetch.deadline", allowed: .positive)
     }
     if let value = mapping["maxResponseSize"] {
       limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize")
@@ -326,10 +326,11 @@ struct JobParser {
       limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
     }
     if let value = mapping["maxPixels"] {
-      limits.maxPixels = try positive(value, "prefetch.maxPixels")
+      limits.maxPixels = try count(
+        value, "prefetch.maxPixels", allowed: PrefetchConfiguration.maxPixelsRange)
     }
     if let value = mapping["blacklistTTL"] {
-      limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL")
+      limits.blacklistTTL = try duration(value, "prefetch.blacklistTTL", allowed: .positive)
     }
   }
 
@@ -364,33 +365,42 @@ struct JobParser {
     return result
   }
 
-  func positive(_ node: Node, _ field: String) throws(ConfigurationError) -> Int {
-    guard let value = node.int, value > 0 else {
-      throw fail(node, field, "expected a whole number, 1 or more")
+  /// A whole number in `allowed`; anything else (a fraction, text, a number past 64 bits) is
+  /// an error that states the range.
+  func count(_ node: Node, _ field: String, allowed: ClosedRange<Int>) throws(ConfigurationError)
+    -> Int
+  {
+    guard let value = node.int, allowed.contains(value) else {
+      throw fail(
+        node, field,
+        "expected a whole number from \(allowed.lowerBound) to \(allowed.upperBound)"
+          + (node.string.map { ", not \($0)" } ?? ""))
     }
     return value
   }
 
-  func duration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
-    // A value that does not parse is reported below with its line and field.
-    guard let text = node.string, let seconds = try? parseDuration(text) else {
+  func duration(_ node: Node, _ field: String, allowed: DurationRange) throws(ConfigurationError)
+    -> TimeInterval
+  {
+    guard let text = node.string else {
       throw fail(node, field, "expected a duration such as 30s, 15m, 12h or 7d")
     }
-    return seconds
-  }
-
-  func positiveDuration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
-    let seconds = try duration(node, field)
-    guard seconds > 0 else { throw fail(node, field, "must be positive") }
-    return seconds
+    do {
+      return try parseDuration(text, allowed: allowed)
+    } catch {
+      throw fail(node, field, error.description)
+    }
   }
 
   func byteCount(_ node: Node, _ field: String) throws(ConfigurationError) -> UInt64 {
-    // A value that does not parse is reported below with its line and field.
-    guard let text = node.string, let bytes = try? parseByteCount(text) else {
+    guard let text = node.string else {
       throw fail(node, field, "expected a size such as 500MB or 2GiB")
     }
-    return bytes
+    do {
+      return try parseByteCount(text)
+    } catch {
+      throw fail(node, field, error.description)
+    }
   }
 
   func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ field: String, _ type: T.Type)

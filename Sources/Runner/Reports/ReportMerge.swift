@@ -46,7 +46,7 @@ public enum ReportMerge {
       finishedAt = max(finishedAt, report.finishedAt)
       status = worse(status, report.status)
       if let prefetch = report.prefetch {
-        counts = sum(counts ?? PrefetchCounts(), prefetch.counts)
+        counts = try sum(counts ?? PrefetchCounts(), prefetch.counts, adding: path)
       }
       warnings += report.warnings.map { "\(path): \($0)" }
       if let error = report.error { errors.append("\(path): \(error)") }
@@ -88,10 +88,16 @@ public enum ReportMerge {
         }
         for action in pass.actions { sink.keep(action) }
         for error in pass.errors { sink.keep(error: error) }
-        sink.summary.filesRemoved += pass.filesRemoved
-        sink.summary.filesMoved += pass.filesMoved
-        sink.summary.bytesFreed += pass.bytesFreed
-        sink.summary.errorCount += pass.errors.count
+        let summary = sink.summary
+        let field = "maintenance (\(pass.pass.rawValue))"
+        sink.summary.filesRemoved = try total(
+          summary.filesRemoved, pass.filesRemoved, "\(field).filesRemoved", adding: path)
+        sink.summary.filesMoved = try total(
+          summary.filesMoved, pass.filesMoved, "\(field).filesMoved", adding: path)
+        sink.summary.bytesFreed = try total(
+          summary.bytesFreed, pass.bytesFreed, "\(field).bytesFreed", adding: path)
+        sink.summary.errorCount = try total(
+          summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }
     }
     for (_, sink) in passes { writer.endPass(sink) }
@@ -110,36 +116,67 @@ public enum ReportMerge {
     return order.firstIndex(of: a)! >= order.firstIndex(of: b)! ? a : b
   }
 
-  /// The counts of two shards together. The duration is the longer one (shards run side by
-  /// side); entries of other shards are nobody's once every shard is in.
-  static func sum(_ a: PrefetchCounts, _ b: PrefetchCounts) -> PrefetchCounts {
-    var total = PrefetchCounts()
-    total.total = a.total + b.total
-    total.memoryHits = a.memoryHits + b.memoryHits
-    total.diskHits = a.diskHits + b.diskHits
-    total.downloaded = a.downloaded + b.downloaded
-    total.notModified = a.notModified + b.notModified
-    total.failed = a.failed + b.failed
-    total.blacklisted = a.blacklisted + b.blacklisted
-    total.skipped = a.skipped + b.skipped
-    total.derived = a.derived + b.derived
-    total.bytesDownloaded = a.bytesDownloaded + b.bytesDownloaded
-    total.durationSeconds = max(a.durationSeconds, b.durationSeconds)
+  /// The counts of two shards together, the second from the report at `path`. The duration is
+  /// the longer one (shards run side by side); entries of other shards are nobody's once every
+  /// shard is in. A sum past what a report holds is refused, naming the report that took it
+  /// there.
+  static func sum(_ a: PrefetchCounts, _ b: PrefetchCounts, adding path: String)
+    throws(ConfigurationError) -> PrefetchCounts
+  {
+    var sum = PrefetchCounts()
+    let fields: [(String, WritableKeyPath<PrefetchCounts, Int>)] = [
+      ("total", \.total), ("memoryHits", \.memoryHits), ("diskHits", \.diskHits),
+      ("downloaded", \.downloaded), ("notModified", \.notModified), ("failed", \.failed),
+      ("blacklisted", \.blacklisted), ("skipped", \.skipped), ("derived", \.derived),
+    ]
+    for (name, field) in fields {
+      sum[keyPath: field] = try total(a[keyPath: field], b[keyPath: field], name, adding: path)
+    }
+    sum.bytesDownloaded = try total(
+      a.bytesDownloaded, b.bytesDownloaded, "bytesDownloaded", adding: path)
+    sum.durationSeconds = max(a.durationSeconds, b.durationSeconds)
+    return sum
+  }
+
+  /// `a + b`, or an error naming the report at `path` whose figure took the sum out of range.
+  static func total<T: FixedWidthInteger>(_ a: T, _ b: T, _ field: String, adding path: String)
+    throws(ConfigurationError) -> T
+  {
+    guard let total = RunReport.sum(a, b) else {
+      throw ConfigurationError(
+        source: path, field: field,
+        message: "adding \(b) to the other reports' \(a) passes \(RunReport.largestCount), the "
+          + "largest a report holds")
+    }
     return total
   }
 }
 
 extension RunReport {
-  /// The report in the file at `path`; a file that cannot be read or is not a report is a
+  /// The report in the file at `path`; a file that cannot be read, is not a report, is of a
+  /// schema this version does not know or holds a figure out of range is a
   /// ``ConfigurationError`` naming it (`report merge`, `report html`).
   public static func load(path: String) throws(ConfigurationError) -> RunReport {
     guard let data = FileManager.default.contents(atPath: path) else {
       throw ConfigurationError(source: path, message: "cannot read the report")
     }
+    // The version first: a later schema's report may not decode as this one at all.
+    struct Version: Decodable { var schemaVersion: Int? }
+    if let version = (try? JSONDecoder().decode(Version.self, from: data))?.schemaVersion,
+      !knownSchemaVersions.contains(version)
+    {
+      throw ConfigurationError(
+        source: path, field: "schemaVersion", message: unknownSchemaMessage(version))
+    }
+    let report: RunReport
     do {
-      return try RunReport.decode(data)
+      report = try RunReport.decode(data)
     } catch {
       throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
     }
+    if let (field, message) = report.rangeProblem() {
+      throw ConfigurationError(source: path, field: field, message: message)
+    }
+    return report
   }
 }

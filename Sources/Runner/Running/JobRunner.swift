@@ -437,17 +437,6 @@ extension JobRunner {
     }
     return "limits: " + parts.joined(separator: "; ")
   }
-
-  /// `7d`, `12h`, `15m` or `30s`: the largest unit that divides the duration.
-  static func formatDuration(_ seconds: TimeInterval) -> String {
-    let whole = Int(seconds)
-    guard Double(whole) == seconds else { return "\(seconds)s" }
-    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)]
-    where whole != 0 && whole % size == 0 {
-      return "\(whole / size)\(unit)"
-    }
-    return "\(whole)s"
-  }
 }
 
 /// A failure that ended a run part-way (exit code 4): the disk is full, over quota or
