@@ -139,9 +139,13 @@ struct ImageCacheCommand: AsyncParsableCommand {
 }
 
 extension RunOutcome {
-  /// 128 + the signal when interrupted, 1 when URLs failed, else 0 (SPEC section 6).
+  /// 128 + the signal when interrupted, 1 when URLs failed (unless the job allows it), else 0
+  /// (SPEC section 6).
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
-    if failedURLs > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+    if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
+
+  /// Some URLs failed, and the job does not allow it (`--allow-url-failures`).
+  var failed: Bool { failedURLs > 0 && !urlFailuresAllowed }
 }

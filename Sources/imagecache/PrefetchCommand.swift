@@ -48,8 +48,18 @@ struct PrefetchSettings: ParsableArguments {
   @Option(help: "Downloads at once in total.")
   var concurrency = PrefetchConfiguration().concurrency
 
-  @Option(name: .customLong("per-host-concurrency"), help: "Downloads at once to one host.")
+  @Option(
+    name: .customLong("per-host-concurrency"),
+    help: "Downloads at once to one host, by this worker (N shards open N times as many).")
   var perHostConcurrency = PrefetchConfiguration().perHostConcurrency
+
+  @Option(
+    name: .customLong("fleet-per-host-concurrency"),
+    help: ArgumentHelp(
+      "Downloads at once to one host by all N shards together: each shard takes M / N, "
+        + "rounded down, at least 1 (in place of --per-host-concurrency).",
+      valueName: "M"))
+  var fleetPerHostConcurrency: Int?
 
   @Option(help: ArgumentHelp("Connect and idle timeout of a download.", valueName: "duration"))
   var timeout = Duration(seconds: PrefetchConfiguration().timeout)
@@ -101,6 +111,9 @@ struct PrefetchSettings: ParsableArguments {
     guard perHostConcurrency > 0 else {
       throw ValidationError("--per-host-concurrency must be at least 1")
     }
+    guard (fleetPerHostConcurrency ?? 1) > 0 else {
+      throw ValidationError("--fleet-per-host-concurrency must be at least 1")
+    }
     guard retries >= 0 else { throw ValidationError("--retries cannot be negative") }
     guard maxPixels > 0 else { throw ValidationError("--max-pixels must be at least 1") }
     guard timeout.seconds > 0, deadline.seconds > 0, (blacklistTTL?.seconds ?? 1) > 0 else {
@@ -124,6 +137,7 @@ struct PrefetchSettings: ParsableArguments {
     job.context = try ImageContext().applying(try contextObject(), source: "command line")
     job.prefetch.concurrency = concurrency
     job.prefetch.perHostConcurrency = perHostConcurrency
+    job.prefetch.fleetPerHostConcurrency = fleetPerHostConcurrency
     job.prefetch.timeout = timeout.seconds
     job.prefetch.deadline = deadline.seconds
     job.prefetch.maxResponseSize = maxResponseSize.bytes
@@ -195,8 +209,14 @@ struct PrefetchCommand: AsyncParsableCommand {
       XML sitemap (its <image:loc> URLs; an index is followed to its sitemaps; gzip too). A \
       manifest may be a file or an http(s) URL; it is read as needed, never loaded whole.
 
-      Exit codes: 0 all URLs done, 1 some failed, 2 usage error, 3 another run holds the \
-      cache lock, 130/143 interrupted (the report is still written, marked interrupted).
+      Exit codes: 0 all URLs done, 1 some failed (0 with --allow-url-failures: the report \
+      and metrics still count them), 2 usage error, 3 another run holds the cache lock, 4 \
+      fatal I/O error, 130/143 interrupted (the report is still written, marked interrupted).
+
+      As one of N workers: --shard K/N, or --shards N|auto (K from JOB_COMPLETION_INDEX, \
+      Slurm's or Grid Engine's array task); {shard} and {shards} in --report and --metrics \
+      become K and N. Each worker opens up to --per-host-concurrency connections to a host, \
+      N times that in all: --fleet-per-host-concurrency M bounds the fleet's total.
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
@@ -212,6 +232,7 @@ struct PrefetchCommand: AsyncParsableCommand {
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var shardOptions: ShardOptions
+  @OptionGroup var fleetOptions: FleetOptions
   @OptionGroup var settings: PrefetchSettings
 
   @Flag(name: .shortAndLong, help: "Print every failed URL (not only the first 20).")
@@ -227,6 +248,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     job.passes = []
     try settings.apply(to: &job)
     try shardOptions.apply(to: &job)
+    fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(verbose: verbose), console: reportOptions.console
     ).run()

@@ -40,9 +40,13 @@ public struct ManifestItems: Sequence, Sendable {
     return lowercased.hasPrefix("http://") || lowercased.hasPrefix("https://")
   }
 
-  /// The number of lines of the manifests, for a progress line's total, or `nil` when one of
-  /// them is a sitemap or a URL (counting it would mean reading or fetching it twice).
-  public static func lineCount(of paths: [String]) -> Int? {
+  /// The number of lines of the manifests (those `counting` accepts), for a progress line's
+  /// total, or `nil` when one of them is a sitemap or a URL (counting it would mean reading or
+  /// fetching it twice).
+  public static func lineCount(
+    of paths: [String],
+    counting: (Result<ManifestEntry, ManifestLineError>) -> Bool = { _ in true }
+  ) -> Int? {
     var total = 0
     for path in paths {
       guard !isRemote(path) else { return nil }
@@ -51,7 +55,7 @@ public struct ManifestItems: Sequence, Sendable {
         defer { close(descriptor) }
         if looksLikeXML(descriptor) { return nil }
       }
-      total += ManifestReader(path: path).count { _ in true }
+      total += ManifestReader(path: path).count(where: counting)
     }
     return total
   }
