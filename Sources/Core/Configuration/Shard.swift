@@ -141,7 +141,8 @@ extension Shard {
       func number(_ variable: String, required: Bool = true) throws(ConfigurationError) -> Int? {
         guard let text = environment[variable] else {
           guard !required else {
-            throw fail(variable, "not set, though \(self.id) is: cannot tell the \(name) array's range")
+            throw fail(
+              variable, "not set, though \(self.id) is: cannot tell the \(name) array's range")
           }
           return nil
         }
