@@ -155,7 +155,8 @@ struct FleetOptions: ParsableArguments {
     name: .customLong("run-id"),
     help: ArgumentHelp(
       "The fleet run this shard is part of, written in its report for report merge (default: "
-        + "$SLURM_ARRAY_JOB_ID, else $JOB_NAME in a Kubernetes Indexed Job).",
+        + "$SLURM_ARRAY_JOB_ID, else Grid Engine's $JOB_ID, else $JOB_NAME in a Kubernetes "
+        + "Indexed Job).",
       valueName: "id"))
   var runID: String?
 
@@ -172,8 +173,8 @@ struct FleetOptions: ParsableArguments {
     job.runID = runID ?? (job.shard != nil ? Self.engineRunID(environment) : nil)
   }
 
-  /// The run ID an engine gives every worker of one run: Slurm's array job ID, else the
-  /// Kubernetes Job's name (`JOB_NAME`, which deploy/k8s sets from the pod's `job-name`
+  /// The run ID an engine gives every worker of one run: Slurm's array job ID, else Grid
+  /// Engine's job ID in an array job, else the Kubernetes Job's name (`JOB_NAME`, which deploy/k8s sets from the pod's `job-name`
   /// label), taken only in an Indexed Job (`JOB_COMPLETION_INDEX` set), where the name is the
   /// Job's and not some other tool's.
   static func engineRunID(_ environment: [String: String]) -> String? {
@@ -184,6 +185,9 @@ struct FleetOptions: ParsableArguments {
       return text
     }
     if let slurm = value("SLURM_ARRAY_JOB_ID") { return slurm }
+    if let task = environment["SGE_TASK_ID"], task != "undefined", let grid = value("JOB_ID") {
+      return grid
+    }
     if environment["JOB_COMPLETION_INDEX"] != nil, let name = value("JOB_NAME") { return name }
     return nil
   }

@@ -39,8 +39,9 @@ struct ImageCacheCommand: AsyncParsableCommand {
       (default "default"). Human output goes to stderr; the JSON report goes to --report FILE \
       or, with --json, to stdout.
 
-      Exit codes: 0 success, 1 some URLs failed, 2 usage or configuration error, 3 another run \
-      holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) interrupted.
+      Exit codes: 0 success, 1 some URLs failed (0 with --allow-url-failures on run and \
+      prefetch), 2 usage or configuration error, 3 another run holds the cache lock, 4 fatal \
+      I/O error, 130/143 (128 + the signal) interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).
