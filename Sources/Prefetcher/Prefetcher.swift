@@ -346,7 +346,7 @@ public struct Prefetcher: Sendable {
 
   /// Whether `item` is `shard`'s: by its cache key; a URL that does not parse (which fails
   /// at once) is shard 0's, so that one shard reports it.
-  static func belongs(_ item: PrefetchItem, to shard: Shard) -> Bool {
+  public static func belongs(_ item: PrefetchItem, to shard: Shard) -> Bool {
     guard let key = item.cacheKey else { return shard.index == 0 }
     return shard.owns(cacheKey: key)
   }

@@ -57,7 +57,7 @@ struct CacheOptions: ParsableArguments {
   }
 }
 
-/// `--shard K/N` and `--shards N`, on the subcommands that can run as one of N workers.
+/// `--shard K/N` and `--shards N|auto`, on the subcommands that can run as one of N workers.
 struct ShardOptions: ParsableArguments {
   @Option(
     name: .long,
@@ -69,16 +69,22 @@ struct ShardOptions: ParsableArguments {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "With no --shard: run as shard $JOB_COMPLETION_INDEX of N (a Kubernetes Indexed Job).",
-      valueName: "N"))
-  var shards: Int?
+      "With no --shard: run as one of N shards, K from the engine: $JOB_COMPLETION_INDEX "
+        + "(Kubernetes), else Slurm's or Grid Engine's array task (auto: N from the array too).",
+      discussion: """
+        Slurm: K = (SLURM_ARRAY_TASK_ID - _MIN) / _STEP, N = (_MAX - _MIN) / _STEP + 1, and \
+        SLURM_ARRAY_TASK_COUNT must be N; Grid Engine: the same with SGE_TASK_ID, _FIRST, \
+        _LAST and _STEPSIZE. A variable that is not a number or contradicts another is exit 2.
+        """,
+      valueName: "N|auto"))
+  var shards: ShardCount?
 
   func validate() throws {
     _ = try resolved(environment: ProcessInfo.processInfo.environment)
   }
 
-  /// The shard these flags name, if any: `--shard`, else `--shards` with the index from
-  /// `JOB_COMPLETION_INDEX`.
+  /// The shard these flags name, if any: `--shard`, else `--shards` with the index (and, with
+  /// `auto`, the count) from the engine's environment.
   func resolved(environment: [String: String]) throws -> Shard? {
     if let shard {
       guard let value = Shard(shard) else {
@@ -87,16 +93,19 @@ struct ShardOptions: ParsableArguments {
       return value
     }
     guard let shards else { return nil }
-    guard shards >= 1 else { throw ValidationError("--shards must be at least 1") }
-    guard let text = environment["JOB_COMPLETION_INDEX"] else {
-      throw ValidationError(
-        "--shards \(shards) without --shard needs JOB_COMPLETION_INDEX (set by a Kubernetes "
-          + "Indexed Job)")
+    if case .fixed(let count) = shards, count < 1 {
+      throw ValidationError("--shards must be at least 1")
     }
-    guard let index = Int(text), let value = Shard(index: index, count: shards) else {
+    let value: Shard?
+    do {
+      value = try Shard.fromEnvironment(environment, count: shards)
+    } catch {
+      throw ValidationError(error.description)
+    }
+    guard let value else {
       throw ValidationError(
-        "JOB_COMPLETION_INDEX=\(text.debugDescription) is invalid: with --shards \(shards) it "
-          + "must be a whole number from 0 to \(shards - 1)")
+        "--shards \(shards) without --shard needs JOB_COMPLETION_INDEX (a Kubernetes Indexed "
+          + "Job), SLURM_ARRAY_TASK_ID (a Slurm job array) or SGE_TASK_ID (a Grid Engine array)")
     }
     return value
   }
@@ -121,12 +130,88 @@ struct ShardOptions: ParsableArguments {
   }
 }
 
+extension ShardCount: ExpressibleByArgument, CustomStringConvertible {
+  public init?(argument: String) {
+    if argument == "auto" {
+      self = .auto
+    } else if let count = Int(argument) {
+      self = .fixed(count)
+    } else {
+      return nil
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .auto: "auto"
+    case .fixed(let count): "\(count)"
+    }
+  }
+}
+
+/// `--allow-url-failures` and `--run-id`, on `run` and `prefetch`: what a fleet's engine needs.
+struct FleetOptions: ParsableArguments {
+  @Flag(
+    name: .customLong("allow-url-failures"),
+    help: ArgumentHelp(
+      "Exit 0, not 1, when the run finished with some URLs failed (job: allowURLFailures).",
+      discussion: """
+        For engines that hold back what follows a worker that exits non-zero (Slurm's \
+        afterok, a Kubernetes Job's completion). The failures stay in the report and the \
+        metrics. Manifests that fail as a whole, fatal errors (4), locks (3), usage errors \
+        (2) and signals (130/143) keep their exit codes.
+        """))
+  var allowURLFailures = false
+
+  @Option(
+    name: .customLong("run-id"),
+    help: ArgumentHelp(
+      "The fleet run this shard is part of, written in its report for report merge (default: "
+        + "$SLURM_ARRAY_JOB_ID, else Grid Engine's $JOB_ID, else $JOB_NAME in a Kubernetes "
+        + "Indexed Job).",
+      valueName: "id"))
+  var runID: String?
+
+  func validate() throws {
+    if let runID, runID.isEmpty || runID.containsControlCharacter() {
+      throw ValidationError("--run-id must be non-empty text without control characters")
+    }
+  }
+
+  /// Sets the job's exit policy and run ID. The engine's run ID is taken only for a sharded
+  /// run: a lone run has no fleet to be checked against.
+  func apply(to job: inout Job, environment: [String: String]) {
+    if allowURLFailures { job.allowURLFailures = true }
+    job.runID = runID ?? (job.shard != nil ? Self.engineRunID(environment) : nil)
+  }
+
+  /// The run ID an engine gives every worker of one run: Slurm's array job ID, else Grid
+  /// Engine's job ID in an array job, else the Kubernetes Job's name (`JOB_NAME`, which deploy/k8s sets from the pod's `job-name`
+  /// label), taken only in an Indexed Job (`JOB_COMPLETION_INDEX` set), where the name is the
+  /// Job's and not some other tool's.
+  static func engineRunID(_ environment: [String: String]) -> String? {
+    func value(_ name: String) -> String? {
+      guard let text = environment[name], !text.isEmpty, !text.containsControlCharacter() else {
+        return nil
+      }
+      return text
+    }
+    if let slurm = value("SLURM_ARRAY_JOB_ID") { return slurm }
+    if let task = environment["SGE_TASK_ID"], task != "undefined", let grid = value("JOB_ID") {
+      return grid
+    }
+    if environment["JOB_COMPLETION_INDEX"] != nil, let name = value("JOB_NAME") { return name }
+    return nil
+  }
+}
+
 /// `--report FILE`, `--json` and `--wait`, on every subcommand that does work.
 struct ReportOptions: ParsableArguments {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "Write the JSON report to this file ({job} becomes the job's name).", valueName: "file"))
+      "Write the JSON report to this file ({job} becomes the job's name, {shard} and {shards} "
+        + "the shard K and N, or all and 1 when unsharded).", valueName: "file"))
   var report: String?
 
   @Flag(name: .long, help: "Print the JSON report on stdout.")
@@ -136,7 +221,7 @@ struct ReportOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "Write the run's figures here in Prometheus text format, for node_exporter's textfile "
-        + "collector ({job} becomes the job's name).", valueName: "file"))
+        + "collector ({job}, {shard} and {shards} as in --report).", valueName: "file"))
   var metrics: String?
 
   @Flag(

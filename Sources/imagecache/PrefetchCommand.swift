@@ -49,8 +49,18 @@ struct PrefetchSettings: ParsableArguments {
   var concurrency = PrefetchConfiguration().concurrency
 
   @Option(
-    name: .customLong("per-host-concurrency"), help: "Downloads at once to one host (1 to 10000).")
+    name: .customLong("per-host-concurrency"),
+    help:
+      "Downloads at once to one host, by this worker (1 to 10000; N shards open N times as many).")
   var perHostConcurrency = PrefetchConfiguration().perHostConcurrency
+
+  @Option(
+    name: .customLong("fleet-per-host-concurrency"),
+    help: ArgumentHelp(
+      "Downloads at once to one host by all N shards together: each shard takes M / N, "
+        + "rounded down, at least 1 (in place of --per-host-concurrency; 1 to 10000).",
+      valueName: "M"))
+  var fleetPerHostConcurrency: Int?
 
   @Option(
     help: ArgumentHelp(
@@ -117,6 +127,11 @@ struct PrefetchSettings: ParsableArguments {
     try deadline.check("--deadline", allowed: .positive)
     try blacklistTTL?.check("--blacklist-ttl", allowed: .positive)
     try maxResponseSize.check("--max-response-size")
+    if let fleetPerHostConcurrency {
+      try checkCount(
+        fleetPerHostConcurrency, "--fleet-per-host-concurrency",
+        allowed: PrefetchConfiguration.concurrencyRange)
+    }
     var job = Job(name: "prefetch", location: CacheLocation(directory: "."))
     do {
       try apply(to: &job)
@@ -135,6 +150,7 @@ struct PrefetchSettings: ParsableArguments {
     job.context = try ImageContext().applying(try contextObject(), source: "command line")
     job.prefetch.concurrency = concurrency
     job.prefetch.perHostConcurrency = perHostConcurrency
+    job.prefetch.fleetPerHostConcurrency = fleetPerHostConcurrency
     job.prefetch.timeout = timeout.seconds
     job.prefetch.deadline = deadline.seconds
     job.prefetch.maxResponseSize = maxResponseSize.bytes
@@ -207,10 +223,16 @@ struct PrefetchCommand: AsyncParsableCommand {
       manifest may be a file, an http(s) URL, or - for standard input (a pipe or FIFO is read \
       once, as it comes); it is read as needed, never loaded whole.
 
-      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed or a \
-      manifest or sitemap failed as a whole (not fetched, not readable, refused), 2 usage \
-      error, 3 another run holds the cache lock, 130/143 interrupted (the report is still \
-      written, marked interrupted).
+      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed (0 with \
+      --allow-url-failures: the report and metrics still count them) or a manifest or \
+      sitemap failed as a whole (not fetched, not readable, refused), 2 usage error, 3 \
+      another run holds the cache lock, 4 fatal I/O error, 130/143 interrupted (the report \
+      is still written, marked interrupted).
+
+      As one of N workers: --shard K/N, or --shards N|auto (K from JOB_COMPLETION_INDEX, \
+      Slurm's or Grid Engine's array task); {shard} and {shards} in --report and --metrics \
+      become K and N. Each worker opens up to --per-host-concurrency connections to a host, \
+      N times that in all: --fleet-per-host-concurrency M bounds the fleet's total.
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
@@ -228,6 +250,7 @@ struct PrefetchCommand: AsyncParsableCommand {
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var shardOptions: ShardOptions
+  @OptionGroup var fleetOptions: FleetOptions
   @OptionGroup var settings: PrefetchSettings
 
   @Flag(name: .shortAndLong, help: "Print every failed URL (not only the first 20).")
@@ -244,6 +267,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     job.passes = []
     try settings.apply(to: &job)
     try shardOptions.apply(to: &job)
+    fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(verbose: verbose), console: reportOptions.console
     ).run()

@@ -352,6 +352,9 @@ public struct RunReport: Sendable, Codable, Equatable {
     case completed
     case interrupted
     case failed
+    /// A merge with `--partial` of a fleet run's reports that lacks shards, repeats one or
+    /// disagrees on the run (`report merge`); never a run's own status.
+    case incomplete
   }
 
   public struct Cache: Sendable, Codable, Equatable {
@@ -373,6 +376,36 @@ public struct RunReport: Sendable, Codable, Equatable {
   public var error: String?
   /// A merged report (`report merge`): the shards' reports it was made of.
   public var mergedFrom: [MergedReport]?
+  /// The fleet run the report is part of (`--run-id`, else the engine's job ID): the same in
+  /// every shard's report of one run.
+  public var runID: String?
+  /// A shard's report: which shard of how many it was.
+  public var shard: ShardIdentity?
+  /// A shard's report: the manifest entries it read, all of them and its own.
+  public var manifestEntries: ManifestEntries?
+
+  /// Shard `index` (from 0) of `count`.
+  public struct ShardIdentity: Sendable, Codable, Equatable {
+    public var index: Int
+    public var count: Int
+
+    public init(_ shard: Shard) {
+      index = shard.index
+      count = shard.count
+    }
+  }
+
+  /// The manifest entries a shard read: every shard reads every entry, so `total` is the same
+  /// in each shard's report of one run; `ownShard` are the ones that hashed to it.
+  public struct ManifestEntries: Sendable, Codable, Equatable {
+    public var total: Int
+    public var ownShard: Int
+
+    public init(total: Int, ownShard: Int) {
+      self.total = total
+      self.ownShard = ownShard
+    }
+  }
 
   /// One report of a merged report's, in brief.
   public struct MergedReport: Sendable, Codable, Equatable {

@@ -43,12 +43,21 @@ public struct Job: Sendable {
   public var passes: [JobPass] = [.expire, .trim]
   /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
   public var migrateFrom: String?
-  /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC).
+  /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC), `{job}`,
+  /// `{shard}` and `{shards}` as in ``expandingPlaceholders(in:)``.
   public var report: String?
   /// A Prometheus metrics file, rewritten after each run (SPEC section 6).
   public var metrics: String?
   /// Warnings for people (UI-only options).
   public var warnings: [String] = []
+  /// Exit 0, not 1, when the run finished with URLs failed (`allowURLFailures:`,
+  /// `--allow-url-failures`), for an engine that holds back what follows a worker that
+  /// exits non-zero. The failures stay in the report and the metrics; fatal errors, locks,
+  /// usage errors, signals and manifests that fail as a whole keep their exit codes.
+  public var allowURLFailures = false
+  /// The fleet run this run is a shard of, written in its report for `report merge`
+  /// (`--run-id`, else the engine's job ID; SPEC section 9).
+  public var runID: String?
 
   public init(name: String, file: String? = nil, location: CacheLocation) {
     self.name = name
@@ -58,7 +67,7 @@ public struct Job: Sendable {
 
   public static let knownKeys = [
     "name", "cache", "manifests", "sitemap", "shard", "options", "context", "prefetch",
-    "maintenance", "migrate", "report", "metrics",
+    "maintenance", "migrate", "report", "metrics", "allowURLFailures",
   ]
 
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
@@ -101,12 +110,21 @@ public struct Job: Sendable {
     return try JobParser(file: path).parse(root)
   }
 
+  /// `path` with `{job}` made the job's name, `{shard}` its shard's index K and `{shards}` the
+  /// number of shards N (`all` and `1` when the run is not sharded), so that every worker of a
+  /// fleet writes its own file without the engine expanding variables in arguments.
+  public func expandingPlaceholders(in path: String) -> String {
+    path.replacingOccurrences(of: "{job}", with: name)
+      .replacingOccurrences(of: "{shards}", with: shard.map { "\($0.count)" } ?? "1")
+      .replacingOccurrences(of: "{shard}", with: shard.map { "\($0.index)" } ?? "all")
+  }
+
   /// The largest job file read: with anchors refused, reading one costs a few times this.
   public static let maxFileSize = 1 << 20
 
   /// The report path for a run started at `date`, placeholders filled in.
   public func reportPath(startedAt date: Date) -> String? {
-    guard let report else { return nil }
+    guard let report = report.map(expandingPlaceholders) else { return nil }
     let stamp = date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
     let day = String(stamp.prefix(10))
     let time = String(stamp.dropFirst(11).prefix(8)).replacingOccurrences(of: ":", with: "")
@@ -286,6 +304,12 @@ struct JobParser {
       try checkKeys(mapping, known: ["from"], prefix: "migrate.")
       job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
     }
+    if let allow = top["allowURLFailures"] {
+      guard let value = allow.bool else {
+        throw fail(allow, "allowURLFailures", "expected true or false")
+      }
+      job.allowURLFailures = value
+    }
     job.report = try string(top["report"], "report").map(resolve)
     job.metrics = try string(top["metrics"], "metrics").map(resolve)
     return job
@@ -298,7 +322,7 @@ struct JobParser {
       mapping,
       known: [
         "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
-        "validate", "maxPixels", "blacklistTTL",
+        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -308,6 +332,11 @@ struct JobParser {
     if let value = mapping["perHostConcurrency"] {
       limits.perHostConcurrency = try count(
         value, "prefetch.perHostConcurrency", allowed: PrefetchConfiguration.concurrencyRange)
+    }
+    if let value = mapping["fleetPerHostConcurrency"] {
+      limits.fleetPerHostConcurrency = try count(
+        value, "prefetch.fleetPerHostConcurrency",
+        allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["retries"] {
       limits.retries = try count(

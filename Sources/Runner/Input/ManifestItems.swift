@@ -54,10 +54,14 @@ public struct ManifestItems: Sequence, Sendable {
     return stat(manifest, &status) == 0 && status.st_mode & S_IFMT != S_IFREG
   }
 
-  /// The number of lines of the manifests, for a progress line's total, or `nil` when one of
-  /// them is a sitemap or a URL (counting it would mean reading or fetching it twice), or not
-  /// a regular file: a pipe, a FIFO or standard input can be read only once, by the run.
-  public static func lineCount(of paths: [String]) -> Int? {
+  /// The number of lines of the manifests (those `counting` accepts), for a progress line's
+  /// total, or `nil` when one of them is a sitemap or a URL (counting it would mean reading or
+  /// fetching it twice), or not a regular file: a pipe, a FIFO or standard input can be read
+  /// only once, by the run.
+  public static func lineCount(
+    of paths: [String],
+    counting: (Result<ManifestEntry, ManifestLineError>) -> Bool = { _ in true }
+  ) -> Int? {
     var total = 0
     for path in paths {
       guard !isRemote(path), !isStream(path) else { return nil }
@@ -66,7 +70,7 @@ public struct ManifestItems: Sequence, Sendable {
         defer { close(descriptor) }
         if looksLikeXML(descriptor) { return nil }
       }
-      total += ManifestReader(path: path).count { _ in true }
+      total += ManifestReader(path: path).count(where: counting)
     }
     return total
   }

@@ -16,10 +16,12 @@ public enum ReportMerge {
     public var files: [String]
   }
 
-  /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`).
-  public static func merge(_ paths: [String], into files: [String], standardOutput: Bool)
-    throws -> Outcome
-  {
+  /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`). Shard
+  /// reports must be one fleet run's shards 0 to N-1, each once (``fleetProblems(_:)``):
+  /// otherwise the merge is refused, or with `partial` made with the status `incomplete`.
+  public static func merge(
+    _ paths: [String], into files: [String], standardOutput: Bool, partial: Bool = false
+  ) throws -> Outcome {
     guard let firstPath = paths.first else {
       throw ConfigurationError(source: "report merge", message: "no reports to merge")
     }
@@ -32,9 +34,11 @@ public enum ReportMerge {
     var warnings: [String] = []
     var errors: [String] = []
     var sources: [RunReport.MergedReport] = []
+    var members: [FleetMember] = []
     for path in paths {
       let report = try RunReport.load(path: path)
       sources.append(RunReport.MergedReport(file: path, report: report))
+      members.append(FleetMember(path: path, report: report))
       if let first, first.cache != report.cache {
         throw ConfigurationError(
           source: path,
@@ -52,10 +56,22 @@ public enum ReportMerge {
       if let error = report.error { errors.append("\(path): \(error)") }
     }
     guard let first else { throw ConfigurationError(source: firstPath, message: "no report") }
+    let problems = fleetProblems(members)
+    if !problems.isEmpty {
+      guard partial else {
+        throw ConfigurationError(
+          source: "report merge",
+          message: "not one whole fleet run: " + problems.joined(separator: "; ")
+            + " (--partial merges them anyway, marked incomplete)")
+      }
+      status = worse(status, .incomplete)
+      warnings += problems.map { "incomplete: \($0)" }
+    }
+    let runIDs = Set(members.map(\.runID))
     let cache = CacheLocation(directory: first.cache.path, namespace: first.cache.namespace)
     let writer = try ReportWriter(
       job: first.job, location: cache, startedAt: startedAt, files: files,
-      standardOutput: standardOutput)
+      standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil)
 
     // Then the lists, one report at a time.
     var recorder = writer.prefetchRecorder
@@ -110,9 +126,9 @@ public enum ReportMerge {
       files: writer.files)
   }
 
-  /// failed, then interrupted, then completed.
+  /// failed, then interrupted, then incomplete, then completed.
   static func worse(_ a: RunReport.Status, _ b: RunReport.Status) -> RunReport.Status {
-    let order: [RunReport.Status] = [.completed, .interrupted, .failed]
+    let order: [RunReport.Status] = [.completed, .incomplete, .interrupted, .failed]
     return order.firstIndex(of: a)! >= order.firstIndex(of: b)! ? a : b
   }
 
@@ -150,6 +166,91 @@ public enum ReportMerge {
     }
     return total
   }
+}
+
+extension ReportMerge {
+  /// What a report says of its place in a fleet run.
+  struct FleetMember {
+    var path: String
+    var shard: RunReport.ShardIdentity?
+    var runID: String?
+    var status: RunReport.Status
+    var manifestEntries: Int?
+
+    init(path: String, report: RunReport) {
+      self.path = path
+      shard = report.shard
+      runID = report.runID
+      status = report.status
+      manifestEntries = report.manifestEntries?.total
+    }
+  }
+
+  /// Why shard reports are not one whole fleet run, each problem naming the reports: a shard
+  /// missing or repeated, different numbers of shards or run IDs, shards that read different
+  /// numbers of manifest entries (an empty or truncated manifest on one worker). Entries are
+  /// compared between completed shards only: a failed or interrupted one stopped reading, and
+  /// its status already marks the merge. Reports without a shard (unsharded runs) are not
+  /// checked.
+  static func fleetProblems(_ members: [FleetMember]) -> [String] {
+    let sharded = members.filter { $0.shard != nil }
+    guard !sharded.isEmpty else { return [] }
+    var problems: [String] = []
+    let unsharded = members.filter { $0.shard == nil }
+    if !unsharded.isEmpty {
+      problems.append("not a shard's report (no shard): " + list(unsharded.map(\.path)))
+    }
+    let counts = grouped(sharded) { "\($0.shard!.count)" }
+    if counts.count > 1 {
+      problems.append(
+        "different numbers of shards: "
+          + counts.map { "\($0.key) in \(list($0.paths))" }.joined(separator: "; "))
+    } else if let count = sharded.first?.shard?.count {
+      let byIndex = Dictionary(grouping: sharded) { $0.shard!.index }
+      let missing = (0..<count).filter { byIndex[$0] == nil }
+      if !missing.isEmpty {
+        problems.append(
+          "missing shard\(missing.count == 1 ? "" : "s") "
+            + missing.map(String.init).joined(separator: ", ") + " of \(count)")
+      }
+      for (index, reports) in byIndex.sorted(by: { $0.key < $1.key }) where reports.count > 1 {
+        problems.append("shard \(index) of \(count) repeated: \(list(reports.map(\.path)))")
+      }
+    }
+    let runs = grouped(members) { $0.runID.map { "runID \($0.debugDescription)" } ?? "no runID" }
+    if runs.count > 1 {
+      problems.append(
+        "different runs: "
+          + runs.map { "\($0.key) in \(list($0.paths))" }.joined(separator: "; "))
+    }
+    let entries = grouped(sharded.filter { $0.status == .completed && $0.manifestEntries != nil }) {
+      "\($0.manifestEntries!)"
+    }
+    if entries.count > 1 {
+      problems.append(
+        "shards read different numbers of manifest entries: "
+          + entries.map { "\($0.key) in \(list($0.paths))" }.joined(separator: "; "))
+    }
+    return problems
+  }
+
+  /// The members by `key`, in the order each key first appears.
+  private static func grouped(_ members: [FleetMember], by key: (FleetMember) -> String)
+    -> [(key: String, paths: [String])]
+  {
+    var groups: [(key: String, paths: [String])] = []
+    for member in members {
+      let name = key(member)
+      if let index = groups.firstIndex(where: { $0.key == name }) {
+        groups[index].paths.append(member.path)
+      } else {
+        groups.append((name, [member.path]))
+      }
+    }
+    return groups
+  }
+
+  private static func list(_ paths: [String]) -> String { paths.joined(separator: ", ") }
 }
 
 extension RunReport {

@@ -42,6 +42,8 @@ public struct RunOutcome: Sendable, Equatable {
   public var failedURLs: Int
   /// Manifests and sitemaps that failed as a whole.
   public var failedInputs = 0
+  /// The job allows failed URLs (``Job/allowURLFailures``): they do not make the exit code 1.
+  public var urlFailuresAllowed = false
   /// The report files written.
   public var reportFiles: [String]
 }
@@ -56,6 +58,17 @@ public struct JobRunner: Sendable {
   public var console: any RunConsole
 
   public init(job: Job, settings: RunSettings = RunSettings(), console: any RunConsole) {
+    var job = job
+    if let fleet = job.prefetch.fleetPerHostConcurrency {
+      let shards = job.shard?.count ?? 1
+      job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
+        ofFleet: fleet, shards: shards)
+      if shards > fleet {
+        job.warnings.append(
+          "fleetPerHostConcurrency \(fleet) is less than the \(shards) shards: each still opens "
+            + "1 connection to a host, \(shards) in all")
+      }
+    }
     self.job = job
     self.settings = settings
     self.console = console
@@ -96,7 +109,8 @@ public struct JobRunner: Sendable {
     for file in metricsFiles { _ = try OutputFile(path: file) }
     let writer = try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt,
-      files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport)
+      files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport,
+      runID: job.runID, shard: job.shard)
     var warnings = job.warnings
     for warning in job.warnings { console.say("warning: \(warning)") }
     console.say(
@@ -156,7 +170,8 @@ public struct JobRunner: Sendable {
       writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
-      failedInputs: counts?.inputsFailed ?? 0, reportFiles: writer.files)
+      failedInputs: counts?.inputsFailed ?? 0, urlFailuresAllowed: job.allowURLFailures,
+      reportFiles: writer.files)
   }
 
   /// The metrics files (`--metrics`, the job's `metrics:`), written after the report.
@@ -177,14 +192,12 @@ public struct JobRunner: Sendable {
     }
   }
 
-  /// The job's `metrics:` file, then `--metrics`'s, `{job}` in either made the job's name. A
-  /// dry run writes only what its own command line names: the job's files hold the real runs'
-  /// figures, which alerts read (SPEC section 11).
+  /// The job's `metrics:` file, then `--metrics`'s, `{job}`, `{shard}` and `{shards}` in
+  /// either filled in. A dry run writes only what its own command line names: the job's files
+  /// hold the real runs' figures, which alerts read (SPEC section 11).
   private var metricsFiles: [String] {
     let own = settings.dryRun ? [] : job.metrics.map { [$0] } ?? []
-    return (own + settings.metricsFiles).map {
-      $0.replacingOccurrences(of: "{job}", with: job.name)
-    }
+    return (own + settings.metricsFiles).map(job.expandingPlaceholders)
   }
 
   /// How old a temporary file of an atomic store must be before it counts as left by a killed
@@ -217,8 +230,7 @@ public struct JobRunner: Sendable {
   /// sends it.
   private func reportFiles(startedAt: Date) -> [String] {
     let own = settings.dryRun ? [] : job.reportPath(startedAt: startedAt).map { [$0] } ?? []
-    return own
-      + settings.reportFiles.map { $0.replacingOccurrences(of: "{job}", with: job.name) }
+    return own + settings.reportFiles.map(job.expandingPlaceholders)
   }
 
   // MARK: Prefetch
@@ -243,8 +255,17 @@ public struct JobRunner: Sendable {
     }
     var items = job.manifestItems
     items.stop = signals.stop
-    let progress = console.progress(total: { [manifests = job.manifests] in
-      ManifestItems.lineCount(of: manifests)
+    // A shard's total is its own share: the entries whose key hashes to it (and the bad
+    // lines, for shard 0, which alone reports them), as its `total` counts them.
+    let progress = console.progress(total: { [manifests = job.manifests, job] in
+      guard let shard = job.shard else { return ManifestItems.lineCount(of: manifests) }
+      let items = job.manifestItems
+      return ManifestItems.lineCount(of: manifests) { line in
+        switch items.item(from: line) {
+        case .success(let item): Prefetcher.belongs(item, to: shard)
+        case .failure: shard.index == 0
+        }
+      }
     })
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
