@@ -12,26 +12,80 @@ import HeapModule
 public struct CleanupConfiguration: Sendable, Equatable {
   /// Files whose date is at or before `now - maxDiskAge` expire. Negative: never; zero:
   /// everything. SD's default is one week.
-  public var maxDiskAge: TimeInterval = 7 * 24 * 3600
+  public var maxDiskAge: TimeInterval = 7 * 24 * 3600 {
+    didSet { maxDiskAgeIsStated = true }
+  }
+  /// Whether `maxDiskAge` was given (a flag, a job's `cache.maxDiskAge`) rather than SD's
+  /// default: the limits line says which (SPEC section 11: no pass deletes by a limit nobody
+  /// stated without saying so).
+  public private(set) var maxDiskAgeIsStated = false
   /// When the remaining allocated total is strictly above this, trim to strictly below half of
   /// it, oldest first. Zero: no limit (SD's default).
   public var maxDiskSize: UInt64 = 0
   public var expireType: ExpireType = .accessDate
+  /// The most the two passes may delete together; over it, nothing is deleted and the run
+  /// says so. `nil`: no guard.
+  public var maxDelete: DeletionLimit?
 
   public init() {}
 
   /// The defaults, with the given settings changed.
   public init(
-    maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil
+    maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil,
+    maxDelete: DeletionLimit? = nil
   ) {
-    if let maxDiskAge { self.maxDiskAge = maxDiskAge }
+    if let maxDiskAge {
+      self.maxDiskAge = maxDiskAge
+      maxDiskAgeIsStated = true
+    }
     if let maxDiskSize { self.maxDiskSize = maxDiskSize }
     if let expireType { self.expireType = expireType }
+    self.maxDelete = maxDelete
+  }
+}
+
+/// How much one maintenance run may delete (`--max-delete`, `cache.maxDelete`): a number of
+/// files, or a share of the files the passes look at. A guard against a limit that deletes far
+/// more than its author meant (a wrong unit, an access date reset by a copy).
+public enum DeletionLimit: Sendable, Equatable, CustomStringConvertible {
+  case files(Int)
+  /// Percent of the files the passes look at, 0 to 100.
+  case percent(Double)
+
+  /// `500` (files) or `10%`; `nil` for anything else, or out of range.
+  public init?(parsing text: String) {
+    let trimmed = text.trimmingCharacters(in: .whitespaces)
+    if trimmed.hasSuffix("%") {
+      guard let value = Double(trimmed.dropLast()), value.isFinite, (0...100).contains(value)
+      else { return nil }
+      self = .percent(value)
+    } else {
+      guard let value = Int(trimmed), value >= 0 else { return nil }
+      self = .files(value)
+    }
+  }
+
+  /// Whether deleting `deletions` of `files` stays within the limit.
+  public func allows(deletions: Int, of files: Int) -> Bool {
+    switch self {
+    case .files(let most): deletions <= most
+    case .percent(let share): Double(deletions) <= Double(files) * share / 100
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .files(let most): "\(most) files"
+    case .percent(let share):
+      (share.rounded() == share ? String(Int(share)) : String(share)) + "% of the files"
+    }
   }
 }
 
 /// What the user asked for cannot be done on this cache.
 public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertible {
+  /// The passes would delete more than ``CleanupConfiguration/maxDelete`` allows.
+  case overDeletionLimit(planned: Int, files: Int, limit: DeletionLimit)
   /// `creationDate` was chosen, but the filesystem reports no birth time.
   case creationDateUnavailable(path: String)
   /// A trim needs the whole cache: a shard sees only its own files.
@@ -42,6 +96,10 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case .trimOnShard:
       "trim needs the whole cache and cannot run on a shard: run it as one job after the "
         + "shards have finished (without --shard, or with maxDiskSize unset on the shards)"
+    case .overDeletionLimit(let planned, let files, let limit):
+      "the limits would delete \(planned) of \(files) files, more than --max-delete "
+        + "(cache.maxDelete) allows: \(limit); nothing was deleted (check the limits, or raise "
+        + "the guard)"
     case .creationDateUnavailable(let path):
       "expireType creationDate needs file birth times, and this filesystem reports none "
         + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"
@@ -90,6 +148,19 @@ public struct CacheCleaner: Sendable {
     return (expire, trim)
   }
 
+  /// What the passes would delete, and how many files they look at: the plan that
+  /// ``CleanupConfiguration/maxDelete`` is checked against before anything is deleted.
+  public func plan(now: Date = Date(), stop: () -> Bool = { false }) throws -> (
+    deletions: Int, files: Int
+  ) {
+    var expire = CountingRecorder(summary: PassSummary(pass: .expire, dryRun: true))
+    var trim = CountingRecorder(summary: PassSummary(pass: .trim, dryRun: true))
+    var files = 0
+    try run(
+      now: now, dryRun: true, expire: &expire, trim: &trim, stop: stop, filesSeen: &files)
+    return (expire.summary.filesRemoved + trim.summary.filesRemoved, files)
+  }
+
   /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
   /// delete succeeds), handing each action and per-file error to the recorders as it happens;
   /// the passes go on after a per-file error. Once `stop` returns true (a signal), the pass
@@ -99,6 +170,15 @@ public struct CacheCleaner: Sendable {
   public func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
     stop: () -> Bool = { false }
+  ) throws -> Bool {
+    var files = 0
+    return try run(
+      now: now, dryRun: dryRun, expire: &expire, trim: &trim, stop: stop, filesSeen: &files)
+  }
+
+  private func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
+    now: Date, dryRun: Bool, expire: inout Expire, trim: inout Trim, stop: () -> Bool,
+    filesSeen: inout Int
   ) throws -> Bool {
     let cutoff = Self.cutoff(now: now, maxDiskAge: configuration.maxDiskAge)
     let expireType = configuration.expireType
@@ -117,6 +197,7 @@ public struct CacheCleaner: Sendable {
       }
       // Another shard's file, or one no shard owns: not this shard's to expire.
       if let shard, shard.owns(fileName: file.name) != true { return true }
+      filesSeen += 1
       guard let date = Self.dateNanoseconds(of: file.attributes, expireType) else {
         throw MaintenanceError.creationDateUnavailable(
           path: diskCachePath + "/" + file.relativePath)
@@ -212,4 +293,11 @@ struct Survivors {
     String(
       decoding: arena[entry.pathStart..<(entry.pathStart + Int(entry.pathLength))], as: UTF8.self)
   }
+}
+
+/// Counts a planned pass and keeps nothing.
+private struct CountingRecorder: MaintenanceRecorder {
+  var summary: PassSummary
+  mutating func keep(_ action: MaintenanceAction) {}
+  mutating func keep(error: String) {}
 }

@@ -12,7 +12,9 @@ struct MaintainCommand: AsyncParsableCommand {
       SDWebImage's removeExpiredData: every file whose date (chosen by --expire-type) is at or \
       before now minus --max-age is deleted; then, if --max-size is set and the remaining \
       allocated size is above it, the oldest files are deleted until the total is below half \
-      of it. Hidden entries and the tool's own .imagecache/ state are never touched. A \
+      of it. Each pass runs only when its limit is given: --max-size alone only trims, and \
+      with neither flag nothing is deleted. --max-delete guards against a limit that would \
+      delete far more than meant: over it, nothing is deleted and the exit code is 2. Hidden entries and the tool's own .imagecache/ state are never touched. A \
       symbolic link counts by its own dates and size and an expired one is removed itself, \
       as SD does; links are never followed and their targets never touched. SIGINT or \
       SIGTERM stops after the file in hand and still writes the report, marked interrupted.
@@ -30,16 +32,25 @@ struct MaintainCommand: AsyncParsableCommand {
     name: [.customLong("max-age"), .customLong("max-disk-age")], parsing: .unconditional,
     help: ArgumentHelp(
       "Expire files older than this (30s, 15m, 12h, 7d, up to 1000000d; negative: never; 0: "
-        + "everything).",
+        + "everything). Without it nothing expires (SD's own default is 7d).",
       valueName: "duration"))
-  var maxAge = Duration(seconds: CleanupConfiguration().maxDiskAge)
+  var maxAge: Duration?
 
   @Option(
     name: [.customLong("max-size"), .customLong("max-disk-size")],
     help: ArgumentHelp(
-      "Trim when the cache is above this size (500MB, 2GiB, up to 2^63-1 bytes; 0: no limit).",
+      "Trim when the cache is above this size (500MB, 2GiB, up to 2^63-1 bytes; 0: no limit). "
+        + "Alone, it only trims: nothing expires by an age nobody gave.",
       valueName: "size"))
-  var maxSize = ByteCount(bytes: CleanupConfiguration().maxDiskSize)
+  var maxSize: ByteCount?
+
+  @Option(
+    name: .customLong("max-delete"),
+    help: ArgumentHelp(
+      "Delete nothing if the passes would delete more than this: a number of files (500) or a "
+        + "share of the files (10%).",
+      valueName: "count|percent"))
+  var maxDelete: DeletionLimit?
 
   @Option(
     name: .customLong("expire-type"),
@@ -57,16 +68,23 @@ struct MaintainCommand: AsyncParsableCommand {
   var verbose = false
 
   func validate() throws {
-    try maxAge.check("--max-age", allowed: .age)
-    try maxSize.check("--max-size")
+    try maxAge?.check("--max-age", allowed: .age)
+    try maxSize?.check("--max-size")
   }
 
   func run() async throws {
     try cacheOptions.requireExistingCache()
     var job = Job(name: "maintain", location: cacheOptions.location)
     job.cleanup = CleanupConfiguration(
-      maxDiskAge: maxAge.seconds, maxDiskSize: maxSize.bytes, expireType: expireType)
-    job.passes = [.expire, .trim]
+      maxDiskAge: maxAge?.seconds, maxDiskSize: maxSize?.bytes, expireType: expireType,
+      maxDelete: maxDelete)
+    // Only the passes whose limit was given (SPEC section 11): `--max-size` alone trims.
+    job.passes = (maxAge != nil ? [.expire] : []) + (maxSize != nil ? [.trim] : [])
+    if job.passes.isEmpty {
+      reportOptions.console.say(
+        "maintain: nothing to do: give --max-age (expire), --max-size (trim) or both "
+          + "(SD's defaults: --max-age 7d, no size limit)")
+    }
     try shardOptions.apply(to: &job)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
@@ -74,4 +92,8 @@ struct MaintainCommand: AsyncParsableCommand {
     ).run()
     try outcome.exit()
   }
+}
+
+extension DeletionLimit: ExpressibleByArgument {
+  public init?(argument: String) { self.init(parsing: argument) }
 }

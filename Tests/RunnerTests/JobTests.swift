@@ -1,4 +1,5 @@
 import Core
+import Maintenance
 import Prefetcher
 import Runner
 import TestSupport
@@ -270,5 +271,25 @@ final class JobNameTests: XCTestCase {
 
   func testAnOrdinaryJobNameIsKept() throws {
     XCTAssertNil(try loadError(name: "nightly-eu.2"))
+  }
+}
+
+/// Issue 29, item 2: `cache.maxDelete` in a job file.
+final class MaxDeleteJobTests: XCTestCase {
+  func testMaxDeleteIsAFileCountOrAShareAndAnythingElseNamesTheField() throws {
+    let temporary = try TemporaryDirectory()
+    defer { temporary.remove() }
+    let path = temporary.appending("job.yaml")
+    for (value, expected) in [("500", DeletionLimit.files(500)), ("\"10%\"", .percent(10))] {
+      try "cache:\n  directory: c\n  maxDelete: \(value)\n".write(
+        toFile: path, atomically: true, encoding: .utf8)
+      XCTAssertEqual(try Job.load(path: path).cleanup.maxDelete, expected)
+    }
+    try "cache:\n  directory: c\n  maxDelete: lots\n".write(
+      toFile: path, atomically: true, encoding: .utf8)
+    XCTAssertThrowsError(try Job.load(path: path)) { error in
+      XCTAssertEqual((error as? ConfigurationError)?.field, "cache.maxDelete", "\(error)")
+      XCTAssertEqual((error as? ConfigurationError)?.line, 3, "\(error)")
+    }
   }
 }

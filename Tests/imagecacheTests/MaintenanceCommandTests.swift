@@ -200,3 +200,72 @@ final class MaintenanceCommandTests: XCTestCase {
     }
   }
 }
+
+/// Issue 29, item 2 (SPEC section 11): no pass deletes by a limit nobody stated, and a guard
+/// stops limits that would delete far more than meant.
+final class DeletionLimitTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var location: CacheLocation!
+  var builder: CacheBuilder!
+  /// A month old by access date: every one of them is past SD's 7 days.
+  let monthOld = Int64(Date().timeIntervalSince1970) - 30 * 86_400
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    builder = CacheBuilder(root: location.diskCachePath)
+    for i in 0..<10 { try builder.file("f\(i)", size: 100, accessTime: monthOld + Int64(i)) }
+  }
+
+  override func tearDown() { temporary.remove() }
+
+  private func maintain(_ arguments: [String]) throws -> CommandResult {
+    try ImageCacheBinary.run(["maintain", "--cache", location.directory] + arguments)
+  }
+
+  func testAMaxSizeAloneOnlyTrimsAndExpiresNothing() throws {
+    let result = try maintain(["--max-size", "2GB"])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try builder.remainingFiles().count, 10, "month-old files were expired")
+    XCTAssertTrue(result.stderr.contains("expire: not run"), result.stderr)
+  }
+
+  func testMaintainWithNoLimitDeletesNothingAndSaysWhatToGive() throws {
+    let result = try maintain([])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try builder.remainingFiles().count, 10)
+    XCTAssertTrue(result.stderr.contains("nothing to do"), result.stderr)
+  }
+
+  func testAJobThatListsExpireWithoutAnAgeUsesSDsSevenDaysAndSaysWhereTheyCameFrom() throws {
+    let job = temporary.appending("job.yaml")
+    try "cache:\n  directory: \(location.directory)\nmaintenance: [expire]\n".write(
+      toFile: job, atomically: true, encoding: .utf8)
+    let result = try ImageCacheBinary.run(["run", job])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try builder.remainingFiles(), [])
+    XCTAssertTrue(result.stderr.contains("more than 7d old (SD's default"), result.stderr)
+  }
+
+  func testLimitsThatWouldDeleteMoreThanMaxDeleteDeleteNothing() throws {
+    let refused = try maintain(["--max-age", "7d", "--max-delete", "50%", "--report",
+      temporary.appending("r.json")])
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(refused.stderr.contains("would delete 10 of 10 files"), refused.stderr)
+    XCTAssertEqual(try builder.remainingFiles().count, 10)
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("r.json"))))
+    XCTAssertEqual(report.status, .failed)
+    let count = try maintain(["--max-age", "7d", "--max-delete", "9"])
+    XCTAssertEqual(count.status, 2, count.stderr)
+    let allowed = try maintain(["--max-age", "7d", "--max-delete", "10"])
+    XCTAssertEqual(allowed.status, 0, allowed.stderr)
+    XCTAssertEqual(try builder.remainingFiles(), [])
+  }
+
+  func testABadMaxDeleteIsAUsageError() throws {
+    for value in ["ten", "101%", "-1", "5%%"] {
+      XCTAssertEqual(try maintain(["--max-age", "7d", "--max-delete", value]).status, 2, value)
+    }
+  }
+}

@@ -65,12 +65,12 @@ final class OperationsTests: LoopbackTestCase {
     let cache = temporary.appending("cache")
     try FileManager.default.createDirectory(
       atPath: cache + "/default", withIntermediateDirectories: true)
-    let defaults = try run(["maintain", "--cache", cache])
-    XCTAssertEqual(defaults.status, 0, defaults.stderr)
+    let age = try run(["maintain", "--cache", cache, "--max-age", "7d"])
+    XCTAssertEqual(age.status, 0, age.stderr)
     XCTAssertTrue(
-      defaults.stderr.contains(
-        "limits: expire: files whose accessDate is more than 7d old; trim: off"),
-      defaults.stderr)
+      age.stderr.contains(
+        "limits: expire: files whose accessDate is more than 7d old; trim: not run"),
+      age.stderr)
     let set = try run(["maintain", "--cache", cache, "--max-age", "-1", "--max-size", "2GB"])
     XCTAssertTrue(set.stderr.contains("expire: off"), set.stderr)
     XCTAssertTrue(set.stderr.contains("trim: when over 2.0 GB"), set.stderr)

@@ -217,7 +217,8 @@ struct JobParser {
       throw fail(top["cache"] ?? root, "cache", "required: a mapping with at least 'directory'")
     }
     try checkKeys(
-      cache, known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType"],
+      cache,
+      known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType", "maxDelete"],
       prefix: "cache.")
     guard let directory = try string(cache["directory"], "cache.directory") else {
       throw fail(cacheNode, "cache.directory", "required")
@@ -238,6 +239,12 @@ struct JobParser {
     }
     if let type = cache["expireType"] {
       job.cleanup.expireType = try choice(type, "cache.expireType", ExpireType.self)
+    }
+    if let limit = cache["maxDelete"] {
+      guard let text = limit.scalar?.string, let parsed = DeletionLimit(parsing: text) else {
+        throw fail(limit, "cache.maxDelete", "expected a number of files (500) or a share (10%)")
+      }
+      job.cleanup.maxDelete = parsed
     }
 
     if let manifests = top["manifests"] {

@@ -422,6 +422,18 @@ public struct JobRunner: Sendable {
     if !expires { configuration.maxDiskAge = -1 }
     if !trims { configuration.maxDiskSize = 0 }
     console.say(Self.limitsLine(configuration, expires: expires, trims: trims))
+    if let limit = configuration.maxDelete {
+      let cleaner = CacheCleaner(
+        diskCachePath: job.location.diskCachePath, configuration: configuration, shard: job.shard)
+      let plan = try cleaner.plan(stop: { stop.isStopped })
+      if !limit.allows(deletions: plan.deletions, of: plan.files) {
+        let refusal = MaintenanceError.overDeletionLimit(
+          planned: plan.deletions, files: plan.files, limit: limit)
+        // A dry run shows the whole plan all the same: it is how the limits are checked.
+        guard settings.dryRun else { throw refusal }
+        console.say("warning: a real run would stop here: \(refusal)")
+      }
+    }
     let listsActions = settings.dryRun || settings.verbose
     var expire = try beginPass(.expire, in: writer, listsActions: listsActions)
     var trim = try beginPass(.trim, in: writer, listsActions: listsActions)
@@ -447,7 +459,11 @@ extension JobRunner {
         age < 0
           ? "expire: off (negative max age)"
           : "expire: files whose \(configuration.expireType.rawValue) is more than "
-            + "\(formatDuration(age)) old")
+            + "\(formatDuration(age)) old"
+            + (configuration.maxDiskAgeIsStated
+              ? "" : " (SD's default: the job lists expire and sets no cache.maxDiskAge)"))
+    } else {
+      parts.append("expire: not run")
     }
     if trims {
       let size = configuration.maxDiskSize
@@ -455,7 +471,10 @@ extension JobRunner {
         size == 0
           ? "trim: off (no max size)"
           : "trim: when over \(formatBytes(size)), oldest first to below \(formatBytes(size / 2))")
+    } else {
+      parts.append("trim: not run")
     }
+    if let limit = configuration.maxDelete { parts.append("at most \(limit) deleted") }
     return "limits: " + parts.joined(separator: "; ")
   }
 }
