@@ -39,6 +39,7 @@ final class SlurmTests: XCTestCase {
     clusterFolder = try TemporaryDirectory(prefix: "imagecache-slurm")
     let started = try Command.run("/bin/bash", [Self.script, "start", cluster])
     guard started.status == 0 else {
+      _ = try? Command.run("/bin/bash", [Self.script, "stop", cluster])
       throw ClusterError("slurm-local start failed (\(started.status)):\n\(started.stderr)")
     }
   }
