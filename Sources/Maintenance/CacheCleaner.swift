@@ -100,10 +100,7 @@ public struct CacheCleaner: Sendable {
     now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
     stop: () -> Bool = { false }
   ) throws -> Bool {
-    let cutoff: Int64? =
-      configuration.maxDiskAge < 0
-      ? nil
-      : now.nanosecondsSince1970 - Int64((configuration.maxDiskAge * 1e9).rounded())
+    let cutoff = Self.cutoff(now: now, maxDiskAge: configuration.maxDiskAge)
     let expireType = configuration.expireType
     let trimming = configuration.maxDiskSize > 0
 
@@ -161,6 +158,18 @@ public struct CacheCleaner: Sendable {
   }
 
   /// The file's date for `expireType`, in nanoseconds; `nil` when there is no birth time.
+  /// The date at or before which files expire, in nanoseconds since 1970; `nil` for a negative
+  /// age (never). An age reaching past what 64-bit nanoseconds hold (about 292 years before
+  /// 1970, e.g. a "practically never" `200000d`) leaves no file old enough: the earliest date.
+  static func cutoff(now: Date, maxDiskAge: TimeInterval) -> Int64? {
+    guard maxDiskAge >= 0 else { return nil }
+    let nanoseconds = (maxDiskAge * 1e9).rounded()
+    guard nanoseconds < 9_223_372_036_854_775_808.0 else { return Int64.min }
+    let (cutoff, overflow) = now.nanosecondsSince1970.subtractingReportingOverflow(
+      Int64(nanoseconds))
+    return overflow ? Int64.min : cutoff
+  }
+
   static func dateNanoseconds(of attributes: FileAttributes, _ expireType: ExpireType) -> Int64? {
     switch expireType {
     case .accessDate: attributes.accessTime

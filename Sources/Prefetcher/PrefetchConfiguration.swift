@@ -33,6 +33,26 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   public var userAgent = "imagecache/\(ImageCacheVersion.current)"
   /// Take only this shard's URLs (SPEC section 9); `nil`: every URL.
   public var shard: Shard?
+  /// Downloads at once to one host by a whole fleet of N shards: each shard takes
+  /// ``perHostShare(ofFleet:shards:)`` of it in place of `perHostConcurrency` (which is per
+  /// worker: N workers open N times as many). `nil`: each takes `perHostConcurrency`.
+  public var fleetPerHostConcurrency: Int?
+
+  /// One of `shards` workers' part of a fleet-wide per-host limit: `fleet / shards` rounded
+  /// down, so that the fleet stays within `fleet`, but at least 1, so that every shard makes
+  /// progress (then, with more shards than `fleet`, the fleet opens one per shard).
+  public static func perHostShare(ofFleet fleet: Int, shards: Int) -> Int {
+    max(1, fleet / max(1, shards))
+  }
 
   public init() {}
+
+  /// What `concurrency` and `perHostConcurrency` may be set to: past it, file descriptors and
+  /// memory run out long before downloads go faster (SPEC section 7: numbers are
+  /// range-checked).
+  public static let concurrencyRange = 1...10_000
+  /// What `retries` may be set to.
+  public static let retriesRange = 0...100
+  /// What `maxPixels` may be set to: a terapixel.
+  public static let maxPixelsRange = 1...1_000_000_000_000
 }

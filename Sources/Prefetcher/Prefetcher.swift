@@ -73,7 +73,7 @@ public struct Prefetcher: Sendable {
 
   /// Prefetches every item, handing each download, failure and bad manifest line to
   /// `recorder` as it happens, and returns the counts. Errors in the input (bad manifest lines)
-  /// are counted as skipped. Stops starting new items once `stop` is set; the loads in flight
+  /// are counted as skipped; a whole input that failed is counted in `inputsFailed`. Stops starting new items once `stop` is set; the loads in flight
   /// finish (or are cancelled with the task).
   public func run<Items: Sequence, Recorder: PrefetchRecorder>(
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil,
@@ -261,6 +261,10 @@ public struct Prefetcher: Sendable {
           } else {
             window.append(item, priority: item.priority)
           }
+        case .failure(let error) where error.wholeInput:
+          // Every shard lost the input's URLs: each says so (a merge counts it once).
+          report.inputsFailed += 1
+          recorder.recordInputFailure(error.description)
         case .failure(let error):
           // Every shard reads every line: shard 0 alone reports a bad one.
           if let shard = configuration.shard, shard.index != 0 {
@@ -342,7 +346,7 @@ public struct Prefetcher: Sendable {
 
   /// Whether `item` is `shard`'s: by its cache key; a URL that does not parse (which fails
   /// at once) is shard 0's, so that one shard reports it.
-  static func belongs(_ item: PrefetchItem, to shard: Shard) -> Bool {
+  public static func belongs(_ item: PrefetchItem, to shard: Shard) -> Bool {
     guard let key = item.cacheKey else { return shard.index == 0 }
     return shard.owns(cacheKey: key)
   }

@@ -57,7 +57,7 @@ struct CacheOptions: ParsableArguments {
   }
 }
 
-/// `--shard K/N` and `--shards N`, on the subcommands that can run as one of N workers.
+/// `--shard K/N` and `--shards N|auto`, on the subcommands that can run as one of N workers.
 struct ShardOptions: ParsableArguments {
   @Option(
     name: .long,
@@ -69,16 +69,22 @@ struct ShardOptions: ParsableArguments {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "With no --shard: run as shard $JOB_COMPLETION_INDEX of N (a Kubernetes Indexed Job).",
-      valueName: "N"))
-  var shards: Int?
+      "With no --shard: run as one of N shards, K from the engine: $JOB_COMPLETION_INDEX "
+        + "(Kubernetes), else Slurm's or Grid Engine's array task (auto: N from the array too).",
+      discussion: """
+        Slurm: K = (SLURM_ARRAY_TASK_ID - _MIN) / _STEP, N = (_MAX - _MIN) / _STEP + 1, and \
+        SLURM_ARRAY_TASK_COUNT must be N; Grid Engine: the same with SGE_TASK_ID, _FIRST, \
+        _LAST and _STEPSIZE. A variable that is not a number or contradicts another is exit 2.
+        """,
+      valueName: "N|auto"))
+  var shards: ShardCount?
 
   func validate() throws {
     _ = try resolved(environment: ProcessInfo.processInfo.environment)
   }
 
-  /// The shard these flags name, if any: `--shard`, else `--shards` with the index from
-  /// `JOB_COMPLETION_INDEX`.
+  /// The shard these flags name, if any: `--shard`, else `--shards` with the index (and, with
+  /// `auto`, the count) from the engine's environment.
   func resolved(environment: [String: String]) throws -> Shard? {
     if let shard {
       guard let value = Shard(shard) else {
@@ -87,23 +93,115 @@ struct ShardOptions: ParsableArguments {
       return value
     }
     guard let shards else { return nil }
-    guard shards >= 1 else { throw ValidationError("--shards must be at least 1") }
-    guard let text = environment["JOB_COMPLETION_INDEX"], let index = Int(text) else {
-      throw ValidationError(
-        "--shards \(shards) without --shard needs JOB_COMPLETION_INDEX (set by a Kubernetes "
-          + "Indexed Job)")
+    if case .fixed(let count) = shards, count < 1 {
+      throw ValidationError("--shards must be at least 1")
     }
-    guard let value = Shard(index: index, count: shards) else {
-      throw ValidationError("JOB_COMPLETION_INDEX \(index) is not a shard of \(shards)")
+    let value: Shard?
+    do {
+      value = try Shard.fromEnvironment(environment, count: shards)
+    } catch {
+      throw ValidationError(error.description)
+    }
+    guard let value else {
+      throw ValidationError(
+        "--shards \(shards) without --shard needs JOB_COMPLETION_INDEX (a Kubernetes Indexed "
+          + "Job), SLURM_ARRAY_TASK_ID (a Slurm job array) or SGE_TASK_ID (a Grid Engine array)")
     }
     return value
   }
 
-  /// The shard for a job: the flags' when given, else the job's own.
+  /// The shard for a job: the flags' when given, else the job's own. A job whose `shard:`
+  /// names another shard than the flags is refused (exit 2) naming both: running either one
+  /// silently would leave a shard of the fleet undone or done twice.
   func apply(to job: inout Job) throws {
-    if let shard = try resolved(environment: ProcessInfo.processInfo.environment) {
-      job.shard = shard
+    guard let shard = try resolved(environment: ProcessInfo.processInfo.environment) else {
+      return
     }
+    if let own = job.shard, own != shard {
+      let flags =
+        self.shard != nil
+        ? "--shard \(shard)"
+        : "--shards \(shard.count) with JOB_COMPLETION_INDEX=\(shard.index) (shard \(shard))"
+      throw ConfigurationError(
+        source: job.file ?? job.name, field: "shard",
+        message: "\(own) contradicts \(flags) on the command line; give the shard in one place")
+    }
+    job.shard = shard
+  }
+}
+
+extension ShardCount: ExpressibleByArgument, CustomStringConvertible {
+  public init?(argument: String) {
+    if argument == "auto" {
+      self = .auto
+    } else if let count = Int(argument) {
+      self = .fixed(count)
+    } else {
+      return nil
+    }
+  }
+
+  public var description: String {
+    switch self {
+    case .auto: "auto"
+    case .fixed(let count): "\(count)"
+    }
+  }
+}
+
+/// `--allow-url-failures` and `--run-id`, on `run` and `prefetch`: what a fleet's engine needs.
+struct FleetOptions: ParsableArguments {
+  @Flag(
+    name: .customLong("allow-url-failures"),
+    help: ArgumentHelp(
+      "Exit 0, not 1, when the run finished with some URLs failed (job: allowURLFailures).",
+      discussion: """
+        For engines that hold back what follows a worker that exits non-zero (Slurm's \
+        afterok, a Kubernetes Job's completion). The failures stay in the report and the \
+        metrics. Manifests that fail as a whole, fatal errors (4), locks (3), usage errors \
+        (2) and signals (130/143) keep their exit codes.
+        """))
+  var allowURLFailures = false
+
+  @Option(
+    name: .customLong("run-id"),
+    help: ArgumentHelp(
+      "The fleet run this shard is part of, written in its report for report merge (default: "
+        + "$SLURM_ARRAY_JOB_ID, else Grid Engine's $JOB_ID, else $JOB_NAME in a Kubernetes "
+        + "Indexed Job).",
+      valueName: "id"))
+  var runID: String?
+
+  func validate() throws {
+    if let runID, runID.isEmpty || runID.containsControlCharacter() {
+      throw ValidationError("--run-id must be non-empty text without control characters")
+    }
+  }
+
+  /// Sets the job's exit policy and run ID. The engine's run ID is taken only for a sharded
+  /// run: a lone run has no fleet to be checked against.
+  func apply(to job: inout Job, environment: [String: String]) {
+    if allowURLFailures { job.allowURLFailures = true }
+    job.runID = runID ?? (job.shard != nil ? Self.engineRunID(environment) : nil)
+  }
+
+  /// The run ID an engine gives every worker of one run: Slurm's array job ID, else Grid
+  /// Engine's job ID in an array job, else the Kubernetes Job's name (`JOB_NAME`, which deploy/k8s sets from the pod's `job-name`
+  /// label), taken only in an Indexed Job (`JOB_COMPLETION_INDEX` set), where the name is the
+  /// Job's and not some other tool's.
+  static func engineRunID(_ environment: [String: String]) -> String? {
+    func value(_ name: String) -> String? {
+      guard let text = environment[name], !text.isEmpty, !text.containsControlCharacter() else {
+        return nil
+      }
+      return text
+    }
+    if let slurm = value("SLURM_ARRAY_JOB_ID") { return slurm }
+    if let task = environment["SGE_TASK_ID"], task != "undefined", let grid = value("JOB_ID") {
+      return grid
+    }
+    if environment["JOB_COMPLETION_INDEX"] != nil, let name = value("JOB_NAME") { return name }
+    return nil
   }
 }
 
@@ -112,7 +210,8 @@ struct ReportOptions: ParsableArguments {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "Write the JSON report to this file ({job} becomes the job's name).", valueName: "file"))
+      "Write the JSON report to this file ({job} becomes the job's name, {shard} and {shards} "
+        + "the shard K and N, or all and 1 when unsharded).", valueName: "file"))
   var report: String?
 
   @Flag(name: .long, help: "Print the JSON report on stdout.")
@@ -122,7 +221,7 @@ struct ReportOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "Write the run's figures here in Prometheus text format, for node_exporter's textfile "
-        + "collector ({job} becomes the job's name).", valueName: "file"))
+        + "collector ({job}, {shard} and {shards} as in --report).", valueName: "file"))
   var metrics: String?
 
   @Flag(
@@ -133,7 +232,7 @@ struct ReportOptions: ParsableArguments {
   @Option(
     name: .customLong("wait-timeout"),
     help: ArgumentHelp(
-      "With --wait, give up (exit 3) after waiting this long, as flock -w does.",
+      "With --wait, give up (exit 3) after waiting this long, as flock -w does (0 to 36500d).",
       valueName: "duration"))
   var waitTimeout: Duration?
 
@@ -146,9 +245,7 @@ struct ReportOptions: ParsableArguments {
   var console: Console { Console(quiet: quiet) }
 
   func validate() throws {
-    if let waitTimeout, waitTimeout.seconds < 0 {
-      throw ValidationError("--wait-timeout cannot be negative")
-    }
+    try waitTimeout?.check("--wait-timeout", allowed: .nonNegative)
   }
 
   /// The run settings these flags give.
@@ -275,31 +372,64 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
   }
 }
 
-/// Parses `--max-age`-style values with the unit parsers of Core.
+/// Parses `--max-age`-style values with the unit parsers of Core. The range is checked in
+/// `validate()`, where the flag's name and its range are known: a value out of range is exit 2
+/// naming both, never a crash when the seconds become nanoseconds.
 struct Duration: ExpressibleByArgument, CustomStringConvertible {
   var seconds: TimeInterval
-  var description: String {
-    seconds.truncatingRemainder(dividingBy: 86_400) == 0
-      ? "\(Int(seconds) / 86_400)d" : "\(seconds)s"
-  }
+  /// As given, for messages: an overflowing value's seconds are infinite.
+  private var text: String?
+  var description: String { formatDuration(seconds) }
   init?(argument: String) {
     // A value that does not parse is argument-parser's usage error, which names the flag.
-    guard let seconds = try? parseDuration(argument) else { return nil }
+    guard let seconds = try? parseDurationValue(argument) else { return nil }
     self.seconds = seconds
+    text = argument
   }
   init(seconds: TimeInterval) { self.seconds = seconds }
+
+  /// Refuses a value outside `allowed`, naming `flag`.
+  func check(_ flag: String, allowed: DurationRange) throws {
+    guard allowed.contains(seconds) else {
+      throw ValidationError(
+        "\(flag) \(text ?? description) is out of range: expected \(allowed)")
+    }
+  }
 }
 
-/// Parses `--max-size`-style values.
+/// Parses `--max-size`-style values: 0 to 2^63-1 bytes.
 struct ByteCount: ExpressibleByArgument, CustomStringConvertible {
   var bytes: UInt64
   var description: String { "\(bytes)" }
+  /// Why the value given is not a size, kept for `validate()`: argument-parser's own message
+  /// for a value it cannot take would not say the range.
+  var problem: UnitParseError?
   init?(argument: String) {
-    // A value that does not parse is argument-parser's usage error, which names the flag.
-    guard let bytes = try? parseByteCount(argument) else { return nil }
-    self.bytes = bytes
+    do {
+      bytes = try parseByteCount(argument)
+    } catch  where error.outOfRange {
+      bytes = 0
+      problem = error
+    } catch {
+      // A value that does not parse is argument-parser's usage error, which names the flag.
+      return nil
+    }
   }
   init(bytes: UInt64) { self.bytes = bytes }
+
+  /// Refuses a value out of range, naming `flag`.
+  func check(_ flag: String) throws {
+    if let problem { throw ValidationError("\(flag) \(problem)") }
+  }
+}
+
+/// Refuses a count outside `allowed`, naming `flag` and the range.
+func checkCount(_ value: Int, _ flag: String, allowed: ClosedRange<Int>) throws {
+  guard allowed.contains(value) else {
+    throw ValidationError(
+      "\(flag) \(value) is out of range: expected a whole number from \(allowed.lowerBound) to "
+        + "\(allowed.upperBound)")
+  }
 }
 
 extension ExpireType: ExpressibleByArgument {}

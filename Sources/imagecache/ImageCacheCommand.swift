@@ -39,8 +39,11 @@ struct ImageCacheCommand: AsyncParsableCommand {
       (default "default"). Human output goes to stderr; the JSON report goes to --report FILE \
       or, with --json, to stdout.
 
-      Exit codes: 0 success, 1 some URLs failed, 2 usage or configuration error, 3 another run \
-      holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) interrupted.
+      Exit codes: 0 success, 1 some URLs failed (0 with --allow-url-failures on run and \
+      prefetch) or some manifests or sitemaps failed as a whole (not fetched, not readable, \
+      refused; skipped lines alone do not make it 1), 2 usage or configuration error, 3 \
+      another run holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) \
+      interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).
@@ -139,9 +142,14 @@ struct ImageCacheCommand: AsyncParsableCommand {
 }
 
 extension RunOutcome {
-  /// 128 + the signal when interrupted, 1 when URLs failed, else 0 (SPEC section 6).
+  /// 128 + the signal when interrupted, 1 when URLs (unless the job allows it) or whole
+  /// inputs failed, else 0 (SPEC sections 6 and 11). Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
-    if failedURLs > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+    if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
+
+  /// Some URLs failed and the job does not allow it (`--allow-url-failures`), or some whole
+  /// manifests or sitemaps failed (never allowed: that is not a URL's failure).
+  var failed: Bool { (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 }
 }

@@ -12,8 +12,10 @@ struct KeyCommand: ParsableCommand {
       on the decoded path, which is re-encoded), and the file each is stored under in the \
       cache, as on iOS 17 and later. When SD before iOS 17 derives another key (its NSURL \
       refuses the raw braces a thumbnail leaves on a key without an extension) or names \
-      the file differently, lines marked "on iOS before 17" follow; a prefetch writes the \
-      variant under both names.
+      the file differently, lines marked "on iOS before 17" follow. A prefetch whose \
+      context asks for a thumbnail or transformers (a job's context:, or a manifest line's) \
+      renders the image and stores it under the derived key, and under both names when \
+      they differ, as SDWebImage would: this shows where an app looks for it.
 
       Examples:
         imagecache key 'https://a.com/p/x.jpg?w=1' --thumbnail 100x100

@@ -29,14 +29,16 @@ struct MaintainCommand: AsyncParsableCommand {
   @Option(
     name: [.customLong("max-age"), .customLong("max-disk-age")], parsing: .unconditional,
     help: ArgumentHelp(
-      "Expire files older than this (30s, 15m, 12h, 7d; negative: never; 0: everything).",
+      "Expire files older than this (30s, 15m, 12h, 7d, up to 1000000d; negative: never; 0: "
+        + "everything).",
       valueName: "duration"))
   var maxAge = Duration(seconds: CleanupConfiguration().maxDiskAge)
 
   @Option(
     name: [.customLong("max-size"), .customLong("max-disk-size")],
     help: ArgumentHelp(
-      "Trim when the cache is above this size (500MB, 2GiB; 0: no limit).", valueName: "size"))
+      "Trim when the cache is above this size (500MB, 2GiB, up to 2^63-1 bytes; 0: no limit).",
+      valueName: "size"))
   var maxSize = ByteCount(bytes: CleanupConfiguration().maxDiskSize)
 
   @Option(
@@ -53,6 +55,11 @@ struct MaintainCommand: AsyncParsableCommand {
 
   @Flag(name: .shortAndLong, help: "List every file deleted, here and in the report.")
   var verbose = false
+
+  func validate() throws {
+    try maxAge.check("--max-age", allowed: .age)
+    try maxSize.check("--max-size")
+  }
 
   func run() async throws {
     try cacheOptions.requireExistingCache()

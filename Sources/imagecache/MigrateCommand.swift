@@ -59,6 +59,7 @@ struct MigrateCommand: AsyncParsableCommand {
       throw ValidationError("--from \(from): not a folder")
     }
     for path in manifest { try checkManifest(path, what: "--manifest") }
+    try checkStreamsReadOnce(manifest, readTwice: false, what: "--manifest")
   }
 
   func run() async throws {

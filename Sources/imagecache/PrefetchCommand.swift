@@ -45,25 +45,43 @@ struct PrefetchSettings: ParsableArguments {
       "Where to look before downloading: none, disk, memory or all (default).", valueName: "type"))
   var queryCacheType: String?
 
-  @Option(help: "Downloads at once in total.")
+  @Option(help: "Downloads at once in total (1 to 10000).")
   var concurrency = PrefetchConfiguration().concurrency
 
-  @Option(name: .customLong("per-host-concurrency"), help: "Downloads at once to one host.")
+  @Option(
+    name: .customLong("per-host-concurrency"),
+    help:
+      "Downloads at once to one host, by this worker (1 to 10000; N shards open N times as many).")
   var perHostConcurrency = PrefetchConfiguration().perHostConcurrency
 
-  @Option(help: ArgumentHelp("Connect and idle timeout of a download.", valueName: "duration"))
+  @Option(
+    name: .customLong("fleet-per-host-concurrency"),
+    help: ArgumentHelp(
+      "Downloads at once to one host by all N shards together: each shard takes M / N, "
+        + "rounded down, at least 1 (in place of --per-host-concurrency; 1 to 10000).",
+      valueName: "M"))
+  var fleetPerHostConcurrency: Int?
+
+  @Option(
+    help: ArgumentHelp(
+      "Connect and idle timeout of a download (1ms to 36500d).", valueName: "duration"))
   var timeout = Duration(seconds: PrefetchConfiguration().timeout)
 
-  @Option(help: ArgumentHelp("The most one download may take in total.", valueName: "duration"))
+  @Option(
+    help: ArgumentHelp(
+      "The most one download may take in total (1ms to 36500d).", valueName: "duration"))
   var deadline = Duration(seconds: PrefetchConfiguration().deadline)
 
   @Option(
     name: .customLong("max-response-size"),
-    help: ArgumentHelp("A larger response fails and is not kept.", valueName: "size"))
+    help: ArgumentHelp(
+      "A larger response fails and is not kept (0 to 2^63-1 bytes).", valueName: "size"))
   var maxResponseSize = ByteCount(bytes: PrefetchConfiguration().maxResponseSize)
 
   @Option(
-    help: "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).")
+    help: ArgumentHelp(
+      "Further attempts after a transient failure (timeouts, connection errors, 429, 502-504; 0 "
+        + "to 100)."))
   var retries = PrefetchConfiguration().retries
 
   @Option(
@@ -74,14 +92,16 @@ struct PrefetchSettings: ParsableArguments {
   @Option(
     name: .customLong("max-pixels"),
     help: ArgumentHelp(
-      "A larger image (width x height) fails as badImageData, refused before decoding.",
+      "A larger image (width x height) fails as badImageData, refused before decoding (1 to "
+        + "10^12).",
       valueName: "count"))
   var maxPixels = PrefetchConfiguration().maxPixels
 
   @Option(
     name: .customLong("blacklist-ttl"),
     help: ArgumentHelp(
-      "Forget a blacklisted URL this long after its last failure (default: never).",
+      "Forget a blacklisted URL this long after its last failure (1ms to 36500d; default: "
+        + "never).",
       valueName: "duration"))
   var blacklistTTL: Duration?
 
@@ -97,14 +117,20 @@ struct PrefetchSettings: ParsableArguments {
   var sitemapOrder = SitemapOrder.document
 
   func validate() throws {
-    guard concurrency > 0 else { throw ValidationError("--concurrency must be at least 1") }
-    guard perHostConcurrency > 0 else {
-      throw ValidationError("--per-host-concurrency must be at least 1")
-    }
-    guard retries >= 0 else { throw ValidationError("--retries cannot be negative") }
-    guard maxPixels > 0 else { throw ValidationError("--max-pixels must be at least 1") }
-    guard timeout.seconds > 0, deadline.seconds > 0, (blacklistTTL?.seconds ?? 1) > 0 else {
-      throw ValidationError("--timeout, --deadline and --blacklist-ttl must be positive")
+    try checkCount(concurrency, "--concurrency", allowed: PrefetchConfiguration.concurrencyRange)
+    try checkCount(
+      perHostConcurrency, "--per-host-concurrency",
+      allowed: PrefetchConfiguration.concurrencyRange)
+    try checkCount(retries, "--retries", allowed: PrefetchConfiguration.retriesRange)
+    try checkCount(maxPixels, "--max-pixels", allowed: PrefetchConfiguration.maxPixelsRange)
+    try timeout.check("--timeout", allowed: .positive)
+    try deadline.check("--deadline", allowed: .positive)
+    try blacklistTTL?.check("--blacklist-ttl", allowed: .positive)
+    try maxResponseSize.check("--max-response-size")
+    if let fleetPerHostConcurrency {
+      try checkCount(
+        fleetPerHostConcurrency, "--fleet-per-host-concurrency",
+        allowed: PrefetchConfiguration.concurrencyRange)
     }
     var job = Job(name: "prefetch", location: CacheLocation(directory: "."))
     do {
@@ -124,6 +150,7 @@ struct PrefetchSettings: ParsableArguments {
     job.context = try ImageContext().applying(try contextObject(), source: "command line")
     job.prefetch.concurrency = concurrency
     job.prefetch.perHostConcurrency = perHostConcurrency
+    job.prefetch.fleetPerHostConcurrency = fleetPerHostConcurrency
     job.prefetch.timeout = timeout.seconds
     job.prefetch.deadline = deadline.seconds
     job.prefetch.maxResponseSize = maxResponseSize.bytes
@@ -193,10 +220,19 @@ struct PrefetchCommand: AsyncParsableCommand {
       validated and stored under SDWebImage's file name. A manifest is plain text (one URL a \
       line, # comments), JSON Lines ({"url": ..., "options": [...], "context": {...}}), or an \
       XML sitemap (its <image:loc> URLs; an index is followed to its sitemaps; gzip too). A \
-      manifest may be a file or an http(s) URL; it is read as needed, never loaded whole.
+      manifest may be a file, an http(s) URL, or - for standard input (a pipe or FIFO is read \
+      once, as it comes); it is read as needed, never loaded whole.
 
-      Exit codes: 0 all URLs done, 1 some failed, 2 usage error, 3 another run holds the \
-      cache lock, 130/143 interrupted (the report is still written, marked interrupted).
+      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed (0 with \
+      --allow-url-failures: the report and metrics still count them) or a manifest or \
+      sitemap failed as a whole (not fetched, not readable, refused), 2 usage error, 3 \
+      another run holds the cache lock, 4 fatal I/O error, 130/143 interrupted (the report \
+      is still written, marked interrupted).
+
+      As one of N workers: --shard K/N, or --shards N|auto (K from JOB_COMPLETION_INDEX, \
+      Slurm's or Grid Engine's array task); {shard} and {shards} in --report and --metrics \
+      become K and N. Each worker opens up to --per-host-concurrency connections to a host, \
+      N times that in all: --fleet-per-host-concurrency M bounds the fleet's total.
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
@@ -206,12 +242,15 @@ struct PrefetchCommand: AsyncParsableCommand {
           --sitemap-order lastmod
       """)
 
-  @Argument(help: ArgumentHelp("Manifests to read: files or http(s) URLs.", valueName: "manifest"))
+  @Argument(
+    help: ArgumentHelp(
+      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"))
   var manifests: [String]
 
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var shardOptions: ShardOptions
+  @OptionGroup var fleetOptions: FleetOptions
   @OptionGroup var settings: PrefetchSettings
 
   @Flag(name: .shortAndLong, help: "Print every failed URL (not only the first 20).")
@@ -219,6 +258,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   func validate() throws {
     for path in manifests { try checkManifest(path, what: "manifest") }
+    try checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
   }
 
   func run() async throws {
@@ -227,6 +267,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     job.passes = []
     try settings.apply(to: &job)
     try shardOptions.apply(to: &job)
+    fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
     let outcome = try await JobRunner(
       job: job, settings: reportOptions.settings(verbose: verbose), console: reportOptions.console
     ).run()
@@ -234,8 +275,10 @@ struct PrefetchCommand: AsyncParsableCommand {
   }
 }
 
-/// Refuses a manifest that is neither an http(s) URL nor a readable regular file.
+/// Refuses a manifest that is neither an http(s) URL, `-` (standard input) nor a readable file
+/// that is not a folder (a FIFO or `/dev/stdin` is read as it comes).
 func checkManifest(_ manifest: String, what: String) throws {
+  if manifest == ManifestItems.standardInput { return }
   if ManifestItems.isRemote(manifest) {
     guard let url = URL(string: manifest), url.host?.isEmpty == false else {
       throw ValidationError("\(what) \(manifest): not a valid URL")
@@ -245,7 +288,24 @@ func checkManifest(_ manifest: String, what: String) throws {
   try checkReadableFile(manifest, what: what)
 }
 
-/// Refuses a path that is not a readable regular file (a missing manifest, or a folder).
+/// Refuses what would read a manifest that can be read only once (standard input, a pipe, a
+/// FIFO) twice: named twice, or by a job that both migrates and prefetches (`readTwice`). The
+/// second reading would find nothing, and say nothing.
+func checkStreamsReadOnce(_ manifests: [String], readTwice: Bool, what: String) throws {
+  var seen: Set<String> = []
+  for manifest in manifests where ManifestItems.isStream(manifest) {
+    guard seen.insert(manifest).inserted else {
+      throw ValidationError("\(what) \(manifest): named twice, but it can be read only once")
+    }
+    if readTwice {
+      throw ValidationError(
+        "\(what) \(manifest): can be read only once, but the migrate pass and the prefetch "
+          + "both read the manifests; give a regular file")
+    }
+  }
+}
+
+/// Refuses a path that is not a readable file (a missing manifest, or a folder).
 func checkReadableFile(_ path: String, what: String) throws {
   var isDirectory: ObjCBool = false
   guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {

@@ -58,6 +58,13 @@ struct ReportCommand: ParsableCommand {
         of one cache. Exit code as if the merged report were one run: 0, 1 when URLs failed, \
         4 when a shard failed, 130 when one was interrupted.
 
+        Shards' reports (they record their shard) must be shards 0 to N-1 of one run, each \
+        once: the same N, the same runID and, for those that completed, the same number of \
+        manifest entries read. Otherwise nothing is written and the merge exits 2 naming \
+        what is missing, repeated or inconsistent; with --partial it merges them anyway \
+        with the status incomplete (exit 1, or worse when a shard failed or was \
+        interrupted). Unsharded reports are merged as they are.
+
         Example:
           imagecache report merge shard-*.json --report run.json
         """)
@@ -71,9 +78,17 @@ struct ReportCommand: ParsableCommand {
     @Flag(name: .long, help: "Print the merged report on stdout.")
     var json = false
 
+    @Flag(
+      name: .long,
+      help: ArgumentHelp(
+        "Merge shard reports that are not one whole run (missing, repeated, inconsistent) "
+          + "as status incomplete, instead of refusing them (exit 2)."))
+    var partial = false
+
     func run() throws {
       let outcome = try ReportMerge.merge(
-        reports, into: report.map { [$0] } ?? [], standardOutput: json || report == nil)
+        reports, into: report.map { [$0] } ?? [], standardOutput: json || report == nil,
+        partial: partial)
       if report != nil {
         Console.standard.say(
           "merged \(reports.count) reports (\(outcome.status.rawValue), "
@@ -82,8 +97,11 @@ struct ReportCommand: ParsableCommand {
       switch outcome.status {
       case .failed: throw ExitCode(ExitStatus.fatalIO.rawValue)
       case .interrupted: throw ExitCode(130)
+      case .incomplete: throw ExitCode(ExitStatus.someURLsFailed.rawValue)
       case .completed:
-        if outcome.failedURLs > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+        if outcome.failedURLs > 0 || outcome.failedInputs > 0 {
+          throw ExitCode(ExitStatus.someURLsFailed.rawValue)
+        }
       }
     }
   }

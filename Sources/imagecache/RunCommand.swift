@@ -17,6 +17,18 @@ struct RunCommand: AsyncParsableCommand {
       job, and --json prints one JSON array of their reports. See README.md for the job file reference and jobs/example.yaml for an \
       example.
 
+      Exit codes: 0 every job done, 1 URLs failed in some job (0 with --allow-url-failures \
+      or allowURLFailures: true in the job: the report and metrics still count them), 2 \
+      usage or job file error, 3 another run holds the lock, 4 fatal I/O error, 130/143 \
+      interrupted.
+
+      Fleets: --shard K/N, or --shards N|auto with K (and N) from Kubernetes, Slurm or Grid \
+      Engine; {shard} and {shards} in --report, --metrics and the job's report: and \
+      metrics: paths become K and N (all and 1 unsharded), so that no engine needs to \
+      expand variables. A shard's report records its shard, the manifest entries it read \
+      and the run ID (--run-id, else the engine's: $SLURM_ARRAY_JOB_ID, Grid Engine's \
+      $JOB_ID, or $JOB_NAME in an Indexed Job), which report merge checks.
+
       Examples:
         imagecache run jobs/example.yaml
         imagecache run /etc/imagecache/nightly.yaml --wait \\
@@ -28,6 +40,7 @@ struct RunCommand: AsyncParsableCommand {
 
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var shardOptions: ShardOptions
+  @OptionGroup var fleetOptions: FleetOptions
 
   @Flag(
     name: .customLong("dry-run"),
@@ -44,9 +57,14 @@ struct RunCommand: AsyncParsableCommand {
     for path in jobs {
       var job = try Job.load(path: path)
       try shardOptions.apply(to: &job)
+      fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
       for manifest in job.manifests {
         try checkManifest(manifest, what: "\(path): manifest")
       }
+      try checkStreamsReadOnce(
+        job.manifests,
+        readTwice: job.passes.contains(.migrate) && job.prefetchesManifests && !dryRun,
+        what: "\(path): manifest")
       loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
@@ -74,7 +92,7 @@ struct RunCommand: AsyncParsableCommand {
         if array { Console.write("]\n", to: STDOUT_FILENO) }
         try outcome.exit()
       }
-      failed = failed || outcome.failedURLs > 0
+      failed = failed || outcome.failed
     }
     if array { Console.write("]\n", to: STDOUT_FILENO) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }

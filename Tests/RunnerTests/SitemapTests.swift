@@ -172,8 +172,9 @@ final class SitemapTests: XCTestCase {
     let (outcome, report) = try await run(job([server.url("/index.xml")]))
     XCTAssertEqual(report.counts.downloaded, 3)
     XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(outcome.failedInputs, 1, "a child that cannot be fetched fails the run")
     XCTAssertEqual(server.requestCount("/one.xml"), 1, "each child is fetched once")
-    let missing = try XCTUnwrap(report.lineErrors.first { $0.contains("missing.xml") })
+    let missing = try XCTUnwrap(report.inputFailures.first { $0.contains("missing.xml") })
     // The index: two lines of header, then three lines a child, <loc> the second of them.
     XCTAssertTrue(missing.hasPrefix(server.url("/index.xml") + ":7:"), missing)
     XCTAssertTrue(missing.contains("404"), missing)
@@ -270,9 +271,10 @@ final class SitemapTests: XCTestCase {
     let (_, report) = try await run(job([xxe, after]) { $0.sitemap.pages = true })
     XCTAssertEqual(server.requestCount("/d.jpg"), 0, "the entity's file was never read")
     XCTAssertEqual(report.counts.downloaded, 1, "the next manifest still runs")
-    XCTAssertEqual(report.lineErrors.count, 1, "\(report.lineErrors)")
-    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(xxe):2:"), report.lineErrors[0])
-    XCTAssertTrue(report.lineErrors[0].contains("DOCTYPE"), report.lineErrors[0])
+    XCTAssertEqual(report.inputFailures.count, 1, "\(report.inputFailures)")
+    let refused = try XCTUnwrap(report.inputFailures.first, "\(report.lineErrors)")
+    XCTAssertTrue(refused.hasPrefix("\(xxe):2:"), refused)
+    XCTAssertTrue(refused.contains("DOCTYPE"), refused)
   }
 
   func testAnEntityBombIsRefusedQuickly() async throws {
@@ -289,8 +291,9 @@ final class SitemapTests: XCTestCase {
           + "<urlset xmlns=\"http://www.sitemaps.org/schemas/sitemap/0.9\"><url><loc>&lol9;</loc></url></urlset>\n")
           .utf8), "bomb.xml")
     let (_, report) = try await run(job([bomb]))
-    XCTAssertEqual(report.lineErrors.count, 1, "\(report.lineErrors)")
-    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(bomb):2:"), report.lineErrors[0])
+    XCTAssertEqual(report.inputFailures.count, 1, "\(report.inputFailures)")
+    let refused = try XCTUnwrap(report.inputFailures.first, "\(report.lineErrors)")
+    XCTAssertTrue(refused.hasPrefix("\(bomb):2:"), refused)
   }
 
   func testAGzipBombStopsAtTheSizeLimit() async throws {
@@ -302,8 +305,9 @@ final class SitemapTests: XCTestCase {
     let path = try write(Fixtures.gzip(Data(xml.utf8)), "bomb.xml.gz")
     XCTAssertLessThan(try FileSystem.attributes(atPath: path)!.size, 1_000_000)
     let (_, report) = try await run(job([path]) { $0.prefetch.maxResponseSize = 1_000_000 })
-    XCTAssertEqual(report.lineErrors.count, 1, "\(report.lineErrors)")
-    XCTAssertTrue(report.lineErrors[0].contains("gzip bomb"), report.lineErrors[0])
+    XCTAssertEqual(report.inputFailures.count, 1, "\(report.inputFailures)")
+    let refused = try XCTUnwrap(report.inputFailures.first, "\(report.lineErrors)")
+    XCTAssertTrue(refused.contains("gzip bomb"), refused)
   }
 
   func testNotASitemapAndBrokenXMLNameTheFileAndLine() async throws {
@@ -311,11 +315,14 @@ final class SitemapTests: XCTestCase {
     let broken = try write(
       Data((Self.header + "\n<url><loc>\(server.url("/a.jpg"))</loc>\n</urlset>\n").utf8),
       "broken.xml")
-    let (_, report) = try await run(job([rss, broken]))
-    XCTAssertEqual(report.lineErrors.count, 2, "\(report.lineErrors)")
-    XCTAssertTrue(report.lineErrors[0].hasPrefix("\(rss):2:"), report.lineErrors[0])
-    XCTAssertTrue(report.lineErrors[0].contains("<rss>"), report.lineErrors[0])
-    XCTAssertTrue(report.lineErrors[1].hasPrefix("\(broken):"), report.lineErrors[1])
+    let (outcome, report) = try await run(job([rss, broken]))
+    XCTAssertEqual(outcome.failedInputs, 2)
+    guard report.inputFailures.count == 2 else {
+      return XCTFail("\(report.inputFailures) \(report.lineErrors)")
+    }
+    XCTAssertTrue(report.inputFailures[0].hasPrefix("\(rss):2:"), report.inputFailures[0])
+    XCTAssertTrue(report.inputFailures[0].contains("<rss>"), report.inputFailures[0])
+    XCTAssertTrue(report.inputFailures[1].hasPrefix("\(broken):"), report.inputFailures[1])
   }
 
   func testFailuresNameTheSitemapAndLine() async throws {
@@ -376,4 +383,36 @@ final class SitemapTests: XCTestCase {
     XCTAssertNil(ManifestItems.lineCount(of: [text, map]), "a sitemap is not read twice")
     XCTAssertNil(ManifestItems.lineCount(of: [server.url("/sitemap.xml")]))
   }
+
+  func testTheProgressTotalNeverReadsAFIFOOrStandardInput() throws {
+    let fifo = temporary.appending("urls.fifo")
+    XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+    // Held open for reading and writing: the lines wait in the FIFO for whoever reads it.
+    let holder = open(fifo, O_RDWR | O_NONBLOCK | O_CLOEXEC)
+    XCTAssertGreaterThanOrEqual(holder, 0)
+    defer { close(holder) }
+    let lines = Array("https://example.invalid/a.jpg\nhttps://example.invalid/b.jpg\n".utf8)
+    XCTAssertEqual(Glibc.write(holder, lines, lines.count), lines.count)
+
+    let counted = LockedValue<Int??>(nil)
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+      counted.set(ManifestItems.lineCount(of: [fifo, ManifestItems.standardInput]))
+      done.signal()
+    }.start()
+    XCTAssertEqual(done.wait(timeout: .now() + 5), .success, "counting waited on the FIFO")
+    XCTAssertEqual(counted.value, .some(nil), "no total")
+    var left = [UInt8](repeating: 0, count: 4096)
+    XCTAssertEqual(
+      Glibc.read(holder, &left, left.count), lines.count, "the run's lines are all there")
+  }
+}
+
+/// A value set by one thread and read by another.
+private final class LockedValue<Value>: @unchecked Sendable {
+  private let lock = NSLock()
+  private var stored: Value
+  init(_ value: Value) { stored = value }
+  func set(_ value: Value) { lock.withLock { stored = value } }
+  var value: Value { lock.withLock { stored } }
 }

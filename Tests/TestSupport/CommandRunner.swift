@@ -15,11 +15,11 @@ public struct CommandResult: Sendable {
 
 /// Runs a program to completion with its output captured: the tests' one way to run a tool.
 public enum Command {
-  /// Starts `executable` with `arguments` (in `directory`, when given); the caller waits for
-  /// it, with ``ImageCacheBinary/finish(_:_:_:)``.
+  /// Starts `executable` with `arguments` (in `directory`, when given; its standard input
+  /// `input`, else nothing); the caller waits for it, with ``ImageCacheBinary/finish(_:_:_:)``.
   public static func start(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
-    directory: String? = nil
+    directory: String? = nil, input: Pipe? = nil
   ) throws -> (Process, Pipe, Pipe) {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: executable)
@@ -30,7 +30,7 @@ public enum Command {
     let stderr = Pipe()
     process.standardOutput = stdout
     process.standardError = stderr
-    process.standardInput = FileHandle.nullDevice
+    process.standardInput = input ?? FileHandle.nullDevice
     try process.run()
     return (process, stdout, stderr)
   }
@@ -50,11 +50,12 @@ public enum Command {
 public enum ImageCacheBinary {
   public static var path: String { BuiltProducts.executable("imagecache") }
 
-  /// Starts the binary with `arguments`; the caller waits for it.
-  public static func start(_ arguments: [String], environment: [String: String]? = nil) throws
-    -> (Process, Pipe, Pipe)
-  {
-    try Command.start(path, arguments, environment: environment)
+  /// Starts the binary with `arguments` (its standard input `input`, else nothing); the caller
+  /// waits for it.
+  public static func start(
+    _ arguments: [String], environment: [String: String]? = nil, input: Pipe? = nil
+  ) throws -> (Process, Pipe, Pipe) {
+    try Command.start(path, arguments, environment: environment, input: input)
   }
 
   /// Runs the binary to completion (in `directory`, when given).

@@ -7,12 +7,19 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
   public var line: Int?
   public var field: String?
   public var message: String
+  /// A whole input (a manifest or sitemap) that could not be read to its end, not one line of
+  /// it: a failure of the run that its exit code shows (SPEC section 11), not a skipped line.
+  public var wholeInput: Bool
 
-  public init(source: String, line: Int? = nil, field: String? = nil, message: String) {
+  public init(
+    source: String, line: Int? = nil, field: String? = nil, message: String,
+    wholeInput: Bool = false
+  ) {
     self.source = source
     self.line = line
     self.field = field
     self.message = message
+    self.wholeInput = wholeInput
   }
 
   public var description: String {
@@ -235,15 +242,17 @@ public struct ImageContext: Sendable, Equatable {
         if let problem = CacheLocation.namespaceProblem(name) { throw fail(key, problem) }
         context.namespace = name
       case "downloadTimeout":
+        // Seconds as a number, or a duration as text; 1ms to 100 years either way.
+        let text: String
         switch value {
-        case .number(let seconds) where seconds > 0: context.downloadTimeout = seconds
-        case .string(let text):
-          // A value that does not parse is reported below with its field.
-          guard let seconds = try? parseDuration(text), seconds > 0 else {
-            throw fail(key, "expected a positive duration such as 15s")
-          }
-          context.downloadTimeout = seconds
+        case .number(let seconds): text = "\(seconds)"
+        case .string(let string): text = string
         default: throw fail(key, "expected a positive duration such as 15s")
+        }
+        do {
+          context.downloadTimeout = try parseDuration(text, allowed: .positive)
+        } catch {
+          throw fail(key, error.description)
         }
       case "imageThumbnailPixelSize":
         if case .null = value {

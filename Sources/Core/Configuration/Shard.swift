@@ -65,3 +65,126 @@ extension UInt8 {
     (0x30...0x39).contains(self) || (0x61...0x66).contains(self) || (0x41...0x46).contains(self)
   }
 }
+
+/// How many shards a worker is told there are: `--shards N`, or `--shards auto` to read N from
+/// the engine's environment too.
+public enum ShardCount: Sendable, Equatable {
+  case fixed(Int)
+  case auto
+}
+
+extension Shard {
+  /// The shard an engine's environment gives a worker (SPEC section 9), or `nil` when none
+  /// of its variables is set:
+  ///
+  /// - Kubernetes' `JOB_COMPLETION_INDEX` is K; N must be given (`.fixed`): Kubernetes does not
+  ///   say how many completions a Job has.
+  /// - Slurm's job arrays: K = (`SLURM_ARRAY_TASK_ID` - `_MIN`) / `_STEP`,
+  ///   N = (`_MAX` - `_MIN`) / `_STEP` + 1, and `_COUNT`, when set, must equal N: so
+  ///   `--array=0-3`, `--array=1-4` and `--array=0-6:2` are all shards 0 to 3 of 4, and a list
+  ///   with gaps (`--array=1,2,5`) is refused rather than leaving a shard undone.
+  /// - Grid Engine's task arrays (`qsub -t 1-4`): the same with `SGE_TASK_ID`, `_FIRST`,
+  ///   `_LAST` and `_STEPSIZE` (`SGE_TASK_ID=undefined` outside an array job is none).
+  ///
+  /// A variable that is not a whole number, or that contradicts another or `count`, is a
+  /// ``ConfigurationError`` naming it and its value.
+  public static func fromEnvironment(_ environment: [String: String], count: ShardCount)
+    throws(ConfigurationError) -> Shard?
+  {
+    if let text = environment["JOB_COMPLETION_INDEX"] {
+      guard case .fixed(let count) = count else {
+        throw ConfigurationError(
+          source: "environment", field: "JOB_COMPLETION_INDEX",
+          message: "a Kubernetes Indexed Job does not say how many completions it has: give "
+            + "--shards N (the Job's completions), not --shards auto")
+      }
+      guard let index = Int(text), let shard = Shard(index: index, count: count) else {
+        throw ConfigurationError(
+          source: "environment", field: "JOB_COMPLETION_INDEX",
+          message: "\(text.debugDescription) is invalid: with --shards \(count) it must be a "
+            + "whole number from 0 to \(count - 1)")
+      }
+      return shard
+    }
+    for engine in ArrayEngine.all {
+      guard let id = environment[engine.id], id != "undefined" else { continue }
+      return try engine.shard(id: id, environment: environment, count: count)
+    }
+    return nil
+  }
+
+  /// The variables of an engine's task array.
+  private struct ArrayEngine {
+    var name: String
+    var id: String
+    var min: String
+    var max: String
+    var step: String
+    var count: String?
+
+    static let all = [
+      ArrayEngine(
+        name: "Slurm", id: "SLURM_ARRAY_TASK_ID", min: "SLURM_ARRAY_TASK_MIN",
+        max: "SLURM_ARRAY_TASK_MAX", step: "SLURM_ARRAY_TASK_STEP",
+        count: "SLURM_ARRAY_TASK_COUNT"),
+      ArrayEngine(
+        name: "Grid Engine", id: "SGE_TASK_ID", min: "SGE_TASK_FIRST", max: "SGE_TASK_LAST",
+        step: "SGE_TASK_STEPSIZE", count: nil),
+    ]
+
+    func shard(id idText: String, environment: [String: String], count: ShardCount)
+      throws(ConfigurationError) -> Shard
+    {
+      func fail(_ variable: String, _ message: String) -> ConfigurationError {
+        ConfigurationError(source: "environment", field: variable, message: message)
+      }
+      func number(_ variable: String, required: Bool = true) throws(ConfigurationError) -> Int? {
+        guard let text = environment[variable] else {
+          guard !required else {
+            throw fail(
+              variable, "not set, though \(self.id) is: cannot tell the \(name) array's range")
+          }
+          return nil
+        }
+        guard let value = Int(text), value >= 0 else {
+          throw fail(variable, "\(text.debugDescription) is not a whole number, 0 or more")
+        }
+        return value
+      }
+      let id = try number(self.id)!
+      let min = try number(self.min)!
+      let max = try number(self.max)!
+      let step = try number(self.step, required: false) ?? 1
+      guard step >= 1 else { throw fail(self.step, "\(step) is not a step: it must be 1 or more") }
+      guard min <= max else {
+        throw fail(self.max, "\(max) is below \(self.min)=\(min)")
+      }
+      guard (min...max).contains(id), (id - min) % step == 0 else {
+        throw fail(
+          self.id,
+          "\(id) is not a task of the array \(min)-\(max) with step \(step) "
+            + "(\(self.min)=\(min), \(self.max)=\(max), \(self.step)=\(step))")
+      }
+      guard (max - min) % step == 0 else {
+        throw fail(
+          self.max, "\(max) is not \(self.min)=\(min) plus a whole number of \(self.step)=\(step)")
+      }
+      let tasks = (max - min) / step + 1
+      if let countVariable = self.count, let given = try number(countVariable, required: false),
+        given != tasks
+      {
+        throw fail(
+          countVariable,
+          "\(given) tasks, but \(self.min)=\(min), \(self.max)=\(max) and \(self.step)=\(step) "
+            + "make \(tasks): an array with gaps (such as 1,2,5) cannot be shards; use a range")
+      }
+      if case .fixed(let expected) = count, expected != tasks {
+        throw fail(
+          self.max,
+          "--shards \(expected), but the \(name) array has \(tasks) tasks (\(self.min)=\(min), "
+            + "\(self.max)=\(max), \(self.step)=\(step)); give the same number, or --shards auto")
+      }
+      return Shard(index: (id - min) / step, count: tasks)!
+    }
+  }
+}

@@ -236,6 +236,9 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var failed = 0
   public var blacklisted = 0
   public var skipped = 0
+  /// Manifests and sitemaps that failed as a whole (not fetched, not opened, refused, broken):
+  /// inputs, not URLs, so not in `total`; any makes the exit code 1.
+  public var inputsFailed = 0
   /// Variants stored under derived keys (thumbnails, transformed images).
   public var derived = 0
   /// In a sharded run, manifest entries that belong to other shards: not in `total`, so that
@@ -248,7 +251,7 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
 
   private enum CodingKeys: String, CodingKey {
     case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
-    case otherShards, bytesDownloaded, durationSeconds, derived
+    case otherShards, bytesDownloaded, durationSeconds, derived, inputsFailed
   }
 
   public init(from decoder: any Decoder) throws {
@@ -265,6 +268,8 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
     otherShards = try container.decodeIfPresent(Int.self, forKey: .otherShards) ?? 0
     // Absent from runs without variants.
     derived = try container.decodeIfPresent(Int.self, forKey: .derived) ?? 0
+    // Absent from reports written before inputs were told apart from lines.
+    inputsFailed = try container.decodeIfPresent(Int.self, forKey: .inputsFailed) ?? 0
     bytesDownloaded = try container.decode(UInt64.self, forKey: .bytesDownloaded)
     durationSeconds = try container.decode(Double.self, forKey: .durationSeconds)
   }
@@ -280,6 +285,9 @@ public protocol PrefetchRecorder {
   mutating func recordFailure(_ failure: FailureReport)
   /// A manifest line that could not be used (counted as skipped), as `file:line: message`.
   mutating func recordLineError(_ message: String)
+  /// A manifest or sitemap that failed as a whole (counted in `inputsFailed`), as
+  /// `input[:line]: message`.
+  mutating func recordInputFailure(_ message: String)
 }
 
 /// The prefetch part of a report, held in memory: what a decoded report holds. The
@@ -295,6 +303,8 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
   public var blacklistedURLs: [String] = []
   /// Manifest lines that could not be used (counted as skipped), as `file:line: message`.
   public var lineErrors: [String] = []
+  /// Manifests and sitemaps that failed as a whole, as `input[:line]: message`.
+  public var inputFailures: [String] = []
 
   public init() {}
 
@@ -304,7 +314,7 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
   }
 
   private enum CodingKeys: String, CodingKey {
-    case failures, downloads, variants, blacklistedURLs, lineErrors
+    case failures, downloads, variants, blacklistedURLs, lineErrors, inputFailures
   }
 
   public init(from decoder: any Decoder) throws {
@@ -315,6 +325,7 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
     variants = try container.decodeIfPresent([VariantReport].self, forKey: .variants) ?? []
     blacklistedURLs = try container.decode([String].self, forKey: .blacklistedURLs)
     lineErrors = try container.decodeIfPresent([String].self, forKey: .lineErrors) ?? []
+    inputFailures = try container.decodeIfPresent([String].self, forKey: .inputFailures) ?? []
   }
 
   public func encode(to encoder: any Encoder) throws {
@@ -325,12 +336,14 @@ public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
     try container.encode(variants, forKey: .variants)
     try container.encode(blacklistedURLs, forKey: .blacklistedURLs)
     try container.encode(lineErrors, forKey: .lineErrors)
+    try container.encode(inputFailures, forKey: .inputFailures)
   }
 
   public mutating func recordDownload(_ download: DownloadReport) { downloads.append(download) }
   public mutating func recordVariant(_ variant: VariantReport) { variants.append(variant) }
   public mutating func recordFailure(_ failure: FailureReport) { failures.append(failure) }
   public mutating func recordLineError(_ message: String) { lineErrors.append(message) }
+  public mutating func recordInputFailure(_ message: String) { inputFailures.append(message) }
 }
 
 /// The JSON report of one run, schema version 1 (SPEC section 6; `docs/report-schema.json`).
@@ -339,6 +352,9 @@ public struct RunReport: Sendable, Codable, Equatable {
     case completed
     case interrupted
     case failed
+    /// A merge with `--partial` of a fleet run's reports that lacks shards, repeats one or
+    /// disagrees on the run (`report merge`); never a run's own status.
+    case incomplete
   }
 
   public struct Cache: Sendable, Codable, Equatable {
@@ -360,6 +376,36 @@ public struct RunReport: Sendable, Codable, Equatable {
   public var error: String?
   /// A merged report (`report merge`): the shards' reports it was made of.
   public var mergedFrom: [MergedReport]?
+  /// The fleet run the report is part of (`--run-id`, else the engine's job ID): the same in
+  /// every shard's report of one run.
+  public var runID: String?
+  /// A shard's report: which shard of how many it was.
+  public var shard: ShardIdentity?
+  /// A shard's report: the manifest entries it read, all of them and its own.
+  public var manifestEntries: ManifestEntries?
+
+  /// Shard `index` (from 0) of `count`.
+  public struct ShardIdentity: Sendable, Codable, Equatable {
+    public var index: Int
+    public var count: Int
+
+    public init(_ shard: Shard) {
+      index = shard.index
+      count = shard.count
+    }
+  }
+
+  /// The manifest entries a shard read: every shard reads every entry, so `total` is the same
+  /// in each shard's report of one run; `ownShard` are the ones that hashed to it.
+  public struct ManifestEntries: Sendable, Codable, Equatable {
+    public var total: Int
+    public var ownShard: Int
+
+    public init(total: Int, ownShard: Int) {
+      self.total = total
+      self.ownShard = ownShard
+    }
+  }
 
   /// One report of a merged report's, in brief.
   public struct MergedReport: Sendable, Codable, Equatable {
@@ -403,5 +449,107 @@ public struct RunReport: Sendable, Codable, Equatable {
         .init(codingPath: decoder.codingPath, debugDescription: "not an ISO 8601 date: \(text)"))
     }
     return try decoder.decode(RunReport.self, from: data)
+  }
+}
+
+extension RunReport {
+  /// The largest count or byte figure a report holds: 2^53-1, the largest whole number that
+  /// every JSON reader (JavaScript, jq) holds exactly. `report merge` refuses a sum past it.
+  public static let largestCount = 9_007_199_254_740_991
+  /// The schema versions this imagecache reads.
+  public static let knownSchemaVersions = 1...1
+
+  /// The first figure of this report that no run writes (SPEC section 7: numbers from reports
+  /// are range-checked): an unknown schema version, a negative count, a count past
+  /// ``largestCount``, a negative or overlong duration. `nil` when every figure is in range.
+  public func rangeProblem() -> (field: String, message: String)? {
+    guard Self.knownSchemaVersions.contains(schemaVersion) else {
+      return ("schemaVersion", Self.unknownSchemaMessage(schemaVersion))
+    }
+    func check<T: BinaryInteger>(_ value: T?, _ field: @autoclosure () -> String) -> (
+      field: String, message: String
+    )? {
+      guard let value, value < 0 || value > Self.largestCount else { return nil }
+      return (field(), "\(value) is out of range: expected 0 to \(Self.largestCount)")
+    }
+    if let prefetch {
+      let counts = prefetch.counts
+      let figures: [(String, Int)] = [
+        ("total", counts.total), ("memoryHits", counts.memoryHits),
+        ("diskHits", counts.diskHits), ("downloaded", counts.downloaded),
+        ("notModified", counts.notModified), ("failed", counts.failed),
+        ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
+        ("derived", counts.derived), ("otherShards", counts.otherShards),
+      ]
+      for (name, value) in figures {
+        if let problem = check(value, "prefetch.\(name)") { return problem }
+      }
+      if let problem = check(counts.bytesDownloaded, "prefetch.bytesDownloaded") {
+        return problem
+      }
+      guard DurationRange.nonNegative.contains(counts.durationSeconds) else {
+        return (
+          "prefetch.durationSeconds",
+          "\(counts.durationSeconds) is out of range: expected \(DurationRange.nonNegative)"
+        )
+      }
+      for (index, failure) in prefetch.failures.enumerated() {
+        if let problem = check(failure.attempts, "prefetch.failures[\(index)].attempts") {
+          return problem
+        }
+      }
+      for (index, download) in prefetch.downloads.enumerated() {
+        if let problem = check(download.bytes, "prefetch.downloads[\(index)].bytes")
+          ?? check(download.width, "prefetch.downloads[\(index)].width")
+          ?? check(download.height, "prefetch.downloads[\(index)].height")
+        {
+          return problem
+        }
+      }
+      for (index, variant) in prefetch.variants.enumerated() {
+        if let problem = check(variant.bytes, "prefetch.variants[\(index)].bytes")
+          ?? check(variant.width, "prefetch.variants[\(index)].width")
+          ?? check(variant.height, "prefetch.variants[\(index)].height")
+        {
+          return problem
+        }
+      }
+    }
+    for (index, pass) in maintenance.enumerated() {
+      let field = "maintenance[\(index)]"
+      if let problem = check(pass.filesRemoved, "\(field).filesRemoved")
+        ?? check(pass.filesMoved, "\(field).filesMoved")
+        ?? check(pass.bytesFreed, "\(field).bytesFreed")
+      {
+        return problem
+      }
+      for (number, action) in pass.actions.enumerated() {
+        if let problem = check(action.bytes, "\(field).actions[\(number)].bytes") {
+          return problem
+        }
+      }
+    }
+    for (index, shard) in (mergedFrom ?? []).enumerated() {
+      let field = "mergedFrom[\(index)]"
+      if let problem = check(shard.total, "\(field).total")
+        ?? check(shard.downloaded, "\(field).downloaded") ?? check(shard.failed, "\(field).failed")
+      {
+        return problem
+      }
+    }
+    return nil
+  }
+
+  /// Why a report of schema `version` is not read.
+  public static func unknownSchemaMessage(_ version: Int) -> String {
+    "\(version) is not a schema version this imagecache reads (it reads "
+      + "\(knownSchemaVersions.map(String.init).joined(separator: ", ")))"
+  }
+
+  /// `a + b` for two figures of reports, `nil` when the sum passes ``largestCount``.
+  public static func sum<T: FixedWidthInteger>(_ a: T, _ b: T) -> T? {
+    let (total, overflow) = a.addingReportingOverflow(b)
+    guard !overflow, total >= 0, total <= largestCount else { return nil }
+    return total
   }
 }

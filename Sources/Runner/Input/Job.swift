@@ -43,12 +43,21 @@ public struct Job: Sendable {
   public var passes: [JobPass] = [.expire, .trim]
   /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
   public var migrateFrom: String?
-  /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC).
+  /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC), `{job}`,
+  /// `{shard}` and `{shards}` as in ``expandingPlaceholders(in:)``.
   public var report: String?
   /// A Prometheus metrics file, rewritten after each run (SPEC section 6).
   public var metrics: String?
   /// Warnings for people (UI-only options).
   public var warnings: [String] = []
+  /// Exit 0, not 1, when the run finished with URLs failed (`allowURLFailures:`,
+  /// `--allow-url-failures`), for an engine that holds back what follows a worker that
+  /// exits non-zero. The failures stay in the report and the metrics; fatal errors, locks,
+  /// usage errors, signals and manifests that fail as a whole keep their exit codes.
+  public var allowURLFailures = false
+  /// The fleet run this run is a shard of, written in its report for `report merge`
+  /// (`--run-id`, else the engine's job ID; SPEC section 9).
+  public var runID: String?
 
   public init(name: String, file: String? = nil, location: CacheLocation) {
     self.name = name
@@ -58,7 +67,7 @@ public struct Job: Sendable {
 
   public static let knownKeys = [
     "name", "cache", "manifests", "sitemap", "shard", "options", "context", "prefetch",
-    "maintenance", "migrate", "report", "metrics",
+    "maintenance", "migrate", "report", "metrics", "allowURLFailures",
   ]
 
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
@@ -101,12 +110,21 @@ public struct Job: Sendable {
     return try JobParser(file: path).parse(root)
   }
 
+  /// `path` with `{job}` made the job's name, `{shard}` its shard's index K and `{shards}` the
+  /// number of shards N (`all` and `1` when the run is not sharded), so that every worker of a
+  /// fleet writes its own file without the engine expanding variables in arguments.
+  public func expandingPlaceholders(in path: String) -> String {
+    path.replacingOccurrences(of: "{job}", with: name)
+      .replacingOccurrences(of: "{shards}", with: shard.map { "\($0.count)" } ?? "1")
+      .replacingOccurrences(of: "{shard}", with: shard.map { "\($0.index)" } ?? "all")
+  }
+
   /// The largest job file read: with anchors refused, reading one costs a few times this.
   public static let maxFileSize = 1 << 20
 
   /// The report path for a run started at `date`, placeholders filled in.
   public func reportPath(startedAt date: Date) -> String? {
-    guard let report else { return nil }
+    guard let report = report.map(expandingPlaceholders) else { return nil }
     let stamp = date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
     let day = String(stamp.prefix(10))
     let time = String(stamp.dropFirst(11).prefix(8)).replacingOccurrences(of: ":", with: "")
@@ -213,7 +231,7 @@ struct JobParser {
       name: name, file: file,
       location: CacheLocation(directory: resolve(directory), namespace: namespace))
     if let age = cache["maxDiskAge"] {
-      job.cleanup.maxDiskAge = try duration(age, "cache.maxDiskAge")
+      job.cleanup.maxDiskAge = try duration(age, "cache.maxDiskAge", allowed: .age)
     }
     if let size = cache["maxDiskSize"] {
       job.cleanup.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
@@ -230,7 +248,8 @@ struct JobParser {
         guard let path = item.string else {
           throw fail(item, "manifests[\(index)]", "expected a file path or an http(s) URL")
         }
-        job.manifests.append(ManifestItems.isRemote(path) ? path : resolve(path))
+        let named = ManifestItems.isRemote(path) || path == ManifestItems.standardInput
+        job.manifests.append(named ? path : resolve(path))
       }
     }
     if let sitemap = top["sitemap"] {
@@ -285,6 +304,12 @@ struct JobParser {
       try checkKeys(mapping, known: ["from"], prefix: "migrate.")
       job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
     }
+    if let allow = top["allowURLFailures"] {
+      guard let value = allow.bool else {
+        throw fail(allow, "allowURLFailures", "expected true or false")
+      }
+      job.allowURLFailures = value
+    }
     job.report = try string(top["report"], "report").map(resolve)
     job.metrics = try string(top["metrics"], "metrics").map(resolve)
     return job
@@ -297,26 +322,31 @@ struct JobParser {
       mapping,
       known: [
         "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
-        "validate", "maxPixels", "blacklistTTL",
+        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
-      limits.concurrency = try positive(value, "prefetch.concurrency")
+      limits.concurrency = try count(
+        value, "prefetch.concurrency", allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["perHostConcurrency"] {
-      limits.perHostConcurrency = try positive(value, "prefetch.perHostConcurrency")
+      limits.perHostConcurrency = try count(
+        value, "prefetch.perHostConcurrency", allowed: PrefetchConfiguration.concurrencyRange)
+    }
+    if let value = mapping["fleetPerHostConcurrency"] {
+      limits.fleetPerHostConcurrency = try count(
+        value, "prefetch.fleetPerHostConcurrency",
+        allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["retries"] {
-      guard let retries = value.int, retries >= 0 else {
-        throw fail(value, "prefetch.retries", "expected a whole number, 0 or more")
-      }
-      limits.retries = retries
+      limits.retries = try count(
+        value, "prefetch.retries", allowed: PrefetchConfiguration.retriesRange)
     }
     if let value = mapping["timeout"] {
-      limits.timeout = try positiveDuration(value, "prefetch.timeout")
+      limits.timeout = try duration(value, "prefetch.timeout", allowed: .positive)
     }
     if let value = mapping["deadline"] {
-      limits.deadline = try positiveDuration(value, "prefetch.deadline")
+      limits.deadline = try duration(value, "prefetch.deadline", allowed: .positive)
     }
     if let value = mapping["maxResponseSize"] {
       limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize")
@@ -325,10 +355,11 @@ struct JobParser {
       limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
     }
     if let value = mapping["maxPixels"] {
-      limits.maxPixels = try positive(value, "prefetch.maxPixels")
+      limits.maxPixels = try count(
+        value, "prefetch.maxPixels", allowed: PrefetchConfiguration.maxPixelsRange)
     }
     if let value = mapping["blacklistTTL"] {
-      limits.blacklistTTL = try positiveDuration(value, "prefetch.blacklistTTL")
+      limits.blacklistTTL = try duration(value, "prefetch.blacklistTTL", allowed: .positive)
     }
   }
 
@@ -363,33 +394,42 @@ struct JobParser {
     return result
   }
 
-  func positive(_ node: Node, _ field: String) throws(ConfigurationError) -> Int {
-    guard let value = node.int, value > 0 else {
-      throw fail(node, field, "expected a whole number, 1 or more")
+  /// A whole number in `allowed`; anything else (a fraction, text, a number past 64 bits) is
+  /// an error that states the range.
+  func count(_ node: Node, _ field: String, allowed: ClosedRange<Int>) throws(ConfigurationError)
+    -> Int
+  {
+    guard let value = node.int, allowed.contains(value) else {
+      throw fail(
+        node, field,
+        "expected a whole number from \(allowed.lowerBound) to \(allowed.upperBound)"
+          + (node.string.map { ", not \($0)" } ?? ""))
     }
     return value
   }
 
-  func duration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
-    // A value that does not parse is reported below with its line and field.
-    guard let text = node.string, let seconds = try? parseDuration(text) else {
+  func duration(_ node: Node, _ field: String, allowed: DurationRange) throws(ConfigurationError)
+    -> TimeInterval
+  {
+    guard let text = node.string else {
       throw fail(node, field, "expected a duration such as 30s, 15m, 12h or 7d")
     }
-    return seconds
-  }
-
-  func positiveDuration(_ node: Node, _ field: String) throws(ConfigurationError) -> TimeInterval {
-    let seconds = try duration(node, field)
-    guard seconds > 0 else { throw fail(node, field, "must be positive") }
-    return seconds
+    do {
+      return try parseDuration(text, allowed: allowed)
+    } catch {
+      throw fail(node, field, error.description)
+    }
   }
 
   func byteCount(_ node: Node, _ field: String) throws(ConfigurationError) -> UInt64 {
-    // A value that does not parse is reported below with its line and field.
-    guard let text = node.string, let bytes = try? parseByteCount(text) else {
+    guard let text = node.string else {
       throw fail(node, field, "expected a size such as 500MB or 2GiB")
     }
-    return bytes
+    do {
+      return try parseByteCount(text)
+    } catch {
+      throw fail(node, field, error.description)
+    }
   }
 
   func choice<T: RawRepresentable & CaseIterable>(_ node: Node, _ field: String, _ type: T.Type)

@@ -30,11 +30,14 @@ public struct ManifestEntry: Sendable, Equatable {
 }
 
 /// A manifest line that could not be used. It is reported and skipped; it never stops a run.
+/// With `wholeInput`, it is a manifest or sitemap that could not be read to its end (not
+/// fetched, not opened, refused, broken): a failure of the run, not a skipped line.
 public struct ManifestLineError: Error, Sendable, Equatable, CustomStringConvertible {
   public var file: String
   public var line: Int
   public var field: String?
   public var message: String
+  public var wholeInput = false
 
   public var description: String {
     "\(file):\(line): " + (field.map { "field '\($0)': " } ?? "") + message
@@ -87,7 +90,8 @@ public struct ManifestReader: Sequence {
       if let error = lines.error {
         lines.error = nil
         return .failure(
-          ManifestLineError(file: path, line: lines.lineNumber, field: nil, message: error))
+          ManifestLineError(
+            file: path, line: lines.lineNumber, field: nil, message: error, wholeInput: true))
       }
       return nil
     }
@@ -233,6 +237,10 @@ public enum LineProblem: Error, Sendable, Equatable {
 /// Reads a file's lines in fixed-size chunks: memory stays bounded whatever the file's size. A
 /// UTF-8 byte order mark at the start is dropped; a line over ``maxLineLength`` bytes is
 /// skipped as it streams past, never held whole.
+///
+/// A stream (a pipe, a FIFO, a terminal) is read only when `poll` says it has data or its
+/// writer is gone, and `stop` is looked at in between: a FIFO nobody writes must not hold a
+/// signal's stop up (SPEC section 5).
 public final class LineReader: Sequence, IteratorProtocol {
   /// The longest line read (SPEC section 10).
   public static let maxLineLength = 64 * 1024
@@ -245,10 +253,15 @@ public final class LineReader: Sequence, IteratorProtocol {
   public private(set) var lineNumber = 0
   /// Set when the file could not be opened or read.
   public var error: String?
+  /// Set for a stream: reading waits for data in `poll` and ends once this is set.
+  private let stop: StopFlag?
   private static let chunkSize = 64 * 1024
+  /// How often a stream with no data looks at `stop`.
+  private static let stopCheckMilliseconds: Int32 = 100
 
   public init(path: String) {
     fd = open(path, O_RDONLY | O_CLOEXEC)
+    stop = nil
     if fd < 0 {
       error = String(cString: strerror(errno))
       atEnd = true
@@ -256,8 +269,16 @@ public final class LineReader: Sequence, IteratorProtocol {
   }
 
   /// Reads an open file from its current position; takes ownership of `descriptor`.
-  public init(descriptor: Int32) {
+  /// - Parameter stop: for a stream (not a regular file): reading ends once it is set.
+  public init(descriptor: Int32, stop: StopFlag? = nil) {
     fd = descriptor
+    self.stop = stop
+  }
+
+  /// The first bytes still to read (a chunk is read if none is held), without taking them.
+  func peek() -> ArraySlice<UInt8> {
+    if start == buffer.count && !atEnd { fill() }
+    return buffer[start...]
   }
 
   /// The next line (without its newline) or why it cannot be used, and its 1-based number.
@@ -305,6 +326,12 @@ public final class LineReader: Sequence, IteratorProtocol {
   }
 
   private func fill() {
+    if let stop {
+      guard Self.waitForData(fd, stop: stop) else {
+        atEnd = true
+        return
+      }
+    }
     buffer.removeFirst(start)
     start = 0
     let previous = buffer.count
@@ -312,7 +339,8 @@ public final class LineReader: Sequence, IteratorProtocol {
     var chunk = [UInt8](repeating: 0, count: Self.chunkSize)
     let count = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, Self.chunkSize) }
     if count < 0 {
-      if errno == EINTR { return }
+      // EAGAIN: a stream whose flags (shared with another process) say not to wait.
+      if errno == EINTR || errno == EAGAIN { return }
       error = String(cString: strerror(errno))
       atEnd = true
     } else if count == 0 {
@@ -320,6 +348,19 @@ public final class LineReader: Sequence, IteratorProtocol {
     } else {
       buffer.append(contentsOf: chunk[0..<count])
     }
+  }
+
+  /// Waits until `descriptor` has data or an end to read; `false` once `stop` is set first.
+  /// A FIFO that no writer has opened yet is not at its end: `poll` reports neither data nor
+  /// a hang-up for it (Linux), where `read` would say end of file at once.
+  private static func waitForData(_ descriptor: Int32, stop: StopFlag) -> Bool {
+    var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
+    while !stop.isStopped {
+      let ready = poll(&entry, 1, stopCheckMilliseconds)
+      if ready > 0 { return true }
+      if ready < 0 && errno != EINTR { return true }  // `read` says what is wrong
+    }
+    return false
   }
 
   deinit {

@@ -40,18 +40,37 @@ public struct ManifestItems: Sequence, Sendable {
     return lowercased.hasPrefix("http://") || lowercased.hasPrefix("https://")
   }
 
-  /// The number of lines of the manifests, for a progress line's total, or `nil` when one of
-  /// them is a sitemap or a URL (counting it would mean reading or fetching it twice).
-  public static func lineCount(of paths: [String]) -> Int? {
+  /// The manifest name that means standard input.
+  public static let standardInput = "-"
+  /// What a line error calls standard input.
+  static let standardInputName = "(standard input)"
+
+  /// Whether a manifest can be read only once, as it comes: standard input, a pipe, a FIFO
+  /// (anything that is neither a URL nor a regular file).
+  public static func isStream(_ manifest: String) -> Bool {
+    guard !isRemote(manifest) else { return false }
+    guard manifest != standardInput else { return true }
+    var status = stat()
+    return stat(manifest, &status) == 0 && status.st_mode & S_IFMT != S_IFREG
+  }
+
+  /// The number of lines of the manifests (those `counting` accepts), for a progress line's
+  /// total, or `nil` when one of them is a sitemap or a URL (counting it would mean reading or
+  /// fetching it twice), or not a regular file: a pipe, a FIFO or standard input can be read
+  /// only once, by the run.
+  public static func lineCount(
+    of paths: [String],
+    counting: (Result<ManifestEntry, ManifestLineError>) -> Bool = { _ in true }
+  ) -> Int? {
     var total = 0
     for path in paths {
-      guard !isRemote(path) else { return nil }
+      guard !isRemote(path), !isStream(path) else { return nil }
       let descriptor = open(path, O_RDONLY | O_CLOEXEC)
       if descriptor >= 0 {
         defer { close(descriptor) }
         if looksLikeXML(descriptor) { return nil }
       }
-      total += ManifestReader(path: path).count { _ in true }
+      total += ManifestReader(path: path).count(where: counting)
     }
     return total
   }
@@ -62,7 +81,12 @@ public struct ManifestItems: Sequence, Sendable {
     var head = [UInt8](repeating: 0, count: 512)
     let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
     guard count > 0 else { return false }
-    var bytes = head[0..<count]
+    return looksLikeXML(head[0..<count])
+  }
+
+  /// Whether the first bytes of a manifest are XML or gzip.
+  static func looksLikeXML(_ head: ArraySlice<UInt8>) -> Bool {
+    var bytes = head
     if bytes.starts(with: [0x1F, 0x8B]) { return true }
     if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
     let first = bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
@@ -138,25 +162,38 @@ public struct ManifestItems: Sequence, Sendable {
       }
     }
 
-    /// Opens a manifest: a local file or an http(s) URL, a sitemap (by its content) or lines.
+    /// Opens a manifest: a local file, standard input (`-`) or an http(s) URL, a sitemap (by
+    /// its content) or lines. What cannot be opened fails as a whole input.
     func open(_ manifest: String) -> Lines {
+      func failed(_ name: String, _ message: String) -> Lines {
+        .failed(
+          ManifestLineError(file: name, line: 0, field: nil, message: message, wholeInput: true))
+      }
       let descriptor: Int32
       if ManifestItems.isRemote(manifest) {
-        guard let url = URL(string: manifest) else {
-          return .failed(
-            ManifestLineError(file: manifest, line: 0, field: nil, message: "not a valid URL"))
-        }
+        guard let url = URL(string: manifest) else { return failed(manifest, "not a valid URL") }
         do throws(ImageCacheError) {
           descriptor = try owner.fetch(url)
         } catch {
-          return .failed(
-            ManifestLineError(
-              file: manifest, line: 0, field: nil, message: "cannot fetch: \(error.message)"))
+          return failed(manifest, "cannot fetch: \(error.message)")
         }
+      } else if manifest == ManifestItems.standardInput {
+        // A copy: closing it when the manifest is read leaves standard input itself alone, and
+        // its flags (shared with whoever else holds it) are left as they are.
+        let copy = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 0)
+        guard copy >= 0 else {
+          return failed(ManifestItems.standardInputName, String(cString: strerror(errno)))
+        }
+        return stream(copy, name: ManifestItems.standardInputName)
       } else {
-        descriptor = Glibc.open(manifest, O_RDONLY | O_CLOEXEC)
-        // A file that cannot be opened is reported by the line reader, as before.
-        guard descriptor >= 0 else { return .text(ManifestReader(path: manifest).makeIterator()) }
+        // Without O_NONBLOCK, opening a FIFO waits for a writer, and no signal ends the wait.
+        descriptor = Glibc.open(manifest, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
+        guard descriptor >= 0 else { return failed(manifest, String(cString: strerror(errno))) }
+        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+        var status = stat()
+        if fstat(descriptor, &status) != 0 || status.st_mode & S_IFMT != S_IFREG {
+          return stream(descriptor, name: manifest)
+        }
       }
       guard ManifestItems.looksLikeXML(descriptor) else {
         return .text(
@@ -166,6 +203,21 @@ public struct ManifestItems: Sequence, Sendable {
         SitemapManifest(
           descriptor: descriptor, name: manifest, settings: owner.sitemap,
           limit: owner.configuration.maxResponseSize, visited: visited, fetch: owner.fetch))
+    }
+
+    /// A manifest that is not a regular file (a pipe, a FIFO, a terminal): read once, as it
+    /// comes, ending early when the run stops. A sitemap is not read from one: its reader
+    /// needs the bytes already looked at to tell it from lines.
+    func stream(_ descriptor: Int32, name: String) -> Lines {
+      let lines = LineReader(descriptor: descriptor, stop: owner.stop ?? StopFlag())
+      guard !ManifestItems.looksLikeXML(lines.peek()) else {
+        return .failed(
+          ManifestLineError(
+            file: name, line: 0, field: nil,
+            message: "a sitemap is read from a file or an http(s) URL, not from a pipe",
+            wholeInput: true))
+      }
+      return .text(ManifestReader.Iterator(path: name, lines: lines))
     }
   }
 
@@ -179,7 +231,7 @@ public struct ManifestItems: Sequence, Sendable {
       return .failure(
         ConfigurationError(
           source: error.file, line: error.line > 0 ? error.line : nil, field: error.field,
-          message: error.message))
+          message: error.message, wholeInput: error.wholeInput))
     }
     do {
       let (options, warnings) = try ImageOptions.parse(

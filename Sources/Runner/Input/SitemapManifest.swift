@@ -34,7 +34,8 @@ typealias SitemapFetch = (URL) throws(ImageCacheError) -> Int32
 /// The URLs of a sitemap as manifest entries, following an index to its children one at a
 /// time (each fetched once, http and https only, depth-limited). A problem with one sitemap
 /// (not well-formed, refused, a child that cannot be fetched) is an error naming the sitemap
-/// and line; reading goes on with the next one.
+/// and line, and a whole input that failed; reading goes on with the next one. A child the
+/// index may not name (another scheme, too deep, read already) is a line error.
 final class SitemapManifest {
   private struct Frame {
     var document: SitemapDocument
@@ -178,12 +179,12 @@ final class SitemapManifest {
   ]
 
   private func openChild(_ location: SitemapLocation, of parent: Frame) {
-    func refuse(_ message: String) {
+    func refuse(_ message: String, wholeInput: Bool = false) {
       ready.append(
         .failure(
           ManifestLineError(
             file: parent.name, line: location.line, field: "sitemap",
-            message: "\(location.text): \(message)")))
+            message: "\(location.text): \(message)", wholeInput: wholeInput)))
     }
     guard let url = URL(string: location.text), let scheme = url.scheme?.lowercased() else {
       return refuse("not a URL")
@@ -202,13 +203,14 @@ final class SitemapManifest {
     do throws(ImageCacheError) {
       descriptor = try fetch(url)
     } catch {
-      return refuse("cannot fetch: \(error.message)")
+      return refuse("cannot fetch: \(error.message)", wholeInput: true)
     }
     open(descriptor: descriptor, name: name, depth: parent.depth + 1)
   }
 
   private func lineError(_ name: String, _ problem: SitemapProblem) -> ManifestLineError {
-    ManifestLineError(file: name, line: problem.line, field: nil, message: problem.message)
+    ManifestLineError(
+      file: name, line: problem.line, field: nil, message: problem.message, wholeInput: true)
   }
 }
 

@@ -11,13 +11,17 @@ public enum ReportMerge {
   public struct Outcome: Sendable, Equatable {
     public var status: RunReport.Status
     public var failedURLs: Int
+    /// Distinct manifests and sitemaps that failed as a whole, in any shard.
+    public var failedInputs = 0
     public var files: [String]
   }
 
-  /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`).
-  public static func merge(_ paths: [String], into files: [String], standardOutput: Bool)
-    throws -> Outcome
-  {
+  /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`). Shard
+  /// reports must be one fleet run's shards 0 to N-1, each once (``fleetProblems(_:)``):
+  /// otherwise the merge is refused, or with `partial` made with the status `incomplete`.
+  public static func merge(
+    _ paths: [String], into files: [String], standardOutput: Bool, partial: Bool = false
+  ) throws -> Outcome {
     guard let firstPath = paths.first else {
       throw ConfigurationError(source: "report merge", message: "no reports to merge")
     }
@@ -30,9 +34,11 @@ public enum ReportMerge {
     var warnings: [String] = []
     var errors: [String] = []
     var sources: [RunReport.MergedReport] = []
+    var members: [FleetMember] = []
     for path in paths {
       let report = try RunReport.load(path: path)
       sources.append(RunReport.MergedReport(file: path, report: report))
+      members.append(FleetMember(path: path, report: report))
       if let first, first.cache != report.cache {
         throw ConfigurationError(
           source: path,
@@ -44,20 +50,34 @@ public enum ReportMerge {
       finishedAt = max(finishedAt, report.finishedAt)
       status = worse(status, report.status)
       if let prefetch = report.prefetch {
-        counts = sum(counts ?? PrefetchCounts(), prefetch.counts)
+        counts = try sum(counts ?? PrefetchCounts(), prefetch.counts, adding: path)
       }
       warnings += report.warnings.map { "\(path): \($0)" }
       if let error = report.error { errors.append("\(path): \(error)") }
     }
     guard let first else { throw ConfigurationError(source: firstPath, message: "no report") }
+    let problems = fleetProblems(members)
+    if !problems.isEmpty {
+      guard partial else {
+        throw ConfigurationError(
+          source: "report merge",
+          message: "not one whole fleet run: " + problems.joined(separator: "; ")
+            + " (--partial merges them anyway, marked incomplete)")
+      }
+      status = worse(status, .incomplete)
+      warnings += problems.map { "incomplete: \($0)" }
+    }
+    let runIDs = Set(members.map(\.runID))
     let cache = CacheLocation(directory: first.cache.path, namespace: first.cache.namespace)
     let writer = try ReportWriter(
       job: first.job, location: cache, startedAt: startedAt, files: files,
-      standardOutput: standardOutput)
+      standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil)
 
     // Then the lists, one report at a time.
     var recorder = writer.prefetchRecorder
     var blacklisted: Set<String> = []
+    // Every shard reads every input: one that failed is in each shard's report.
+    var inputFailures: Set<String> = []
     var passes: [(key: String, sink: PassSink)] = []
     for path in paths {
       let report = try RunReport.load(path: path)
@@ -66,6 +86,9 @@ public enum ReportMerge {
         for download in prefetch.downloads { recorder.recordDownload(download) }
         for variant in prefetch.variants { recorder.recordVariant(variant) }
         for line in prefetch.lineErrors { recorder.recordLineError(line) }
+        for input in prefetch.inputFailures where inputFailures.insert(input).inserted {
+          recorder.recordInputFailure(input)
+        }
         for url in prefetch.blacklistedURLs where blacklisted.insert(url).inserted {
           writer.recordBlacklisted(url)
         }
@@ -81,55 +104,180 @@ public enum ReportMerge {
         }
         for action in pass.actions { sink.keep(action) }
         for error in pass.errors { sink.keep(error: error) }
-        sink.summary.filesRemoved += pass.filesRemoved
-        sink.summary.filesMoved += pass.filesMoved
-        sink.summary.bytesFreed += pass.bytesFreed
-        sink.summary.errorCount += pass.errors.count
+        let summary = sink.summary
+        let field = "maintenance (\(pass.pass.rawValue))"
+        sink.summary.filesRemoved = try total(
+          summary.filesRemoved, pass.filesRemoved, "\(field).filesRemoved", adding: path)
+        sink.summary.filesMoved = try total(
+          summary.filesMoved, pass.filesMoved, "\(field).filesMoved", adding: path)
+        sink.summary.bytesFreed = try total(
+          summary.bytesFreed, pass.bytesFreed, "\(field).bytesFreed", adding: path)
+        sink.summary.errorCount = try total(
+          summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }
     }
     for (_, sink) in passes { writer.endPass(sink) }
+    counts?.inputsFailed = inputFailures.count
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
       error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources)
-    return Outcome(status: status, failedURLs: counts?.failed ?? 0, files: writer.files)
+    return Outcome(
+      status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
+      files: writer.files)
   }
 
-  /// failed, then interrupted, then completed.
+  /// failed, then interrupted, then incomplete, then completed.
   static func worse(_ a: RunReport.Status, _ b: RunReport.Status) -> RunReport.Status {
-    let order: [RunReport.Status] = [.completed, .interrupted, .failed]
+    let order: [RunReport.Status] = [.completed, .incomplete, .interrupted, .failed]
     return order.firstIndex(of: a)! >= order.firstIndex(of: b)! ? a : b
   }
 
-  /// The counts of two shards together. The duration is the longer one (shards run side by
-  /// side); entries of other shards are nobody's once every shard is in.
-  static func sum(_ a: PrefetchCounts, _ b: PrefetchCounts) -> PrefetchCounts {
-    var total = PrefetchCounts()
-    total.total = a.total + b.total
-    total.memoryHits = a.memoryHits + b.memoryHits
-    total.diskHits = a.diskHits + b.diskHits
-    total.downloaded = a.downloaded + b.downloaded
-    total.notModified = a.notModified + b.notModified
-    total.failed = a.failed + b.failed
-    total.blacklisted = a.blacklisted + b.blacklisted
-    total.skipped = a.skipped + b.skipped
-    total.derived = a.derived + b.derived
-    total.bytesDownloaded = a.bytesDownloaded + b.bytesDownloaded
-    total.durationSeconds = max(a.durationSeconds, b.durationSeconds)
+  /// The counts of two shards together, the second from the report at `path`. The duration is
+  /// the longer one (shards run side by side); entries of other shards are nobody's once every
+  /// shard is in. A sum past what a report holds is refused, naming the report that took it
+  /// there.
+  static func sum(_ a: PrefetchCounts, _ b: PrefetchCounts, adding path: String)
+    throws(ConfigurationError) -> PrefetchCounts
+  {
+    var sum = PrefetchCounts()
+    let fields: [(String, WritableKeyPath<PrefetchCounts, Int>)] = [
+      ("total", \.total), ("memoryHits", \.memoryHits), ("diskHits", \.diskHits),
+      ("downloaded", \.downloaded), ("notModified", \.notModified), ("failed", \.failed),
+      ("blacklisted", \.blacklisted), ("skipped", \.skipped), ("derived", \.derived),
+    ]
+    for (name, field) in fields {
+      sum[keyPath: field] = try total(a[keyPath: field], b[keyPath: field], name, adding: path)
+    }
+    sum.bytesDownloaded = try total(
+      a.bytesDownloaded, b.bytesDownloaded, "bytesDownloaded", adding: path)
+    sum.durationSeconds = max(a.durationSeconds, b.durationSeconds)
+    return sum
+  }
+
+  /// `a + b`, or an error naming the report at `path` whose figure took the sum out of range.
+  static func total<T: FixedWidthInteger>(_ a: T, _ b: T, _ field: String, adding path: String)
+    throws(ConfigurationError) -> T
+  {
+    guard let total = RunReport.sum(a, b) else {
+      throw ConfigurationError(
+        source: path, field: field,
+        message: "adding \(b) to the other reports' \(a) passes \(RunReport.largestCount), the "
+          + "largest a report holds")
+    }
     return total
   }
 }
 
+extension ReportMerge {
+  /// What a report says of its place in a fleet run.
+  struct FleetMember {
+    var path: String
+    var shard: RunReport.ShardIdentity?
+    var runID: String?
+    var status: RunReport.Status
+    var manifestEntries: Int?
+
+    init(path: String, report: RunReport) {
+      self.path = path
+      shard = report.shard
+      runID = report.runID
+      status = report.status
+      manifestEntries = report.manifestEntries?.total
+    }
+  }
+
+  /// Why shard reports are not one whole fleet run, each problem naming the reports: a shard
+  /// missing or repeated, different numbers of shards or run IDs, shards that read different
+  /// numbers of manifest entries (an empty or truncated manifest on one worker). Entries are
+  /// compared between completed shards only: a failed or interrupted one stopped reading, and
+  /// its status already marks the merge. Reports without a shard (unsharded runs) are not
+  /// checked.
+  static func fleetProblems(_ members: [FleetMember]) -> [String] {
+    let sharded = members.filter { $0.shard != nil }
+    guard !sharded.isEmpty else { return [] }
+    var problems: [String] = []
+    let unsharded = members.filter { $0.shard == nil }
+    if !unsharded.isEmpty {
+      problems.append("not a shard's report (no shard): " + list(unsharded.map(\.path)))
+    }
+    let counts = grouped(sharded) { "\($0.shard!.count)" }
+    if counts.count > 1 {
+      problems.append(
+        "different numbers of shards: "
+          + counts.map { "\($0.key) in \(list($0.paths))" }.joined(separator: "; "))
+    } else if let count = sharded.first?.shard?.count {
+      let byIndex = Dictionary(grouping: sharded) { $0.shard!.index }
+      let missing = (0..<count).filter { byIndex[$0] == nil }
+      if !missing.isEmpty {
+        problems.append(
+          "missing shard\(missing.count == 1 ? "" : "s") "
+            + missing.map(String.init).joined(separator: ", ") + " of \(count)")
+      }
+      for (index, reports) in byIndex.sorted(by: { $0.key < $1.key }) where reports.count > 1 {
+        problems.append("shard \(index) of \(count) repeated: \(list(reports.map(\.path)))")
+      }
+    }
+    let runs = grouped(members) { $0.runID.map { "runID \($0.debugDescription)" } ?? "no runID" }
+    if runs.count > 1 {
+      problems.append(
+        "different runs: "
+          + runs.map { "\($0.key) in \(list($0.paths))" }.joined(separator: "; "))
+    }
+    let entries = grouped(sharded.filter { $0.status == .completed && $0.manifestEntries != nil }) {
+      "\($0.manifestEntries!)"
+    }
+    if entries.count > 1 {
+      problems.append(
+        "shards read different numbers of manifest entries: "
+          + entries.map { "\($0.key) in \(list($0.paths))" }.joined(separator: "; "))
+    }
+    return problems
+  }
+
+  /// The members by `key`, in the order each key first appears.
+  private static func grouped(_ members: [FleetMember], by key: (FleetMember) -> String)
+    -> [(key: String, paths: [String])]
+  {
+    var groups: [(key: String, paths: [String])] = []
+    for member in members {
+      let name = key(member)
+      if let index = groups.firstIndex(where: { $0.key == name }) {
+        groups[index].paths.append(member.path)
+      } else {
+        groups.append((name, [member.path]))
+      }
+    }
+    return groups
+  }
+
+  private static func list(_ paths: [String]) -> String { paths.joined(separator: ", ") }
+}
+
 extension RunReport {
-  /// The report in the file at `path`; a file that cannot be read or is not a report is a
+  /// The report in the file at `path`; a file that cannot be read, is not a report, is of a
+  /// schema this version does not know or holds a figure out of range is a
   /// ``ConfigurationError`` naming it (`report merge`, `report html`).
   public static func load(path: String) throws(ConfigurationError) -> RunReport {
     guard let data = FileManager.default.contents(atPath: path) else {
       throw ConfigurationError(source: path, message: "cannot read the report")
     }
+    // The version first: a later schema's report may not decode as this one at all.
+    struct Version: Decodable { var schemaVersion: Int? }
+    if let version = (try? JSONDecoder().decode(Version.self, from: data))?.schemaVersion,
+      !knownSchemaVersions.contains(version)
+    {
+      throw ConfigurationError(
+        source: path, field: "schemaVersion", message: unknownSchemaMessage(version))
+    }
+    let report: RunReport
     do {
-      return try RunReport.decode(data)
+      report = try RunReport.decode(data)
     } catch {
       throw ConfigurationError(source: path, message: "not an imagecache report: \(error)")
     }
+    if let (field, message) = report.rangeProblem() {
+      throw ConfigurationError(source: path, field: field, message: message)
+    }
+    return report
   }
 }

@@ -30,7 +30,7 @@ public enum ReportPage {
       h1,h2,h3{font-weight:600} table{border-collapse:collapse;margin:.5em 0}
       td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
       td.n{text-align:right} code{word-break:break-all}
-      .completed{color:#17692b}.interrupted{color:#9a6700}.failed{color:#b3261e}
+      .completed{color:#17692b}.interrupted,.incomplete{color:#9a6700}.failed{color:#b3261e}
       </style></head><body>
       <h1>imagecache report</h1>
 
@@ -49,6 +49,14 @@ public enum ReportPage {
       "cache", "<code>\(escape(report.cache.path))</code> (\(escape(report.cache.namespace)))")
     html += row("started", escape(report.startedAt.formatted(.iso8601)))
     html += row("finished", escape(report.finishedAt.formatted(.iso8601)))
+    if let runID = report.runID { html += row("run ID", "<code>\(escape(runID))</code>") }
+    if let shard = report.shard {
+      html += row(
+        "shard",
+        "\(shard.index) of \(shard.count)"
+          + (report.manifestEntries.map { ", its \($0.ownShard) of \($0.total) manifest entries" }
+            ?? ""))
+    }
     if let error = report.error { html += row("error", escape(error)) }
     html += "</table>\n"
     if let shards = report.mergedFrom {

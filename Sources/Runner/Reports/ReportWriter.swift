@@ -23,6 +23,7 @@ public final class ReportWriter: Sendable {
     var downloads: SpillFile
     var variants: SpillFile
     var lineErrors: SpillFile
+    var inputFailures: SpillFile
     var blacklistedURLs: SpillFile
     var passes: [FinishedPass] = []
     /// The first error writing a temporary file; ``finish`` throws it.
@@ -38,6 +39,9 @@ public final class ReportWriter: Sendable {
   private let job: String
   private let location: CacheLocation
   private let startedAt: Date
+  /// The fleet run and the shard the report is of (SPEC section 9), when there are.
+  private let runID: String?
+  private let shard: Shard?
   /// Every file and buffer, behind one lock: the prefetcher records from its tasks.
   private let state: Mutex<State>
   /// The report files this writer writes.
@@ -48,13 +52,17 @@ public final class ReportWriter: Sendable {
   /// - Parameters:
   ///   - files: report files (their folders are created).
   ///   - standardOutput: also print the report on stdout (`--json`).
+  ///   - runID: the fleet run's identity, written as `runID`.
+  ///   - shard: the shard of a sharded run, written as `shard`, with `manifestEntries`.
   public init(
     job: String, location: CacheLocation, startedAt: Date, files: [String],
-    standardOutput: Bool
+    standardOutput: Bool, runID: String? = nil, shard: Shard? = nil
   ) throws {
     self.job = job
     self.location = location
     self.startedAt = startedAt
+    self.runID = runID
+    self.shard = shard
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
     if standardOutput { outputs.append(ReportOutput()) }
@@ -63,7 +71,7 @@ public final class ReportWriter: Sendable {
       State(
         outputs: outputs, failures: try Self.spillFile(keepsLists),
         downloads: try Self.spillFile(keepsLists), variants: try Self.spillFile(keepsLists),
-        lineErrors: try Self.spillFile(keepsLists),
+        lineErrors: try Self.spillFile(keepsLists), inputFailures: try Self.spillFile(keepsLists),
         blacklistedURLs: try Self.spillFile(keepsLists)))
   }
 
@@ -170,6 +178,24 @@ public final class ReportWriter: Sendable {
     json.string(location.directory)
     json.member("namespace", location.namespace)
     json.raw("}")
+    if let runID { json.member("runID", runID) }
+    if let shard {
+      json.member("shard")
+      json.raw("{")
+      json.key("index")
+      json.integer(shard.index)
+      json.member("count", shard.count)
+      json.raw("}")
+      // Every shard reads every entry: its own ones and the other shards' make them all.
+      if let prefetch {
+        json.member("manifestEntries")
+        json.raw("{")
+        json.key("total")
+        json.integer(prefetch.total + prefetch.otherShards)
+        json.member("ownShard", prefetch.total)
+        json.raw("}")
+      }
+    }
     if let error { json.member("error", error) }
     if let mergedFrom {
       json.member("mergedFrom")
@@ -206,6 +232,7 @@ public final class ReportWriter: Sendable {
       try array("variants", state.variants)
       try array("blacklistedURLs", state.blacklistedURLs)
       try array("lineErrors", state.lineErrors)
+      try array("inputFailures", state.inputFailures)
       json.raw("}")
     }
     json.raw("\n")
@@ -242,7 +269,7 @@ public final class ReportWriter: Sendable {
       ("memoryHits", counts.memoryHits), ("diskHits", counts.diskHits),
       ("downloaded", counts.downloaded), ("notModified", counts.notModified),
       ("failed", counts.failed), ("blacklisted", counts.blacklisted), ("skipped", counts.skipped),
-      ("derived", counts.derived),
+      ("derived", counts.derived), ("inputsFailed", counts.inputsFailed),
     ]
     for (name, value) in integers { json.member(name, value) }
     if counts.otherShards > 0 { json.member("otherShards", counts.otherShards) }
@@ -270,6 +297,10 @@ public struct PrefetchSink: PrefetchRecorder, Sendable {
 
   public mutating func recordLineError(_ message: String) {
     writer.append(to: \ReportWriter.State.lineErrors) { $0.string(message) }
+  }
+
+  public mutating func recordInputFailure(_ message: String) {
+    writer.append(to: \ReportWriter.State.inputFailures) { $0.string(message) }
   }
 }
 

@@ -63,7 +63,7 @@ public struct RunMetrics: Sendable {
       name: "imagecache_last_success_timestamp_seconds", labels: labels,
       help: "When the last run that completed ended (Unix time; 0: none yet)"
     ).set(success?.timeIntervalSince1970 ?? 0)
-    for candidate in [RunReport.Status.completed, .interrupted, .failed] {
+    for candidate in [RunReport.Status.completed, .interrupted, .failed, .incomplete] {
       gauge(
         name: "imagecache_run_status", labels: with(("status", candidate.rawValue)),
         help: "1 for the last run's status"

@@ -40,6 +40,10 @@ public struct RunOutcome: Sendable, Equatable {
   public var signal: Int32?
   /// URLs that failed (not counting blacklisted or skipped ones).
   public var failedURLs: Int
+  /// Manifests and sitemaps that failed as a whole.
+  public var failedInputs = 0
+  /// The job allows failed URLs (``Job/allowURLFailures``): they do not make the exit code 1.
+  public var urlFailuresAllowed = false
   /// The report files written.
   public var reportFiles: [String]
 }
@@ -54,6 +58,17 @@ public struct JobRunner: Sendable {
   public var console: any RunConsole
 
   public init(job: Job, settings: RunSettings = RunSettings(), console: any RunConsole) {
+    var job = job
+    if let fleet = job.prefetch.fleetPerHostConcurrency {
+      let shards = job.shard?.count ?? 1
+      job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
+        ofFleet: fleet, shards: shards)
+      if shards > fleet {
+        job.warnings.append(
+          "fleetPerHostConcurrency \(fleet) is less than the \(shards) shards: each still opens "
+            + "1 connection to a host, \(shards) in all")
+      }
+    }
     self.job = job
     self.settings = settings
     self.console = console
@@ -94,7 +109,8 @@ public struct JobRunner: Sendable {
     for file in metricsFiles { _ = try OutputFile(path: file) }
     let writer = try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt,
-      files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport)
+      files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport,
+      runID: job.runID, shard: job.shard)
     var warnings = job.warnings
     for warning in job.warnings { console.say("warning: \(warning)") }
     console.say(
@@ -154,6 +170,7 @@ public struct JobRunner: Sendable {
       writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
+      failedInputs: counts?.inputsFailed ?? 0, urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
   }
 
@@ -175,11 +192,12 @@ public struct JobRunner: Sendable {
     }
   }
 
-  /// The job's `metrics:` file, then `--metrics`'s, `{job}` in either made the job's name.
+  /// The job's `metrics:` file, then `--metrics`'s, `{job}`, `{shard}` and `{shards}` in
+  /// either filled in. A dry run writes only what its own command line names: the job's files
+  /// hold the real runs' figures, which alerts read (SPEC section 11).
   private var metricsFiles: [String] {
-    ((job.metrics.map { [$0] } ?? []) + settings.metricsFiles).map {
-      $0.replacingOccurrences(of: "{job}", with: job.name)
-    }
+    let own = settings.dryRun ? [] : job.metrics.map { [$0] } ?? []
+    return (own + settings.metricsFiles).map(job.expandingPlaceholders)
   }
 
   /// How old a temporary file of an atomic store must be before it counts as left by a killed
@@ -208,11 +226,11 @@ public struct JobRunner: Sendable {
     warnings.append(line)
   }
 
-  /// The job's own report path, then `--report`'s.
+  /// The job's own report path, then `--report`'s; a dry run's only where its command line
+  /// sends it.
   private func reportFiles(startedAt: Date) -> [String] {
-    let own = job.reportPath(startedAt: startedAt).map { [$0] } ?? []
-    return own
-      + settings.reportFiles.map { $0.replacingOccurrences(of: "{job}", with: job.name) }
+    let own = settings.dryRun ? [] : job.reportPath(startedAt: startedAt).map { [$0] } ?? []
+    return own + settings.reportFiles.map(job.expandingPlaceholders)
   }
 
   // MARK: Prefetch
@@ -237,8 +255,17 @@ public struct JobRunner: Sendable {
     }
     var items = job.manifestItems
     items.stop = signals.stop
-    let progress = console.progress(total: { [manifests = job.manifests] in
-      ManifestItems.lineCount(of: manifests)
+    // A shard's total is its own share: the entries whose key hashes to it (and the bad
+    // lines, for shard 0, which alone reports them), as its `total` counts them.
+    let progress = console.progress(total: { [manifests = job.manifests, job] in
+      guard let shard = job.shard else { return ManifestItems.lineCount(of: manifests) }
+      let items = job.manifestItems
+      return ManifestItems.lineCount(of: manifests) { line in
+        switch items.item(from: line) {
+        case .success(let item): Prefetcher.belongs(item, to: shard)
+        case .failure: shard.index == 0
+        }
+      }
     })
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
@@ -316,6 +343,7 @@ public struct JobRunner: Sendable {
       "\(job.name): \(counts.total) URLs: \(counts.downloaded) downloaded, "
         + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
         + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
+        + (counts.inputsFailed > 0 ? "\(counts.inputsFailed) inputs failed, " : "")
         + (counts.derived > 0 ? "\(counts.derived) variants, " : "")
         + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms")
   }
@@ -374,7 +402,9 @@ public struct JobRunner: Sendable {
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
     var recorder = pass
-    let keys = job.manifestItems.cacheKeys { lineError in
+    var items = job.manifestItems
+    items.stop = stop
+    let keys = items.cacheKeys { lineError in
       var lineErrors = pass
       lineErrors.recordError(lineError.description)
     }
@@ -428,17 +458,6 @@ extension JobRunner {
     }
     return "limits: " + parts.joined(separator: "; ")
   }
-
-  /// `7d`, `12h`, `15m` or `30s`: the largest unit that divides the duration.
-  static func formatDuration(_ seconds: TimeInterval) -> String {
-    let whole = Int(seconds)
-    guard Double(whole) == seconds else { return "\(seconds)s" }
-    for (unit, size) in [("d", 86_400), ("h", 3600), ("m", 60)]
-    where whole != 0 && whole % size == 0 {
-      return "\(whole / size)\(unit)"
-    }
-    return "\(whole)s"
-  }
 }
 
 /// A failure that ended a run part-way (exit code 4): the disk is full, over quota or
@@ -487,6 +506,11 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   mutating func recordLineError(_ message: String) {
     console.say("skipped \(message)")
     sink.recordLineError(message)
+  }
+
+  mutating func recordInputFailure(_ message: String) {
+    console.say("  failed input \(message)")
+    sink.recordInputFailure(message)
   }
 }
 
