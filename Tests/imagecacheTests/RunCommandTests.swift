@@ -52,7 +52,9 @@ final class RunCommandTests: LoopbackTestCase {
       "maintain", "--cache", cache, "--max-size", "1", "--json",
     ])
     XCTAssertEqual(maintain.status, 0, maintain.stderr)
-    XCTAssertEqual(try RunReport.decode(Data(maintain.stdout.utf8)).maintenance[1].filesRemoved, 3)
+    let passes = try RunReport.decode(Data(maintain.stdout.utf8)).maintenance
+    XCTAssertEqual(passes.map(\.pass), [.trim], "--max-size alone only trims")
+    XCTAssertEqual(passes.first?.filesRemoved, 3)
     XCTAssertEqual(try DiskCache(location: CacheLocation(directory: cache)).usage().fileCount, 0)
   }
 
