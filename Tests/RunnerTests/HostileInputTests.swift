@@ -381,8 +381,10 @@ final class RunEndingFailureTests: XCTestCase {
     let failures = try XCTUnwrap(report.prefetch?.failures)
     XCTAssertEqual(failures.map(\.name), ["badImageData", "badImageData"], "the real outcomes")
     XCTAssertEqual(failures.map(\.blacklisted), [true, false], "only what was recorded")
+    // With concurrency 1 the downloader holds one more request ready, so that a finished
+    // download is followed at once on the transfer thread: at most those two were under way.
     XCTAssertLessThanOrEqual(
-      server.requestCount("/a.jpg"), 1,
+      server.requestCount("/a.jpg"), 2,
       "nothing starts after the state failed but what was in flight")
     try FileSystem.removeFile(path: state + "/filler")
     let recorded = try XCTUnwrap(try StateStore.openForReading(location: location)).blacklist()
@@ -397,8 +399,9 @@ final class RunEndingFailureTests: XCTestCase {
     XCTAssertEqual(report.status, .failed)
     XCTAssertTrue(
       report.error?.contains("removed or replaced") ?? false, report.error ?? "no error")
+    // As above: at most the two downloads under way (one running, one ready).
     XCTAssertLessThanOrEqual(
-      server.requestCount("/a.jpg"), 1,
+      server.requestCount("/a.jpg"), 2,
       "nothing starts after the first error but what was in flight")
   }
 }
