@@ -331,16 +331,6 @@ final class RunEndingFailureTests: XCTestCase {
     while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
   }
 
-  @discardableResult
-  static func run(_ tool: String, _ arguments: [String]) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    process.standardError = FileHandle.nullDevice
-    do { try process.run() } catch { return -1 }
-    process.waitUntilExit()
-    return process.terminationStatus
-  }
 
   private func prefetch(_ paths: [String]) async throws -> (RunEndingError?, RunReport) {
     let manifest = temporary.appending("urls.txt")
@@ -367,10 +357,10 @@ final class RunEndingFailureTests: XCTestCase {
   {
     let state = location.stateDirectory
     try FileSystem.createDirectory(path: state)
-    guard Self.run("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", state]) == 0 else {
+    guard Command.status("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", state]) == 0 else {
       throw XCTSkip("a small tmpfs needs root (mount -t tmpfs); the state-failure case is not run")
     }
-    defer { Self.run("/bin/umount", [state]) }
+    defer { Command.status("/bin/umount", [state]) }
 
     let (ending, report) = try await prefetch(
       ["/bad.jpg", "/state-disk-fills.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" })

@@ -35,6 +35,20 @@ public enum Command {
     return (process, stdout, stderr)
   }
 
+  /// Runs `executable` to completion with its output discarded (a `mount`, a `umount`): its
+  /// exit status, or -1 when it cannot be started.
+  @discardableResult
+  public static func status(_ executable: String, _ arguments: [String]) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: executable)
+    process.arguments = arguments
+    process.standardOutput = FileHandle.nullDevice
+    process.standardError = FileHandle.nullDevice
+    do { try process.run() } catch { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+  }
+
   /// Runs `executable` to completion.
   public static func run(
     _ executable: String, _ arguments: [String], environment: [String: String]? = nil,

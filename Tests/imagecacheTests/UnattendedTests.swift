@@ -106,11 +106,11 @@ final class UnattendedTests: XCTestCase {
       url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: Date())
     // File modes do not bind root: a read-only bind mount of the state folder does.
     let state = location.stateDirectory
-    guard run("/bin/mount", ["--bind", state, state]) == 0 else {
+    guard Command.status("/bin/mount", ["--bind", state, state]) == 0 else {
       throw XCTSkip("a read-only bind mount needs root; the read-only state case is not run")
     }
-    defer { _ = run("/bin/umount", [state]) }
-    XCTAssertEqual(run("/bin/mount", ["-o", "remount,ro,bind", state]), 0)
+    defer { _ = Command.status("/bin/umount", [state]) }
+    XCTAssertEqual(Command.status("/bin/mount", ["-o", "remount,ro,bind", state]), 0)
     XCTAssertFalse(FileManager.default.isWritableFile(atPath: state + "/state.sqlite"))
 
     let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", location.directory])
@@ -119,16 +119,5 @@ final class UnattendedTests: XCTestCase {
     let clear = try ImageCacheBinary.run(["blacklist", "clear", "--cache", location.directory])
     XCTAssertEqual(clear.status, 4, "writing is a fatal I/O error")
     XCTAssertTrue(clear.stderr.contains(state + "/state.sqlite"), "names the file: \(clear.stderr)")
-  }
-
-  @discardableResult
-  private func run(_ tool: String, _ arguments: [String]) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    process.standardError = FileHandle.nullDevice
-    do { try process.run() } catch { return -1 }
-    process.waitUntilExit()
-    return process.terminationStatus
   }
 }
