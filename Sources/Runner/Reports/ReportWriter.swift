@@ -253,22 +253,8 @@ public final class ReportWriter: Sendable {
       json.raw("}")
     }
     json.raw("]\n")
-    json.member("warnings")
-    json.raw("[")
-    for (index, warning) in warnings.enumerated() {
-      if index > 0 { json.raw(",") }
-      json.string(warning)
-    }
-    json.raw("]")
-    if !metricsErrors.isEmpty {
-      json.member("metricsErrors")
-      json.raw("[")
-      for (index, message) in metricsErrors.enumerated() {
-        if index > 0 { json.raw(",") }
-        json.string(message)
-      }
-      json.raw("]")
-    }
+    json.member("warnings", strings: warnings)
+    if !metricsErrors.isEmpty { json.member("metricsErrors", strings: metricsErrors) }
     json.raw("}\n")
     try output.write(&json)
   }
