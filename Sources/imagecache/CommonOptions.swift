@@ -264,6 +264,7 @@ struct ReportOptions: ParsableArguments {
     settings.reportFiles = report.map { [$0] } ?? []
     settings.printsReport = json
     settings.metricsFiles = metrics.map { [$0] } ?? []
+    settings.environment = ProcessInfo.processInfo.environment
     return settings
   }
 }

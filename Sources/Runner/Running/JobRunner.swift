@@ -29,6 +29,9 @@ public struct RunSettings: Sendable {
   public var printsReport = false
   /// Prometheus metrics files besides the job's own (`--metrics`); `{job}` becomes its name.
   public var metricsFiles: [String] = []
+  /// The process's environment, for the CA certificates curl(1) takes from it
+  /// (``Connection/trusting(environment:)``).
+  public var environment: [String: String] = [:]
 
   public init() {}
 }
@@ -69,6 +72,7 @@ public struct JobRunner: Sendable {
             + "1 connection to a host, \(shards) in all")
       }
     }
+    job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)
     self.job = job
     self.settings = settings
     self.console = console
@@ -533,6 +537,9 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   static let failuresToSay = 20
   /// Say every failure, not only the first ``failuresToSay``.
   var verbose = false
+  /// Whether a certificate failure's message, which says how to trust the issuer, was said:
+  /// once is enough, and the console shows failures by name only.
+  var saidCertificateHint = false
 
   init(sink: PrefetchSink, console: any RunConsole) {
     self.sink = sink
@@ -555,6 +562,10 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
           + (failure.blacklisted ? " (blacklisted)" : ""))
     } else if failuresSaid == Self.failuresToSay {
       console.say("  ... further failures are in the report only")
+    }
+    if failure.name == NetworkFailure.serverCertificateUntrusted.rawValue && !saidCertificateHint {
+      console.say("    \(failure.message)")
+      saidCertificateHint = true
     }
     failuresSaid += 1
     sink.recordFailure(failure)
