@@ -43,7 +43,7 @@ public enum DocumentFetcher {
     ic_easy_setopt_pointer(easy, CURLOPT_ERRORBUFFER, errorBuffer)
     EasyHandle.setLimits(
       easy, idleTimeout: configuration.timeout,
-      limit: Int(clamping: configuration.maxResponseSize),
+      limit: Int(clamping: configuration.maxResponseSize), connection: configuration.connection,
       allowInvalidSSLCertificates: allowInvalidSSLCertificates)
     // Followed here, so that each hop gets the headers the rule gives it.
     ic_easy_setopt_long(easy, CURLOPT_FOLLOWLOCATION, 0)

@@ -37,6 +37,9 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   /// ``perHostShare(ofFleet:shards:)`` of it in place of `perHostConcurrency` (which is per
   /// worker: N workers open N times as many). `nil`: each takes `perHostConcurrency`.
   public var fleetPerHostConcurrency: Int?
+  /// Which servers are trusted and how they are reached: the same for image downloads and
+  /// for sitemap and manifest fetches.
+  public var connection = Connection()
 
   /// One of `shards` workers' part of a fleet-wide per-host limit: `fleet / shards` rounded
   /// down, so that the fleet stays within `fleet`, but at least 1, so that every shard makes
@@ -55,4 +58,85 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   public static let retriesRange = 0...100
   /// What `maxPixels` may be set to: a terapixel.
   public static let maxPixelsRange = 1...1_000_000_000_000
+}
+
+/// How requests reach servers and which certificate authorities vouch for them, as curl's
+/// flags of the same purpose (`--cacert`, `--capath`, `--proxy`, `--noproxy`). Left unset, a
+/// setting is libcurl's own: the system's CA certificates, and the proxy of `http_proxy`,
+/// `https_proxy`, `all_proxy` and `NO_PROXY`, which libcurl reads from the environment itself.
+public struct Connection: Sendable, Equatable {
+  /// A file of CA certificates (PEM) that server certificates are verified against, for an
+  /// origin signed by an internal certificate authority (job: `prefetch.caBundle`).
+  public var caBundle: String?
+  /// A folder of CA certificates under their hashed names (`openssl rehash`), from
+  /// `SSL_CERT_DIR`.
+  public var caDirectory: String?
+  /// The proxy of every request (`http://host:port`, `socks5h://host:port`...; job:
+  /// `prefetch.proxy`), in place of the environment's.
+  public var proxy: String?
+  /// Hosts reached without a proxy, comma-separated (`*`: all; job: `prefetch.noProxy`), in
+  /// place of `NO_PROXY`.
+  public var noProxy: String?
+
+  public init() {}
+
+  /// The proxy schemes libcurl speaks; a proxy without a scheme is HTTP.
+  public static let proxySchemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
+
+  /// What is wrong with `path` as a CA bundle, if anything: it must be a readable file, checked
+  /// before the run, not found wanting by the first download.
+  public static func caBundleProblem(_ path: String) -> String? {
+    var isFolder: ObjCBool = false
+    guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+      return "\(path): no such file"
+    }
+    guard !isFolder.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+      return "\(path): not a readable file"
+    }
+    return nil
+  }
+
+  /// What is wrong with `proxy` as a proxy URL, if anything. The text is not quoted back: a
+  /// proxy URL may hold a password.
+  public static func proxyProblem(_ proxy: String) -> String? {
+    guard !proxy.isEmpty, !proxy.containsControlCharacter(), !proxy.contains(where: \.isWhitespace)
+    else {
+      return "expected a proxy URL such as http://proxy.example:3128, without spaces or "
+        + "control characters"
+    }
+    if let separator = proxy.range(of: "://") {
+      let scheme = proxy[..<separator.lowerBound].lowercased()
+      guard proxySchemes.contains(scheme) else {
+        return "the proxy's scheme must be one of \(proxySchemes.joined(separator: ", "))"
+      }
+    }
+    return nil
+  }
+
+  /// What is wrong with `hosts` as a list of hosts reached without the proxy, if anything.
+  public static func noProxyProblem(_ hosts: String) -> String? {
+    guard !hosts.containsControlCharacter() else {
+      return "expected host names, comma-separated, without control characters"
+    }
+    return nil
+  }
+
+  /// With the CA certificates that curl(1) takes from the environment when no flag names any:
+  /// `CURL_CA_BUNDLE`, else `SSL_CERT_DIR` and `SSL_CERT_FILE`. libcurl the library reads none
+  /// of them, so that without this an operator's `SSL_CERT_FILE` would be ignored.
+  public func trusting(environment: [String: String]) -> Connection {
+    guard caBundle == nil && caDirectory == nil else { return self }
+    func value(_ name: String) -> String? {
+      guard let text = environment[name], !text.isEmpty else { return nil }
+      return text
+    }
+    var connection = self
+    if let bundle = value("CURL_CA_BUNDLE") {
+      connection.caBundle = bundle
+    } else {
+      connection.caDirectory = value("SSL_CERT_DIR")
+      connection.caBundle = value("SSL_CERT_FILE")
+    }
+    return connection
+  }
 }

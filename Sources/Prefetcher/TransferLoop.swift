@@ -52,6 +52,7 @@ final class TransferLoop: @unchecked Sendable {
   private var runningPerHost: [String: Int] = [:]
   private let maxRunning: Int
   private let maxRunningPerHost: Int
+  private let connection: Connection
 
   private let idleWaitMilliseconds: Int32
 
@@ -69,6 +70,7 @@ final class TransferLoop: @unchecked Sendable {
     self.idleWaitMilliseconds = idleWaitMilliseconds
     maxRunning = max(1, configuration.concurrency)
     maxRunningPerHost = max(1, configuration.perHostConcurrency)
+    connection = configuration.connection
     multi = curl_multi_init()
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
@@ -217,7 +219,9 @@ final class TransferLoop: @unchecked Sendable {
     guard let easy = idle.popLast() ?? EasyHandle() else {
       return finish(transfer, .failure(.init(.network(.other, message: "curl_easy_init failed"))))
     }
-    easy.prepare(for: transfer, cookies: transfer.request.handleCookies ? cookies : nil)
+    easy.prepare(
+      for: transfer, connection: connection,
+      cookies: transfer.request.handleCookies ? cookies : nil)
     transfer.easy = easy
     send(transfer)
   }
@@ -307,7 +311,9 @@ final class EasyHandle {
   var errorMessage: String { String(cString: errorBuffer) }
 
   /// Sets what stays the same for every hop of `transfer`.
-  func prepare(for transfer: Transfer, cookies: UnsafeMutableRawPointer?) {
+  func prepare(
+    for transfer: Transfer, connection: Connection, cookies: UnsafeMutableRawPointer?
+  ) {
     if reused { curl_easy_reset(handle) }
     reused = true
     errorBuffer[0] = 0
@@ -318,7 +324,7 @@ final class EasyHandle {
     ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
     ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
     EasyHandle.setLimits(
-      handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit,
+      handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit, connection: connection,
       allowInvalidSSLCertificates: transfer.request.allowInvalidSSLCertificates)
     // Redirects are followed here, hop by hop, so that each one is checked (scheme, count,
     // credentials).
@@ -333,10 +339,11 @@ final class EasyHandle {
   /// What every request sets, images and sitemaps alike (SPEC sections 2 and 6): HTTP only,
   /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds"),
   /// the size limit on a declared size (the streamed count is the write callback's, after
-  /// decompression; "" accepts every encoding curl was built with), and the TLS option.
+  /// decompression; "" accepts every encoding curl was built with), the CA certificates and
+  /// proxy of `connection`, and the TLS option.
   static func setLimits(
     _ handle: UnsafeMutableRawPointer, idleTimeout: TimeInterval, limit: Int,
-    allowInvalidSSLCertificates: Bool
+    connection: Connection, allowInvalidSSLCertificates: Bool
   ) {
     ic_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
     ic_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
@@ -345,6 +352,12 @@ final class EasyHandle {
     ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(idleTimeout.rounded(.up))))
     ic_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
     ic_easy_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
+    if let bundle = connection.caBundle { ic_easy_setopt_string(handle, CURLOPT_CAINFO, bundle) }
+    if let folder = connection.caDirectory {
+      ic_easy_setopt_string(handle, CURLOPT_CAPATH, folder)
+    }
+    if let proxy = connection.proxy { ic_easy_setopt_string(handle, CURLOPT_PROXY, proxy) }
+    if let hosts = connection.noProxy { ic_easy_setopt_string(handle, CURLOPT_NOPROXY, hosts) }
     if allowInvalidSSLCertificates {
       ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
       ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0)

@@ -221,7 +221,12 @@ struct ReportOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "Write the run's figures here in Prometheus text format, for node_exporter's textfile "
-        + "collector ({job}, {shard} and {shards} as in --report).", valueName: "file"))
+        + "collector ({job}, {shard} and {shards} as in --report).",
+      discussion: """
+        Written after the report. A file that cannot be written then (its folder not \
+        creatable or not writable) is a warning, in the report too (metricsErrors), and the \
+        exit code stays the run's own.
+        """, valueName: "file"))
   var metrics: String?
 
   @Flag(
@@ -259,6 +264,7 @@ struct ReportOptions: ParsableArguments {
     settings.reportFiles = report.map { [$0] } ?? []
     settings.printsReport = json
     settings.metricsFiles = metrics.map { [$0] } ?? []
+    settings.environment = ProcessInfo.processInfo.environment
     return settings
   }
 }

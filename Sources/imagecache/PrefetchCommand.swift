@@ -105,6 +105,34 @@ struct PrefetchSettings: ParsableArguments {
       valueName: "duration"))
   var blacklistTTL: Duration?
 
+  @Option(
+    name: [.customLong("cacert"), .customLong("ca-bundle")],
+    help: ArgumentHelp(
+      "Verify servers against the CA certificates in this PEM file, as curl --cacert does: "
+        + "for images and sitemaps on an internal certificate authority's certificates (job: "
+        + "prefetch.caBundle).",
+      discussion: """
+        Without it, as for curl: $CURL_CA_BUNDLE, else $SSL_CERT_FILE and $SSL_CERT_DIR, else \
+        the system's certificates.
+        """, valueName: "file"))
+  var caBundle: String?
+
+  @Option(
+    help: ArgumentHelp(
+      "Send every request through this proxy, http://host:port or socks5h://host:port, as "
+        + "curl --proxy does (job: prefetch.proxy; default: $https_proxy, $http_proxy, "
+        + "$all_proxy).",
+      valueName: "url"))
+  var proxy: String?
+
+  @Option(
+    name: .customLong("no-proxy"),
+    help: ArgumentHelp(
+      "Hosts reached directly, not through the proxy: comma-separated names, domains or "
+        + "addresses, * for all (job: prefetch.noProxy; default: $NO_PROXY, $no_proxy).",
+      valueName: "hosts"))
+  var noProxy: String?
+
   @Flag(
     name: .customLong("sitemap-pages"),
     help: "In sitemaps, also prefetch each page's own <loc> when it names an image.")
@@ -158,7 +186,28 @@ struct PrefetchSettings: ParsableArguments {
     job.prefetch.validation = validation
     job.prefetch.maxPixels = maxPixels
     job.prefetch.blacklistTTL = blacklistTTL?.seconds
+    try applyConnection(to: &job.prefetch.connection)
     job.sitemap = SitemapSettings(pages: sitemapPages, order: sitemapOrder)
+  }
+
+  /// `--cacert`, `--proxy` and `--no-proxy`, each checked as a job file's are.
+  private func applyConnection(to connection: inout Connection) throws(ConfigurationError) {
+    func refuse(_ flag: String, _ problem: String?) throws(ConfigurationError) {
+      guard let problem else { return }
+      throw ConfigurationError(source: "command line", field: flag, message: problem)
+    }
+    if let caBundle {
+      try refuse("--cacert", Connection.caBundleProblem(caBundle))
+      connection.caBundle = caBundle
+    }
+    if let proxy {
+      try refuse("--proxy", Connection.proxyProblem(proxy))
+      connection.proxy = proxy
+    }
+    if let noProxy {
+      try refuse("--no-proxy", Connection.noProxyProblem(noProxy))
+      connection.noProxy = noProxy
+    }
   }
 
   /// `--cache-key-filter`'s text (`url`, `stripQuery`, `strip:a,b`) as the `cacheKeyFilter`
@@ -240,6 +289,8 @@ struct PrefetchCommand: AsyncParsableCommand {
           --report out.json
         imagecache prefetch https://example.com/sitemap.xml.gz --cache /srv/c \\
           --sitemap-order lastmod
+        imagecache prefetch https://intranet.example/sitemap.xml --cache /srv/c \\
+          --cacert /etc/ssl/corp-ca.pem --proxy http://proxy.example:3128
       """)
 
   @Argument(

@@ -18,9 +18,11 @@ final class CronWrapperTests: XCTestCase {
     // Writes the --report file and, like the real binary, the job's own `report:` with {date}
     // and {time} filled in from FAKE_NOW (seconds, default now), `-2`, `-3`... before the
     // extension when the name is taken; prints what `run` prints, and exits with FAKE_STATUS.
+    // Its arguments go one a line to FAKE_ARGS, when set.
     fake = temporary.appending("fake-imagecache")
     try """
     #!/usr/bin/env bash
+    [ -z "${FAKE_ARGS:-}" ] || printf '%s\\n' "$@" > "$FAKE_ARGS"
     job=$2
     report=$4
     echo '{}' > "$report"
@@ -199,5 +201,72 @@ final class CronWrapperTests: XCTestCase {
     let text = verified.stdout + verified.stderr
     XCTAssertEqual(verified.status, 0, text)
     XCTAssertEqual(text, "")
+  }
+
+  /// The unit's `Environment=` values and its optional `EnvironmentFile=`, as systemd reads
+  /// them, and the example line of that file that its comments document.
+  private func unitEnvironment() throws -> (
+    environment: [String: String], file: String, documented: String
+  ) {
+    let unit = try String(
+      contentsOfFile: Self.repository.appendingPathComponent(
+        "cron/imagecache-nightly.service"
+      ).path, encoding: .utf8)
+    var environment: [String: String] = [:]
+    var file: String?
+    var documented: String?
+    for line in unit.split(separator: "\n").map(String.init) {
+      if line.hasPrefix("Environment=") {
+        let assignment = line.dropFirst("Environment=".count).trimmingCharacters(
+          in: CharacterSet(charactersIn: "\""))
+        let parts = assignment.split(separator: "=", maxSplits: 1).map(String.init)
+        environment[parts[0]] = parts.count > 1 ? parts[1] : ""
+      } else if line.hasPrefix("EnvironmentFile=-") {
+        file = String(line.dropFirst("EnvironmentFile=-".count))
+      } else if line.hasPrefix("#   IMAGECACHE_METRICS=") {
+        documented = String(line.dropFirst("#   ".count))
+      }
+    }
+    return (
+      environment, try XCTUnwrap(file, "an optional EnvironmentFile=-"),
+      try XCTUnwrap(documented, "the unit documents the file's line")
+    )
+  }
+
+  func testTheSystemdUnitPassesMetricsOnlyWhenItsEnvironmentFileNamesAFile() throws {
+    let (unitValues, file, documented) = try unitEnvironment()
+    XCTAssertTrue(file.hasPrefix("/etc/imagecache/"), file)
+    XCTAssertFalse(
+      unitValues.values.contains { $0.contains("--metrics") },
+      "metrics on by default: \(unitValues)")
+    let state = temporary.appending("state")
+    let arguments = temporary.appending("arguments")
+    func argumentsPassed(_ extra: [String: String]) throws -> [String] {
+      var environment = ProcessInfo.processInfo.environment
+      environment["IMAGECACHE_ARGS"] = nil
+      environment["IMAGECACHE_METRICS"] = nil
+      environment.merge(unitValues) { $1 }
+      environment.merge(extra) { $1 }
+      environment["IMAGECACHE"] = fake
+      environment["FAKE_ARGS"] = arguments
+      let result = try Command.run(
+        "/bin/bash", [Self.wrapper, job, state], environment: environment)
+      XCTAssertEqual(result.status, 0, result.stderr)
+      return try String(contentsOfFile: arguments, encoding: .utf8).split(separator: "\n")
+        .map(String.init)
+    }
+
+    let plain = try argumentsPassed([:])
+    XCTAssertFalse(plain.contains("--metrics"), "\(plain)")
+    XCTAssertTrue(plain.contains("--wait"), "\(plain)")
+
+    // What the documented file line gives, and a path with a space, which stays one argument.
+    let parts = documented.split(separator: "=", maxSplits: 1).map(String.init)
+    for path in [parts[1], temporary.appending("text files/imagecache.prom")] {
+      let passed = try argumentsPassed([parts[0]: path])
+      let index = try XCTUnwrap(passed.firstIndex(of: "--metrics"), "\(passed)")
+      XCTAssertEqual(passed[index + 1], path)
+      XCTAssertTrue(passed.contains("--wait"), "\(passed)")
+    }
   }
 }

@@ -95,6 +95,78 @@ final class MetricsTests: LoopbackTestCase {
     }
   }
 
+  /// The binary run as an unprivileged user when the tests run as root, who may write
+  /// anywhere: node_exporter's folder is not the imagecache user's.
+  private func runUnprivileged(_ arguments: [String]) throws -> CommandResult {
+    guard getuid() == 0 else { return try ImageCacheBinary.run(arguments) }
+    let setpriv = "/usr/bin/setpriv"
+    guard FileManager.default.isExecutableFile(atPath: setpriv) else {
+      throw XCTSkip("running as root and no \(setpriv) to drop to an unprivileged user")
+    }
+    XCTAssertEqual(chmod(temporary.path, 0o777), 0)
+    return try Command.run(
+      setpriv,
+      ["--reuid=65534", "--regid=65534", "--clear-groups", "--", ImageCacheBinary.path]
+        + arguments)
+  }
+
+  func testMetricsThatCannotBeWrittenAreAWarningAndTheRunKeepsItsWorkAndExitStatus() throws {
+    let manifest = temporary.appending("urls.txt")
+    try [server.url("/a.jpg"), server.url("/b.png")].joined(separator: "\n")
+      .write(toFile: manifest, atomically: true, encoding: .utf8)
+    // Folders the run's user cannot write: one that exists, one whose parent it cannot write
+    // into to create it (node_exporter's folder on a host without node_exporter).
+    let locked = temporary.appending("textfile_collector")
+    try FileManager.default.createDirectory(atPath: locked, withIntermediateDirectories: true)
+    XCTAssertEqual(chmod(locked, 0o555), 0)
+    let unwritable = locked + "/imagecache.prom"
+    let uncreatable = locked + "/missing/imagecache.prom"
+    let writable = temporary.appending("metrics/imagecache.prom")
+    let reportFile = temporary.appending("report.json")
+
+    let result = try runUnprivileged([
+      "prefetch", manifest, "--cache", temporary.appending("cache"), "--report", reportFile,
+      "--metrics", unwritable,
+    ])
+    XCTAssertEqual(result.status, 0, "the URLs all downloaded: \(result.stderr)")
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1)
+    XCTAssertTrue(
+      result.stderr.contains("warning: metrics not written to \(unwritable)"), result.stderr)
+    let report = try RunReport.decode(
+      try XCTUnwrap(FileManager.default.contents(atPath: reportFile)))
+    XCTAssertEqual(report.status, .completed)
+    XCTAssertEqual(report.prefetch?.downloaded, 2)
+    let errors = try XCTUnwrap(report.metricsErrors, "the report says the metrics are missing")
+    XCTAssertEqual(errors.count, 1)
+    XCTAssertTrue(errors[0].contains(unwritable), errors[0])
+    XCTAssertTrue(report.warnings.contains(errors[0]))
+    XCTAssertFalse(FileManager.default.fileExists(atPath: unwritable))
+
+    // The same from a job's metrics: beside --metrics, which is still written; and a URL
+    // that fails makes the exit code 1, as without metrics.
+    try [server.url("/c.gif"), server.url("/gone.jpg")].joined(separator: "\n")
+      .write(toFile: manifest, atomically: true, encoding: .utf8)
+    let job = temporary.appending("nightly.yaml")
+    try """
+    name: nightly
+    cache:
+      directory: \(temporary.appending("cache"))
+    manifests: [\(manifest)]
+    prefetch:
+      retries: 0
+    metrics: \(uncreatable)
+    """.write(toFile: job, atomically: true, encoding: .utf8)
+    let run = try runUnprivileged(["run", job, "--report", reportFile, "--metrics", writable])
+    XCTAssertEqual(run.status, 1, run.stderr)
+    let runReport = try RunReport.decode(
+      try XCTUnwrap(FileManager.default.contents(atPath: reportFile)))
+    XCTAssertEqual(runReport.status, .completed)
+    XCTAssertEqual(runReport.metricsErrors?.count, 1)
+    XCTAssertTrue(runReport.metricsErrors?.first?.contains(uncreatable) == true)
+    XCTAssertTrue(
+      try String(contentsOfFile: writable, encoding: .utf8).contains("imagecache_urls_total"))
+  }
+
   func testTheHTMLPageEscapesHostileURLs() throws {
     let hostile = server.url("/x.jpg") + "?q=<script>alert(1)</script>&t=\"'onload='x"
     let manifest = temporary.appending("urls.txt")

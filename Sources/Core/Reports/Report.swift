@@ -372,6 +372,9 @@ public struct RunReport: Sendable, Codable, Equatable {
   public var maintenance: [MaintenancePassReport] = []
   /// Warnings for people (a corrupt state file moved aside, ignored options...).
   public var warnings: [String] = []
+  /// Metrics files (`--metrics`, `metrics:`) that could not be written, each named with the
+  /// reason; also among `warnings`. Not a failure of the run.
+  public var metricsErrors: [String]?
   /// What ended a `failed` run.
   public var error: String?
   /// A merged report (`report merge`): the shards' reports it was made of.

@@ -329,7 +329,8 @@ struct JobParser {
       mapping,
       known: [
         "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
-        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency",
+        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
+        "noProxy",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -367,6 +368,32 @@ struct JobParser {
     }
     if let value = mapping["blacklistTTL"] {
       limits.blacklistTTL = try duration(value, "prefetch.blacklistTTL", allowed: .positive)
+    }
+    try apply(mapping, to: &limits.connection)
+  }
+
+  /// `prefetch.caBundle` (relative to the job file), `prefetch.proxy` and `prefetch.noProxy`
+  /// (text, or a list of hosts).
+  func apply(_ mapping: Node.Mapping, to connection: inout Connection) throws(ConfigurationError) {
+    if let value = mapping["caBundle"], let path = try string(value, "prefetch.caBundle") {
+      let resolved = resolve(path)
+      if let problem = Connection.caBundleProblem(resolved) {
+        throw fail(value, "prefetch.caBundle", problem)
+      }
+      connection.caBundle = resolved
+    }
+    if let value = mapping["proxy"], let proxy = try string(value, "prefetch.proxy") {
+      if let problem = Connection.proxyProblem(proxy) {
+        throw fail(value, "prefetch.proxy", problem)
+      }
+      connection.proxy = proxy
+    }
+    if let value = mapping["noProxy"] {
+      let hosts = try strings(value, "prefetch.noProxy").joined(separator: ",")
+      if let problem = Connection.noProxyProblem(hosts) {
+        throw fail(value, "prefetch.noProxy", problem)
+      }
+      connection.noProxy = hosts
     }
   }
 

@@ -45,6 +45,17 @@ struct JSONOutput {
     integer(value)
   }
 
+  /// `,"key":["a","b"]`
+  mutating func member(_ name: StaticString, strings values: [String]) {
+    member(name)
+    raw("[")
+    for (index, value) in values.enumerated() {
+      if index > 0 { raw(",") }
+      string(value)
+    }
+    raw("]")
+  }
+
   /// A JSON string, escaped as RFC 8259 requires (control characters, `"` and `\`).
   /// A JSON string; the password of any URL in it is masked (SPEC section 11).
   mutating func string(_ value: String) {

@@ -144,14 +144,15 @@ public final class ReportWriter: Sendable {
   /// not an error: the report files are what must not be lost.
   public func finish(
     status: RunReport.Status, finishedAt: Date, prefetch: PrefetchCounts?, warnings: [String],
-    error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil
+    error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil,
+    metricsErrors: [String] = []
   ) throws {
     try state.withLock { state in
       if let writeError = state.writeError { throw writeError }
       for output in state.outputs {
         try write(
           to: output, state: state, status: status, finishedAt: finishedAt, prefetch: prefetch,
-          warnings: warnings, error: error, mergedFrom: mergedFrom)
+          warnings: warnings, error: error, mergedFrom: mergedFrom, metricsErrors: metricsErrors)
         try output.commit()
       }
     }
@@ -160,7 +161,7 @@ public final class ReportWriter: Sendable {
   private func write(
     to output: ReportOutput, state: State, status: RunReport.Status, finishedAt: Date,
     prefetch: PrefetchCounts?, warnings: [String], error: String?,
-    mergedFrom: [RunReport.MergedReport]?
+    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String]
   ) throws {
     var json = JSONOutput()
     json.raw("{")
@@ -252,13 +253,9 @@ public final class ReportWriter: Sendable {
       json.raw("}")
     }
     json.raw("]\n")
-    json.member("warnings")
-    json.raw("[")
-    for (index, warning) in warnings.enumerated() {
-      if index > 0 { json.raw(",") }
-      json.string(warning)
-    }
-    json.raw("]}\n")
+    json.member("warnings", strings: warnings)
+    if !metricsErrors.isEmpty { json.member("metricsErrors", strings: metricsErrors) }
+    json.raw("}\n")
     try output.write(&json)
   }
 

@@ -99,9 +99,17 @@ public struct RunMetrics: Sendable {
   /// when this run did not complete.
   /// A device, FIFO or descriptor (`/dev/null`) is written in place and never read.
   public func write(to path: String) throws {
-    let output = try OutputFile(path: path)
+    try stage(to: OutputFile(path: path)).commit()
+  }
+
+  /// Writes the metrics for `output` without putting them in place: for a file, into its
+  /// temporary file, which ``OutputWriter/commit()`` renames over it. Lets a run learn that the
+  /// file cannot be written before its report is finished, and say so in it.
+  public func stage(to output: OutputFile) throws(FileSystemError) -> OutputWriter {
     let previous = output.previousContents().flatMap(Self.lastSuccess)
-    try output.write(Array(exposition(lastSuccess: previous).utf8))
+    let writer = try output.open()
+    try writer.write(Array(exposition(lastSuccess: previous).utf8))
+    return writer
   }
 
   /// `imagecache_last_success_timestamp_seconds` from an earlier metrics file, when not 0.

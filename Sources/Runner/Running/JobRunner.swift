@@ -29,6 +29,9 @@ public struct RunSettings: Sendable {
   public var printsReport = false
   /// Prometheus metrics files besides the job's own (`--metrics`); `{job}` becomes its name.
   public var metricsFiles: [String] = []
+  /// The process's environment, for the CA certificates curl(1) takes from it
+  /// (``Connection/trusting(environment:)``).
+  public var environment: [String: String] = [:]
 
   public init() {}
 }
@@ -69,6 +72,7 @@ public struct JobRunner: Sendable {
             + "1 connection to a host, \(shards) in all")
       }
     }
+    job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)
     self.job = job
     self.settings = settings
     self.console = console
@@ -146,12 +150,13 @@ public struct JobRunner: Sendable {
       console.say("\(job.name): failed: \(error)")
       do {
         let finishedAt = Date()
-        try writer.finish(
-          status: .failed, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
-          error: "\(error)")
-        try writeMetrics(
+        let metrics = stageMetrics(
           writer: writer, status: .failed, startedAt: startedAt, finishedAt: finishedAt,
           counts: counts)
+        try writer.finish(
+          status: .failed, finishedAt: finishedAt, prefetch: counts,
+          warnings: warnings + metrics.errors, error: "\(error)", metricsErrors: metrics.errors)
+        putInPlace(metrics)
       } catch let reportError {
         console.say("\(job.name): could not write the report: \(reportError)")
       }
@@ -164,32 +169,88 @@ public struct JobRunner: Sendable {
     }
     if let counts { summarize(counts) }
     let finishedAt = Date()
-    try writer.finish(status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings)
-    for file in writer.files { console.say("\(job.name): report written to \(file)") }
-    try writeMetrics(
+    let metrics = stageMetrics(
       writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
+    try writer.finish(
+      status: status, finishedAt: finishedAt, prefetch: counts,
+      warnings: warnings + metrics.errors, metricsErrors: metrics.errors)
+    for file in writer.files { console.say("\(job.name): report written to \(file)") }
+    putInPlace(metrics)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
       failedInputs: counts?.inputsFailed ?? 0, urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
   }
 
-  /// The metrics files (`--metrics`, the job's `metrics:`), written after the report.
-  private func writeMetrics(
+  /// The metrics files of a run, on their way: written before the report is finished and put
+  /// in place after it, so that a file that cannot be written is said in the report.
+  private struct StagedMetrics {
+    var metrics: RunMetrics?
+    /// Files written to their temporary file, renamed into place once the report is.
+    var staged: [OutputWriter] = []
+    /// Devices, FIFOs, sockets and descriptors: written after the report, as before, so that
+    /// a reader that takes the report first is not kept waiting by the metrics.
+    var inPlace: [OutputFile] = []
+    /// What could not be written, one line a file naming it, for the report and the console.
+    var errors: [String] = []
+  }
+
+  /// Starts writing the metrics files (`--metrics`, the job's `metrics:`). A file that cannot
+  /// be written (its folder missing and not creatable, or not writable) costs a warning, never
+  /// the run's work or its exit status: the report, written next, says so (SPEC section 11).
+  private func stageMetrics(
     writer: ReportWriter, status: RunReport.Status, startedAt: Date, finishedAt: Date,
     counts: PrefetchCounts?
-  ) throws {
+  ) -> StagedMetrics {
+    var result = StagedMetrics()
     let files = metricsFiles
-    guard !files.isEmpty else { return }
+    guard !files.isEmpty else { return result }
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
       startedAt: startedAt, finishedAt: finishedAt, prefetch: counts,
       passes: writer.passSummaries,
       cache: try? DiskCache(location: job.location).usage())
+    result.metrics = metrics
     for file in files {
-      try metrics.write(to: file)
-      console.say("\(job.name): metrics written to \(file)")
+      do {
+        let output = try OutputFile(path: file)
+        guard case .replace = output.disposition else {
+          result.inPlace.append(output)
+          continue
+        }
+        result.staged.append(try metrics.stage(to: output))
+      } catch {
+        result.errors.append(Self.metricsNotWritten(file, error))
+      }
     }
+    for error in result.errors { console.say("warning: \(error)") }
+    return result
+  }
+
+  /// Puts the staged metrics in place, once the report is. What fails now can no longer be
+  /// said in the report: it is said on the console.
+  private func putInPlace(_ staged: StagedMetrics) {
+    for writer in staged.staged {
+      do {
+        try writer.commit()
+        console.say("\(job.name): metrics written to \(writer.output.path)")
+      } catch {
+        console.say("warning: \(Self.metricsNotWritten(writer.output.path, error))")
+      }
+    }
+    guard let metrics = staged.metrics else { return }
+    for output in staged.inPlace {
+      do {
+        try metrics.stage(to: output).commit()
+        console.say("\(job.name): metrics written to \(output.path)")
+      } catch {
+        console.say("warning: \(Self.metricsNotWritten(output.path, error))")
+      }
+    }
+  }
+
+  private static func metricsNotWritten(_ file: String, _ error: any Error) -> String {
+    "metrics not written to \(file): \(error); the run's work and exit status are unaffected"
   }
 
   /// The job's `metrics:` file, then `--metrics`'s, `{job}`, `{shard}` and `{shards}` in
@@ -495,6 +556,9 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   static let failuresToSay = 20
   /// Say every failure, not only the first ``failuresToSay``.
   var verbose = false
+  /// Whether a certificate failure's message, which says how to trust the issuer, was said:
+  /// once is enough, and the console shows failures by name only.
+  var saidCertificateHint = false
 
   init(sink: PrefetchSink, console: any RunConsole) {
     self.sink = sink
@@ -517,6 +581,10 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
           + (failure.blacklisted ? " (blacklisted)" : ""))
     } else if failuresSaid == Self.failuresToSay {
       console.say("  ... further failures are in the report only")
+    }
+    if failure.name == NetworkFailure.serverCertificateUntrusted.rawValue && !saidCertificateHint {
+      console.say("    \(failure.message)")
+      saidCertificateHint = true
     }
     failuresSaid += 1
     sink.recordFailure(failure)
