@@ -302,8 +302,16 @@ final class RunEndingFailureTests: XCTestCase {
     server = try LoopbackServer(routes: [
       "/bad.jpg": { _ in notAnImage },
       "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      // Fills the state folder's own small file system, then answers.
+      // Fills the state folder's own small file system, then answers: once the failure of
+      // the URL before it is on the blacklist (the transfer thread starts this request while
+      // that one is still being checked and recorded).
       "/state-disk-fills.jpg": { _ in
+        let deadline = Date().addingTimeInterval(10)
+        while Date() < deadline,
+          (try? StateStore.openForReading(location: location)?.blacklist().isEmpty) ?? true
+        {
+          usleep(10_000)
+        }
         RunEndingFailureTests.fill(location.stateDirectory + "/filler")
         return notAnImage
       },
