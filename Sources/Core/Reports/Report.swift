@@ -515,6 +515,16 @@ extension RunReport {
           "\(counts.durationSeconds) is out of range: expected \(DurationRange.nonNegative)"
         )
       }
+      for (index, backoff) in counts.hostBackoffs.enumerated() {
+        let field = "prefetch.hostBackoffs[\(index)]"
+        if let problem = check(backoff.pauses, "\(field).pauses") { return problem }
+        guard DurationRange.nonNegative.contains(backoff.seconds) else {
+          return (
+            "\(field).seconds",
+            "\(backoff.seconds) is out of range: expected \(DurationRange.nonNegative)"
+          )
+        }
+      }
       for (index, failure) in prefetch.failures.enumerated() {
         if let problem = check(failure.attempts, "prefetch.failures[\(index)].attempts") {
           return problem

@@ -322,7 +322,8 @@ struct JobParser {
       mapping,
       known: [
         "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
-        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency",
+        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "rate",
+        "maxBandwidth", "hostBackoff",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -360,6 +361,30 @@ struct JobParser {
     }
     if let value = mapping["blacklistTTL"] {
       limits.blacklistTTL = try duration(value, "prefetch.blacklistTTL", allowed: .positive)
+    }
+    if let value = mapping["rate"] {
+      limits.requestsPerSecondPerHost = try unit(value, "prefetch.rate", parseRequestRate)
+    }
+    if let value = mapping["maxBandwidth"] {
+      limits.maxBytesPerSecond = try unit(value, "prefetch.maxBandwidth", parseBandwidth)
+    }
+    if let value = mapping["hostBackoff"] {
+      guard let enabled = value.bool else {
+        throw fail(value, "prefetch.hostBackoff", "expected true or false")
+      }
+      limits.hostBackoff = enabled
+    }
+  }
+
+  /// A value in a unit (a rate, a bandwidth) read by `parse`, whose error says what is
+  /// expected.
+  func unit<T>(_ node: Node, _ field: String, _ parse: (String) throws(UnitParseError) -> T)
+    throws(ConfigurationError) -> T
+  {
+    do {
+      return try parse(node.string ?? "")
+    } catch {
+      throw fail(node, field, error.description)
     }
   }
 
