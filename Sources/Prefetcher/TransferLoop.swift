@@ -16,7 +16,9 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// The loop keeps the limits: at most `concurrency` transfers under way, `perHostConcurrency`
 /// per host. A transfer queued beyond them waits here (by priority, then in order) and starts
 /// on this thread the moment one ends: the connections stay busy however long the queuing task
-/// takes to hear of the end and queue more.
+/// takes to hear of the end and queue more. It keeps the origin limits there too (``HostGate``:
+/// the per-host rate and the host-wide back-off; ``BandwidthBudget``: the run's bandwidth cap),
+/// so that what is already queued in it keeps to them as well.
 final class TransferLoop: @unchecked Sendable {
   enum Command {
     case start(Transfer)
