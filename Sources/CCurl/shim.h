@@ -57,3 +57,6 @@ static const long ic_pipe_multiplex = CURLPIPE_MULTIPLEX;
 static const long ic_http_version_2tls = CURL_HTTP_VERSION_2TLS;
 static const int ic_error_size = CURL_ERROR_SIZE;
 static const CURLversion ic_curl_version_now = CURLVERSION_NOW;
+/// What a write callback returns to pause its transfer (the data is handed over again later).
+static const size_t ic_writefunc_pause = CURL_WRITEFUNC_PAUSE;
+static const int ic_pause_cont = CURLPAUSE_CONT;

@@ -179,6 +179,14 @@ public final class Downloader: Sendable {
     handle.loop.submit(.cancel(handle.transfer))
   }
 
+  /// The hosts that asked to wait (429 or 503 with `Retry-After`) since the downloader
+  /// started, and how long their downloads were held back, as of now.
+  public var hostBackoffs: [HostBackoff] {
+    guard let loop = state.withLock({ $0.loop }) else { return [] }
+    return HostGate.report(
+      loop.backoffLog.withLock { $0 }, at: DispatchTime.now().uptimeNanoseconds)
+  }
+
   private func startedLoop() -> TransferLoop? {
     state.withLock { state -> TransferLoop? in
       guard !state.stopped else { return nil }

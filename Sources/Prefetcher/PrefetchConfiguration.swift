@@ -41,6 +41,18 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   /// for sitemap and manifest fetches.
   public var connection = Connection()
 
+  /// Requests a second that one host is sent at most, by this worker: downloads of a host
+  /// start at least `1 / rate` seconds apart (redirect hops are not delayed). `nil`: no limit.
+  public var requestsPerSecondPerHost: Double?
+  /// Bytes a second that the run's downloads receive in all, at most: bodies as they arrive
+  /// (after decompression), held to the cap within one read (up to 100 KiB) at any moment and
+  /// on average over a second or more. `nil`: no cap. A cap too low for `deadline` fails
+  /// downloads as timed out.
+  public var maxBytesPerSecond: UInt64?
+  /// When a download gets 429 or 503 with `Retry-After`, every download of that host waits
+  /// until then (at most `maxRetryDelay`), not only that URL's next attempt.
+  public var hostBackoff = true
+
   /// One of `shards` workers' part of a fleet-wide per-host limit: `fleet / shards` rounded
   /// down, so that the fleet stays within `fleet`, but at least 1, so that every shard makes
   /// progress (then, with more shards than `fleet`, the fleet opens one per shard).

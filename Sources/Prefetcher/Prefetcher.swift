@@ -310,6 +310,7 @@ public struct Prefetcher: Sendable {
       }
     }
     report.durationSeconds = Date().timeIntervalSince(started)
+    report.hostBackoffs = downloader.hostBackoffs
     progress?.finish(report, elapsed: report.durationSeconds)
     return report
   }

@@ -27,6 +27,8 @@ final class Transfer: @unchecked Sendable {
   // From here on, only the loop thread reads and writes.
   var easy: EasyHandle?
   var phase = Phase.unseen(cancelRequested: false)
+  /// The run's bandwidth budget that its bodies draw on, when there is a cap.
+  var bandwidth: BandwidthBudget?
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.

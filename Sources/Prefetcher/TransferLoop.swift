@@ -16,7 +16,9 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// The loop keeps the limits: at most `concurrency` transfers under way, `perHostConcurrency`
 /// per host. A transfer queued beyond them waits here (by priority, then in order) and starts
 /// on this thread the moment one ends: the connections stay busy however long the queuing task
-/// takes to hear of the end and queue more.
+/// takes to hear of the end and queue more. It keeps the origin limits there too (``HostGate``:
+/// the per-host rate and the host-wide back-off; ``BandwidthBudget``: the run's bandwidth cap),
+/// so that what is already queued in it keeps to them as well.
 final class TransferLoop: @unchecked Sendable {
   enum Command {
     case start(Transfer)
@@ -53,6 +55,14 @@ final class TransferLoop: @unchecked Sendable {
   private let maxRunning: Int
   private let maxRunningPerHost: Int
   private let connection: Connection
+  /// The per-host rate and back-offs: which waiting transfers may start now.
+  private var gate: HostGate
+  /// The soonest a transfer held back by `gate` may start: the loop wakes for it.
+  private var gateWake = UInt64.max
+  /// The run's bandwidth cap, when one is set.
+  private let bandwidth: BandwidthBudget?
+  /// The hosts that asked to wait, for the report; written on this thread, read at the end.
+  let backoffLog = Mutex<[String: HostGate.Record]>([:])
 
   private let idleWaitMilliseconds: Int32
 
@@ -71,6 +81,10 @@ final class TransferLoop: @unchecked Sendable {
     maxRunning = max(1, configuration.concurrency)
     maxRunningPerHost = max(1, configuration.perHostConcurrency)
     connection = configuration.connection
+    gate = HostGate(configuration: configuration)
+    bandwidth = configuration.maxBytesPerSecond.map {
+      BandwidthBudget(bytesPerSecond: $0, now: DispatchTime.now().uptimeNanoseconds)
+    }
     multi = curl_multi_init()
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
@@ -151,6 +165,7 @@ final class TransferLoop: @unchecked Sendable {
       }
       if stopping { break }
       startWaiting()
+      let unpaused = resumePaused()
       curl_multi_perform(multi, &stillRunning)
       collectFinished()
       // What ended made room: the next ones are sent by the next perform, before any wait.
@@ -162,8 +177,15 @@ final class TransferLoop: @unchecked Sendable {
         return inbox.polling
       }
       guard waits else { continue }
-      let wait =
+      var wait =
         active.isEmpty ? idleWaitMilliseconds : min(idleWaitMilliseconds, Self.busyWaitMilliseconds)
+      // A transfer held back by the rate, a back-off or the bandwidth cap is due then.
+      let due = min(gateWake, unpaused ?? .max)
+      if due != .max {
+        let now = DispatchTime.now().uptimeNanoseconds
+        let untilDue = due > now ? (due - now + 999_999) / 1_000_000 : 0
+        wait = Int32(min(UInt64(wait), untilDue))
+      }
       curl_multi_poll(multi, nil, 0, wait, nil)
       inbox.withLock { $0.polling = false }
     }
@@ -192,19 +214,42 @@ final class TransferLoop: @unchecked Sendable {
   @discardableResult
   private func startWaiting() -> Bool {
     var started = false
+    // Without a rate or a back-off, the clock is not even read.
+    let gated = !gate.isOpen
+    let now = gated ? DispatchTime.now().uptimeNanoseconds : 0
+    var wake = UInt64.max
+    if gated { gate.prune(at: now) }
     while running < maxRunning,
       let transfer = waiting.takeFirst(where: {
         runningPerHost[$0.host, default: 0] < maxRunningPerHost
+          && (!gated || gate.allows($0.host, at: now, wake: &wake))
       })
     {
       if let startsIf = transfer.startsIf, !startsIf() {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
       }
+      if gated { gate.started(transfer.host, at: now) }
       start(transfer)
       started = true
     }
+    gateWake = wake
     return started
+  }
+
+  /// Unpauses the transfers the bandwidth budget can now pay for; returns when the next
+  /// paused one can go.
+  private func resumePaused() -> UInt64? {
+    guard let bandwidth else { return nil }
+    return bandwidth.resume(
+      at: DispatchTime.now().uptimeNanoseconds,
+      live: { transfer in
+        guard case .running = transfer.phase, let easy = transfer.easy else { return false }
+        return active[easy.handle] === transfer
+      },
+      unpause: { transfer in
+        if let easy = transfer.easy { curl_easy_pause(easy.handle, ic_pause_cont) }
+      })
   }
 
   private func dropWaiting() {
@@ -216,6 +261,7 @@ final class TransferLoop: @unchecked Sendable {
     running += 1
     runningPerHost[transfer.host, default: 0] += 1
     transfer.startClock()
+    transfer.bandwidth = bandwidth
     guard let easy = idle.popLast() ?? EasyHandle() else {
       return finish(transfer, .failure(.init(.network(.other, message: "curl_easy_init failed"))))
     }
@@ -276,6 +322,12 @@ final class TransferLoop: @unchecked Sendable {
     if case .running = transfer.phase {
       running -= 1
       runningPerHost[transfer.host, default: 1] -= 1
+      if case .failure(let failure) = result, failure.retryAfter != nil {
+        // The host that answered (a redirect's target's, after a redirect).
+        let host = transfer.url.host ?? transfer.host
+        let now = DispatchTime.now().uptimeNanoseconds
+        backoffLog.withLock { gate.answered(host, failure, at: now, log: &$0) }
+      }
     }
     transfer.phase = .finished
     if let easy = transfer.easy {
@@ -405,6 +457,9 @@ private let receiveBody: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
   guard let data, length > 0 else { return length }
+  if let bandwidth = transfer.bandwidth, !bandwidth.admit(length, for: transfer) {
+    return ic_writefunc_pause
+  }
   return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
 }
 

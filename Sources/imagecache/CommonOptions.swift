@@ -429,6 +429,44 @@ struct ByteCount: ExpressibleByArgument, CustomStringConvertible {
   }
 }
 
+/// Parses `--rate`: requests a second (`20/s`, `300/m`). Why a value is not one is kept for
+/// `validate()`, which names the flag and what is expected.
+struct RequestRate: ExpressibleByArgument {
+  var perSecond: Double = 0
+  var problem: UnitParseError?
+  init(argument: String) {
+    do {
+      perSecond = try parseRequestRate(argument)
+    } catch {
+      problem = error
+    }
+  }
+
+  /// Refuses a value that is not a rate in range, naming `flag`.
+  func check(_ flag: String) throws {
+    if let problem { throw ValidationError("\(flag) \(problem)") }
+  }
+}
+
+/// Parses `--max-bandwidth`: bytes a second (`10MB/s`). Why a value is not one is kept for
+/// `validate()`, which names the flag and what is expected.
+struct Bandwidth: ExpressibleByArgument {
+  var bytesPerSecond: UInt64 = 0
+  var problem: UnitParseError?
+  init(argument: String) {
+    do {
+      bytesPerSecond = try parseBandwidth(argument)
+    } catch {
+      problem = error
+    }
+  }
+
+  /// Refuses a value that is not a bandwidth in range, naming `flag`.
+  func check(_ flag: String) throws {
+    if let problem { throw ValidationError("\(flag) \(problem)") }
+  }
+}
+
 /// Refuses a count outside `allowed`, naming `flag` and the range.
 func checkCount(_ value: Int, _ flag: String, allowed: ClosedRange<Int>) throws {
   guard allowed.contains(value) else {

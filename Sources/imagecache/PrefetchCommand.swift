@@ -133,6 +133,29 @@ struct PrefetchSettings: ParsableArguments {
       valueName: "hosts"))
   var noProxy: String?
 
+  @Option(
+    help: ArgumentHelp(
+      "Requests a second to one host, at most: 20/s, 300/m, 0.5/s (1/h to 10000/s; default: "
+        + "no limit). Downloads of a host start at least 1/rate apart.",
+      valueName: "rate"))
+  var rate: RequestRate?
+
+  @Option(
+    name: .customLong("max-bandwidth"),
+    help: ArgumentHelp(
+      "Bytes a second that all downloads together receive, at most: 10MB/s, 500KiB/s (from "
+        + "1KB/s; default: no cap).",
+      valueName: "size/s"))
+  var maxBandwidth: Bandwidth?
+
+  @Flag(
+    name: .customLong("host-backoff"),
+    inversion: .prefixedNo,
+    help: ArgumentHelp(
+      "After a 429 or 503 with Retry-After, hold back every download of that host until then "
+        + "(at most 60 s), not only that URL's next attempt (default: on)."))
+  var hostBackoff = PrefetchConfiguration().hostBackoff
+
   @Flag(
     name: .customLong("sitemap-pages"),
     help: "In sitemaps, also prefetch each page's own <loc> when it names an image.")
@@ -155,6 +178,8 @@ struct PrefetchSettings: ParsableArguments {
     try deadline.check("--deadline", allowed: .positive)
     try blacklistTTL?.check("--blacklist-ttl", allowed: .positive)
     try maxResponseSize.check("--max-response-size")
+    try rate?.check("--rate")
+    try maxBandwidth?.check("--max-bandwidth")
     if let fleetPerHostConcurrency {
       try checkCount(
         fleetPerHostConcurrency, "--fleet-per-host-concurrency",
@@ -187,6 +212,9 @@ struct PrefetchSettings: ParsableArguments {
     job.prefetch.maxPixels = maxPixels
     job.prefetch.blacklistTTL = blacklistTTL?.seconds
     try applyConnection(to: &job.prefetch.connection)
+    job.prefetch.requestsPerSecondPerHost = rate?.perSecond
+    job.prefetch.maxBytesPerSecond = maxBandwidth?.bytesPerSecond
+    job.prefetch.hostBackoff = hostBackoff
     job.sitemap = SitemapSettings(pages: sitemapPages, order: sitemapOrder)
   }
 

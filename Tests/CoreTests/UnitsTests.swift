@@ -75,3 +75,26 @@ final class UnitsTests: XCTestCase {
     XCTAssertEqual(formatDuration(1e308), "1e+308s")
   }
 }
+
+/// Issue 29, item 4: request rates and bandwidths as users write them.
+final class RateUnitsTests: XCTestCase {
+  func testRatesPerSecondMinuteOrHour() throws {
+    XCTAssertEqual(try parseRequestRate("20/s"), 20)
+    XCTAssertEqual(try parseRequestRate("300/m"), 5)
+    XCTAssertEqual(try parseRequestRate("0.5/s"), 0.5)
+    XCTAssertEqual(try parseRequestRate("7200/h"), 2)
+    XCTAssertEqual(try parseRequestRate("20"), 20, "a bare number is per second")
+    for text in ["0/s", "0", "20001/s", "1/d", "fast", "/s", "20/", "nan/s", "1e400/s"] {
+      XCTAssertThrowsError(try parseRequestRate(text), text)
+    }
+  }
+
+  func testBandwidthsAreSizesASecond() throws {
+    XCTAssertEqual(try parseBandwidth("10MB/s"), 10_000_000)
+    XCTAssertEqual(try parseBandwidth("500KiB/s"), 512_000)
+    XCTAssertEqual(try parseBandwidth("1MB"), 1_000_000)
+    for text in ["999B/s", "0", "1e30GB/s", "fast", "10MB/m"] {
+      XCTAssertThrowsError(try parseBandwidth(text), text)
+    }
+  }
+}

@@ -11,6 +11,8 @@ public struct ServerRequest: Sendable {
   public var headers: [(String, String)]
   /// 1 for the first request to this path, 2 for the second...
   public var attempt: Int
+  /// When the whole request had arrived (on the monotonic clock: rates are measured from it).
+  public var arrivedAt = ContinuousClock.now
 
   public func header(_ name: String) -> String? {
     headers.first { $0.0.lowercased() == name.lowercased() }?.1
@@ -100,6 +102,9 @@ public final class LoopbackServer: Sendable {
   /// Every request to `path`, oldest first.
   public func requests(_ path: String) -> [ServerRequest] { log.requests(path) }
 
+  /// Every request to any path, in the order they arrived.
+  public var allRequests: [ServerRequest] { log.all }
+
   /// The most requests the server was answering at once (from arrival to the end of the
   /// response).
   public var peakConcurrency: Int { log.peakInFlight }
@@ -113,6 +118,7 @@ public final class LoopbackServer: Sendable {
 final class RequestLog: Sendable {
   private struct State {
     var requests: [String: [ServerRequest]] = [:]
+    var all: [ServerRequest] = []
     var inFlight = 0
     var peakInFlight = 0
   }
@@ -123,7 +129,9 @@ final class RequestLog: Sendable {
     state.withLock { state in
       var request = request
       request.attempt = (state.requests[request.path]?.count ?? 0) + 1
+      request.arrivedAt = .now
       state.requests[request.path, default: []].append(request)
+      state.all.append(request)
       state.inFlight += 1
       state.peakInFlight = max(state.peakInFlight, state.inFlight)
       return request.attempt
@@ -135,6 +143,7 @@ final class RequestLog: Sendable {
   func count(_ path: String) -> Int { state.withLock { $0.requests[path]?.count ?? 0 } }
   func requests(_ path: String) -> [ServerRequest] { state.withLock { $0.requests[path] ?? [] } }
   var peakInFlight: Int { state.withLock { $0.peakInFlight } }
+  var all: [ServerRequest] { state.withLock { $0.all } }
 }
 
 final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {

@@ -142,6 +142,55 @@ public func parseByteCount(_ text: String) throws(UnitParseError) -> UInt64 {
   return UInt64((value * Double(factor)).rounded())
 }
 
+/// Request rates as users write them: `20/s`, `300/m`, `0.5/s`, `2/h`; a bare number is per
+/// second. Returns requests per second, from 1/h to 10000/s: slower is no prefetch, and faster
+/// is no limit an origin needs (past it, one request every 100 us is below the timer's grain).
+public func parseRequestRate(_ text: String) throws(UnitParseError) -> Double {
+  let trimmed = text.trimmingCharacters(in: .whitespaces)
+  let parts = trimmed.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
+  let per: [String: Double] = ["s": 1, "m": 60, "h": 3600]
+  let digits = parts[0].trimmingCharacters(in: .whitespaces)
+  let unit = parts.count > 1 ? per[parts[1].trimmingCharacters(in: .whitespaces)] : 1
+  guard let unit, isDecimalNumber(digits), let count = Double(digits) else {
+    throw UnitParseError(
+      value: text, expected: "a rate such as 20/s, 300/m or 0.5/s (a bare number is per second)")
+  }
+  let rate = count / unit
+  guard requestRateRange.contains(rate) else {
+    throw UnitParseError(
+      value: text, expected: "a rate from 1/h to 10000/s", outOfRange: true)
+  }
+  return rate
+}
+
+/// What a request rate may be, in requests per second: 1/h to 10000/s.
+public let requestRateRange = (1.0 / 3600)...10_000
+
+/// Bandwidths as users write them: a size (``parseByteCount(_:)``'s units) per second, `/s`
+/// optional: `10MB/s`, `500KiB/s`, `1MB`. From 1KB/s (slower, one read of a response would
+/// take minutes to pay back) to 2^63-1 bytes a second.
+public func parseBandwidth(_ text: String) throws(UnitParseError) -> UInt64 {
+  let trimmed = text.trimmingCharacters(in: .whitespaces)
+  let size = trimmed.lowercased().hasSuffix("/s") ? String(trimmed.dropLast(2)) : trimmed
+  let outOfRange = UnitParseError(
+    value: text, expected: "a bandwidth from 1KB/s to \(largestByteCount) bytes/s",
+    outOfRange: true)
+  let bytes: UInt64
+  do {
+    bytes = try parseByteCount(size)
+  } catch  where error.outOfRange {
+    throw outOfRange
+  } catch {
+    throw UnitParseError(
+      value: text, expected: "a bandwidth such as 10MB/s or 500KiB/s (a bare number is bytes/s)")
+  }
+  guard bytes >= smallestBandwidth else { throw outOfRange }
+  return bytes
+}
+
+/// The smallest bandwidth cap, in bytes a second.
+public let smallestBandwidth: UInt64 = 1000
+
 /// `-12`, `1.5`, `.5`, `2e3`: an optional sign, digits with an optional fraction, an optional
 /// exponent.
 func isDecimalNumber<S: StringProtocol>(_ text: S) -> Bool {

@@ -246,12 +246,14 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var otherShards = 0
   public var bytesDownloaded: UInt64 = 0
   public var durationSeconds = 0.0
+  /// The hosts that asked the run to slow down (429 or 503 with `Retry-After`), by host.
+  public var hostBackoffs: [HostBackoff] = []
 
   public init() {}
 
   private enum CodingKeys: String, CodingKey {
     case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
-    case otherShards, bytesDownloaded, durationSeconds, derived, inputsFailed
+    case otherShards, bytesDownloaded, durationSeconds, derived, inputsFailed, hostBackoffs
   }
 
   public init(from decoder: any Decoder) throws {
@@ -272,6 +274,26 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
     inputsFailed = try container.decodeIfPresent(Int.self, forKey: .inputsFailed) ?? 0
     bytesDownloaded = try container.decode(UInt64.self, forKey: .bytesDownloaded)
     durationSeconds = try container.decode(Double.self, forKey: .durationSeconds)
+    // Absent when no host asked the run to wait.
+    hostBackoffs =
+      try container.decodeIfPresent([HostBackoff].self, forKey: .hostBackoffs) ?? []
+  }
+}
+
+/// A host that answered 429 or 503 with `Retry-After`, and how long every download of it was
+/// held back for that (SPEC section 5: the wait is host-wide, not only the URL's).
+public struct HostBackoff: Sendable, Codable, Equatable {
+  public var host: String
+  /// The answers that asked for a wait.
+  public var pauses: Int
+  /// How long the host's downloads were held back: each wait as asked (at most the cap on a
+  /// wait), overlapping waits counted once, none past the end of the run.
+  public var seconds: Double
+
+  public init(host: String, pauses: Int, seconds: Double) {
+    self.host = host
+    self.pauses = pauses
+    self.seconds = seconds
   }
 }
 
@@ -495,6 +517,16 @@ extension RunReport {
           "prefetch.durationSeconds",
           "\(counts.durationSeconds) is out of range: expected \(DurationRange.nonNegative)"
         )
+      }
+      for (index, backoff) in counts.hostBackoffs.enumerated() {
+        let field = "prefetch.hostBackoffs[\(index)]"
+        if let problem = check(backoff.pauses, "\(field).pauses") { return problem }
+        guard DurationRange.nonNegative.contains(backoff.seconds) else {
+          return (
+            "\(field).seconds",
+            "\(backoff.seconds) is out of range: expected \(DurationRange.nonNegative)"
+          )
+        }
       }
       for (index, failure) in prefetch.failures.enumerated() {
         if let problem = check(failure.attempts, "prefetch.failures[\(index)].attempts") {

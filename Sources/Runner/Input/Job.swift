@@ -330,7 +330,7 @@ struct JobParser {
       known: [
         "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
         "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
-        "noProxy",
+        "noProxy", "rate", "maxBandwidth", "hostBackoff",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -369,6 +369,18 @@ struct JobParser {
     if let value = mapping["blacklistTTL"] {
       limits.blacklistTTL = try duration(value, "prefetch.blacklistTTL", allowed: .positive)
     }
+    if let value = mapping["rate"] {
+      limits.requestsPerSecondPerHost = try unit(value, "prefetch.rate", parseRequestRate)
+    }
+    if let value = mapping["maxBandwidth"] {
+      limits.maxBytesPerSecond = try unit(value, "prefetch.maxBandwidth", parseBandwidth)
+    }
+    if let value = mapping["hostBackoff"] {
+      guard let enabled = value.bool else {
+        throw fail(value, "prefetch.hostBackoff", "expected true or false")
+      }
+      limits.hostBackoff = enabled
+    }
     try apply(mapping, to: &limits.connection)
   }
 
@@ -394,6 +406,18 @@ struct JobParser {
         throw fail(value, "prefetch.noProxy", problem)
       }
       connection.noProxy = hosts
+    }
+  }
+
+  /// A value in a unit (a rate, a bandwidth) read by `parse`, whose error says what is
+  /// expected.
+  func unit<T>(_ node: Node, _ field: String, _ parse: (String) throws(UnitParseError) -> T)
+    throws(ConfigurationError) -> T
+  {
+    do {
+      return try parse(node.string ?? "")
+    } catch {
+      throw fail(node, field, error.description)
     }
   }
 

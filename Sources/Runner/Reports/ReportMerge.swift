@@ -151,6 +151,16 @@ public enum ReportMerge {
     sum.bytesDownloaded = try total(
       a.bytesDownloaded, b.bytesDownloaded, "bytesDownloaded", adding: path)
     sum.durationSeconds = max(a.durationSeconds, b.durationSeconds)
+    // By host: every shard's pauses, and the longest wait (shards wait side by side).
+    var backoffs = Dictionary(uniqueKeysWithValues: a.hostBackoffs.map { ($0.host, $0) })
+    for backoff in b.hostBackoffs {
+      var merged = backoffs[backoff.host] ?? HostBackoff(host: backoff.host, pauses: 0, seconds: 0)
+      merged.pauses = try total(
+        merged.pauses, backoff.pauses, "hostBackoffs (\(backoff.host)).pauses", adding: path)
+      merged.seconds = max(merged.seconds, backoff.seconds)
+      backoffs[backoff.host] = merged
+    }
+    sum.hostBackoffs = backoffs.keys.sorted().map { backoffs[$0]! }
     return sum
   }
 

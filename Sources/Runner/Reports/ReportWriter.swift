@@ -273,6 +273,19 @@ public final class ReportWriter: Sendable {
     json.member("bytesDownloaded", counts.bytesDownloaded)
     json.member("durationSeconds")
     json.number(counts.durationSeconds)
+    guard !counts.hostBackoffs.isEmpty else { return }
+    json.member("hostBackoffs")
+    json.raw("[")
+    for (index, backoff) in counts.hostBackoffs.enumerated() {
+      json.raw(index > 0 ? ",{" : "{")
+      json.key("host")
+      json.string(backoff.host)
+      json.member("pauses", backoff.pauses)
+      json.member("seconds")
+      json.number(backoff.seconds)
+      json.raw("}")
+    }
+    json.raw("]")
   }
 }
 

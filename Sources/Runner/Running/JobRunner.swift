@@ -366,6 +366,13 @@ public struct JobRunner: Sendable {
     }
     for warning in items.warnings { console.say("warning: \(warning)") }
     warnings += items.warnings
+    for backoff in counts.hostBackoffs {
+      let warning =
+        "\(backoff.host) asked to wait (429 or 503 with Retry-After) \(backoff.pauses) time(s): "
+        + "its downloads were held back \(String(format: "%.1f", backoff.seconds)) s in all"
+      console.say("warning: \(warning)")
+      warnings.append(warning)
+    }
     return (counts, failure)
   }
 

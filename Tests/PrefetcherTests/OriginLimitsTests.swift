@@ -1,0 +1,177 @@
+import Core
+import Foundation
+import Prefetcher
+import TestSupport
+import XCTest
+
+/// Issue 29, item 4: gentle with origins. A per-host request rate, a bandwidth cap for the
+/// run, and a `Retry-After` that holds back every download of its host, measured against the
+/// arrival times the loopback server logs (each within 10%). The measured figures are printed.
+final class OriginLimitsTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var server: LoopbackServer!
+  var downloaders: [Downloader] = []
+
+  /// 250,000 bytes: a JPEG's start, padded (validation is off where it is served).
+  static let quarterMegabyte = Fixtures.jpeg + Data(repeating: 0x20, count: 250_000 - 1342)
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    server = try LoopbackServer(routes: [
+      "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/large.jpg": { _ in .image(Self.quarterMegabyte, type: "image/jpeg") },
+      "/busy.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 429, headers: [("Retry-After", "1")])
+          : .image(Fixtures.png, type: "image/png")
+      },
+      "/gone-for-an-hour.png": { _ in
+        ServerResponse(status: 503, headers: [("Retry-After", "3600")])
+      },
+    ])
+  }
+
+  override func tearDown() async throws {
+    for downloader in downloaders { await downloader.shutdown() }
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func run(
+    _ urls: [String], _ configure: (inout PrefetchConfiguration) -> Void
+  ) async throws -> PrefetchReport {
+    var configuration = PrefetchConfiguration()
+    configuration.retryBaseDelay = 0.01
+    configure(&configuration)
+    let downloader = Downloader(configuration: configuration)
+    downloaders.append(downloader)
+    let manager = try ImageManager(
+      location: CacheLocation(directory: temporary.appending("cache")), downloader: downloader)
+    return await Prefetcher(manager: manager).run(
+      urls.map { .success(PrefetchItem(url: $0)) })
+  }
+
+  /// Requests a second between the first and the last arrival of `requests`.
+  private func measuredRate(_ requests: [ServerRequest]) throws -> Double {
+    let first = try XCTUnwrap(requests.first?.arrivedAt)
+    let last = try XCTUnwrap(requests.last?.arrivedAt)
+    return Double(requests.count - 1) / (last - first).seconds
+  }
+
+  func testDownloadsOfOneHostArriveNoFasterThanTheRate() async throws {
+    let urls = (0..<30).map { server.url("/image.png?n=\($0)") }
+    let report = try await run(urls) { $0.requestsPerSecondPerHost = 20 }
+    XCTAssertEqual(report.downloaded, 30)
+    let arrivals = server.allRequests
+    XCTAssertEqual(arrivals.count, 30)
+    let rate = try measuredRate(arrivals)
+    let span = (arrivals.last!.arrivedAt - arrivals.first!.arrivedAt).seconds
+    print(
+      "measured rate: 30 requests at --rate 20/s, first to last arrival "
+        + String(format: "%.3f s: %.2f requests/s", span, rate))
+    XCTAssertEqual(rate, 20, accuracy: 2, "not within 10% of 20/s")
+    // No burst either: each start waits its turn after the one before.
+    let gaps = zip(arrivals, arrivals.dropFirst()).map { ($1.arrivedAt - $0.arrivedAt).seconds }
+    XCTAssertGreaterThan(try XCTUnwrap(gaps.min()), 0.025, "two requests came together")
+  }
+
+  func testEachHostHasARateOfItsOwn() async throws {
+    // 127.0.0.1 and localhost: two hosts on the one server.
+    let local = "http://localhost:\(server.port)"
+    let urls = (0..<10).flatMap {
+      [server.url("/image.png?a=\($0)"), local + "/image.png?b=\($0)"]
+    }
+    let report = try await run(urls) { $0.requestsPerSecondPerHost = 10 }
+    XCTAssertEqual(report.downloaded, 20)
+    let arrivals = server.allRequests
+    let byName = try measuredRate(arrivals.filter { $0.query?.hasPrefix("a=") == true })
+    let byLocalhost = try measuredRate(arrivals.filter { $0.query?.hasPrefix("b=") == true })
+    let together = try measuredRate(arrivals)
+    print(
+      String(
+        format: "measured rates at --rate 10/s: 127.0.0.1 %.2f/s, localhost %.2f/s, both %.2f/s",
+        byName, byLocalhost, together))
+    XCTAssertEqual(byName, 10, accuracy: 1)
+    XCTAssertEqual(byLocalhost, 10, accuracy: 1)
+    XCTAssertGreaterThan(together, 15, "one host's rate held the other back")
+  }
+
+  func testTheRunsDownloadsTogetherKeepToTheBandwidthCap() async throws {
+    // 8 x 250 kB = 2 MB at 1 MB/s, over 4 connections at once: about 2 s in all.
+    let urls = (0..<8).map { server.url("/large.jpg?n=\($0)") }
+    let started = ContinuousClock.now
+    let report = try await run(urls) {
+      $0.maxBytesPerSecond = 1_000_000
+      $0.validation = .none
+      $0.perHostConcurrency = 4
+    }
+    let elapsed = (ContinuousClock.now - started).seconds
+    XCTAssertEqual(report.downloaded, 8)
+    XCTAssertEqual(report.bytesDownloaded, 2_000_000)
+    let throughput = Double(report.bytesDownloaded) / elapsed
+    print(
+      "measured bandwidth: 2 MB at --max-bandwidth 1MB/s in "
+        + String(format: "%.3f s: %.0f bytes/s", elapsed, throughput))
+    XCTAssertEqual(throughput, 1_000_000, accuracy: 100_000, "not within 10% of 1 MB/s")
+  }
+
+  func testA429WithRetryAfterHoldsBackEveryURLOfItsHost() async throws {
+    // One connection to the host: the others are queued when the 429 comes.
+    let urls = [server.url("/busy.png")] + (0..<5).map { server.url("/image.png?n=\($0)") }
+    let report = try await run(urls) { $0.perHostConcurrency = 1 }
+    XCTAssertEqual(report.downloaded, 6)
+    XCTAssertEqual(report.failed, 0)
+    let refused = try XCTUnwrap(server.requests("/busy.png").first?.arrivedAt)
+    let others = server.requests("/image.png")
+    XCTAssertEqual(others.count, 5)
+    let firstOther = try XCTUnwrap(others.map(\.arrivedAt).min())
+    let waited = (firstOther - refused).seconds
+    print(String(format: "the host's other URLs waited %.3f s after Retry-After: 1", waited))
+    XCTAssertGreaterThanOrEqual(waited, 1, "a URL of the host was sent before the Retry-After")
+    XCTAssertLessThan(waited, 2, "the host was held back longer than asked")
+    let backoff = try XCTUnwrap(report.hostBackoffs.first)
+    XCTAssertEqual(report.hostBackoffs.count, 1)
+    XCTAssertEqual(backoff.host, "127.0.0.1")
+    XCTAssertEqual(backoff.pauses, 1)
+    XCTAssertEqual(backoff.seconds, 1, accuracy: 0.05)
+  }
+
+  func testARetryAfterOverTheCapHoldsTheHostBackForTheCapOnly() async throws {
+    let urls =
+      [server.url("/gone-for-an-hour.png")]
+      + (0..<3).map {
+        server.url("/image.png?n=\($0)")
+      }
+    let report = try await run(urls) {
+      $0.perHostConcurrency = 1
+      $0.maxRetryDelay = 1
+    }
+    // The URL that asked for an hour fails at once; the host's others wait the cap.
+    XCTAssertEqual(report.failed, 1)
+    XCTAssertEqual(report.downloaded, 3)
+    let refused = try XCTUnwrap(server.requests("/gone-for-an-hour.png").first?.arrivedAt)
+    let firstOther = try XCTUnwrap(server.requests("/image.png").map(\.arrivedAt).min())
+    XCTAssertEqual((firstOther - refused).seconds, 1, accuracy: 0.5)
+    XCTAssertEqual(report.hostBackoffs.first?.seconds ?? 0, 1, accuracy: 0.05)
+  }
+
+  func testWithoutHostBackoffOnlyTheRefusedURLWaits() async throws {
+    let urls = [server.url("/busy.png")] + (0..<3).map { server.url("/image.png?n=\($0)") }
+    let report = try await run(urls) {
+      $0.perHostConcurrency = 1
+      $0.hostBackoff = false
+    }
+    XCTAssertEqual(report.downloaded, 4)
+    let refused = try XCTUnwrap(server.requests("/busy.png").first?.arrivedAt)
+    let firstOther = try XCTUnwrap(server.requests("/image.png").map(\.arrivedAt).min())
+    XCTAssertLessThan((firstOther - refused).seconds, 0.5)
+    XCTAssertEqual(report.hostBackoffs, [])
+  }
+}
+
+extension Duration {
+  fileprivate var seconds: Double {
+    let (seconds, attoseconds) = components
+    return Double(seconds) + Double(attoseconds) / 1e18
+  }
+}
