@@ -70,7 +70,8 @@ public final class PrefetchPlanner {
 
   private func blacklist(of location: CacheLocation) throws -> [String: Date] {
     if let known = blacklists[location.namespace] { return known }
-    let entries = try StateStore.blacklistOfEveryStateFile(location: location)
+    let entries = try StateStore.blacklistOfEveryStateFile(
+      location: location, leavingNoTrace: true)
     let blacklist = Dictionary(
       entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max)
     blacklists[location.namespace] = blacklist
