@@ -36,8 +36,10 @@ struct ImageCacheCommand: AsyncParsableCommand {
       The cache is laid out exactly as SDWebImage 5 lays it out: --cache names the disk cache \
       directory (the folder that holds namespaces, by default \
       $XDG_CACHE_HOME/com.hackemist.SDImageCache) and --namespace the folder inside it \
-      (default "default"). Human output goes to stderr; the JSON report goes to --report FILE \
-      or, with --json, to stdout.
+      (default "default"). What a command exists to print goes to stdout (blacklist list, \
+      stats, key, --json, a dry run's plan); progress, warnings and summaries go to stderr. \
+      The JSON report goes to --report FILE or, with --json, to stdout. A misspelt command or \
+      option is named with a suggestion (exit 2).
 
       Exit codes: 0 success, 1 some URLs failed (0 with --allow-url-failures on run and \
       prefetch) or some manifests or sitemaps failed as a whole (not fetched, not readable, \
