@@ -66,6 +66,7 @@ final class DryRunTests: LoopbackTestCase {
     let result = try ImageCacheBinary.run(["run", job, "--dry-run"])
 
     XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(result.stdout, "download \(server.url("/a.jpg"))\n", "the job's plan")
     XCTAssertEqual(snapshot(temporary.path, accessTimes: false), before, result.stderr)
     XCTAssertEqual(
       try String(contentsOfFile: report, encoding: .utf8),
