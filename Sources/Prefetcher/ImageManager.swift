@@ -230,25 +230,13 @@ public final class ImageManager: Sendable {
     if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
       return .finished(LoadResult(outcome: .blacklisted))
     }
-    guard let url = parsed, let scheme = url.scheme?.lowercased() else {
-      return .finished(
-        fail(.invalidURL(trimmed, reason: "not a URL"), url: blacklistKey, in: namespace))
-    }
-    guard scheme == "http" || scheme == "https" else {
-      return .finished(
-        fail(
-          .invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"),
-          url: blacklistKey, in: namespace))
-    }
-    guard let host = url.host, !host.isEmpty else {
-      return .finished(
-        fail(.invalidURL(trimmed, reason: "no host"), url: blacklistKey, in: namespace))
+    let url: URL
+    switch Self.fetchableURL(trimmed, parsed: parsed) {
+    case .success(let checked): url = checked
+    case .failure(let error): return .finished(fail(error, url: blacklistKey, in: namespace))
     }
 
-    // With a thumbnail or transformers, SD looks up the derived key first, then the original
-    // key, then downloads (SPEC section 3).
-    let originalKey = context.cacheKeyFilter.cacheKey(for: url)
-    let key = context.variant.isEmpty ? originalKey : context.variant.derivedKey(for: originalKey)
+    let (originalKey, key) = Self.cacheKeys(for: url, context: context)
     let cache = namespace.cache
     // The file names, once: the query and the store both need them.
     // The key is usually the URL itself, already parsed.
@@ -317,6 +305,32 @@ public final class ImageManager: Sendable {
           "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)",
         rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
         paths: paths, options: options, context: context, namespace: namespace))
+  }
+
+  /// `parsed` when it is a URL the downloader fetches (http or https, with a host), else the
+  /// `invalidURL` failure SD blacklists it for (SPEC section 2, step 1).
+  static func fetchableURL(_ trimmed: String, parsed: URL?) -> Result<URL, ImageCacheError> {
+    guard let url = parsed, let scheme = url.scheme?.lowercased() else {
+      return .failure(.invalidURL(trimmed, reason: "not a URL"))
+    }
+    guard scheme == "http" || scheme == "https" else {
+      return .failure(
+        .invalidURL(trimmed, reason: "only http and https are fetched, not \(scheme)"))
+    }
+    guard let host = url.host, !host.isEmpty else {
+      return .failure(.invalidURL(trimmed, reason: "no host"))
+    }
+    return .success(url)
+  }
+
+  /// The original key and the key looked up and stored: with a thumbnail or transformers, SD
+  /// looks up the derived key first, then the original key, then downloads (SPEC section 3).
+  static func cacheKeys(for url: URL, context: ImageContext) -> (original: String, key: String) {
+    let originalKey = context.cacheKeyFilter.cacheKey(for: url)
+    return (
+      originalKey,
+      context.variant.isEmpty ? originalKey : context.variant.derivedKey(for: originalKey)
+    )
   }
 
   /// Renders the variant of a derived key from the original's bytes and stores it, as SD's

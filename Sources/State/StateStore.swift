@@ -175,15 +175,16 @@ public final class StateStore: Sendable {
   /// The blacklist of every state file of the cache at `location` (a sharded cache keeps one
   /// per shard), each URL once with its latest failure, sorted by URL. A file that cannot be
   /// read goes to `unreadable`, which rethrows by default.
+  /// `leavingNoTrace` as in ``openForReading(path:leavingNoTrace:)``.
   public static func blacklistOfEveryStateFile(
-    location: CacheLocation,
+    location: CacheLocation, leavingNoTrace: Bool = false,
     unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
   ) throws -> [BlacklistEntry] {
     var byURL: [String: BlacklistEntry] = [:]
     for path in stateFiles(location: location) {
       let entries: [BlacklistEntry]
       do {
-        entries = try openForReading(path: path)?.blacklist() ?? []
+        entries = try openForReading(path: path, leavingNoTrace: leavingNoTrace)?.blacklist() ?? []
       } catch {
         try unreadable(path, error)
         continue
@@ -197,12 +198,27 @@ public final class StateStore: Sendable {
   }
 
   /// Opens one state file for reading only, or `nil` when it does not exist.
-  public static func openForReading(path: String) throws -> StateStore? {
+  ///
+  /// - Parameter leavingNoTrace: a read-only open of a WAL database still creates its `-wal`
+  ///   and `-shm` files beside it; a dry run must leave the state as it found it. So a state
+  ///   that no connection has open (no `-wal` file) is opened immutable, which creates
+  ///   nothing. Only under the run lock, where no run writes it meanwhile; where SQLite takes
+  ///   no URI file names, or a `-wal` file is there, the plain read-only open is used.
+  public static func openForReading(path: String, leavingNoTrace: Bool = false) throws
+    -> StateStore?
+  {
     try checkOwnFiles(path: path)
     guard FileManager.default.fileExists(atPath: path) else { return nil }
     var configuration = Configuration()
     configuration.readonly = true
     configuration.busyMode = .timeout(10)
+    if leavingNoTrace, !FileManager.default.fileExists(atPath: path + "-wal"),
+      let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),
+      let queue = try? DatabaseQueue(
+        path: "file:\(encoded)?immutable=1", configuration: configuration)
+    {
+      return StateStore(path: path, database: queue)
+    }
     do {
       return StateStore(
         path: path, database: try DatabaseQueue(path: path, configuration: configuration))

@@ -24,7 +24,11 @@ struct BlacklistCommand: ParsableCommand {
   struct List: ParsableCommand {
     static let configuration = CommandConfiguration(
       commandName: "list",
-      abstract: "List the blacklisted URLs with why and when they failed.")
+      abstract: "List the blacklisted URLs with why and when they failed.",
+      discussion: """
+        One URL a line on stdout, tab-separated: the URL, the error's name and code, the \
+        number of failures, the last failure's date and the reason; the count goes to stderr.
+        """)
     @OptionGroup var cacheOptions: CacheOptions
     @Flag(name: .long, help: "Print the entries as JSON on stdout.")
     var json = false
@@ -37,10 +41,11 @@ struct BlacklistCommand: ParsableCommand {
       if json { return try Console.printJSON(entries) }
       let formatter = ISO8601DateFormatter()
       for entry in entries {
-        Console.standard.say(
+        Console.standard.output(
           "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(formatter.string(from: entry.lastFailedAt))\t\(entry.reason)"
         )
       }
+      // The count is a summary: on stderr, so that `list | wc -l` counts URLs.
       Console.standard.say("\(entries.count) URLs on the blacklist")
     }
   }

@@ -269,8 +269,8 @@ struct ReportOptions: ParsableArguments {
   }
 }
 
-/// Human output on stderr, so that stdout stays for `--json`. Best effort: a closed or full
-/// stderr loses the line, never the run (SPEC section 10).
+/// Human output on stderr, so that stdout stays for the data: `--json`, lists, plans. Best
+/// effort: a closed or full stderr or stdout loses the line, never the run (SPEC section 10).
 struct Console: RunConsole {
   static let standard = Console()
 
@@ -281,6 +281,12 @@ struct Console: RunConsole {
     if quiet && !Self.reportsTrouble(line) { return }
     // Every line for people comes through here: no URL password reaches a log.
     Self.write(line.maskingURLPasswords + "\n", to: STDERR_FILENO)
+  }
+
+  /// What the command exists to print (a list, a dry run's plan) goes to stdout, as curl,
+  /// rsync and git print theirs, so that it can be piped and grepped; `--quiet` keeps it.
+  func output(_ line: String) {
+    Self.write(line.maskingURLPasswords + "\n", to: STDOUT_FILENO)
   }
 
   /// Warnings, failed URLs, skipped lines and errors: what `--quiet` still prints.

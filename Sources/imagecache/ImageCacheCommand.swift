@@ -36,8 +36,10 @@ struct ImageCacheCommand: AsyncParsableCommand {
       The cache is laid out exactly as SDWebImage 5 lays it out: --cache names the disk cache \
       directory (the folder that holds namespaces, by default \
       $XDG_CACHE_HOME/com.hackemist.SDImageCache) and --namespace the folder inside it \
-      (default "default"). Human output goes to stderr; the JSON report goes to --report FILE \
-      or, with --json, to stdout.
+      (default "default"). What a command exists to print goes to stdout (blacklist list, \
+      stats, key, --json, a dry run's plan); progress, warnings and summaries go to stderr. \
+      The JSON report goes to --report FILE or, with --json, to stdout. A misspelt command or \
+      option is named with a suggestion (exit 2).
 
       Exit codes: 0 success, 1 some URLs failed (0 with --allow-url-failures on run and \
       prefetch) or some manifests or sitemaps failed as a whole (not fetched, not readable, \
@@ -60,18 +62,23 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func main() async {
     // A closed pipe on stdout or stderr is a failed write, never the end of the run.
     signal(SIGPIPE, SIG_IGN)
+    var command: ParsableCommand
     do {
-      var command = try parseAsRoot()
+      command = try parseAsRoot()
+    } catch {
+      if let unknown = unknownSubcommand() ?? unknownOption() {
+        Console.standard.say(unknown)
+        Foundation.exit(ExitStatus.usage.rawValue)
+      }
+      fail(with: error)
+    }
+    do {
       if var asyncCommand = command as? AsyncParsableCommand {
         try await asyncCommand.run()
       } else {
         try command.run()
       }
     } catch {
-      if let unknown = unknownSubcommand() {
-        Console.standard.say(unknown)
-        Foundation.exit(ExitStatus.usage.rawValue)
-      }
       fail(with: error)
     }
   }
@@ -94,6 +101,46 @@ struct ImageCacheCommand: AsyncParsableCommand {
       return "imagecache: unknown command '\(first)' (commands: \(commands))"
     }
     return "imagecache: unknown command '\(first)', did you mean '\(name)'? (commands: \(commands))"
+  }
+
+  /// "unknown option '--concurency', did you mean '--concurrency'?" for a long option that the
+  /// subcommand named does not have. argument-parser names an unknown option only once the
+  /// command is decoded and validated, by which time the option's value (`--concurency 8`)
+  /// has been taken for a manifest and the error is about that.
+  static func unknownOption(_ arguments: [String] = Array(CommandLine.arguments.dropFirst()))
+    -> String?
+  {
+    // The names come from argument-parser's own description of the commands: only on this
+    // error path, and never out of step with the options declared.
+    guard
+      let json = try? JSONSerialization.jsonObject(with: Data(_dumpHelp().utf8)),
+      var command = (json as? [String: Any])?["command"] as? [String: Any]
+    else { return nil }
+    var path = ["imagecache"]
+    for argument in arguments.prefix(while: { !$0.hasPrefix("-") }) {
+      let subcommands = command["subcommands"] as? [[String: Any]] ?? []
+      guard let next = subcommands.first(where: { $0["commandName"] as? String == argument })
+      else { break }
+      command = next
+      path.append(argument)
+    }
+    let known =
+      (command["arguments"] as? [[String: Any]] ?? []).flatMap {
+        ($0["names"] as? [[String: Any]] ?? []).compactMap { name in
+          name["kind"] as? String == "short" ? nil : name["name"] as? String
+        }
+      } + ["help", "version", "experimental-dump-help", "generate-completion-script"]
+    for argument in arguments.prefix(while: { $0 != "--" }) where argument.hasPrefix("--") {
+      let name = String(argument.dropFirst(2).prefix { $0 != "=" })
+      guard !known.contains(name) else { continue }
+      let usage = "(see '\(path.joined(separator: " ")) --help')"
+      let nearest = known.map { ($0, editDistance(name.lowercased(), $0)) }.min { $0.1 < $1.1 }
+      guard let (match, distance) = nearest, distance <= max(2, name.count / 3) else {
+        return "imagecache: unknown option '--\(name)' \(usage)"
+      }
+      return "imagecache: unknown option '--\(name)', did you mean '--\(match)'? \(usage)"
+    }
+    return nil
   }
 
   /// Levenshtein distance, with a swap of two neighbours counting as one edit.

@@ -319,6 +319,7 @@ struct PrefetchCommand: AsyncParsableCommand {
           --sitemap-order lastmod
         imagecache prefetch https://intranet.example/sitemap.xml --cache /srv/c \\
           --cacert /etc/ssl/corp-ca.pem --proxy http://proxy.example:3128
+        imagecache prefetch urls.txt --cache /srv/c --dry-run | grep -c '^download '
       """)
 
   @Argument(
@@ -332,15 +333,40 @@ struct PrefetchCommand: AsyncParsableCommand {
   @OptionGroup var fleetOptions: FleetOptions
   @OptionGroup var settings: PrefetchSettings
 
+  @Flag(
+    name: .customLong("dry-run"),
+    help: ArgumentHelp(
+      "Print what each URL would do and request, write or lock nothing (with --json, the plan "
+        + "is the report).",
+      discussion: """
+        One line a URL on stdout: hit (in the cache, under its current or legacy name, or the \
+        original of a variant), download, revalidate (refreshCached), blacklisted, invalid (not \
+        an http(s) URL: a run would fail and blacklist it) or miss (fromCacheOnly). Bad lines \
+        and the counts go to stderr. The cache must exist; access times are left alone.
+        """))
+  var dryRun = false
+
   @Flag(name: .shortAndLong, help: "Print every failed URL (not only the first 20).")
   var verbose = false
 
   func validate() throws {
-    for path in manifests { try checkManifest(path, what: "manifest") }
+    for path in manifests {
+      try checkManifest(path, what: "manifest")
+      // Its YAML lines would be read as URLs, failed and blacklisted one by one.
+      if !ManifestItems.isRemote(path) && !ManifestItems.isStream(path)
+        && Job.looksLikeJobFile(path: path)
+      {
+        throw ValidationError(
+          "manifest \(path): this is a job file: use `imagecache run \(path)`")
+      }
+    }
     try checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
   }
 
   func run() async throws {
+    // A dry run reads the cache it plans for: a typo in --cache is an error, not a plan of
+    // downloads into a folder that does not exist.
+    if dryRun { try cacheOptions.requireExistingCache() }
     var job = Job(name: "prefetch", location: cacheOptions.location)
     job.manifests = manifests
     job.passes = []
@@ -348,7 +374,8 @@ struct PrefetchCommand: AsyncParsableCommand {
     try shardOptions.apply(to: &job)
     fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
     let outcome = try await JobRunner(
-      job: job, settings: reportOptions.settings(verbose: verbose), console: reportOptions.console
+      job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
+      console: reportOptions.console
     ).run()
     try outcome.exit()
   }

@@ -44,7 +44,9 @@ struct RunCommand: AsyncParsableCommand {
 
   @Flag(
     name: .customLong("dry-run"),
-    help: "Download nothing and print what the maintenance passes would do.")
+    help: ArgumentHelp(
+      "Request and write nothing: print on stdout what each URL would do (as prefetch "
+        + "--dry-run) and what the passes would do. Only --report and --metrics are written."))
   var dryRun = false
 
   @Flag(name: .shortAndLong, help: "List every file the maintenance passes delete or move.")
@@ -63,7 +65,7 @@ struct RunCommand: AsyncParsableCommand {
       }
       try checkStreamsReadOnce(
         job.manifests,
-        readTwice: job.passes.contains(.migrate) && job.prefetchesManifests && !dryRun,
+        readTwice: job.passes.contains(.migrate) && job.prefetchesManifests,
         what: "\(path): manifest")
       loaded.append(job)
     }

@@ -10,7 +10,8 @@ struct StatsCommand: ParsableCommand {
     discussion: """
       Prints the number of files, their logical and allocated bytes, the oldest and newest \
       access and modification dates, and how many files still carry a legacy name (no \
-      extension, or an extension with a query or a colon in it). With --json, the same as JSON.
+      extension, or an extension with a query or a colon in it), on stdout. With --json, the \
+      same as JSON.
 
       Example:
         imagecache stats --cache /var/cache/images --namespace avatars
@@ -30,7 +31,7 @@ struct StatsCommand: ParsableCommand {
     func date(_ value: Date?) -> String {
       value.map { ISO8601DateFormatter().string(from: $0) } ?? "-"
     }
-    Console.standard.say(
+    Console.standard.output(
       """
       cache:           \(stats.path)
       files:           \(stats.files)

@@ -115,7 +115,7 @@ final class UnattendedTests: XCTestCase {
 
     let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", location.directory])
     XCTAssertEqual(list.status, 0, list.stderr)
-    XCTAssertTrue(list.stderr.contains("https://x/a.png"), list.stderr)
+    XCTAssertTrue(list.stdout.contains("https://x/a.png"), list.stdout)
     let clear = try ImageCacheBinary.run(["blacklist", "clear", "--cache", location.directory])
     XCTAssertEqual(clear.status, 4, "writing is a fatal I/O error")
     XCTAssertTrue(clear.stderr.contains(state + "/state.sqlite"), "names the file: \(clear.stderr)")

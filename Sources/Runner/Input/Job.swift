@@ -70,6 +70,25 @@ public struct Job: Sendable {
     "maintenance", "migrate", "report", "metrics", "allowURLFailures",
   ]
 
+  /// Whether the file at `path` reads as a job file rather than a manifest: its first line
+  /// that is not blank, a `#` comment or YAML's `---` starts with a job key (`cache:`,
+  /// `"manifests":`, after the `{` of JSON). A manifest line is a URL or `{"url": ...}`, so a
+  /// manifest never does. Only the first 4 KB are read: a manifest may be huge.
+  public static func looksLikeJobFile(path: String) -> Bool {
+    guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+    defer { try? handle.close() }
+    guard let head = try? handle.read(upToCount: 4096) else { return false }
+    for rawLine in String(decoding: head, as: UTF8.self).split(whereSeparator: \.isNewline) {
+      var line = rawLine.trimmingCharacters(in: .whitespaces)
+      if line.hasPrefix("\u{FEFF}") { line.removeFirst() }
+      if line.isEmpty || line.hasPrefix("#") || line == "---" || line == "{" { continue }
+      if line.hasPrefix("{") { line = line.dropFirst().trimmingCharacters(in: .whitespaces) }
+      let key = line.prefix { $0 != ":" }.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
+      return line.contains(":") && knownKeys.contains(key)
+    }
+    return false
+  }
+
   /// Reads and checks a job file (YAML, or JSON, which YAML reads too). Every mistake names the
   /// file, the line and the field.
   public static func load(path: String) throws(ConfigurationError) -> Job {

@@ -84,8 +84,17 @@ public struct ManifestReader: Sequence {
             ManifestLineError(
               file: path, line: number, field: nil, message: Self.controlCharacterMessage))
         }
-        if line.hasPrefix("{") { return Self.parseJSON(line, file: path, line: number) }
-        return .success(ManifestEntry(url: line, file: path, line: number))
+        let entry =
+          line.hasPrefix("{")
+          ? Self.parseJSON(line, file: path, line: number)
+          : .success(ManifestEntry(url: line, file: path, line: number))
+        if case .success(let found) = entry, let problem = Self.missingScheme(found.url) {
+          return .failure(
+            ManifestLineError(
+              file: path, line: number, field: line.hasPrefix("{") ? "url" : nil,
+              message: problem))
+        }
+        return entry
       }
       if let error = lines.error {
         lines.error = nil
@@ -94,6 +103,32 @@ public struct ManifestReader: Sequence {
             file: path, line: lines.lineNumber, field: nil, message: error, wholeInput: true))
       }
       return nil
+    }
+
+    /// Why `url` is a typo rather than a URL, or `nil`: it has no scheme (`cdn.example.com/a.jpg`,
+    /// `//cdn.example.com/a.jpg`, `localhost:8080/a.jpg`). Such a line is skipped as a line
+    /// error with the URL that was likely meant, never requested nor blacklisted: SD is never
+    /// given a URL without a scheme, and blacklisting the typo would only hide it. A URL with
+    /// another scheme (`ftp:`, `data:`) is the pipeline's to refuse, as SD does.
+    static func missingScheme(_ url: String) -> String? {
+      let text = url.trimmingWhitespace()
+      guard !text.contains("://") else { return nil }
+      if let colon = text.firstIndex(of: ":"), URL(string: text)?.scheme != nil {
+        // `host:port/path` parses with the host as its scheme; a real scheme has no dot and
+        // is not followed by a port number.
+        let scheme = text[..<colon]
+        let after = text[text.index(after: colon)...]
+        guard scheme.contains(".") || after.first?.isNumber == true else { return nil }
+      }
+      let bare = text.hasPrefix("//") ? String(text.dropFirst(2)) : text
+      let host = bare.prefix { $0 != "/" }
+      guard !bare.contains(where: \.isWhitespace),
+        host.contains(".") || host.contains(":")
+          || host == "localhost"
+      else {
+        return "not a URL: no scheme (http:// or https://)"
+      }
+      return "no scheme: did you mean https://\(bare)?"
     }
 
     static let controlCharacterMessage =

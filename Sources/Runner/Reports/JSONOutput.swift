@@ -199,3 +199,16 @@ extension VariantReport {
     json.raw("}")
   }
 }
+
+extension PlannedURL {
+  /// `{"url":"...","action":"download","source":"urls.txt:3"}`
+  func write(to json: inout JSONOutput) {
+    json.raw("{")
+    json.key("url")
+    json.string(url)
+    json.member("action", action.rawValue)
+    if let reason { json.member("reason", reason) }
+    if let source { json.member("source", source) }
+    json.raw("}")
+  }
+}

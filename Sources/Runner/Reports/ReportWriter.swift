@@ -25,6 +25,7 @@ public final class ReportWriter: Sendable {
     var lineErrors: SpillFile
     var inputFailures: SpillFile
     var blacklistedURLs: SpillFile
+    var plannedURLs: SpillFile
     var passes: [FinishedPass] = []
     /// The first error writing a temporary file; ``finish`` throws it.
     var writeError: FileSystemError?
@@ -72,7 +73,8 @@ public final class ReportWriter: Sendable {
         outputs: outputs, failures: try Self.spillFile(keepsLists),
         downloads: try Self.spillFile(keepsLists), variants: try Self.spillFile(keepsLists),
         lineErrors: try Self.spillFile(keepsLists), inputFailures: try Self.spillFile(keepsLists),
-        blacklistedURLs: try Self.spillFile(keepsLists)))
+        blacklistedURLs: try Self.spillFile(keepsLists),
+        plannedURLs: try Self.spillFile(keepsLists)))
   }
 
   /// Whether the report goes anywhere: a run with no report file and no `--json` keeps its
@@ -91,6 +93,11 @@ public final class ReportWriter: Sendable {
   /// One URL still on the blacklist after the run.
   public func recordBlacklisted(_ url: String) {
     append(to: \State.blacklistedURLs) { $0.string(url) }
+  }
+
+  /// One URL of a dry run's plan.
+  public func recordPlanned(_ planned: PlannedURL) {
+    append(to: \State.plannedURLs) { planned.write(to: &$0) }
   }
 
   fileprivate func append(
@@ -141,18 +148,20 @@ public final class ReportWriter: Sendable {
 
   /// Puts the report together and writes it to every destination: report files are renamed
   /// into place, stdout gets the same bytes. A write to stdout that fails (a closed pipe) is
-  /// not an error: the report files are what must not be lost.
+  /// not an error: the report files are what must not be lost. A dry run gives its `plan` in
+  /// place of the `prefetch` counts.
   public func finish(
     status: RunReport.Status, finishedAt: Date, prefetch: PrefetchCounts?, warnings: [String],
     error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil,
-    metricsErrors: [String] = []
+    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil
   ) throws {
     try state.withLock { state in
       if let writeError = state.writeError { throw writeError }
       for output in state.outputs {
         try write(
           to: output, state: state, status: status, finishedAt: finishedAt, prefetch: prefetch,
-          warnings: warnings, error: error, mergedFrom: mergedFrom, metricsErrors: metricsErrors)
+          warnings: warnings, error: error, mergedFrom: mergedFrom, metricsErrors: metricsErrors,
+          plan: plan)
         try output.commit()
       }
     }
@@ -161,7 +170,7 @@ public final class ReportWriter: Sendable {
   private func write(
     to output: ReportOutput, state: State, status: RunReport.Status, finishedAt: Date,
     prefetch: PrefetchCounts?, warnings: [String], error: String?,
-    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String]
+    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String], plan: PrefetchPlanCounts?
   ) throws {
     var json = JSONOutput()
     json.raw("{")
@@ -232,6 +241,26 @@ public final class ReportWriter: Sendable {
       try array("downloads", state.downloads)
       try array("variants", state.variants)
       try array("blacklistedURLs", state.blacklistedURLs)
+      try array("lineErrors", state.lineErrors)
+      try array("inputFailures", state.inputFailures)
+      json.raw("}")
+    }
+    if let plan {
+      json.raw("\n")
+      json.member("plan")
+      json.raw("{")
+      json.key("counts")
+      json.raw("{")
+      json.key("total")
+      json.integer(plan.total)
+      let counts: [(StaticString, Int)] = [
+        ("hit", plan.hit), ("download", plan.download), ("revalidate", plan.revalidate),
+        ("blacklisted", plan.blacklisted), ("invalid", plan.invalid), ("miss", plan.miss),
+        ("skipped", plan.skipped), ("inputsFailed", plan.inputsFailed),
+      ]
+      for (name, value) in counts { json.member(name, value) }
+      json.raw("}")
+      try array("urls", state.plannedURLs)
       try array("lineErrors", state.lineErrors)
       try array("inputFailures", state.inputFailures)
       json.raw("}")

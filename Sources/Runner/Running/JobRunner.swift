@@ -11,11 +11,19 @@ public protocol RunConsole: Sendable {
   /// `nil` when that cannot be known ahead, as for sitemaps); it reads every manifest, so a
   /// display calls it only if it shows the total, and off the run's path.
   func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)?
+  /// A line of what the command exists to print, a dry run's plan: the command line prints it
+  /// on stdout, where `say`'s lines go to stderr, so that it can be piped.
+  func output(_ line: String)
+}
+
+extension RunConsole {
+  public func output(_ line: String) { say(line) }
 }
 
 /// How one run goes, beside the job itself: what the command line's flags say.
 public struct RunSettings: Sendable {
-  /// Download nothing; plan the maintenance passes without touching a file.
+  /// Download nothing: plan the prefetch and the maintenance passes without a request and
+  /// without touching a file.
   public var dryRun = false
   /// List every file the maintenance passes delete, in the report and on the console.
   public var verbose = false
@@ -122,6 +130,7 @@ public struct JobRunner: Sendable {
         + (createsCache ? " (new: it did not exist and was created)" : ""))
 
     var counts: PrefetchCounts?
+    var plan: PrefetchPlanCounts?
     do {
       // The sweep of what killed runs left reads the whole cache folder (a million files take
       // a second or more): it runs beside the migration and the prefetch, which leave those
@@ -130,9 +139,11 @@ public struct JobRunner: Sendable {
       var failure: Error?
       do {
         if job.passes.contains(.migrate) { try migrate(into: writer, stop: signals.stop) }
-        if job.prefetchesManifests && !settings.dryRun && !job.manifests.isEmpty
+        if job.prefetchesManifests && settings.dryRun && !job.manifests.isEmpty
           && signals.signal == nil
         {
+          plan = try planPrefetch(into: writer, stop: signals.stop, warnings: &warnings)
+        } else if job.prefetchesManifests && !job.manifests.isEmpty && signals.signal == nil {
           let prefetched = try await prefetch(
             into: writer, startedAt: startedAt, signals: signals, warnings: &warnings)
           counts = prefetched.counts
@@ -155,7 +166,8 @@ public struct JobRunner: Sendable {
           counts: counts)
         try writer.finish(
           status: .failed, finishedAt: finishedAt, prefetch: counts,
-          warnings: warnings + metrics.errors, error: "\(error)", metricsErrors: metrics.errors)
+          warnings: warnings + metrics.errors, error: "\(error)", metricsErrors: metrics.errors,
+          plan: plan)
         putInPlace(metrics)
       } catch let reportError {
         console.say("\(job.name): could not write the report: \(reportError)")
@@ -168,17 +180,19 @@ public struct JobRunner: Sendable {
       console.say("\(job.name): interrupted by signal \(signal): stopped after the work in hand")
     }
     if let counts { summarize(counts) }
+    if let plan { summarize(plan) }
     let finishedAt = Date()
     let metrics = stageMetrics(
       writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts,
-      warnings: warnings + metrics.errors, metricsErrors: metrics.errors)
+      warnings: warnings + metrics.errors, metricsErrors: metrics.errors, plan: plan)
     for file in writer.files { console.say("\(job.name): report written to \(file)") }
     putInPlace(metrics)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
-      failedInputs: counts?.inputsFailed ?? 0, urlFailuresAllowed: job.allowURLFailures,
+      failedInputs: counts?.inputsFailed ?? plan?.inputsFailed ?? 0,
+      urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
   }
 
@@ -416,6 +430,56 @@ public struct JobRunner: Sendable {
         + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms")
   }
 
+  /// A dry run's prefetch: what each URL of this shard would do, decided without a request,
+  /// without setting an access time and without opening the state for writing. One line a URL
+  /// (`download https://...`) goes to the console's output unless the report goes to stdout,
+  /// which lists the same plan; bad lines are said as a run says them.
+  private func planPrefetch(into writer: ReportWriter, stop: StopFlag, warnings: inout [String])
+    throws -> PrefetchPlanCounts
+  {
+    let planner = PrefetchPlanner(location: job.location, timeToLive: job.prefetch.blacklistTTL)
+    var counts = PrefetchPlanCounts()
+    var items = job.manifestItems
+    items.stop = stop
+    var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
+    for next in items {
+      if stop.isStopped { break }
+      switch next {
+      case .success(let item):
+        if let shard = job.shard, !Prefetcher.belongs(item, to: shard) { continue }
+        let planned = try planner.plan(item)
+        counts.count(planned.action)
+        writer.recordPlanned(planned)
+        if !settings.printsReport {
+          console.output(
+            "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? ""))
+        }
+      case .failure(let error) where error.wholeInput:
+        counts.inputsFailed += 1
+        recorder.recordInputFailure(error.description)
+      case .failure(let error):
+        // Every shard reads every line: shard 0 alone reports a bad one, as in a run.
+        if let shard = job.shard, shard.index != 0 { continue }
+        counts.total += 1
+        counts.skipped += 1
+        recorder.recordLineError(error.description)
+      }
+    }
+    for warning in items.warnings { console.say("warning: \(warning)") }
+    warnings += items.warnings
+    return counts
+  }
+
+  private func summarize(_ plan: PrefetchPlanCounts) {
+    console.say(
+      "\(job.name) (dry run): \(plan.total) URLs: \(plan.hit) hits, \(plan.download) would "
+        + "download, \(plan.revalidate) would revalidate, \(plan.blacklisted) blacklisted, "
+        + "\(plan.invalid) invalid, \(plan.miss) not in the cache (fromCacheOnly), "
+        + "\(plan.skipped) skipped"
+        + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
+        + "; nothing requested or written")
+  }
+
   // MARK: Maintenance
 
   /// Whether passes print a line per file: with `--verbose`, and in a dry run unless the
@@ -432,8 +496,14 @@ public struct JobRunner: Sendable {
     let console = console
     return try writer.beginPass(
       pass, dryRun: settings.dryRun, listsActions: listsActions,
-      echo: echoesActions ? { action, summary in console.say(describe(action, in: summary)) } : nil,
+      echo: echoesActions ? { action, summary in echo(describe(action, in: summary)) } : nil,
       echoError: { console.say("\(pass.rawValue): error: \($0)") })
+  }
+
+  /// A pass's line for one file: a dry run's plan is the command's output (unless the report
+  /// goes to stdout); what a real run did is said, as progress is.
+  private func echo(_ line: String) {
+    if settings.dryRun && !settings.printsReport { console.output(line) } else { console.say(line) }
   }
 
   private func endPass(_ pass: PassSink, in writer: ReportWriter) {
