@@ -247,7 +247,7 @@ struct OldestFirst {
         count += counts[last]
         freed += bytes[last]
       }
-      guard try deleteSorted(in: range(bucket, last), trim: &trim, stop: stop) else {
+      guard try deleteSorted(in: range(bucket, last), count: count, trim: &trim, stop: stop) else {
         return false
       }
       bucket = last + 1
@@ -255,12 +255,13 @@ struct OldestFirst {
     return true
   }
 
-  /// Collects the survivors whose dates fall in `keys` (few enough to sort), sorts them by
+  /// Collects the `count` survivors whose dates fall in `keys`, sorts them by
   /// date and walk order, and deletes them in that order until the target is reached.
   private mutating func deleteSorted<Trim: MaintenanceRecorder>(
-    in keys: ClosedRange<UInt64>, trim: inout Trim, stop: () -> Bool
+    in keys: ClosedRange<UInt64>, count: Int, trim: inout Trim, stop: () -> Bool
   ) throws -> Bool {
     var entries: [SortedEntry] = []
+    entries.reserveCapacity(count)
     var paths: [UInt8] = []
     try survivors.forEach { record in
       if keys.contains(record.key) {

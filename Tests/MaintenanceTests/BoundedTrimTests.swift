@@ -77,7 +77,7 @@ final class BoundedTrimTests: XCTestCase {
         configuration: CleanupConfiguration(maxDiskAge: maxAge, maxDiskSize: maxSize))
       cleaner.trimLimits = TrimLimits(
         sortBudget: Int.random(in: 1...6, using: &generator),
-        buckets: Int.random(in: 2...5, using: &generator),
+        buckets: Int.random(in: 2...16, using: &generator),
         spillBuffer: [1, 30, 200, 1 << 20].randomElement(using: &generator)!)
       let failing = Set(immutable.map { String($0.dropFirst(builder.root.count + 1)) })
       let message = "round \(round), limits \(cleaner.trimLimits)"
