@@ -105,6 +105,61 @@ final class BoundedTrimTests: XCTestCase {
     }
   }
 
+  /// The survivors go to a temporary file in `TMPDIR`; where none can be made, or the disk
+  /// fills while it is written (a full disk is when a trim matters most), they stay in memory
+  /// and the trim is the same.
+  func testTrimIsTheSameWhenTheTemporaryFileCannotBeMadeOrTheDiskFills() throws {
+    var generator = SeededGenerator(seed: 0xF011)
+    for i in 0..<400 {
+      // Long names: 400 records of some 220 bytes overflow the 64 KiB disk below.
+      let name = "f\(i)-" + String(repeating: "n", count: 200)
+      try builder.file(
+        name, size: 4096, accessTime: now - Int64.random(in: 0...100, using: &generator))
+    }
+    let files = try CacheScanner(root: builder.root, includesSymbolicLinks: true).files()
+    let total = files.map(\.attributes.allocatedSize).reduce(0, +)
+    let expected = reference(files, maxAge: -1, maxSize: total / 3, failing: [])
+    var cleaner = CacheCleaner(
+      diskCachePath: builder.root,
+      configuration: CleanupConfiguration(maxDiskAge: -1, maxDiskSize: total / 3))
+    cleaner.trimLimits = TrimLimits(sortBudget: 7, buckets: 4, spillBuffer: 1000)
+
+    let small = temporary.appending("small")
+    try FileSystem.createDirectory(path: small)
+    let mount = Process()
+    mount.executableURL = URL(fileURLWithPath: "/bin/mount")
+    mount.arguments = ["-t", "tmpfs", "-o", "size=64k", "tmpfs", small]
+    mount.standardError = FileHandle.nullDevice
+    try mount.run()
+    mount.waitUntilExit()
+    let mounted = mount.terminationStatus == 0
+    defer {
+      if mounted {
+        let umount = Process()
+        umount.executableURL = URL(fileURLWithPath: "/bin/umount")
+        umount.arguments = [small]
+        try? umount.run()
+        umount.waitUntilExit()
+      }
+    }
+    let saved = ProcessInfo.processInfo.environment["TMPDIR"]
+    defer {
+      if let saved { setenv("TMPDIR", saved, 1) } else { unsetenv("TMPDIR") }
+    }
+    var folders = [temporary.appending("missing")]
+    if mounted {
+      folders.append(small)
+    } else {
+      print("mount -t tmpfs needs root: the full disk case is not run")
+    }
+    for folder in folders {
+      setenv("TMPDIR", folder, 1)
+      let plan = try cleaner.run(now: nowDate, dryRun: true)
+      XCTAssertEqual(plan.trim.actions.map(\.path), expected.trimmed, folder)
+    }
+    XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: small), [], "nothing left")
+  }
+
   /// SPEC section 4 as plainly as it can be written: every survivor sorted by date, ties in the
   /// walk's order, deleted oldest first until the total is strictly below half the limit;
   /// a delete in `failing` subtracts nothing.

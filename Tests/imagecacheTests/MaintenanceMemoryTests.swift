@@ -75,6 +75,6 @@ final class MaintenanceMemoryTests: XCTestCase {
     let large = try peak()
     // Every file survives and the trim plans them all: kept in memory, 300,000 more would
     // cost some 30 MB.
-    print("PEAK small \(small) large \(large)"); XCTAssertLessThan(large, small + 4 * 1024, "400,000 files: \(large) KiB, 100,000: \(small) KiB")
+    XCTAssertLessThan(large, small + 4 * 1024, "400,000 files: \(large) KiB, 100,000: \(small) KiB")
   }
 }
