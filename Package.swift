@@ -75,7 +75,7 @@ let package = Package(
     // Expire, trim and migrate: neither YAML nor SQL.
     .target(
       name: "Maintenance",
-      dependencies: ["Core", .product(name: "HeapModule", package: "swift-collections")]),
+      dependencies: ["Core"]),
     // Jobs and manifests as input, one configuration tree, running a job, signals, the
     // streamed report.
     .target(

@@ -2,16 +2,19 @@
 # Times `imagecache maintain --dry-run --json` (the whole plan streamed as the JSON report) on a
 # cache of many small files against the floor of one walk and one sort:
 # `find DIR -type f -printf '%A@ %b %p\n' | sort -n`, which prints the same facts per file.
-# Runs alternate (floor, imagecache, floor, ...) and medians are reported, with peak RSS.
+# Runs alternate (floor, imagecache, floor, ...) and medians are reported, with peak RSS, at
+# each size in turn (the cache grows from one to the next), so that memory that grows with the
+# cache shows.
 #
-#   bash Benchmarks/maintain.sh                 # 1,000,000 files on tmpfs (needs root to mount)
-#   FILES=100000 RUNS=3 bash Benchmarks/maintain.sh
+#   bash Benchmarks/maintain.sh                 # 1,000,000 then 3,000,000 files, tmpfs (root)
+#   SIZES=100000 RUNS=3 bash Benchmarks/maintain.sh
 #   TMPFS=0 bash Benchmarks/maintain.sh         # on the disk instead (noisy: see README)
 #
-# The real pass (deletes) is timed once at the end. Needs GNU time: installed when missing.
+# The real pass (deletes) is timed once at the end, at the largest size. Needs GNU time:
+# installed when missing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-FILES=${FILES:-1000000}
+SIZES=${SIZES:-${FILES:-1000000 3000000}}
 RUNS=${RUNS:-5}
 TMPFS=${TMPFS:-1}
 WORK=${WORK:-$PWD/Benchmarks/work/maintain}
@@ -21,28 +24,35 @@ source Benchmarks/common.sh
 build_release
 
 # The report's temporary files live beside the cache, as on a server.
-make_work "$([ "$TMPFS" = 1 ] && echo 16g)"
+make_work "$([ "$TMPFS" = 1 ] && echo 8g)"
 mkdir -p "$WORK/cache/default"
 
-echo "building a cache of $FILES files in $WORK (tmpfs: $TMPFS) ..." >&2
-python3 - "$WORK/cache/default" "$FILES" <<'PY'
+# Adds files until the cache holds $1; each file's name, size and date come from its number,
+# so a grown cache is the smaller one plus more. One file in four holds 1-8 KiB and the rest
+# are empty, so that 3,000,000 files fit a tmpfs in some 6 GB (pages and inodes).
+grow_cache() {
+  echo "growing the cache to $1 files in $WORK (tmpfs: $TMPFS) ..." >&2
+  python3 - "$WORK/cache/default" "$1" <<'PY'
 import hashlib, os, random, sys, time
 root, count = sys.argv[1], int(sys.argv[2])
-rng = random.Random(42)
 now = int(time.time())
 payload = bytes(8192)
-for i in range(count):
+for i in range(len(os.listdir(root)), count):
+    rng = random.Random(i)
     name = hashlib.md5(f"https://example.com/{i}.jpg".encode()).hexdigest() + ".jpg"
     path = os.path.join(root, name)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
-    os.write(fd, payload[: rng.randint(1024, 8192)])
+    if i % 4 == 0:
+        os.write(fd, payload[: rng.randint(1024, 8192)])
     os.close(fd)
     t = now - rng.randint(0, 30 * 86400)  # access times spread over the last 30 days
     os.utime(path, (t, t))
 PY
+}
 DIR=$WORK/cache/default
-# The issue's case: 7-day age (about 77% of the files expire), then a 1 GB limit on the rest.
-MAINTAIN=("$BIN" maintain --cache "$WORK/cache" --max-age 7d --max-size 1GB)
+# A 7-day age (about 77% of the files expire), then a limit that the rest are over at every
+# size: the trim plans to delete most of the survivors.
+MAINTAIN=("$BIN" maintain --cache "$WORK/cache" --max-age 7d --max-size 256MB)
 
 median() { sort -n | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 measure() {  # label, command...: appends "seconds kib" to $WORK/<label>
@@ -51,26 +61,31 @@ measure() {  # label, command...: appends "seconds kib" to $WORK/<label>
   cat "$WORK/last" >>"$WORK/$label"
 }
 
-"${MAINTAIN[@]}" --dry-run --json >/dev/null 2>&1  # warm the page cache and the dentry cache
-for _ in $(seq "$RUNS"); do
-  measure floor bash -c "find '$DIR' -type f -printf '%A@ %b %p\n' | sort -n"
-  measure imagecache "${MAINTAIN[@]}" --dry-run --json
-done
-"${MAINTAIN[@]}" --dry-run --json 2>/dev/null | python3 -c "
+rows=()
+for FILES in $SIZES; do
+  grow_cache "$FILES"
+  rm -f "$WORK/floor" "$WORK/imagecache"
+  "${MAINTAIN[@]}" --dry-run --json >/dev/null 2>&1  # warm the page cache and the dentry cache
+  for _ in $(seq "$RUNS"); do
+    measure floor bash -c "find '$DIR' -type f -printf '%A@ %b %p\n' | sort -n"
+    measure imagecache "${MAINTAIN[@]}" --dry-run --json
+  done
+  "${MAINTAIN[@]}" --dry-run --json 2>/dev/null | python3 -c "
 import json, sys
 r = json.load(sys.stdin)
-print('plan: ' + ', '.join(f\"{p['pass']} {len(p['actions'])} actions\" for p in r['maintenance']))"
+print('$FILES files, plan: ' + ', '.join(f\"{p['pass']} {len(p['actions'])} actions\" for p in r['maintenance']))"
 
-floor_s=$(cut -d' ' -f1 "$WORK/floor" | median)
-ours_s=$(cut -d' ' -f1 "$WORK/imagecache" | median)
-floor_m=$(cut -d' ' -f2 "$WORK/floor" | median)
-ours_m=$(cut -d' ' -f2 "$WORK/imagecache" | median)
+  floor_s=$(cut -d' ' -f1 "$WORK/floor" | median)
+  ours_s=$(cut -d' ' -f1 "$WORK/imagecache" | median)
+  floor_m=$(cut -d' ' -f2 "$WORK/floor" | median)
+  ours_m=$(cut -d' ' -f2 "$WORK/imagecache" | median)
+  rows+=("| $FILES | ${floor_s} s | $((floor_m / 1024)) MB | ${ours_s} s | $(echo "$ours_s $floor_s" | awk '{printf "%.2f", $1/$2}') | $((ours_m / 1024)) MB |")
+done
 echo
-echo "$FILES files, tmpfs: $TMPFS, medians of $RUNS alternating runs"
-echo "| | time | relative | peak RSS |"
-echo "|---|---|---|---|"
-echo "| find -printf \\| sort -n (floor) | ${floor_s} s | 1.00 | $((floor_m / 1024)) MB |"
-echo "| imagecache maintain --dry-run --json | ${ours_s} s | $(echo "$ours_s $floor_s" | awk '{printf "%.2f", $1/$2}') | $((ours_m / 1024)) MB |"
+echo "tmpfs: $TMPFS, medians of $RUNS alternating runs; floor: find -printf | sort -n"
+echo "| files | floor | floor peak RSS | imagecache maintain --dry-run --json | relative | peak RSS |"
+echo "|---|---|---|---|---|---|"
+printf '%s\n' "${rows[@]}"
 
 echo
 /usr/bin/time -f "the real pass (deletes): %e s, peak RSS %M KiB" "${MAINTAIN[@]}" \

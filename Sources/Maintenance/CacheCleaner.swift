@@ -1,6 +1,5 @@
 import Core
 import Foundation
-import HeapModule
 
 #if canImport(Glibc)
   import Glibc
@@ -122,15 +121,23 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
 /// on its own name. Its target, inside the cache or out, is never read, followed or touched,
 /// and a linked folder is never walked into.
 ///
-/// Only the files that must go are ordered: the survivors of the expire pass go into a heap
-/// (built in linear time) from which the oldest are taken one at a time, instead of sorting
-/// every file. Paths are kept in one byte arena so that a million files stay small in memory.
+/// Memory stays bounded whatever the number of files (SPEC section 4): the cache is walked once,
+/// and the survivors of the expire pass go, compactly (date, size, path), to an unlinked
+/// temporary file in `TMPDIR` (memory for a small cache, or when no temporary file can be
+/// written). The trim then reads that file back, never the cache: a histogram of dates,
+/// weighted by size, finds the next dates to go, and only the files of those dates, at most
+/// ``TrimLimits/sortBudget`` at a time, are sorted in memory and deleted oldest first; a date
+/// range holding more is split by a finer histogram of its own. The order is exactly a sort of
+/// every survivor by date, ties in the walk's order, so a failed delete simply lets the next
+/// file go, as it always did.
 public struct CacheCleaner: Sendable {
   public let diskCachePath: String
   public let configuration: CleanupConfiguration
   /// On a shard, the expire pass leaves every file that is not the shard's (by its name's
   /// MD5, SPEC section 9), and a trim is refused before it starts: it needs the whole cache.
   public let shard: Shard?
+  /// How much of the trim is held in memory at once; smaller in tests, to reach every path.
+  var trimLimits = TrimLimits()
 
   public init(diskCachePath: String, configuration: CleanupConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
@@ -184,7 +191,7 @@ public struct CacheCleaner: Sendable {
     let expireType = configuration.expireType
     let trimming = configuration.maxDiskSize > 0
 
-    var survivors = Survivors()
+    let survivors = SurvivorSpill(memoryLimit: trimLimits.spillBuffer)
     var remainingBytes: UInt64 = 0
     var stopped = false
     func reportUnreadable(_ error: FileSystemError) { expire.recordError("\(error)") }
@@ -215,27 +222,16 @@ public struct CacheCleaner: Sendable {
         return true
       }
       remainingBytes += size
-      if trimming { survivors.append(path: file.relativePath, date: date, size: size) }
+      if trimming { try survivors.append(path: file.relativePath, date: date, size: size) }
       return true
     }
     if stopped { return false }
 
     guard trimming, remainingBytes > configuration.maxDiskSize else { return true }
-    let desired = configuration.maxDiskSize / 2
-    var heap = Heap(survivors.entries)
-    survivors.entries = []
-    while remainingBytes >= desired, let oldest = heap.popMin() {
-      if stop() { return false }
-      let relativePath = survivors.path(of: oldest)
-      let path = diskCachePath + "/" + relativePath
-      if !dryRun && unlink(path) != 0 {
-        trim.recordError("\(FileSystemError("remove", path: path, errno: errno))")
-        continue
-      }
-      trim.recordDelete(path: relativePath, bytes: oldest.size, date: Self.date(oldest.date))
-      remainingBytes -= oldest.size
-    }
-    return true
+    var pass = OldestFirst(
+      survivors: survivors, limits: trimLimits, diskCachePath: diskCachePath, dryRun: dryRun,
+      remainingBytes: remainingBytes, desired: configuration.maxDiskSize / 2)
+    return try pass.run(trim: &trim, stop: stop)
   }
 
   /// The file's date for `expireType`, in nanoseconds; `nil` when there is no birth time.
@@ -262,36 +258,6 @@ public struct CacheCleaner: Sendable {
 
   static func date(_ nanoseconds: Int64) -> Date {
     Date(nanosecondsSince1970: nanoseconds)
-  }
-}
-
-/// The files that survived expiry, compactly: fixed-size entries plus one byte arena of paths.
-struct Survivors {
-  struct Entry: Comparable {
-    var date: Int64
-    var size: UInt64
-    /// Where the path starts in the arena; also the walk order, which breaks ties in date.
-    var pathStart: Int
-    var pathLength: Int32
-
-    static func < (lhs: Entry, rhs: Entry) -> Bool {
-      (lhs.date, lhs.pathStart) < (rhs.date, rhs.pathStart)
-    }
-  }
-
-  var entries: [Entry] = []
-  private var arena: [UInt8] = []
-
-  mutating func append(path: String, date: Int64, size: UInt64) {
-    let start = arena.count
-    arena.append(contentsOf: path.utf8)
-    entries.append(
-      Entry(date: date, size: size, pathStart: start, pathLength: Int32(arena.count - start)))
-  }
-
-  func path(of entry: Entry) -> String {
-    String(
-      decoding: arena[entry.pathStart..<(entry.pathStart + Int(entry.pathLength))], as: UTF8.self)
   }
 }
 

@@ -1,0 +1,80 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+#if canImport(Glibc)
+  import Glibc
+#endif
+
+/// `maintain` over a cache of any size holds the same memory: four times the files, every one
+/// of them planned for deletion by the trim, costs no more.
+final class MaintenanceMemoryTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var mountPoint: String?
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+  }
+
+  override func tearDown() {
+    if let mountPoint { _ = run("/bin/umount", [mountPoint]) }
+    temporary.remove()
+  }
+
+  private func run(_ tool: String, _ arguments: [String]) -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: tool)
+    process.arguments = arguments
+    process.standardError = FileHandle.nullDevice
+    guard (try? process.run()) != nil else { return -1 }
+    process.waitUntilExit()
+    return process.terminationStatus
+  }
+
+  /// Adds empty files `first..<end` (cache-like names, dates spread over 30 days, a few ties),
+  /// one in a thousand with a page of data so that the cache is over its 1-byte limit.
+  private func addFiles(_ range: Range<Int>, to folder: String) throws {
+    var generator = SystemRandomNumberGenerator()
+    let page = [UInt8](repeating: 7, count: 4096)
+    for index in range {
+      let path = folder + "/" + String(format: "%032x", index &* 2_654_435_761) + ".jpg"
+      let descriptor = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0o644)
+      guard descriptor >= 0 else { throw FileSystemError("create", path: path, errno: errno) }
+      if index % 1000 == 0 { _ = page.withUnsafeBytes { write(descriptor, $0.baseAddress, 4096) } }
+      let date = 1_700_000_000 - Int.random(in: 0..<(30 * 86400), using: &generator)
+      var times = [timespec(tv_sec: date, tv_nsec: 0), timespec(tv_sec: date, tv_nsec: 0)]
+      guard futimens(descriptor, &times) == 0 else {
+        throw FileSystemError("set times", path: path, errno: errno)
+      }
+      close(descriptor)
+    }
+  }
+
+  func testMaintainPeakMemoryDoesNotGrowWithTheNumberOfFiles() throws {
+    // Empty files on a tmpfs are quick to make; mounting one needs root.
+    let mounted = temporary.appending("tmpfs")
+    try FileSystem.createDirectory(path: mounted)
+    guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=256m,nr_inodes=1m", "tmpfs", mounted]) == 0
+    else { throw XCTSkip("mounting a tmpfs needs root: the many-files case is not run") }
+    mountPoint = mounted
+    let cache = mounted + "/cache"
+    let folder = cache + "/default"
+    try FileSystem.createDirectory(path: folder)
+
+    func peak() throws -> Int {
+      let (status, kib) = try PeakMemory.run(
+        ImageCacheBinary.path,
+        ["maintain", "--cache", cache, "--max-size", "1", "--dry-run", "--json"])
+      XCTAssertEqual(status, 0)
+      return kib
+    }
+    try addFiles(0..<100_000, to: folder)
+    let small = try peak()
+    try addFiles(100_000..<400_000, to: folder)
+    let large = try peak()
+    // Every file survives and the trim plans them all: kept in memory, 300,000 more would
+    // cost some 30 MB.
+    XCTAssertLessThan(large, small + 4 * 1024, "400,000 files: \(large) KiB, 100,000: \(small) KiB")
+  }
+}
