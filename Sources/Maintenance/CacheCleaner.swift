@@ -20,6 +20,11 @@ public struct CleanupConfiguration: Sendable, Equatable {
 
   public init() {}
 
+  /// The limits as a report states them.
+  public var limits: CleanupLimits {
+    CleanupLimits(maxDiskAge: maxDiskAge, maxDiskSize: maxDiskSize, expireType: expireType)
+  }
+
   /// The defaults, with the given settings changed.
   public init(
     maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil
@@ -47,6 +52,14 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
         + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"
     }
   }
+}
+
+/// The allocated bytes of the files a ``CacheCleaner`` walked (a shard's: its own), before
+/// its passes, after the expire pass and after the trim pass; in a dry run, as they would be.
+public struct CacheSizes: Sendable, Equatable {
+  public var before: UInt64
+  public var afterExpire: UInt64
+  public var afterTrim: UInt64
 }
 
 /// Expire and trim in one walk, with SD's exact semantics (SPEC section 4):
@@ -94,18 +107,19 @@ public struct CacheCleaner: Sendable {
   /// delete succeeds), handing each action and per-file error to the recorders as it happens;
   /// the passes go on after a per-file error. Once `stop` returns true (a signal), the pass
   /// stops after the file in hand: what was done is recorded, nothing is half done.
-  /// - Returns: whether the passes ran to the end (false: stopped).
+  /// - Returns: the cache's size before and after each pass, or `nil` when stopped.
   @discardableResult
   public func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
     stop: () -> Bool = { false }
-  ) throws -> Bool {
+  ) throws -> CacheSizes? {
     let cutoff = Self.cutoff(now: now, maxDiskAge: configuration.maxDiskAge)
     let expireType = configuration.expireType
     let trimming = configuration.maxDiskSize > 0
 
     var survivors = Survivors()
     var remainingBytes: UInt64 = 0
+    var scannedBytes: UInt64 = 0
     var stopped = false
     func reportUnreadable(_ error: FileSystemError) { expire.recordError("\(error)") }
     if shard != nil && trimming { throw MaintenanceError.trimOnShard }
@@ -122,6 +136,7 @@ public struct CacheCleaner: Sendable {
           path: diskCachePath + "/" + file.relativePath)
       }
       let size = file.attributes.allocatedSize
+      scannedBytes += size
       if let cutoff, date <= cutoff {
         if dryRun || unlinkat(file.directoryFD, file.name, 0) == 0 {
           expire.recordDelete(path: file.relativePath, bytes: size, date: Self.date(date))
@@ -137,14 +152,16 @@ public struct CacheCleaner: Sendable {
       if trimming { survivors.append(path: file.relativePath, date: date, size: size) }
       return true
     }
-    if stopped { return false }
+    if stopped { return nil }
+    var sizes = CacheSizes(
+      before: scannedBytes, afterExpire: remainingBytes, afterTrim: remainingBytes)
 
-    guard trimming, remainingBytes > configuration.maxDiskSize else { return true }
+    guard trimming, remainingBytes > configuration.maxDiskSize else { return sizes }
     let desired = configuration.maxDiskSize / 2
     var heap = Heap(survivors.entries)
     survivors.entries = []
     while remainingBytes >= desired, let oldest = heap.popMin() {
-      if stop() { return false }
+      if stop() { return nil }
       let relativePath = survivors.path(of: oldest)
       let path = diskCachePath + "/" + relativePath
       if !dryRun && unlink(path) != 0 {
@@ -154,7 +171,8 @@ public struct CacheCleaner: Sendable {
       trim.recordDelete(path: relativePath, bytes: oldest.size, date: Self.date(oldest.date))
       remainingBytes -= oldest.size
     }
-    return true
+    sizes.afterTrim = remainingBytes
+    return sizes
   }
 
   /// The file's date for `expireType`, in nanoseconds; `nil` when there is no birth time.
