@@ -28,6 +28,11 @@ public struct CleanupConfiguration: Sendable, Equatable {
 
   public init() {}
 
+  /// The limits as a report states them.
+  public var limits: CleanupLimits {
+    CleanupLimits(maxDiskAge: maxDiskAge, maxDiskSize: maxDiskSize, expireType: expireType)
+  }
+
   /// The defaults, with the given settings changed.
   public init(
     maxDiskAge: TimeInterval? = nil, maxDiskSize: UInt64? = nil, expireType: ExpireType? = nil,
@@ -106,6 +111,14 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
   }
 }
 
+/// The allocated bytes of the files a ``CacheCleaner`` walked (a shard's: its own), before
+/// its passes, after the expire pass and after the trim pass; in a dry run, as they would be.
+public struct CacheSizes: Sendable, Equatable {
+  public var before: UInt64
+  public var afterExpire: UInt64
+  public var afterTrim: UInt64
+}
+
 /// Expire and trim in one walk, with SD's exact semantics (SPEC section 4):
 ///
 /// 1. Expire: delete every regular file whose date (by `expireType`) is at or before
@@ -172,12 +185,12 @@ public struct CacheCleaner: Sendable {
   /// delete succeeds), handing each action and per-file error to the recorders as it happens;
   /// the passes go on after a per-file error. Once `stop` returns true (a signal), the pass
   /// stops after the file in hand: what was done is recorded, nothing is half done.
-  /// - Returns: whether the passes ran to the end (false: stopped).
+  /// - Returns: the cache's size before and after each pass, or `nil` when stopped.
   @discardableResult
   public func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
     stop: () -> Bool = { false }
-  ) throws -> Bool {
+  ) throws -> CacheSizes? {
     var files = 0
     return try run(
       now: now, dryRun: dryRun, expire: &expire, trim: &trim, stop: stop, filesSeen: &files)
@@ -186,13 +199,14 @@ public struct CacheCleaner: Sendable {
   private func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date, dryRun: Bool, expire: inout Expire, trim: inout Trim, stop: () -> Bool,
     filesSeen: inout Int
-  ) throws -> Bool {
+  ) throws -> CacheSizes? {
     let cutoff = Self.cutoff(now: now, maxDiskAge: configuration.maxDiskAge)
     let expireType = configuration.expireType
     let trimming = configuration.maxDiskSize > 0
 
     let survivors = SurvivorSpill(memoryLimit: trimLimits.spillBuffer)
     var remainingBytes: UInt64 = 0
+    var scannedBytes: UInt64 = 0
     var stopped = false
     func reportUnreadable(_ error: FileSystemError) { expire.recordError("\(error)") }
     if shard != nil && trimming { throw MaintenanceError.trimOnShard }
@@ -210,6 +224,7 @@ public struct CacheCleaner: Sendable {
           path: diskCachePath + "/" + file.relativePath)
       }
       let size = file.attributes.allocatedSize
+      scannedBytes += size
       if let cutoff, date <= cutoff {
         if dryRun || unlinkat(file.directoryFD, file.name, 0) == 0 {
           expire.recordDelete(path: file.relativePath, bytes: size, date: Self.date(date))
@@ -225,13 +240,17 @@ public struct CacheCleaner: Sendable {
       if trimming { try survivors.append(path: file.relativePath, date: date, size: size) }
       return true
     }
-    if stopped { return false }
+    if stopped { return nil }
+    var sizes = CacheSizes(
+      before: scannedBytes, afterExpire: remainingBytes, afterTrim: remainingBytes)
 
-    guard trimming, remainingBytes > configuration.maxDiskSize else { return true }
+    guard trimming, remainingBytes > configuration.maxDiskSize else { return sizes }
     var pass = OldestFirst(
       survivors: survivors, limits: trimLimits, diskCachePath: diskCachePath, dryRun: dryRun,
       remainingBytes: remainingBytes, desired: configuration.maxDiskSize / 2)
-    return try pass.run(trim: &trim, stop: stop)
+    guard try pass.run(trim: &trim, stop: stop) else { return nil }
+    sizes.afterTrim = pass.remainingBytes
+    return sizes
   }
 
   /// The file's date for `expireType`, in nanoseconds; `nil` when there is no birth time.

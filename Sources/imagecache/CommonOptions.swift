@@ -280,7 +280,7 @@ struct Console: RunConsole {
   func say(_ line: String) {
     if quiet && !Self.reportsTrouble(line) { return }
     // Every line for people comes through here: no URL password reaches a log.
-    Self.write(line.maskingURLPasswords + "\n", to: STDERR_FILENO)
+    StatusLine.standardError.print(line.maskingURLPasswords + "\n")
   }
 
   /// What the command exists to print (a list, a dry run's plan) goes to stdout, as curl,
@@ -319,10 +319,53 @@ struct Console: RunConsole {
   }
 }
 
-/// On a terminal, one status line rewritten in place; otherwise a log line every few seconds.
+/// The status line a terminal shows below the lines of a run, and every other line written to
+/// stderr: a line said while the status is up is written over it (`\r`, erase to the end of
+/// the line), and the status is drawn again below it, so that no line is ever glued to a
+/// status or left half-erased. One for the process, as there is one stderr.
+final class StatusLine: @unchecked Sendable {
+  static let standardError = StatusLine(descriptor: STDERR_FILENO)
+
+  private let descriptor: Int32
+  private let lock = NSLock()
+  /// The status drawn at the bottom, without a newline; `nil` when none is.
+  private var shown: String?
+
+  init(descriptor: Int32) { self.descriptor = descriptor }
+
+  /// Writes `text` (whole lines) above the status, if one is shown.
+  func print(_ text: String) {
+    lock.withLock {
+      guard let shown else { return Console.write(text, to: descriptor) }
+      Console.write(Self.eraseLine + text + shown, to: descriptor)
+    }
+  }
+
+  /// Draws `status` in place of the one shown; `final` ends it with a newline, for good.
+  func show(_ status: String, final: Bool) {
+    lock.withLock {
+      shown = final ? nil : status
+      Console.write(Self.eraseLine + status + (final ? "\n" : ""), to: descriptor)
+    }
+  }
+
+  /// The terminal's width in columns, asked at each redraw so that a resized window is
+  /// followed; 80 when the terminal does not say.
+  var columns: Int {
+    var size = winsize()
+    guard ioctl(descriptor, UInt(TIOCGWINSZ), &size) == 0, size.ws_col > 0 else { return 80 }
+    return Int(size.ws_col)
+  }
+
+  private static let eraseLine = "\r\u{1B}[K"
+}
+
+/// On a terminal, one status line kept at the bottom and rewritten in place, never wider than
+/// the terminal; otherwise a log line every few seconds.
 final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
   private let console: Console
   private let isTerminal = isatty(STDERR_FILENO) == 1
+  private let statusLine = StatusLine.standardError
   private let lock = NSLock()
   private var lastPrinted = Date.distantPast
   /// The lines to go, once counted (never for sitemaps).
@@ -352,34 +395,67 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
       lastPrinted = now
       return true
     }
-    if due { show(line(counts, elapsed: elapsed), final: false) }
+    if due { show(counts, elapsed: elapsed, final: false) }
   }
 
   func finish(_ counts: PrefetchCounts, elapsed: TimeInterval) {
     // A short run may end before its lines are counted: the last line says the total, unless
     // counting would hold the exit up (a huge manifest and an early signal).
     _ = countDone.wait(timeout: .now() + 0.2)
-    show(line(counts, elapsed: elapsed), final: true)
+    show(counts, elapsed: elapsed, final: true)
   }
 
-  private func line(_ counts: PrefetchCounts, elapsed: TimeInterval) -> String {
+  /// One part of the status, and how much it matters when the terminal is too narrow for all:
+  /// the least important go first.
+  private struct Field {
+    var text: String
+    var importance: Int
+  }
+
+  private func fields(_ counts: PrefetchCounts, elapsed: TimeInterval) -> [Field] {
     let done = counts.total
     let total = total
     let rate = elapsed > 0 ? Double(done) / elapsed : 0
-    var text =
-      "\(done)\(total.map { "/\($0)" } ?? "") done, \(counts.memoryHits + counts.diskHits) hits, \(counts.downloaded) downloaded, "
-      + "\(counts.notModified) not modified, \(counts.failed) failed, \(counts.blacklisted) blacklisted, \(Int(rate))/s"
+    let bytesPerSecond = elapsed > 0 ? Double(counts.bytesDownloaded) / elapsed : 0
+    var fields = [
+      Field(text: "\(done)\(total.map { "/\($0)" } ?? "") done", importance: 9),
+      Field(text: "\(counts.memoryHits + counts.diskHits) hits", importance: 3),
+      Field(text: "\(counts.downloaded) downloaded", importance: 5),
+      Field(text: "\(counts.notModified) not modified", importance: 1),
+      Field(text: "\(counts.failed) failed", importance: 8),
+      Field(text: "\(counts.blacklisted) blacklisted", importance: 2),
+      Field(text: "\(Int(rate)) URLs/s", importance: 7),
+      Field(text: "\(formatBytes(UInt64(bytesPerSecond)))/s", importance: 6),
+    ]
     if let total, rate > 0 && total > done {
-      text += ", ETA \(Int(Double(total - done) / rate))s"
+      fields.append(Field(text: "ETA \(Int(Double(total - done) / rate))s", importance: 4))
     }
-    return text
+    return fields
   }
 
-  private func show(_ text: String, final: Bool) {
+  /// The fields that fit in `width` columns, the least important dropped first; cut short
+  /// only when the most important alone does not fit. A status that wrapped would leave a
+  /// line behind at every redraw, since `\r` goes back to the start of the last row only.
+  private static func fitting(_ fields: [Field], width: Int) -> String {
+    var kept = fields
+    var text = kept.map(\.text).joined(separator: ", ")
+    while text.count > width, kept.count > 1,
+      let least = kept.indices.min(by: { kept[$0].importance < kept[$1].importance })
+    {
+      kept.remove(at: least)
+      text = kept.map(\.text).joined(separator: ", ")
+    }
+    return String(text.prefix(max(0, width)))
+  }
+
+  private func show(_ counts: PrefetchCounts, elapsed: TimeInterval, final: Bool) {
+    let fields = fields(counts, elapsed: elapsed)
     if isTerminal {
-      Console.write("\r\u{1B}[K" + text + (final ? "\n" : ""), to: STDERR_FILENO)
+      // One column spare: a line that fills the last column leaves some terminals waiting to
+      // wrap, and the next `\r` would then go back to the wrong row.
+      statusLine.show(Self.fitting(fields, width: statusLine.columns - 1), final: final)
     } else {
-      console.say(text)
+      console.say(fields.map(\.text).joined(separator: ", "))
     }
   }
 }

@@ -14,9 +14,10 @@ struct ReportCommand: ParsableCommand {
       commandName: "html",
       abstract: "Render reports as one self-contained HTML page.",
       discussion: """
-        The summary, failures grouped by host and by error (inline SVG bar charts), the \
-        failure table with HTTP status and attempts, blacklisted URLs and maintenance passes; \
-        one section per report. Nothing is fetched and no script runs (the page's \
+        The summary (a completed run with failed URLs says what share failed, in amber), \
+        failures by host and by error (inline SVG bar charts), the failure table grouped by \
+        host and sorted by error, blacklisted URLs, and the maintenance passes with their \
+        limits and the cache's size before and after; one section per report. Nothing is fetched and no script runs (the page's \
         Content-Security-Policy allows neither); everything that came from a URL or a server \
         is escaped.
 

@@ -183,4 +183,74 @@ final class ReportPageTests: XCTestCase {
     let firstStyleOrContent = page.tags.firstIndex { ["style", "body", "svg"].contains($0.tag) }
     XCTAssertLessThan(position, try XCTUnwrap(firstStyleOrContent), "it governs what follows it")
   }
+
+  /// A report of `status` whose prefetch had `failed` of `total` URLs fail.
+  private func run(
+    _ status: RunReport.Status, failed: Int, of total: Int, failures: [FailureReport] = []
+  ) -> RunReport {
+    let start = Date(timeIntervalSince1970: 1_700_000_000)
+    var report = RunReport(
+      job: "nightly", location: CacheLocation(directory: "/c"), startedAt: start)
+    report.status = status
+    report.finishedAt = start + 60
+    var prefetch = PrefetchReport()
+    prefetch.total = total
+    prefetch.downloaded = total - failed
+    prefetch.failed = failed
+    prefetch.failures = failures
+    report.prefetch = prefetch
+    return report
+  }
+
+  func testACompletedRunWithFailedURLsShowsTheShareThatFailedInTheWarningColour() throws {
+    let failing = ReportPage.render([("r.json", run(.completed, failed: 7, of: 100))])
+    XCTAssertTrue(
+      failing.contains(#"<b class="warning">completed, 7% of URLs failed (7 of 100)</b>"#),
+      failing)
+    XCTAssertTrue(failing.contains(".warning{color:#9a6700}"), "amber, not green")
+    let few = ReportPage.render([("r.json", run(.completed, failed: 1, of: 1000))])
+    XCTAssertTrue(few.contains("completed, under 1% of URLs failed (1 of 1000)"), few)
+    let clean = ReportPage.render([("r.json", run(.completed, failed: 0, of: 100))])
+    XCTAssertTrue(clean.contains(#"<b class="completed">completed</b>"#), clean)
+    let text = try parse(failing).text
+    XCTAssertTrue(text.contains("completed, 7% of URLs failed (7 of 100)"), text)
+  }
+
+  func testAnIncompleteMergeSaysWhyAndHowManyURLsFailed() throws {
+    let page = ReportPage.render([("merged.json", run(.incomplete, failed: 3, of: 10))])
+    XCTAssertTrue(
+      page.contains(
+        #"<b class="incomplete">incomplete: a partial merge (shards missing, repeated or from "#
+          + #"other runs; see the warnings), 30% of URLs failed (3 of 10)</b>"#), page)
+  }
+
+  func testTheFailureTableIsGroupedByHostAndSortedByErrorWithAWideURLColumn() throws {
+    func failure(_ url: String, _ name: String, _ status: Int? = nil) -> FailureReport {
+      FailureReport(
+        url: url, code: 1001, name: name, httpStatus: status, message: "m", attempts: 1,
+        blacklisted: false)
+    }
+    let failures = [
+      failure("https://b.example/1.jpg", "timedOut"),
+      failure("https://a.example/z.jpg", "invalidDownloadStatusCode", 404),
+      failure("https://b.example/2.jpg", "badImageData"),
+      failure("https://a.example/y.jpg", "badImageData"),
+      failure("https://a.example/x.jpg", "invalidDownloadStatusCode", 404),
+    ]
+    let page = ReportPage.render([("r.json", run(.completed, failed: 5, of: 5, failures: failures))]
+    )
+    let table = try XCTUnwrap(page.range(of: #"<table class="failures">"#)).upperBound
+    func position(_ text: String) throws -> String.Index {
+      try XCTUnwrap(page.range(of: text, range: table..<page.endIndex), text).lowerBound
+    }
+    let order = try [
+      #"<th colspan="6">a.example: 3 failures</th>"#, "https://a.example/y.jpg",
+      "https://a.example/x.jpg", "https://a.example/z.jpg",
+      #"<th colspan="6">b.example: 2 failures</th>"#, "https://b.example/2.jpg",
+      "https://b.example/1.jpg",
+    ].map(position)
+    XCTAssertEqual(order, order.sorted(), "by host, then by error, then by URL")
+    XCTAssertTrue(page.contains("table.failures{table-layout:fixed;width:100%}"))
+    XCTAssertTrue(page.contains(#"<colgroup><col style="width:50%">"#), "the URL column")
+  }
 }

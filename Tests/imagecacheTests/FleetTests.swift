@@ -178,7 +178,8 @@ final class FleetTests: LoopbackTestCase {
       [])
     let page = try ImageCacheBinary.run(["report", "html", temporary.appending("merged.json")])
     XCTAssertEqual(page.status, 0, page.stderr)
-    XCTAssertTrue(page.stdout.contains("<b class=\"incomplete\">incomplete</b>"))
+    XCTAssertTrue(
+      page.stdout.contains("<b class=\"incomplete\">incomplete: a partial merge (shards missing"))
   }
 
   func testAMergeWithAShardRepeatedIsRefusedNamingIt() throws {

@@ -199,6 +199,51 @@ final class MaintenanceCommandTests: XCTestCase {
       )
     }
   }
+
+  /// The morning's question after a trim: what limits ran, and how big the cache was before
+  /// and after. The report says it per pass, and the HTML page shows it.
+  func testTheReportAndPageStateTheLimitsAndTheCacheSizeBeforeAndAfterEachPass() throws {
+    let now = Int64(Date().timeIntervalSince1970)
+    for i in 0..<3 { try builder.file("old\(i)", size: 4096, accessTime: now - 30 * 86_400) }
+    for i in 0..<10 { try builder.file("f\(i)", size: 4096, accessTime: now - 100 + Int64(i)) }
+    let before = try DiskCache(location: location).usage().allocatedBytes
+    let reportPath = temporary.appending("report.json")
+    let result = try ImageCacheBinary.run([
+      "maintain", "--cache", location.directory, "--max-age", "1d", "--max-size", "20KB",
+      "--expire-type", "modificationDate", "--report", reportPath,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let after = try DiskCache(location: location).usage().allocatedBytes
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: reportPath))
+    XCTAssertEqual(
+      SchemaValidator.validate(
+        try JSONSerialization.jsonObject(with: data), against: try SchemaValidator.reportSchema()),
+      [])
+    let report = try RunReport.decode(data)
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire, .trim])
+    let (expire, trim) = (report.maintenance[0], report.maintenance[1])
+    let limits = CleanupLimits(
+      maxDiskAge: 86_400, maxDiskSize: 20_000, expireType: .modificationDate)
+    XCTAssertEqual(expire.limits, limits)
+    XCTAssertEqual(trim.limits, limits)
+    XCTAssertEqual(expire.cacheBytesBefore, before)
+    XCTAssertEqual(expire.cacheBytesAfter, before - expire.bytesFreed)
+    XCTAssertEqual(trim.cacheBytesBefore, expire.cacheBytesAfter)
+    XCTAssertEqual(trim.cacheBytesAfter, after)
+    XCTAssertGreaterThan(trim.filesRemoved, 0)
+
+    let pagePath = temporary.appending("report.html")
+    let rendered = try ImageCacheBinary.run(["report", "html", reportPath, "--output", pagePath])
+    XCTAssertEqual(rendered.status, 0, rendered.stderr)
+    let page = try String(contentsOfFile: pagePath, encoding: .utf8)
+    for shown in [
+      "files whose modificationDate is more than 1d old",
+      "when over 20.0 KB, oldest modificationDate first to below 10.0 KB",
+      "<th class=\"n\">cache before</th>", ">\(formatBytes(before))<", ">\(formatBytes(after))<",
+    ] {
+      XCTAssertTrue(page.contains(shown), "\(shown) on the page")
+    }
+  }
 }
 
 /// Issue 29, item 2 (SPEC section 11): no pass deletes by a limit nobody stated, and a guard

@@ -9,6 +9,23 @@ public enum ExpireType: String, Sendable, Codable, CaseIterable {
   case changeDate
 }
 
+/// The limits the expire and trim passes ran with, as a report states them (SD's
+/// `maxDiskAge`, `maxDiskSize` and `expireType`; SPEC section 4): what a person reading the
+/// report needs to tell a pass that deleted by age from one that trimmed by size.
+public struct CleanupLimits: Sendable, Codable, Equatable {
+  /// Seconds; negative: the expire pass was off (not listed, or a negative age).
+  public var maxDiskAge: Double
+  /// Bytes; zero: the trim pass was off (not listed, or no size).
+  public var maxDiskSize: UInt64
+  public var expireType: ExpireType
+
+  public init(maxDiskAge: Double, maxDiskSize: UInt64, expireType: ExpireType) {
+    self.maxDiskAge = maxDiskAge
+    self.maxDiskSize = maxDiskSize
+    self.expireType = expireType
+  }
+}
+
 /// One thing a maintenance pass did, or would do under `--dry-run`.
 public struct MaintenanceAction: Sendable, Codable, Equatable {
   public enum Kind: String, Sendable, Codable {
@@ -48,6 +65,12 @@ public struct PassSummary: Sendable, Equatable {
   /// Allocated bytes of the removed files.
   public var bytesFreed: UInt64 = 0
   public var errorCount = 0
+  /// The limits an expire or trim pass ran with.
+  public var limits: CleanupLimits?
+  /// The allocated bytes of the cache's files (a shard's: its own) before and after an expire
+  /// or trim pass (in a dry run: as they would be after); unknown when the pass was stopped.
+  public var cacheBytesBefore: UInt64?
+  public var cacheBytesAfter: UInt64?
 
   public init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
     self.pass = pass
@@ -125,6 +148,13 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
   public var errors: [String] = []
   /// Every action taken (or, in a dry run, planned), in order.
   public var actions: [MaintenanceAction] = []
+  /// The limits an expire or trim pass ran with (absent from migrate passes and from the
+  /// reports of versions before them).
+  public var limits: CleanupLimits?
+  /// The allocated bytes of the cache's files (a shard's: its own) before and after an expire
+  /// or trim pass (in a dry run: as they would be after).
+  public var cacheBytesBefore: UInt64?
+  public var cacheBytesAfter: UInt64?
 
   public init(pass: Pass, dryRun: Bool) {
     self.pass = pass
@@ -139,12 +169,18 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
       summary.filesKeptAside = actions.filter { $0.kind == .keptAside }.count
       summary.bytesFreed = bytesFreed
       summary.errorCount = errors.count
+      summary.limits = limits
+      summary.cacheBytesBefore = cacheBytesBefore
+      summary.cacheBytesAfter = cacheBytesAfter
       return summary
     }
     set {
       filesRemoved = newValue.filesRemoved
       filesMoved = newValue.filesMoved
       bytesFreed = newValue.bytesFreed
+      limits = newValue.limits
+      cacheBytesBefore = newValue.cacheBytesBefore
+      cacheBytesAfter = newValue.cacheBytesAfter
     }
   }
 

@@ -26,11 +26,15 @@ public enum ReportPage {
       <meta name="viewport" content="width=device-width, initial-scale=1">
       <title>imagecache report</title>
       <style>
-      body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222;max-width:72em}
+      body{font:14px/1.4 system-ui,sans-serif;margin:2em;color:#222}
       h1,h2,h3{font-weight:600} table{border-collapse:collapse;margin:.5em 0}
       td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
-      td.n{text-align:right} code{word-break:break-all}
-      .completed{color:#17692b}.interrupted,.incomplete{color:#9a6700}.failed{color:#b3261e}
+      td.n,th.n{text-align:right} code{word-break:break-all}
+      .completed{color:#17692b}.interrupted,.incomplete,.warning{color:#9a6700}
+      .failed{color:#b3261e}
+      table.failures{table-layout:fixed;width:100%}
+      table.failures td{overflow-wrap:anywhere}
+      table.failures tr.host th{background:#f3f3f3;font-weight:600}
       </style></head><body>
       <h1>imagecache report</h1>
 
@@ -44,7 +48,8 @@ public enum ReportPage {
     html += "<table>\n"
     // Class names, like every unescaped word on the page, come from enums and numbers, never
     // from a report's strings.
-    html += row("status", "<b class=\"\(report.status.rawValue)\">\(report.status.rawValue)</b>")
+    let status = status(of: report)
+    html += row("status", "<b class=\"\(status.style)\">\(escape(status.text))</b>")
     html += row(
       "cache", "<code>\(escape(report.cache.path))</code> (\(escape(report.cache.namespace)))")
     html += row("started", escape(report.startedAt.formatted(.iso8601)))
@@ -74,17 +79,7 @@ public enum ReportPage {
       html += "</table>\n"
     }
     if let prefetch = report.prefetch { html += self.prefetch(prefetch) }
-    if !report.maintenance.isEmpty {
-      html += "<h3>Maintenance</h3>\n<table>\n<tr><th>pass</th><th>dry run</th>"
-      html += "<th>files removed</th><th>files moved</th><th>bytes freed</th><th>errors</th></tr>\n"
-      for pass in report.maintenance {
-        html += "<tr><td>\(pass.pass.rawValue)</td><td>\(pass.dryRun ? "yes" : "no")</td>"
-        html += "<td class=\"n\">\(pass.filesRemoved)</td><td class=\"n\">\(pass.filesMoved)</td>"
-        html += "<td class=\"n\">\(escape(formatBytes(pass.bytesFreed)))</td>"
-        html += "<td>\(pass.errors.prefix(20).map(escape).joined(separator: "<br>"))</td></tr>\n"
-      }
-      html += "</table>\n"
-    }
+    if !report.maintenance.isEmpty { html += maintenance(report.maintenance) }
     if !report.warnings.isEmpty {
       html += "<h3>Warnings</h3>\n<ul>\n"
       for warning in report.warnings.prefix(maxRows) { html += "<li>\(escape(warning))</li>\n" }
@@ -109,29 +104,128 @@ public enum ReportPage {
     html += "</table>\n"
     guard !prefetch.failures.isEmpty else { return html + blacklist(prefetch) }
 
-    let byHost = Dictionary(grouping: prefetch.failures) {
-      URL(string: $0.url)?.host ?? "(no host)"
-    }
-    .mapValues(\.count)
-    let byError = Dictionary(grouping: prefetch.failures) { failure in
-      failure.name + (failure.httpStatus.map { " \($0)" } ?? "")
-    }.mapValues(\.count)
+    let byHost = Dictionary(grouping: prefetch.failures, by: host).mapValues(\.count)
+    let byError = Dictionary(grouping: prefetch.failures, by: error).mapValues(\.count)
     html += "<h3>Failures by host</h3>\n" + chart(byHost)
     html += "<h3>Failures by error</h3>\n" + chart(byError)
-    html += "<h3>Failures</h3>\n<table>\n<tr><th>URL</th><th>error</th><th>HTTP</th>"
-    html += "<th>attempts</th><th>blacklisted</th><th>source</th><th>message</th></tr>\n"
-    for failure in prefetch.failures.prefix(maxRows) {
-      html += "<tr><td><code>\(escape(failure.url))</code></td><td>\(escape(failure.name))</td>"
-      html += "<td class=\"n\">\(failure.httpStatus.map(String.init) ?? "")</td>"
-      html += "<td class=\"n\">\(failure.attempts)</td><td>\(failure.blacklisted ? "yes" : "")</td>"
-      html += "<td><code>\(escape(failure.source ?? ""))</code></td>"
-      html += "<td>\(escape(failure.message))</td></tr>\n"
-    }
-    html += "</table>\n"
+    html += failureTable(prefetch.failures)
     if prefetch.failures.count > maxRows {
       html += "<p>and \(prefetch.failures.count - maxRows) more, in the JSON report.</p>\n"
     }
     return html + blacklist(prefetch)
+  }
+
+  /// The run's status as a person should read it: `completed` is green only when nothing
+  /// failed; with failed URLs it says what share failed, in the warning colour, since a job
+  /// that lost 7% of its URLs every night needs looking at.
+  static func status(of report: RunReport) -> (text: String, style: String) {
+    var text = report.status.rawValue
+    var style = report.status.rawValue
+    if report.status == .incomplete {
+      text += ": a partial merge (shards missing, repeated or from other runs; see the warnings)"
+    }
+    let counts = report.prefetch?.counts ?? PrefetchCounts()
+    if counts.failed > 0 {
+      text += ", \(percentage(counts.failed, of: counts.total)) of URLs failed "
+      text += "(\(counts.failed) of \(counts.total))"
+    }
+    if counts.inputsFailed > 0 {
+      text += ", \(counts.inputsFailed) manifest\(counts.inputsFailed == 1 ? "" : "s") failed"
+    }
+    if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0) {
+      style = "warning"
+    }
+    return (text, style)
+  }
+
+  /// `part` of `whole` as a whole percentage, rounded down so that a run is never shown as
+  /// 100% failed with a URL that succeeded; `under 1%` rather than 0% for a failure.
+  static func percentage(_ part: Int, of whole: Int) -> String {
+    guard whole > 0 else { return "100%" }
+    let percent = part * 100 / whole
+    return percent == 0 ? "under 1%" : "\(percent)%"
+  }
+
+  /// The failed URLs grouped by host (a heading row each, with its count), then by error
+  /// within a host: the page allows no script to sort a table, so it comes sorted. The URL
+  /// column takes most of the width and long URLs wrap.
+  static func failureTable(_ failures: [FailureReport]) -> String {
+    let keyed = failures.map { (host: host($0), error: error($0), failure: $0) }
+    let perHost = Dictionary(grouping: keyed, by: \.host).mapValues(\.count)
+    let sorted = keyed.sorted {
+      ($0.host, $0.error, $0.failure.url) < ($1.host, $1.error, $1.failure.url)
+    }
+    var html = "<h3>Failures (\(failures.count)), by host and error</h3>\n"
+    // Half the page for the URL; the narrow columns just fit their headings at 1280 px.
+    html += "<table class=\"failures\">\n<colgroup><col style=\"width:50%\">"
+    html += "<col style=\"width:16%\"><col style=\"width:7%\"><col style=\"width:8%\">"
+    html += "<col style=\"width:8%\"><col style=\"width:11%\"></colgroup>\n"
+    html += "<tr><th>URL</th><th>error</th><th class=\"n\">attempts</th><th>blacklisted</th>"
+    html += "<th>source</th><th>message</th></tr>\n"
+    var currentHost: String?
+    for entry in sorted.prefix(maxRows) {
+      if entry.host != currentHost {
+        currentHost = entry.host
+        let count = perHost[entry.host] ?? 0
+        html += "<tr class=\"host\"><th colspan=\"6\">\(escape(entry.host)): \(count) "
+        html += "failure\(count == 1 ? "" : "s")</th></tr>\n"
+      }
+      let failure = entry.failure
+      html += "<tr><td><code>\(escape(failure.url))</code></td><td>\(escape(entry.error))</td>"
+      html += "<td class=\"n\">\(failure.attempts)</td><td>\(failure.blacklisted ? "yes" : "")</td>"
+      html += "<td><code>\(escape(failure.source ?? ""))</code></td>"
+      html += "<td>\(escape(failure.message))</td></tr>\n"
+    }
+    return html + "</table>\n"
+  }
+
+  /// The host a failure is grouped under.
+  static func host(_ failure: FailureReport) -> String {
+    URL(string: failure.url)?.host ?? "(no host)"
+  }
+
+  /// The error a failure is grouped under: its name, and its HTTP status when there is one.
+  static func error(_ failure: FailureReport) -> String {
+    failure.name + (failure.httpStatus.map { " \($0)" } ?? "")
+  }
+
+  /// The passes, each with the limits it ran with and the cache's size before and after it.
+  static func maintenance(_ passes: [MaintenancePassReport]) -> String {
+    var html = "<h3>Maintenance</h3>\n<table>\n<tr><th>pass</th><th>dry run</th><th>limits</th>"
+    html += "<th class=\"n\">cache before</th><th class=\"n\">cache after</th>"
+    html += "<th class=\"n\">files removed</th><th class=\"n\">files moved</th>"
+    html += "<th class=\"n\">bytes freed</th><th>errors</th></tr>\n"
+    func size(_ bytes: UInt64?) -> String { bytes.map { escape(formatBytes($0)) } ?? "" }
+    for pass in passes {
+      html += "<tr><td>\(pass.pass.rawValue)</td><td>\(pass.dryRun ? "yes" : "no")</td>"
+      html += "<td>\(escape(limits(of: pass)))</td>"
+      html += "<td class=\"n\">\(size(pass.cacheBytesBefore))</td>"
+      html += "<td class=\"n\">\(size(pass.cacheBytesAfter))</td>"
+      html += "<td class=\"n\">\(pass.filesRemoved)</td><td class=\"n\">\(pass.filesMoved)</td>"
+      html += "<td class=\"n\">\(escape(formatBytes(pass.bytesFreed)))</td>"
+      html += "<td>\(pass.errors.prefix(20).map(escape).joined(separator: "<br>"))</td></tr>\n"
+    }
+    return html + "</table>\n"
+  }
+
+  /// What a pass's limits meant, in words: `files whose accessDate is more than 7d old`.
+  static func limits(of pass: MaintenancePassReport) -> String {
+    guard let limits = pass.limits else { return "" }
+    switch pass.pass {
+    case .migrate:
+      return ""
+    case .expire:
+      return limits.maxDiskAge < 0
+        ? "off"
+        : "files whose \(limits.expireType.rawValue) is more than "
+          + "\(formatDuration(limits.maxDiskAge)) old"
+    case .trim:
+      let size = limits.maxDiskSize
+      return size == 0
+        ? "off (no max size)"
+        : "when over \(formatBytes(size)), oldest \(limits.expireType.rawValue) first to below "
+          + formatBytes(size / 2)
+    }
   }
 
   static func blacklist(_ prefetch: PrefetchReport) -> String {

@@ -277,6 +277,19 @@ public final class ReportWriter: Sendable {
       json.member("filesRemoved", pass.summary.filesRemoved)
       json.member("filesMoved", pass.summary.filesMoved)
       json.member("bytesFreed", pass.summary.bytesFreed)
+      if let limits = pass.summary.limits {
+        json.member("limits")
+        json.raw("{")
+        json.key("maxDiskAge")
+        json.number(limits.maxDiskAge)
+        json.member("maxDiskSize", limits.maxDiskSize)
+        json.member("expireType", limits.expireType.rawValue)
+        json.raw("}")
+      }
+      if let before = pass.summary.cacheBytesBefore {
+        json.member("cacheBytesBefore", before)
+      }
+      if let after = pass.summary.cacheBytesAfter { json.member("cacheBytesAfter", after) }
       try array("errors", pass.errors)
       try array("actions", pass.actions)
       json.raw("}")

@@ -575,10 +575,20 @@ public struct JobRunner: Sendable {
     let listsActions = settings.dryRun || settings.verbose
     var expire = try beginPass(.expire, in: writer, listsActions: listsActions)
     var trim = try beginPass(.trim, in: writer, listsActions: listsActions)
-    try CacheCleaner(
+    let sizes = try CacheCleaner(
       diskCachePath: job.location.diskCachePath, configuration: configuration, shard: job.shard
     ).run(
       dryRun: settings.dryRun, expire: &expire, trim: &trim, stop: { stop.isStopped })
+    // The report says what the limits were and what they did to the cache's size: a person
+    // reading it in the morning should not have to know the job file or SD's defaults.
+    expire.summary.limits = configuration.limits
+    trim.summary.limits = configuration.limits
+    if let sizes {
+      expire.summary.cacheBytesBefore = sizes.before
+      expire.summary.cacheBytesAfter = sizes.afterExpire
+      trim.summary.cacheBytesBefore = sizes.afterExpire
+      trim.summary.cacheBytesAfter = sizes.afterTrim
+    }
     if expires { endPass(expire, in: writer) }
     if trims { endPass(trim, in: writer) }
   }
