@@ -218,3 +218,32 @@ final class LongFileNameTests: XCTestCase {
     }
   }
 }
+
+/// Issue 26, item 1: a path that leads to one of this process's own descriptors (as the
+/// standard-output device names do) is written to that descriptor, never opened or renamed.
+/// Here the descriptor is the test's own pipe, reached through a link in a temporary folder:
+/// nothing on the machine but the pipe is written.
+final class OwnDescriptorOutputTests: XCTestCase {
+  func testALinkToThisProcesssOwnDescriptorIsWrittenThroughTheDescriptor() throws {
+    let temporary = try TemporaryDirectory()
+    defer { temporary.remove() }
+    var ends: [Int32] = [0, 0]
+    XCTAssertEqual(pipe(&ends), 0)
+    defer {
+      close(ends[0])
+      close(ends[1])
+    }
+    let link = temporary.appending("out")
+    XCTAssertEqual(symlink("/proc/self/fd/\(ends[1])", link), 0)
+
+    let output = try OutputFile(path: link)
+    XCTAssertEqual(output.disposition, .descriptor(ends[1]))
+    try output.write(Array("report".utf8))
+    var buffer = [UInt8](repeating: 0, count: 16)
+    let count = read(ends[0], &buffer, buffer.count)
+    XCTAssertEqual(String(decoding: buffer.prefix(max(0, count)), as: UTF8.self), "report")
+    var info = stat()
+    XCTAssertEqual(lstat(link, &info), 0)
+    XCTAssertEqual(info.st_mode & S_IFMT, S_IFLNK, "the link was replaced")
+  }
+}

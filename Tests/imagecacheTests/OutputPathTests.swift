@@ -105,16 +105,6 @@ final class OutputPathTests: LoopbackTestCase {
         .contains("imagecache_urls_total"))
   }
 
-  func testAReportToALinkToThisProcesssStdoutGoesToStdout() throws {
-    // What `--report /dev/stdout` leads to, made in the temporary folder.
-    let link = temporary.appending("stdout")
-    XCTAssertEqual(symlink("/proc/self/fd/1", link), 0)
-    let result = try prefetch(["--report", link])
-    XCTAssertEqual(result.status, 0, result.stderr)
-    XCTAssertTrue(result.stdout.hasPrefix("{\"schemaVersion\":1"), result.stdout)
-    XCTAssertEqual(fileType(link), S_IFLNK)
-  }
-
   func testAFolderNamedAsAnOutputIsRefusedBeforeTheRunNamingIt() throws {
     let folder = temporary.appending("out")
     try FileSystem.createDirectory(path: folder)
