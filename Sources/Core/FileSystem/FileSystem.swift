@@ -178,7 +178,7 @@ public enum FileSystem {
     }
     guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
     do {
-      try writeAll(fd: fd, data: data, path: temporary)
+      try writeAll(data, to: fd, path: temporary)
       guard close(fd) == 0 else {
         throw FileSystemError("close", path: temporary, errno: errno)
       }
@@ -411,10 +411,6 @@ public enum FileSystem {
       throw FileSystemError("connect to", path: naming, errno: failure)
     }
     return fd
-  }
-
-  private static func writeAll(fd: Int32, data: Data, path: String) throws {
-    try writeAll(data, to: fd, path: path)
   }
 
   /// Unique among the processes and threads that may write one cache (O_EXCL catches the

@@ -49,6 +49,9 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
     guard !path.isEmpty else { throw FileSystemError("write", path: "''", errno: ENOENT) }
     guard !path.hasSuffix("/") else { throw Self.folderRefused(path) }
     var current = path
+    // Until a link is followed, the output is the path as named (messages and the temporary
+    // file's folder keep the user's spelling of it).
+    var followedLink = false
     // Links are followed by hand, at most as many as the kernel follows (MAXSYMLINKS), so that
     // what the chain ends at is known: `stat` alone would replace a link by a file.
     for _ in 0..<40 {
@@ -60,12 +63,12 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
       var info = stat()
       guard lstat(current, &info) == 0 else {
         guard errno == ENOENT else { throw FileSystemError("look at", path: path, errno: errno) }
-        disposition = .replace(target: current == Self.withResolvedFolder(path) ? path : current)
+        disposition = .replace(target: followedLink ? current : path)
         return
       }
       switch info.st_mode & S_IFMT {
       case S_IFREG:
-        disposition = .replace(target: current == Self.withResolvedFolder(path) ? path : current)
+        disposition = .replace(target: followedLink ? current : path)
         return
       case S_IFCHR, S_IFIFO:
         disposition = .inPlace
@@ -87,9 +90,8 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
           disposition = .inPlace
           return
         }
-        current =
-          target.hasPrefix("/")
-          ? target : Self.folder(of: current) + "/" + target
+        current = target.hasPrefix("/") ? target : Self.folder(of: current) + "/" + target
+        followedLink = true
       default:
         throw FileSystemError.refused(
           "write to", path: path, because: "not a file, device, FIFO or socket")
