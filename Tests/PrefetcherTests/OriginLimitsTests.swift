@@ -13,7 +13,7 @@ final class OriginLimitsTests: XCTestCase {
   var downloaders: [Downloader] = []
 
   /// 250,000 bytes: a JPEG's start, padded (validation is off where it is served).
-  static let quarterMegabyte = Fixtures.jpeg + Data(repeating: 0x20, count: 250_000 - 1342)
+  static let quarterMegabyte = Fixtures.paddedJPEG(count: 250_000)
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()

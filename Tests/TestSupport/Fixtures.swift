@@ -20,6 +20,11 @@ public enum Fixtures {
 
   /// A 64x48 baseline JPEG.
   public static var jpeg: Data { data("photo.jpg") }
+  /// `count` bytes: the JPEG's start, padded with spaces (served where validation is off, for
+  /// bodies of a known size).
+  public static func paddedJPEG(count: Int) -> Data {
+    jpeg + Data(repeating: 0x20, count: count - jpeg.count)
+  }
   /// A 64x48 RGB PNG.
   public static var png: Data { data("image.png") }
   /// A 400x300 JPEG: a gradient with a circle.

@@ -12,7 +12,7 @@ final class OriginLimitsCommandTests: XCTestCase {
   var server: LoopbackServer!
   var cache: String!
 
-  static let quarterMegabyte = Fixtures.jpeg + Data(repeating: 0x20, count: 250_000 - 1342)
+  static let quarterMegabyte = Fixtures.paddedJPEG(count: 250_000)
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
