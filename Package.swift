@@ -1,9 +1,10 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// Linux only (SPEC: servers; Glibc, statx(2), libcurl): no Apple platform is declared, as
+// none builds it.
 let package = Package(
   name: "imagecache",
-  platforms: [.macOS(.v15)],
   products: [
     .executable(name: "imagecache", targets: ["imagecache"]),
     .library(name: "Core", targets: ["Core"]),
@@ -90,7 +91,7 @@ let package = Package(
     .executableTarget(
       name: "imagecache",
       dependencies: [
-        "Core", "State", "Runner", "Prefetcher", "Imaging",
+        "Core", "State", "Runner", "Prefetcher", "Imaging", "Maintenance",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .target(

@@ -203,9 +203,10 @@ public struct CacheMigrator: Sendable {
     guard failure == EXDEV else {
       throw FileSystemError("move to \(to)", path: from, errno: failure)
     }
-    guard let data = FileManager.default.contents(atPath: from),
+    // Gone since the rename said EXDEV: another process moved or removed it.
+    guard let data = try FileSystem.contents(atPath: from),
       let attributes = try FileSystem.attributes(atPath: from)
-    else { throw FileSystemError("read", path: from, errno: EIO) }
+    else { throw FileSystemError("read", path: from, errno: ENOENT) }
     try FileSystem.writeAtomically(data, toPath: to)
     try FileSystem.setTimes(
       path: to, accessTime: attributes.accessTime, modificationTime: attributes.modificationTime)

@@ -111,9 +111,13 @@ final class SurvivorSpill {
           descriptor, $0.baseAddress! + range.lowerBound + done, range.count - done,
           off_t(offset + done))
       }
-      if got < 0 && errno == EINTR { continue }
+      if got < 0 {
+        let failure = errno
+        if failure == EINTR { continue }
+        throw FileSystemError("read", path: "trim temporary file", errno: failure)
+      }
       guard got > 0 else {
-        throw FileSystemError("read", path: "trim temporary file", errno: got < 0 ? errno : EIO)
+        throw FileSystemError.unexpectedEnd("read", path: "trim temporary file")
       }
       done += got
     }

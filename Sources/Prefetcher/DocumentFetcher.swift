@@ -28,7 +28,7 @@ public enum DocumentFetcher {
       throw .invalidURL(url.absoluteString, reason: "only http and https are fetched")
     }
     guard curlInitialised, let easy = curl_easy_init() else {
-      throw .network(.other, message: "curl_easy_init failed")
+      throw .localFailure(reason: "curl_easy_init failed")
     }
     defer { curl_easy_cleanup(easy) }
     let sink = try FileSink(easy: easy, limit: configuration.maxResponseSize, stop: stop)

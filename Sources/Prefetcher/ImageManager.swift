@@ -47,6 +47,12 @@ public final class ImageManager: Sendable {
   /// ``close()``.
   private let namespaceLocks = Mutex<[String: RunLock]>([:])
 
+  /// What could not be read of the state files of the namespaces used (another shard's
+  /// blacklist), for the run to say: the loads went on without it.
+  public var warnings: [String] {
+    states.withLock { states in states.keys.sorted().flatMap { states[$0]!.warnings } }
+  }
+
   /// Releases the locks of the other namespaces used. Call it when the run is over.
   public func close() {
     let locks = namespaceLocks.withLock { locks in
@@ -68,6 +74,8 @@ public final class ImageManager: Sendable {
     let cache: ImageCache
     let store: StateStore
     let blacklist: Mutex<[String: Date]>
+    /// What could not be read of the other state files, for people.
+    let warnings: [String]
     /// Validators not yet written: one SQLite transaction per download would serialise the
     /// downloads on the database, so they are written in batches.
     let pendingValidators = Mutex<[CacheValidators]>([])
@@ -101,12 +109,20 @@ public final class ImageManager: Sendable {
       cache = ImageCache(memory: memory, disk: DiskCache(location: location))
       self.store = store
       var entries = try store.blacklist(timeToLive: timeToLive)
-      for path in StateStore.stateFiles(location: location) where path != store.path {
-        // Best effort: a shard starting at the same moment may not have made its tables yet,
-        // and a file that cannot be read is its own shard's to repair.
-        let other = try? StateStore.openForReading(path: path)?.blacklist(timeToLive: timeToLive)
-        entries += other ?? []
+      var warnings: [String] = []
+      for path in try StateStore.stateFiles(location: location) where path != store.path {
+        // A file that cannot be read is its own shard's to repair: this run goes on without
+        // its entries, and says so.
+        do {
+          entries +=
+            try StateStore.openForReading(path: path)?.blacklist(timeToLive: timeToLive) ?? []
+        } catch {
+          warnings.append(
+            "the blacklist of \(path) was not read (\(error)): its URLs are not refused by this run"
+          )
+        }
       }
+      self.warnings = warnings
       blacklist = Mutex(
         Dictionary(entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
     }
@@ -259,17 +275,14 @@ public final class ImageManager: Sendable {
             || cache.disk.containsData(forKey: originalKey)
         }
       } catch {
-        return .finished(
-          LoadResult(outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false)))
+        return .finished(queryFailed(error))
       }
       if !derivedHit && key != originalKey && context.originalQueryCacheType != .none {
         let original: CacheHit?
         do {
           original = try cache.query(key: originalKey, cacheType: context.originalQueryCacheType)
         } catch {
-          return .finished(
-            LoadResult(
-              outcome: .failed(.storeFailed(reason: "\(error)"), blacklisted: false)))
+          return .finished(queryFailed(error))
         }
         if let original, let data = original.data {
           // The original is in the cache: the variant is made from it, nothing is downloaded.
@@ -460,6 +473,14 @@ public final class ImageManager: Sendable {
       endRun(stateFailure(error))
     }
     return result
+  }
+
+  /// A cache that could not be read: this machine's failure, not the URL's, so neither a miss
+  /// (which would download over the file) nor a store failure.
+  private func queryFailed(_ error: any Error) -> LoadResult {
+    LoadResult(
+      outcome: .failed(
+        .localFailure(reason: "could not read the cache: \(error)"), blacklisted: false))
   }
 
   /// A store that failed; one that every later store would meet too (a full or read-only disk)

@@ -263,7 +263,7 @@ final class TransferLoop: @unchecked Sendable {
     transfer.startClock()
     transfer.bandwidth = bandwidth
     guard let easy = idle.popLast() ?? EasyHandle() else {
-      return finish(transfer, .failure(.init(.network(.other, message: "curl_easy_init failed"))))
+      return finish(transfer, .failure(.init(.localFailure(reason: "curl_easy_init failed"))))
     }
     easy.prepare(
       for: transfer, connection: connection,

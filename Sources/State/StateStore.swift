@@ -163,9 +163,18 @@ public final class StateStore: Sendable {
 
   /// Every state file of the cache at `location`: the unsharded one and each shard's, as runs
   /// with any number of shards left them.
-  public static func stateFiles(location: CacheLocation) -> [String] {
+  /// A cache with no state folder has none; a folder that cannot be read is an error, naming
+  /// it: taken for empty, it would hide every blacklist in it.
+  public static func stateFiles(location: CacheLocation) throws(FileSystemError) -> [String] {
     let directory = location.stateDirectory
-    let names = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+    let names: [String]
+    do {
+      names = try FileManager.default.contentsOfDirectory(atPath: directory)
+    } catch CocoaError.fileReadNoSuchFile {
+      return []
+    } catch {
+      throw FileSystemError("read directory", path: directory, underlying: error)
+    }
     return names.filter {
       $0 == fileName || ($0.hasPrefix("state.shard-") && $0.hasSuffix(".sqlite"))
     }
@@ -181,7 +190,7 @@ public final class StateStore: Sendable {
     unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
   ) throws -> [BlacklistEntry] {
     var byURL: [String: BlacklistEntry] = [:]
-    for path in stateFiles(location: location) {
+    for path in try stateFiles(location: location) {
       let entries: [BlacklistEntry]
       do {
         entries = try openForReading(path: path, leavingNoTrace: leavingNoTrace)?.blacklist() ?? []
@@ -214,6 +223,7 @@ public final class StateStore: Sendable {
     configuration.busyMode = .timeout(10)
     if leavingNoTrace, !FileManager.default.fileExists(atPath: path + "-wal"),
       let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),
+      // Where SQLite refuses the URI, the plain open below is tried, and its error thrown.
       let queue = try? DatabaseQueue(
         path: "file:\(encoded)?immutable=1", configuration: configuration)
     {
@@ -302,6 +312,9 @@ public final class StateStore: Sendable {
     now: Date = Date(), timeToLive: TimeInterval? = nil, _ body: (BlacklistEntry) throws -> Void
   ) throws {
     try read { db in
+      // A state file that another run is creating this moment has no table yet, and so no
+      // entry: nothing is lost by reading it as empty.
+      guard try db.tableExists("blacklist") else { return }
       let cursor = try BlacklistEntry.fetchCursor(
         db, sql: "SELECT * FROM blacklist ORDER BY firstFailedAt, url")
       while let entry = try cursor.next() {

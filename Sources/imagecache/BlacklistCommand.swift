@@ -95,7 +95,7 @@ struct BlacklistCommand: ParsableCommand {
 /// and each shard's.
 func openStates(_ location: CacheLocation) throws -> [StateStore] {
   var stores = [try StateStore(location: location)]
-  for path in StateStore.stateFiles(location: location)
+  for path in try StateStore.stateFiles(location: location)
   where (path as NSString).lastPathComponent != StateStore.fileName {
     stores.append(
       try StateStore(

@@ -35,6 +35,17 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(try cache.existingPath(forKey: key), legacy)
   }
 
+  func testACacheFileThatCannotBeReadIsAnErrorNamingItNotAMiss() throws {
+    let key = "https://example.com/a.png"
+    let cache = DiskCache(location: location)
+    // A folder where the file should be: open succeeds, read fails (EISDIR), even as root.
+    try FileSystem.createDirectory(path: cache.cachePath(forKey: key))
+    XCTAssertThrowsError(try cache.data(forKey: key)) { error in
+      XCTAssertEqual((error as? FileSystemError)?.path, cache.cachePath(forKey: key))
+      XCTAssertEqual((error as? FileSystemError)?.errno, EISDIR)
+    }
+  }
+
   func testCurrentNameWinsOverLegacyName() throws {
     let key = "https://example.com/a.png"
     let cache = DiskCache(location: location)

@@ -53,6 +53,24 @@ final class VariantPipelineTests: XCTestCase {
     return try ImageValidator(level: .full, maxPixels: 1 << 30).validate(data)
   }
 
+  func testAnOriginalWhoseCacheFileCannotBeReadFailsAsALocalFailureNeverBlacklisted()
+    async throws
+  {
+    let context = try context(#"{"imageThumbnailPixelSize": [200, 200]}"#)
+    let url = server.url("/p/large.jpg")
+    // A folder in place of the original's file: a read fails, even as root.
+    try FileSystem.createDirectory(path: disk.cachePath(forKey: url))
+    let result = try await load("/p/large.jpg", context)
+    guard case .failed(let error, let blacklisted) = result.outcome else {
+      return XCTFail("an unreadable cache file is not a miss: \(result.outcome)")
+    }
+    XCTAssertEqual(error.name, "localFailure")
+    XCTAssertTrue(error.message.contains(disk.cachePath(forKey: url)), error.message)
+    XCTAssertFalse(blacklisted)
+    XCTAssertFalse(error.blacklistsURL)
+    XCTAssertEqual(server.requestCount("/p/large.jpg"), 0, "nothing downloaded over the file")
+  }
+
   func testAVariantIsStoredBesideTheOriginalAndASecondLoadIsAHit() async throws {
     let context = try context(
       ##"{"imageThumbnailPixelSize": [200, 200], "imageTransformer": [{"resizing": {"size": [60, 40], "scaleMode": "aspectFill"}}, {"tint": {"color": "#ff0000"}}]}"##

@@ -147,16 +147,19 @@ public struct DiskCache: Sendable {
   /// Reads `key`'s data, falling back to the legacy name without extension, and sets the file's
   /// access time to now on a hit.
   public func data(forKey key: String) throws -> Data? {
-    guard let (data, path) = read(forKey: key) else { return nil }
+    guard let (data, path) = try read(forKey: key) else { return nil }
     try FileSystem.setAccessTimeToNow(path: path)
     return data
   }
 
   /// `key`'s bytes and the file they came from (the current name, else the legacy name),
-  /// leaving its access time alone.
-  func read(forKey key: String, paths: KeyPaths? = nil) -> (data: Data, path: String)? {
+  /// leaving its access time alone. A file that is there but cannot be read is thrown, never
+  /// taken for a miss: a miss would download and store over it.
+  func read(forKey key: String, paths: KeyPaths? = nil) throws(FileSystemError) -> (
+    data: Data, path: String
+  )? {
     for candidate in (paths ?? self.paths(forKey: key)).candidates {
-      if let data = FileManager.default.contents(atPath: candidate) { return (data, candidate) }
+      if let data = try FileSystem.contents(atPath: candidate) { return (data, candidate) }
     }
     return nil
   }
@@ -198,7 +201,7 @@ public struct DiskCache: Sendable {
       do {
         try FileManager.default.removeItem(atPath: entryPath)
       } catch {
-        throw FileSystemError("remove", path: entryPath, errno: EIO)
+        throw FileSystemError("remove", path: entryPath, underlying: error)
       }
     }
   }

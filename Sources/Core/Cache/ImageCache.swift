@@ -60,7 +60,7 @@ public struct ImageCache: Sendable {
       guard readData else { return CacheHit(source: .memory, data: nil) }
       // The bytes are the disk tier's (a memory hit, as in SD, so the access time stays),
       // under whichever name the disk hit that recorded the entry had.
-      if let (data, _) = disk.read(forKey: key, paths: paths) {
+      if let (data, _) = try disk.read(forKey: key, paths: paths) {
         return CacheHit(source: .memory, data: data)
       }
       // The file went (another process removed it): the entry goes with it.

@@ -116,6 +116,9 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   /// A manifest line names another namespace whose lock another run holds: nothing is
   /// written there (SPEC section 10).
   case namespaceLocked(String)
+  /// This machine failed the load, not the URL: a cache file that cannot be read, a transfer
+  /// that could not be set up. Never blacklisted: the URL is not at fault.
+  case localFailure(reason: String)
 
   /// SD's code for this error, when SD has one (network and store failures have none).
   public var sdCode: SDErrorCode? {
@@ -127,7 +130,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidDownloadResponse: .invalidDownloadResponse
     case .invalidDownloadContentType: .invalidDownloadContentType
     case .cancelled: .cancelled
-    case .network, .storeFailed, .stateFailed, .namespaceLocked: nil
+    case .network, .storeFailed, .stateFailed, .namespaceLocked, .localFailure: nil
     }
   }
 
@@ -138,6 +141,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .storeFailed: -3000
     case .stateFailed: -3001
     case .namespaceLocked: -3002
+    case .localFailure: -3003
     default: sdCode?.rawValue ?? 0
     }
   }
@@ -149,6 +153,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .storeFailed: "storeFailed"
     case .stateFailed: "stateFailed"
     case .namespaceLocked: "namespaceLocked"
+    case .localFailure: "localFailure"
     default: sdCode?.name ?? "unknown"
     }
   }
@@ -175,7 +180,8 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .invalidURL, .badImageData: true
     case .network(let failure, _): failure.blacklistsURL
     case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
-      .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed, .namespaceLocked:
+      .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed, .namespaceLocked,
+      .localFailure:
       false
     }
   }
@@ -208,6 +214,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .stateFailed(let reason): "could not use the state database: \(reason)"
     case .namespaceLocked(let namespace):
       "another run holds the lock of namespace \(namespace.debugDescription); nothing written there"
+    case .localFailure(let reason): "failed on this machine, not the URL's fault: \(reason)"
     }
   }
 }

@@ -34,6 +34,32 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     self.isUsageError = isUsageError
   }
 
+  /// A failure of one of Foundation's file calls, with the POSIX error under it when it
+  /// carries one, else its own words: never an errno read after other calls may have changed
+  /// it, nor one made up.
+  public init(_ operation: String, path: String, underlying error: any Error) {
+    if let error = error as? FileSystemError {
+      self = error
+      return
+    }
+    let bridged = error as NSError
+    let posix = [bridged, bridged.userInfo[NSUnderlyingErrorKey] as? NSError].lazy.compactMap {
+      $0
+    }.first { $0.domain == NSPOSIXErrorDomain }
+    if let posix {
+      self.init(operation, path: path, errno: Int32(posix.code))
+    } else {
+      let words = error is CocoaError ? bridged.localizedDescription : "\(error)"
+      self.init(operation, path: path, reason: words, isUsageError: false)
+    }
+  }
+
+  /// A file that ended before the bytes it was known to hold: not an I/O error (`EIO`), which
+  /// would send someone looking at the disk.
+  public static func unexpectedEnd(_ operation: String, path: String) -> FileSystemError {
+    FileSystemError(operation, path: path, reason: "unexpected end of file", isUsageError: false)
+  }
+
   /// `path` refused for what it is (a symbolic link, a block device...): `reason` says what.
   /// - Parameter usage: the user named `path` for this use (exit 2); otherwise the tool's own
   ///   files were found tampered with (exit 4).
@@ -152,7 +178,36 @@ public enum FileSystem {
       try FileManager.default.createDirectory(
         atPath: path, withIntermediateDirectories: true)
     } catch {
-      throw FileSystemError("create directory", path: path, errno: errno == 0 ? EIO : errno)
+      throw FileSystemError("create directory", path: path, underlying: error)
+    }
+  }
+
+  /// The whole content of the file at `path`, or `nil` when there is none (`ENOENT`,
+  /// `ENOTDIR`). Anything else that stops the read (a folder in its place, an I/O error, no
+  /// permission) is thrown, naming the path: an unreadable file is not a missing one.
+  public static func contents(atPath path: String) throws(FileSystemError) -> Data? {
+    var fd: Int32
+    repeat { fd = open(path, O_RDONLY | O_CLOEXEC) } while fd < 0 && errno == EINTR
+    guard fd >= 0 else {
+      let failure = errno
+      if failure == ENOENT || failure == ENOTDIR { return nil }
+      throw FileSystemError("read", path: path, errno: failure)
+    }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
+    // The size is a hint (a file may grow or shrink meanwhile): the read goes on to the end.
+    var data = Data(capacity: max(Int(info.st_size), 0) + 1)
+    var chunk = [UInt8](repeating: 0, count: 64 << 10)
+    while true {
+      let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if got < 0 {
+        let failure = errno
+        if failure == EINTR { continue }
+        throw FileSystemError("read", path: path, errno: failure)
+      }
+      if got == 0 { return data }
+      data.append(contentsOf: chunk[..<got])
     }
   }
 

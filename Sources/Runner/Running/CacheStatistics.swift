@@ -37,9 +37,10 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
       stats.temporaryFiles += 1
       stats.temporaryBytes += attributes.allocatedSize
     }
-    stats.stateFiles = StateStore.stateFiles(location: location).count
+    stats.stateFiles = try StateStore.stateFiles(location: location).count
     stats.blacklistedURLs = try StateStore.blacklistOfEveryStateFile(location: location) {
-      path, _ in onError(FileSystemError("read the blacklist of", path: path, errno: EIO))
+      path, error in
+      onError(FileSystemError("read the blacklist of", path: path, underlying: error))
     }.count
     return stats
   }

@@ -152,10 +152,13 @@ public struct JobRunner: Sendable {
       } catch {
         failure = error
       }
-      let sweep = await swept
-      if let stale = try? sweep.get() { say(stale, warnings: &warnings) }
+      switch await swept {
+      case .success(let stale): say(stale, warnings: &warnings)
+      // The failure that ended the run is the one thrown; the sweep's is not lost for it.
+      case .failure(let error) where failure != nil: warn("\(error)", warnings: &warnings)
+      case .failure(let error): throw error
+      }
       if let failure { throw failure }
-      _ = try sweep.get()
       if signals.signal == nil { try clean(into: writer, stop: signals.stop) }
     } catch {
       console.say("\(job.name): failed: \(error)")
@@ -219,11 +222,18 @@ public struct JobRunner: Sendable {
     var result = StagedMetrics()
     let files = metricsFiles
     guard !files.isEmpty else { return result }
+    let usage: DiskUsage?
+    do {
+      usage = try DiskCache(location: job.location).usage()
+    } catch {
+      // The metrics go without the cache's size, and the report says why.
+      usage = nil
+      result.errors.append("metrics without the cache's size: \(error)")
+    }
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
       startedAt: startedAt, finishedAt: finishedAt, prefetch: counts,
-      passes: writer.passSummaries,
-      cache: try? DiskCache(location: job.location).usage())
+      passes: writer.passSummaries, cache: usage)
     result.metrics = metrics
     for file in files {
       do {
@@ -291,6 +301,12 @@ public struct JobRunner: Sendable {
     }
   }
 
+  /// Says `warning` on the console and keeps it for the report.
+  private func warn(_ warning: String, warnings: inout [String]) {
+    console.say("warning: \(warning)")
+    warnings.append(warning)
+  }
+
   /// Says what ``staleTemporaries(startedAt:)`` removed, if anything.
   private func say(_ stale: (count: Int, bytes: UInt64), warnings: inout [String]) {
     guard stale.count > 0 else { return }
@@ -346,8 +362,9 @@ public struct JobRunner: Sendable {
     recorder.verbose = settings.verbose
 
     await libraryPrepared
-    let (counts, failure) = try await Downloader.withDownloader(configuration: job.prefetch) {
-      downloader in
+    let (counts, failure, stateWarnings) = try await Downloader.withDownloader(
+      configuration: job.prefetch
+    ) { downloader in
       let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
       defer { manager.close() }
       // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
@@ -376,8 +393,9 @@ public struct JobRunner: Sendable {
       } catch {
         failure = failure ?? .stateFailed(reason: "\(error)")
       }
-      return (counts, failure)
+      return (counts, failure, manager.warnings)
     }
+    for warning in stateWarnings { warn(warning, warnings: &warnings) }
     for warning in items.warnings { console.say("warning: \(warning)") }
     warnings += items.warnings
     for backoff in counts.hostBackoffs {
