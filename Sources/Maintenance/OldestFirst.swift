@@ -78,6 +78,7 @@ final class SurvivorSpill {
     if descriptor < 0 {
       let folder =
         ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+      // No file is no loss: the records stay in memory, as the type's comment says.
       guard let (made, path) = try? FileSystem.makeTemporaryFile(in: folder, for: "trim") else {
         memoryOnly = true
         return

@@ -102,6 +102,8 @@ public final class RunLock: Sendable {
   }
 
   static func holder(path: String) -> Holder? {
+    // Only words for a message about waiting: the lock itself is taken through the same file,
+    // and that says what is wrong with it.
     guard let fd = try? FileSystem.openOwnFile(path, flags: O_RDONLY) else { return nil }
     defer { close(fd) }
     var bytes = [UInt8](repeating: 0, count: 256)

@@ -111,7 +111,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
     -> String?
   {
     // The names come from argument-parser's own description of the commands: only on this
-    // error path, and never out of step with the options declared.
+    // error path, and never out of step with the options declared. Without them,
+    // argument-parser's own message stands: only the suggestion is lost.
     guard
       let json = try? JSONSerialization.jsonObject(with: Data(_dumpHelp().utf8)),
       var command = (json as? [String: Any])?["command"] as? [String: Any]

@@ -58,6 +58,7 @@ struct KeyCommand: ParsableCommand {
     if let thumbnail { object["imageThumbnailPixelSize"] = .string(thumbnail) }
     object["imagePreserveAspectRatio"] = .bool(preserveAspectRatio)
     if let transformer {
+      // The user is told; the decoder's own words add only its internals.
       guard let value = try? JSONDecoder().decode(JSONValue.self, from: Data(transformer.utf8))
       else { throw ValidationError("--transformer: not valid JSON") }
       object["imageTransformer"] = value

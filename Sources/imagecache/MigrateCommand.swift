@@ -52,14 +52,17 @@ struct MigrateCommand: AsyncParsableCommand {
 
   func validate() throws {
     // A missing --from is not an error: a finished migration removed it, and running it again
-    // changes nothing (the run says there is nothing to merge).
+    // changes nothing (the run says there is nothing to merge). One that cannot be examined
+    // is said by the migration's own read of it.
     if let from, let attributes = try? FileSystem.attributes(atPath: from),
       !attributes.isDirectory
     {
       throw ValidationError("--from \(from): not a folder")
     }
-    for path in manifest { try checkManifest(path, what: "--manifest") }
-    try checkStreamsReadOnce(manifest, readTwice: false, what: "--manifest")
+    try asUsageError { () throws(ConfigurationError) in
+      for path in manifest { try Job.checkManifest(path, what: "--manifest") }
+      try Job.checkStreamsReadOnce(manifest, readTwice: false, what: "--manifest")
+    }
   }
 
   func run() async throws {

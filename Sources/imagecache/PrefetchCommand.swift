@@ -351,7 +351,9 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   func validate() throws {
     for path in manifests {
-      try checkManifest(path, what: "manifest")
+      try asUsageError { () throws(ConfigurationError) in
+        try Job.checkManifest(path, what: "manifest")
+      }
       // Its YAML lines would be read as URLs, failed and blacklisted one by one.
       if !ManifestItems.isRemote(path) && !ManifestItems.isStream(path)
         && Job.looksLikeJobFile(path: path)
@@ -360,7 +362,9 @@ struct PrefetchCommand: AsyncParsableCommand {
           "manifest \(path): this is a job file: use `imagecache run \(path)`")
       }
     }
-    try checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
+    try asUsageError { () throws(ConfigurationError) in
+      try Job.checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
+    }
   }
 
   func run() async throws {
@@ -381,43 +385,11 @@ struct PrefetchCommand: AsyncParsableCommand {
   }
 }
 
-/// Refuses a manifest that is neither an http(s) URL, `-` (standard input) nor a readable file
-/// that is not a folder (a FIFO or `/dev/stdin` is read as it comes).
-func checkManifest(_ manifest: String, what: String) throws {
-  if manifest == ManifestItems.standardInput { return }
-  if ManifestItems.isRemote(manifest) {
-    guard let url = URL(string: manifest), url.host?.isEmpty == false else {
-      throw ValidationError("\(what) \(manifest): not a valid URL")
-    }
-    return
-  }
-  try checkReadableFile(manifest, what: what)
-}
-
-/// Refuses what would read a manifest that can be read only once (standard input, a pipe, a
-/// FIFO) twice: named twice, or by a job that both migrates and prefetches (`readTwice`). The
-/// second reading would find nothing, and say nothing.
-func checkStreamsReadOnce(_ manifests: [String], readTwice: Bool, what: String) throws {
-  var seen: Set<String> = []
-  for manifest in manifests where ManifestItems.isStream(manifest) {
-    guard seen.insert(manifest).inserted else {
-      throw ValidationError("\(what) \(manifest): named twice, but it can be read only once")
-    }
-    if readTwice {
-      throw ValidationError(
-        "\(what) \(manifest): can be read only once, but the migrate pass and the prefetch "
-          + "both read the manifests; give a regular file")
-    }
-  }
-}
-
-/// Refuses a path that is not a readable file (a missing manifest, or a folder).
-func checkReadableFile(_ path: String, what: String) throws {
-  var isDirectory: ObjCBool = false
-  guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
-    throw ValidationError("\(what) \(path): no such file")
-  }
-  guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: path) else {
-    throw ValidationError("\(what) \(path): not a readable file")
+/// One of the runner's checks as a usage error of the command line: exit 2, with the usage.
+func asUsageError(_ check: () throws(ConfigurationError) -> Void) throws {
+  do {
+    try check()
+  } catch {
+    throw ValidationError(error.description)
   }
 }

@@ -60,13 +60,9 @@ struct RunCommand: AsyncParsableCommand {
       var job = try Job.load(path: path)
       try shardOptions.apply(to: &job)
       fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
-      for manifest in job.manifests {
-        try checkManifest(manifest, what: "\(path): manifest")
+      try asUsageError { () throws(ConfigurationError) in
+        try job.checkManifests(what: "\(path): manifest")
       }
-      try checkStreamsReadOnce(
-        job.manifests,
-        readTwice: job.passes.contains(.migrate) && job.prefetchesManifests,
-        what: "\(path): manifest")
       loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)

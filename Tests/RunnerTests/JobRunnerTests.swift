@@ -146,6 +146,21 @@ final class JobRunnerTests: XCTestCase {
     XCTAssertEqual(server.requestCount("/page.jpg"), 1)
   }
 
+  func testAMissingManifestFailsALibraryRunBeforeItDoesAnything() async throws {
+    var job = Job(name: "nightly", location: location)
+    let missing = temporary.appending("gone.txt")
+    job.manifests = [try manifest(["/a.jpg"]), missing]
+    do {
+      _ = try await run(job)
+      XCTFail("the run went ahead without its manifest")
+    } catch let error as ConfigurationError {
+      XCTAssertEqual(error.description, "manifest \(missing): no such file")
+    }
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: location.diskCachePath), "no cache made, no lock")
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0)
+  }
+
   func testAHeldLockFailsTheRunBeforeItDoesAnything() async throws {
     try builder.file("old", accessTime: 1_000)
     let job = Job(name: "blocked", location: location)

@@ -75,6 +75,8 @@ public struct Job: Sendable {
   /// `"manifests":`, after the `{` of JSON). A manifest line is a URL or `{"url": ...}`, so a
   /// manifest never does. Only the first 4 KB are read: a manifest may be huge.
   public static func looksLikeJobFile(path: String) -> Bool {
+    // A file that cannot be read is not taken for a job file: its own read, as a manifest,
+    // says why. A failed close of a file only read loses nothing.
     guard let handle = FileHandle(forReadingAtPath: path) else { return false }
     defer { try? handle.close() }
     guard let head = try? handle.read(upToCount: 4096) else { return false }
@@ -96,8 +98,14 @@ public struct Job: Sendable {
     if let attributes = try? FileSystem.attributes(atPath: path), attributes.isDirectory {
       throw ConfigurationError(source: path, message: "is a folder, not a job file")
     }
-    guard let data = FileManager.default.contents(atPath: path) else {
-      throw ConfigurationError(source: path, message: "cannot read the job file")
+    let data: Data
+    do {
+      guard let read = try FileSystem.contents(atPath: path) else {
+        throw FileSystemError("read", path: path, errno: ENOENT)
+      }
+      data = read
+    } catch {
+      throw ConfigurationError(source: path, message: "cannot read the job file: \(error)")
     }
     guard data.count <= maxFileSize else {
       throw ConfigurationError(

@@ -268,10 +268,17 @@ extension RunReport {
   /// schema this version does not know or holds a figure out of range is a
   /// ``ConfigurationError`` naming it (`report merge`, `report html`).
   public static func load(path: String) throws(ConfigurationError) -> RunReport {
-    guard let data = FileManager.default.contents(atPath: path) else {
-      throw ConfigurationError(source: path, message: "cannot read the report")
+    let data: Data
+    do {
+      guard let read = try FileSystem.contents(atPath: path) else {
+        throw FileSystemError("read", path: path, errno: ENOENT)
+      }
+      data = read
+    } catch {
+      throw ConfigurationError(source: path, message: "cannot read the report: \(error)")
     }
-    // The version first: a later schema's report may not decode as this one at all.
+    // The version first: a later schema's report may not decode as this one at all. One that
+    // does not decode even this far is refused below, with the full decode's error.
     struct Version: Decodable { var schemaVersion: Int? }
     if let version = (try? JSONDecoder().decode(Version.self, from: data))?.schemaVersion,
       !knownSchemaVersions.contains(version)

@@ -90,6 +90,8 @@ public struct JobRunner: Sendable {
   /// path cannot be written) and for fatal errors during it, after writing the report marked
   /// `failed`.
   public func run() async throws -> RunOutcome {
+    // The command line checks them before any job runs; a library caller is checked here.
+    try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
     if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
       throw MaintenanceError.trimOnShard
     }
