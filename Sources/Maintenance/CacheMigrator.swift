@@ -180,9 +180,10 @@ public struct CacheMigrator: Sendable {
 
   /// `.imagecache/collisions/<UTC time>/<relative path>`, relative to the disk cache path.
   private func asideRelativePath(_ relativeName: String, _ now: Date) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withYear, .withMonth, .withDay, .withTime]
-    return ".imagecache/collisions/\(formatter.string(from: now))/\(relativeName)"
+    let time = UTCTime(now)
+    // ISO 8601's basic form (`20261118T110640`): no colon in a folder name.
+    let stamp = time.dateText.replacingOccurrences(of: "-", with: "") + "T" + time.compactTimeText
+    return ".imagecache/collisions/\(stamp)/\(relativeName)"
   }
 
   private func relative(_ path: String) -> String {

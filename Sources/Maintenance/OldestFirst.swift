@@ -76,14 +76,11 @@ final class SurvivorSpill {
   /// Moves the pending records to the file, or gives the file up.
   private func spill() throws {
     if descriptor < 0 {
-      let folder =
-        ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
       // No file is no loss: the records stay in memory, as the type's comment says.
-      guard let (made, path) = try? FileSystem.makeTemporaryFile(in: folder, for: "trim") else {
+      guard let made = try? FileSystem.makeScratchFile(for: "trim") else {
         memoryOnly = true
         return
       }
-      unlink(path)
       descriptor = made
     }
     do {

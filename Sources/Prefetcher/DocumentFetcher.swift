@@ -87,7 +87,7 @@ public enum DocumentFetcher {
           message: "the body is over the \(configuration.maxResponseSize)-byte limit")
       }
       if let failure = sink.failure {
-        throw .network(.other, message: "cannot write a temporary file: \(failure)")
+        throw .localFailure(reason: "cannot write a temporary file: \(failure)")
       }
       if code == CURLE_HTTP_RETURNED_ERROR { throw .invalidDownloadStatusCode(status) }
       if sink.stop?.isStopped == true { throw .cancelled }
@@ -131,14 +131,11 @@ public enum DocumentFetcher {
       self.easy = easy
       self.limit = limit
       self.stop = stop
-      var template = Array((NSTemporaryDirectory() + "/imagecache-sitemap-XXXXXX").utf8CString)
-      let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-      guard descriptor >= 0 else {
-        throw .network(
-          .other, message: "cannot create a temporary file: \(String(cString: strerror(errno)))")
+      do {
+        descriptor = try FileSystem.makeScratchFile(for: "sitemap")
+      } catch {
+        throw .localFailure(reason: "cannot create a temporary file: \(error)")
       }
-      template.withUnsafeBufferPointer { _ = unlink($0.baseAddress!) }
-      self.descriptor = descriptor
     }
 
     func write(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -153,16 +150,11 @@ public enum DocumentFetcher {
         tooLarge = true
         return false
       }
-      var rest = bytes[...]
-      while !rest.isEmpty {
-        let count = Glibc.write(
-          descriptor, UnsafeRawBufferPointer(rebasing: rest).baseAddress, rest.count)
-        if count < 0 {
-          if errno == EINTR { continue }
-          failure = String(cString: strerror(errno))
-          return false
-        }
-        rest = rest.dropFirst(count)
+      do {
+        try FileSystem.writeAll(bytes, to: descriptor, path: "sitemap temporary file")
+      } catch {
+        failure = "\(error)"
+        return false
       }
       return true
     }

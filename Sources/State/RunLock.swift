@@ -197,25 +197,9 @@ public final class RunLock: Sendable {
   }
 
   private static func writeHolder(_ fd: Int32) {
-    let holder = "\(getpid())\n\(iso8601(Date()))\n"
+    let holder = "\(getpid())\n\(UTCTime(Date()).iso8601())\n"
     ftruncate(fd, 0)
     _ = holder.withCString { pwrite(fd, $0, strlen($0), 0) }
-  }
-
-  /// `date` as `Date.ISO8601FormatStyle()` writes it ("2026-11-23T12:34:56Z"), made with
-  /// `gmtime_r`: the format style looks up the current time zone first, which reads the
-  /// system's zone files at every start.
-  package static func iso8601(_ date: Date) -> String {
-    var seconds = time_t(date.timeIntervalSince1970.rounded(.down))
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
-    func digits(_ value: Int32, _ count: Int) -> String {
-      let text = String(value)
-      return String(repeating: "0", count: max(0, count - text.count)) + text
-    }
-    return digits(parts.tm_year + 1900, 4) + "-" + digits(parts.tm_mon + 1, 2) + "-"
-      + digits(parts.tm_mday, 2) + "T" + digits(parts.tm_hour, 2) + ":"
-      + digits(parts.tm_min, 2) + ":" + digits(parts.tm_sec, 2) + "Z"
   }
 
   package func release() {

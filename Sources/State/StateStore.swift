@@ -417,21 +417,13 @@ public final class StateStore: Sendable {
   /// and reads back, made without GRDB's `DateFormatter`: one is formatted per download, and
   /// ICU's formatting was most of what writing validators cost.
   package static func databaseText(_ date: Date) -> String {
-    let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded())
-    var seconds = time_t(milliseconds.quotientAndRemainder(dividingBy: 1000).quotient)
-    var remainder = milliseconds - Int64(seconds) * 1000
-    if remainder < 0 {
-      seconds -= 1
-      remainder += 1000
-    }
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
+    let time = UTCTime(
+      millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded()))
     let fields: [(value: Int, digits: Int, separator: UInt8?)] = [
-      (Int(parts.tm_year) + 1900, 4, UInt8(ascii: "-")),
-      (Int(parts.tm_mon) + 1, 2, UInt8(ascii: "-")),
-      (Int(parts.tm_mday), 2, UInt8(ascii: " ")), (Int(parts.tm_hour), 2, UInt8(ascii: ":")),
-      (Int(parts.tm_min), 2, UInt8(ascii: ":")), (Int(parts.tm_sec), 2, UInt8(ascii: ".")),
-      (Int(remainder), 3, nil),
+      (time.year, 4, UInt8(ascii: "-")), (time.month, 2, UInt8(ascii: "-")),
+      (time.day, 2, UInt8(ascii: " ")), (time.hour, 2, UInt8(ascii: ":")),
+      (time.minute, 2, UInt8(ascii: ":")), (time.second, 2, UInt8(ascii: ".")),
+      (time.millisecond, 3, nil),
     ]
     // Written in place, digit by digit: one is made per download.
     return String(unsafeUninitializedCapacity: 23) { text in

@@ -39,10 +39,9 @@ struct BlacklistCommand: ParsableCommand {
       // Every state file: a sharded run keeps one per shard (SPEC section 9).
       let entries = try StateStore.blacklistOfEveryStateFile(location: cacheOptions.location)
       if json { return try Console.printJSON(entries) }
-      let formatter = ISO8601DateFormatter()
       for entry in entries {
         Console.standard.output(
-          "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(formatter.string(from: entry.lastFailedAt))\t\(entry.reason)"
+          "\(entry.url)\t\(entry.name) (\(entry.code))\t\(entry.failureCount)x\tlast \(UTCTime(entry.lastFailedAt).iso8601())\t\(entry.reason)"
         )
       }
       // The count is a summary: on stderr, so that `list | wc -l` counts URLs.

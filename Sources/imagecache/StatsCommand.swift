@@ -29,7 +29,7 @@ struct StatsCommand: ParsableCommand {
     }
     if json { return try Console.printJSON(stats) }
     func date(_ value: Date?) -> String {
-      value.map { ISO8601DateFormatter().string(from: $0) } ?? "-"
+      value.map { UTCTime($0).iso8601() } ?? "-"
     }
     Console.standard.output(
       """

@@ -115,7 +115,7 @@ final class StateStoreTests: XCTestCase {
       ] + (0..<2000).map { _ in Date(timeIntervalSince1970: .random(in: -1e9...4e9)) }
     for date in dates {
       XCTAssertEqual(
-        RunLock.iso8601(date), date.formatted(.iso8601), "\(date.timeIntervalSince1970)")
+        UTCTime(date).iso8601(), date.formatted(.iso8601), "\(date.timeIntervalSince1970)")
     }
   }
 

@@ -416,6 +416,17 @@ public enum FileSystem {
     return (descriptor, created)
   }
 
+  /// A scratch file for the run's own use (a report's entries, trim's records, a fetched
+  /// sitemap) in `$TMPDIR`, else `/tmp`: unlinked as soon as it is made, so that nothing is
+  /// left behind whatever happens to the run. `name` says whose it is, in an error.
+  public static func makeScratchFile(for name: String) throws(FileSystemError) -> Int32 {
+    let folder =
+      ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
+    let (descriptor, path) = try makeTemporaryFile(in: folder, for: name)
+    unlink(path)
+    return descriptor
+  }
+
   /// Writes all of `bytes` to `descriptor`, through short writes and interruptions.
   public static func writeAll(
     _ bytes: some Collection<UInt8>, to descriptor: Int32, path: String

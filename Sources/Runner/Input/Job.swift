@@ -152,9 +152,8 @@ public struct Job: Sendable {
   /// The report path for a run started at `date`, placeholders filled in.
   public func reportPath(startedAt date: Date) -> String? {
     guard let report = report.map(expandingPlaceholders) else { return nil }
-    let stamp = date.formatted(Date.ISO8601FormatStyle(timeZone: TimeZone(identifier: "UTC")!))
-    let day = String(stamp.prefix(10))
-    let time = String(stamp.dropFirst(11).prefix(8)).replacingOccurrences(of: ":", with: "")
+    let stamp = UTCTime(date)
+    let (day, time) = (stamp.dateText, stamp.compactTimeText)
     let path = report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(
       of: "{time}", with: time)
     guard path != report else { return path }

@@ -94,29 +94,21 @@ struct JSONOutput {
   /// `2026-11-22T03:00:00.000Z`. Formatted by hand: Foundation's formatters cost microseconds
   /// each, which a million-file dry run notices.
   mutating func date(_ date: Date) {
-    let milliseconds = Int64((date.timeIntervalSince1970 * 1000).rounded(.down))
-    var seconds = time_t(milliseconds.quotientAndRemainder(dividingBy: 1000).quotient)
-    var millis = Int(milliseconds - Int64(seconds) * 1000)
-    if millis < 0 {
-      millis += 1000
-      seconds -= 1
-    }
-    var parts = tm()
-    gmtime_r(&seconds, &parts)
+    let time = UTCTime(date)
     bytes.append(UInt8(ascii: "\""))
-    digits(Int(parts.tm_year) + 1900, 4)
+    digits(time.year, 4)
     bytes.append(UInt8(ascii: "-"))
-    digits(Int(parts.tm_mon) + 1, 2)
+    digits(time.month, 2)
     bytes.append(UInt8(ascii: "-"))
-    digits(Int(parts.tm_mday), 2)
+    digits(time.day, 2)
     bytes.append(UInt8(ascii: "T"))
-    digits(Int(parts.tm_hour), 2)
+    digits(time.hour, 2)
     bytes.append(UInt8(ascii: ":"))
-    digits(Int(parts.tm_min), 2)
+    digits(time.minute, 2)
     bytes.append(UInt8(ascii: ":"))
-    digits(Int(parts.tm_sec), 2)
+    digits(time.second, 2)
     bytes.append(UInt8(ascii: "."))
-    digits(millis, 3)
+    digits(time.millisecond, 3)
     bytes.append(contentsOf: [UInt8(ascii: "Z"), UInt8(ascii: "\"")])
   }
 

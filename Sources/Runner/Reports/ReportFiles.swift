@@ -25,12 +25,7 @@ final class SpillFile: @unchecked Sendable {
 
   init() throws(FileSystemError) {
     buffer = JSONOutput(reservingCapacity: Self.bufferSize)
-    let folder =
-      ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 }
-      ?? "/tmp"
-    let (descriptor, path) = try FileSystem.makeTemporaryFile(in: folder, for: "report")
-    self.descriptor = descriptor
-    unlink(path)
+    descriptor = try FileSystem.makeScratchFile(for: "report")
   }
 
   deinit { if descriptor >= 0 { close(descriptor) } }
