@@ -478,10 +478,19 @@ struct Duration: ExpressibleByArgument, CustomStringConvertible {
 
   /// Refuses a value outside `allowed`, naming `flag`.
   func check(_ flag: String, allowed: DurationRange) throws {
-    guard allowed.contains(seconds) else {
-      throw ValidationError(
-        "\(flag) \(text ?? description) is out of range: expected \(allowed)")
+    do {
+      _ = try allowed.check(seconds, text: text ?? description)
+    } catch {
+      throw ValidationError("\(flag) \(error)")
     }
+  }
+
+  /// Refuses a value `setting` does not take, naming its flag, in the job file's words.
+  func check(_ setting: NumericSetting) throws {
+    guard case .duration(let allowed) = setting.rule else {
+      preconditionFailure("\(setting.flag) is not a duration")
+    }
+    try check(setting.flag, allowed: allowed)
   }
 }
 
@@ -549,12 +558,12 @@ struct Bandwidth: ExpressibleByArgument {
   }
 }
 
-/// Refuses a count outside `allowed`, naming `flag` and the range.
-func checkCount(_ value: Int, _ flag: String, allowed: ClosedRange<Int>) throws {
-  guard allowed.contains(value) else {
-    throw ValidationError(
-      "\(flag) \(value) is out of range: expected a whole number from \(allowed.lowerBound) to "
-        + "\(allowed.upperBound)")
+/// Refuses a count `setting` does not take, naming its flag, in the job file's words.
+func checkCount(_ value: Int, _ setting: NumericSetting) throws {
+  do {
+    _ = try setting.check(count: value, text: String(value))
+  } catch {
+    throw ValidationError("\(setting.flag) \(error)")
   }
 }
 

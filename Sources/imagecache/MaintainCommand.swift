@@ -68,7 +68,7 @@ struct MaintainCommand: AsyncParsableCommand {
   var verbose = false
 
   func validate() throws {
-    try maxAge?.check("--max-age", allowed: .age)
+    try maxAge?.check(.maxDiskAge)
     try maxSize?.check("--max-size")
   }
 

@@ -168,22 +168,18 @@ struct PrefetchSettings: ParsableArguments {
   var sitemapOrder = SitemapOrder.document
 
   func validate() throws {
-    try checkCount(concurrency, "--concurrency", allowed: PrefetchConfiguration.concurrencyRange)
-    try checkCount(
-      perHostConcurrency, "--per-host-concurrency",
-      allowed: PrefetchConfiguration.concurrencyRange)
-    try checkCount(retries, "--retries", allowed: PrefetchConfiguration.retriesRange)
-    try checkCount(maxPixels, "--max-pixels", allowed: PrefetchConfiguration.maxPixelsRange)
-    try timeout.check("--timeout", allowed: .positive)
-    try deadline.check("--deadline", allowed: .positive)
-    try blacklistTTL?.check("--blacklist-ttl", allowed: .positive)
+    try checkCount(concurrency, .concurrency)
+    try checkCount(perHostConcurrency, .perHostConcurrency)
+    try checkCount(retries, .retries)
+    try checkCount(maxPixels, .maxPixels)
+    try timeout.check(.timeout)
+    try deadline.check(.deadline)
+    try blacklistTTL?.check(.blacklistTTL)
     try maxResponseSize.check("--max-response-size")
     try rate?.check("--rate")
     try maxBandwidth?.check("--max-bandwidth")
     if let fleetPerHostConcurrency {
-      try checkCount(
-        fleetPerHostConcurrency, "--fleet-per-host-concurrency",
-        allowed: PrefetchConfiguration.concurrencyRange)
+      try checkCount(fleetPerHostConcurrency, .fleetPerHostConcurrency)
     }
     var job = Job(name: "prefetch", location: CacheLocation(directory: "."))
     do {

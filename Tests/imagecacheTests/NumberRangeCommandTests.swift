@@ -93,6 +93,27 @@ final class NumberRangeCommandTests: XCTestCase {
     XCTAssertTrue(result.stderr.contains("from 1 to 10000"), result.stderr)
   }
 
+  func testAJobFieldAndItsFlagAreRefusedInTheSameWords() throws {
+    let job = temporary.appending("job.yaml")
+    let cases: [(field: String, value: String, flag: String)] = [
+      ("concurrency", "0", "--concurrency"), ("retries", "1000", "--retries"),
+      ("timeout", "1e308", "--timeout"), ("blacklistTTL", "0s", "--blacklist-ttl"),
+    ]
+    for (field, value, flag) in cases {
+      try "cache:\n  directory: \(cache!)\nprefetch:\n  \(field): \(value)\n".write(
+        toFile: job, atomically: true, encoding: .utf8)
+      let fromJob = try run(["run", job])
+      let fromFlag = try run(["prefetch", manifest!, "--cache", cache!, flag, value])
+      XCTAssertEqual(fromJob.status, 2, fromJob.stderr)
+      XCTAssertEqual(fromFlag.status, 2, fromFlag.stderr)
+      let jobPrefix = "\(job):4: field 'prefetch.\(field)': "
+      let jobLine = try XCTUnwrap(
+        fromJob.stderr.split(separator: "\n").first { $0.contains(jobPrefix) }, fromJob.stderr)
+      let words = jobLine.components(separatedBy: jobPrefix)[1]
+      XCTAssertTrue(fromFlag.stderr.contains("\(flag) \(words)"), "\(words)\n\(fromFlag.stderr)")
+    }
+  }
+
   func testAJobShardThatContradictsTheCommandLineIsRefusedNamingBoth() throws {
     let job = temporary.appending("job.yaml")
     try "cache:\n  directory: \(cache!)\nmanifests: [\(manifest!)]\nshard: 1/4\n".write(

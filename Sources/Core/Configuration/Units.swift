@@ -42,6 +42,14 @@ public struct DurationRange: Sendable, Equatable, CustomStringConvertible {
 
   public func contains(_ seconds: TimeInterval) -> Bool { (lower...upper).contains(seconds) }
 
+  /// `seconds`, parsed from `text`, when in range; else the error that says the range.
+  public func check(_ seconds: TimeInterval, text: String) throws(UnitParseError) -> TimeInterval {
+    guard contains(seconds) else {
+      throw UnitParseError(value: text, expected: description, outOfRange: true)
+    }
+    return seconds
+  }
+
   /// `a duration from 1ms to 36500d (100 years)`.
   public var description: String {
     let years = upper == Self.longest ? " (100 years)" : " (about 2700 years)"
@@ -69,11 +77,7 @@ public func formatDuration(_ seconds: TimeInterval) -> String {
 public func parseDuration(_ text: String, allowed: DurationRange) throws(UnitParseError)
   -> TimeInterval
 {
-  let seconds = try parseDurationValue(text)
-  guard allowed.contains(seconds) else {
-    throw UnitParseError(value: text, expected: allowed.description, outOfRange: true)
-  }
-  return seconds
+  try allowed.check(try parseDurationValue(text), text: text)
 }
 
 /// A duration's value without a range check: infinite when the number is too large for a

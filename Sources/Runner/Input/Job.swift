@@ -258,7 +258,7 @@ struct JobParser {
       name: name, file: file,
       location: CacheLocation(directory: resolve(directory), namespace: namespace))
     if let age = cache["maxDiskAge"] {
-      job.cleanup.maxDiskAge = try duration(age, "cache.maxDiskAge", allowed: .age)
+      job.cleanup.maxDiskAge = try duration(age, .maxDiskAge)
     }
     if let size = cache["maxDiskSize"] {
       job.cleanup.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
@@ -360,27 +360,22 @@ struct JobParser {
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
-      limits.concurrency = try count(
-        value, "prefetch.concurrency", allowed: PrefetchConfiguration.concurrencyRange)
+      limits.concurrency = try count(value, .concurrency)
     }
     if let value = mapping["perHostConcurrency"] {
-      limits.perHostConcurrency = try count(
-        value, "prefetch.perHostConcurrency", allowed: PrefetchConfiguration.concurrencyRange)
+      limits.perHostConcurrency = try count(value, .perHostConcurrency)
     }
     if let value = mapping["fleetPerHostConcurrency"] {
-      limits.fleetPerHostConcurrency = try count(
-        value, "prefetch.fleetPerHostConcurrency",
-        allowed: PrefetchConfiguration.concurrencyRange)
+      limits.fleetPerHostConcurrency = try count(value, .fleetPerHostConcurrency)
     }
     if let value = mapping["retries"] {
-      limits.retries = try count(
-        value, "prefetch.retries", allowed: PrefetchConfiguration.retriesRange)
+      limits.retries = try count(value, .retries)
     }
     if let value = mapping["timeout"] {
-      limits.timeout = try duration(value, "prefetch.timeout", allowed: .positive)
+      limits.timeout = try duration(value, .timeout)
     }
     if let value = mapping["deadline"] {
-      limits.deadline = try duration(value, "prefetch.deadline", allowed: .positive)
+      limits.deadline = try duration(value, .deadline)
     }
     if let value = mapping["maxResponseSize"] {
       limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize")
@@ -389,11 +384,10 @@ struct JobParser {
       limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
     }
     if let value = mapping["maxPixels"] {
-      limits.maxPixels = try count(
-        value, "prefetch.maxPixels", allowed: PrefetchConfiguration.maxPixelsRange)
+      limits.maxPixels = try count(value, .maxPixels)
     }
     if let value = mapping["blacklistTTL"] {
-      limits.blacklistTTL = try duration(value, "prefetch.blacklistTTL", allowed: .positive)
+      limits.blacklistTTL = try duration(value, .blacklistTTL)
     }
     if let value = mapping["rate"] {
       limits.requestsPerSecondPerHost = try unit(value, "prefetch.rate", parseRequestRate)
@@ -478,30 +472,26 @@ struct JobParser {
     return result
   }
 
-  /// A whole number in `allowed`; anything else (a fraction, text, a number past 64 bits) is
-  /// an error that states the range.
-  func count(_ node: Node, _ field: String, allowed: ClosedRange<Int>) throws(ConfigurationError)
-    -> Int
-  {
-    guard let value = node.int, allowed.contains(value) else {
-      throw fail(
-        node, field,
-        "expected a whole number from \(allowed.lowerBound) to \(allowed.upperBound)"
-          + (node.string.map { ", not \($0)" } ?? ""))
+  /// A whole number that `setting` takes; anything else (a fraction, text, a number past 64
+  /// bits) is an error that states the range, in the command line's words.
+  func count(_ node: Node, _ setting: NumericSetting) throws(ConfigurationError) -> Int {
+    do {
+      return try setting.check(count: node.int, text: node.string ?? "")
+    } catch {
+      throw fail(node, setting.field, error.description)
     }
-    return value
   }
 
-  func duration(_ node: Node, _ field: String, allowed: DurationRange) throws(ConfigurationError)
+  func duration(_ node: Node, _ setting: NumericSetting) throws(ConfigurationError)
     -> TimeInterval
   {
     guard let text = node.string else {
-      throw fail(node, field, "expected a duration such as 30s, 15m, 12h or 7d")
+      throw fail(node, setting.field, "expected a duration such as 30s, 15m, 12h or 7d")
     }
     do {
-      return try parseDuration(text, allowed: allowed)
+      return try setting.check(seconds: try parseDurationValue(text), text: text)
     } catch {
-      throw fail(node, field, error.description)
+      throw fail(node, setting.field, error.description)
     }
   }
 
