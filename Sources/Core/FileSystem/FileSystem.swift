@@ -416,6 +416,14 @@ public enum FileSystem {
     return (descriptor, created)
   }
 
+  /// ``contents(atPath:)`` of a file that must be there: a missing one is an error (`ENOENT`).
+  public static func existingContents(atPath path: String) throws(FileSystemError) -> Data {
+    guard let data = try contents(atPath: path) else {
+      throw FileSystemError("read", path: path, errno: ENOENT)
+    }
+    return data
+  }
+
   /// A scratch file for the run's own use (a report's entries, trim's records, a fetched
   /// sitemap) in `$TMPDIR`, else `/tmp`: unlinked as soon as it is made, so that nothing is
   /// left behind whatever happens to the run. `name` says whose it is, in an error.

@@ -100,10 +100,7 @@ public struct Job: Sendable {
     }
     let data: Data
     do {
-      guard let read = try FileSystem.contents(atPath: path) else {
-        throw FileSystemError("read", path: path, errno: ENOENT)
-      }
-      data = read
+      data = try FileSystem.existingContents(atPath: path)
     } catch {
       throw ConfigurationError(source: path, message: "cannot read the job file: \(error)")
     }

@@ -270,10 +270,7 @@ extension RunReport {
   public static func load(path: String) throws(ConfigurationError) -> RunReport {
     let data: Data
     do {
-      guard let read = try FileSystem.contents(atPath: path) else {
-        throw FileSystemError("read", path: path, errno: ENOENT)
-      }
-      data = read
+      data = try FileSystem.existingContents(atPath: path)
     } catch {
       throw ConfigurationError(source: path, message: "cannot read the report: \(error)")
     }
