@@ -100,6 +100,8 @@ func openStates(_ location: CacheLocation) throws -> [StateStore] {
       try StateStore(
         directory: location.stateDirectory, fileName: (path as NSString).lastPathComponent))
   }
-  for warning in stores.flatMap(\.warnings) { Console.standard.say("warning: \(warning)") }
+  for warning in stores.flatMap(\.warnings) {
+    Console.standard.report(.warning(.stateFile(warning)))
+  }
   return stores
 }

@@ -274,26 +274,28 @@ struct ReportOptions: ParsableArguments {
 struct Console: RunConsole {
   static let standard = Console()
 
-  /// `--quiet`: only the lines that report something wrong.
+  /// `--quiet`: only what reports something wrong.
   var quiet = false
 
-  func say(_ line: String) {
-    if quiet && !Self.reportsTrouble(line) { return }
+  /// The least severity shown: `--quiet` keeps warnings (failed URLs, skipped lines, an
+  /// interrupted run) and errors.
+  var threshold: RunEvent.Severity { quiet ? .warning : .debug }
+
+  func report(_ event: RunEvent) { say(event.wording, severity: event.severity) }
+
+  /// A line of the command's own, shown if its severity reaches ``threshold``.
+  func say(_ line: String, severity: RunEvent.Severity = .info) {
+    if severity < threshold { return }
     // Every line for people comes through here: no URL password reaches a log.
     StatusLine.standardError.print(line.maskingURLPasswords + "\n")
   }
+
+  func output(_ event: RunEvent) { output(event.wording) }
 
   /// What the command exists to print (a list, a dry run's plan) goes to stdout, as curl,
   /// rsync and git print theirs, so that it can be piped and grepped; `--quiet` keeps it.
   func output(_ line: String) {
     Self.write(line.maskingURLPasswords + "\n", to: STDOUT_FILENO)
-  }
-
-  /// Warnings, failed URLs, skipped lines and errors: what `--quiet` still prints.
-  static func reportsTrouble(_ line: String) -> Bool {
-    line.hasPrefix("warning: ") || line.hasPrefix("  failed ") || line.hasPrefix("skipped ")
-      || line.hasPrefix("imagecache: ") || line.contains(": failed: ")
-      || line.contains("interrupted by signal") || line.contains(" error")
   }
 
   func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)? {

@@ -67,7 +67,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
       command = try parseAsRoot()
     } catch {
       if let unknown = unknownSubcommand() ?? unknownOption() {
-        Console.standard.say(unknown)
+        Console.standard.say(unknown, severity: .error)
         Foundation.exit(ExitStatus.usage.rawValue)
       }
       fail(with: error)
@@ -184,7 +184,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
     let ours =
       error is RunLock.Failure || error is FileSystemError || error is ConfigurationError
       || error is MaintenanceError || error is StateStoreError || error is RunEndingError
-    Console.standard.say(ours ? "imagecache: \(error)" : fullMessage(for: error))
+    Console.standard.say(
+      ours ? "imagecache: \(error)" : fullMessage(for: error), severity: .error)
     Foundation.exit(status.rawValue)
   }
 }

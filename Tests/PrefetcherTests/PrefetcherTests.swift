@@ -178,7 +178,7 @@ final class PrefetcherTests: XCTestCase {
       report.lineErrors[1])
     XCTAssertTrue(report.lineErrors[2].hasPrefix("\(jsonl):5:"), report.lineErrors[2])
     XCTAssertEqual(manifests.warnings.count, 1)
-    XCTAssertTrue(manifests.warnings[0].contains("progressiveLoad"))
+    XCTAssertTrue(manifests.warnings[0].message.contains("progressiveLoad"))
     XCTAssertEqual(report.failures.first?.source, "\(text):4")
   }
 

@@ -8,23 +8,24 @@ import Synchronization
 import TestSupport
 import XCTest
 
-/// What a run said, kept for assertions; `onLine` may act on a line (send a signal, say).
+/// What a run reported, kept for assertions; `onEvent` may act on an event (send a signal,
+/// say).
 final class RecordingConsole: RunConsole {
-  private let lines = Mutex<[String]>([])
-  private let onLine: @Sendable (String) -> Void
+  private let events = Mutex<[RunEvent]>([])
+  private let onEvent: @Sendable (RunEvent) -> Void
 
-  init(onLine: @escaping @Sendable (String) -> Void = { _ in }) {
-    self.onLine = onLine
+  init(onEvent: @escaping @Sendable (RunEvent) -> Void = { _ in }) {
+    self.onEvent = onEvent
   }
 
-  func say(_ line: String) {
-    lines.withLock { $0.append(line) }
-    onLine(line)
+  func report(_ event: RunEvent) {
+    events.withLock { $0.append(event) }
+    onEvent(event)
   }
 
   func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)? { nil }
 
-  var said: [String] { lines.withLock { $0 } }
+  var reported: [RunEvent] { events.withLock { $0 } }
 }
 
 /// SPEC sections 4-6 through the runner library, without the binary: jobs as the command line
@@ -182,8 +183,9 @@ final class JobRunnerTests: XCTestCase {
     var job = Job(name: "trim", location: location)
     job.cleanup = CleanupConfiguration(maxDiskAge: -1, maxDiskSize: 1)
     let sent = Atomic<Bool>(false)
-    let console = RecordingConsole { line in
-      guard line.hasPrefix("trim: delete f50 "),
+    let console = RecordingConsole { event in
+      guard case .passAction(let action, let pass) = event, pass.pass == .trim,
+        action.kind == .delete, action.path == "f50",
         sent.compareExchange(expected: false, desired: true, ordering: .relaxed).exchanged
       else { return }
       kill(getpid(), SIGINT)
@@ -200,6 +202,9 @@ final class JobRunnerTests: XCTestCase {
     XCTAssertGreaterThan(remaining, 0, "stopped before the end")
     XCTAssertEqual(trim.filesRemoved, 2_000 - remaining, "every delete made is reported")
     XCTAssertEqual(trim.actions.count, trim.filesRemoved)
-    XCTAssertTrue(console.said.contains { $0.contains("interrupted by signal \(SIGINT)") })
+    XCTAssertTrue(
+      console.reported.contains {
+        if case .interrupted(_, SIGINT) = $0 { true } else { false }
+      })
   }
 }

@@ -79,7 +79,7 @@ final class JobTests: XCTestCase {
     XCTAssertEqual(job.manifests, [temporary.appending("a.txt"), "/abs/b.jsonl"])
     XCTAssertEqual(job.options, ImageOptions([.retryFailed]))
     XCTAssertEqual(job.warnings.count, 1)
-    XCTAssertTrue(job.warnings[0].contains("progressiveLoad"))
+    XCTAssertTrue(job.warnings[0].message.contains("progressiveLoad"))
     XCTAssertEqual(job.context.headers, ["Authorization": "Bearer x"])
     XCTAssertEqual(job.context.cacheKeyFilter, .stripQuery)
     XCTAssertEqual(job.context.storeCacheType, .disk)

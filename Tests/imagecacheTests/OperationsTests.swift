@@ -216,6 +216,36 @@ final class OperationsTests: LoopbackTestCase {
     XCTAssertTrue(lines[0].hasPrefix("  failed \(server.url("/missing.jpg"))"), result.stderr)
   }
 
+  /// `--quiet` keeps what is a warning, however its line is worded: the sweep of what a killed
+  /// run left is one (the report lists it among its warnings), and its line starts with the
+  /// job's name. What only informs, such as the limits the passes run with, goes.
+  func testQuietKeepsAWarningWhateverItsWordingAndDropsInformation() throws {
+    let cache = temporary.appending("cache")
+    let builder = CacheBuilder(root: cache + "/default")
+    try builder.file("kept.jpg", accessTime: Int64(Date().timeIntervalSince1970))
+    func leaveStaleTemporaryFile() throws {
+      let stale = cache + "/default/" + FileSystem.temporaryPrefix + "abc.jpg.x1"
+      XCTAssertTrue(FileManager.default.createFile(atPath: stale, contents: Data(count: 10)))
+      let twoHoursAgo = Date().addingTimeInterval(-7200)
+      try FileSystem.setTimes(path: stale, access: twoHoursAgo, modification: twoHoursAgo)
+    }
+    let arguments = ["maintain", "--cache", cache, "--max-age", "30d"]
+
+    try leaveStaleTemporaryFile()
+    let quiet = try run(arguments + ["--quiet"])
+    XCTAssertEqual(quiet.status, 0, quiet.stderr)
+    let lines = quiet.stderr.split(separator: "\n")
+    XCTAssertEqual(lines.count, 1, quiet.stderr)
+    XCTAssertTrue(
+      lines.first?.hasPrefix("maintain: removed 1 temporary file(s) (") == true, quiet.stderr)
+
+    try leaveStaleTemporaryFile()
+    let said = try run(arguments)
+    XCTAssertEqual(said.status, 0, said.stderr)
+    XCTAssertTrue(said.stderr.contains("maintain: removed 1 temporary file(s) ("), said.stderr)
+    XCTAssertTrue(said.stderr.contains("limits: expire: files whose"), said.stderr)
+  }
+
   func testAMigrateDryRunPlansExactlyWhatTheRunDoes() throws {
     // A legacy folder to merge, whose files carry pre-3.7.4 names (no extension), and a
     // manifest naming them: the real run merges, then renames.

@@ -66,13 +66,13 @@ public struct ImageOptions: Sendable, Equatable {
   public func contains(_ option: ImageOption) -> Bool { set.contains(option) }
 
   /// Parses option names (SD's names without the `SDWebImage` prefix, any case of the first
-  /// letter). Unknown names are errors, UI-only names give warnings, and options that are not
-  /// supported yet are refused.
+  /// letter). Unknown names are errors, UI-only names give warnings (naming the source, line
+  /// and field as an error does), and options that are not supported yet are refused.
   public static func parse(
     _ names: [String], source: String, line: Int? = nil, field: String = "options"
-  ) throws(ConfigurationError) -> (ImageOptions, warnings: [String]) {
+  ) throws(ConfigurationError) -> (ImageOptions, warnings: [ConfigurationError]) {
     var options = ImageOptions()
-    var warnings: [String] = []
+    var warnings: [ConfigurationError] = []
     for rawName in names {
       var name = rawName.trimmingCharacters(in: .whitespaces)
       if name.hasPrefix("SDWebImage") { name.removeFirst("SDWebImage".count) }
@@ -88,8 +88,7 @@ public struct ImageOptions: Sendable, Equatable {
         warnings.append(
           ConfigurationError(
             source: source, line: line, field: field,
-            message: "option \(name) only matters to a UI; ignored"
-          ).description)
+            message: "option \(name) only matters to a UI; ignored"))
       } else {
         throw ConfigurationError(
           source: source, line: line, field: field,

@@ -48,8 +48,8 @@ public struct Job: Sendable {
   public var report: String?
   /// A Prometheus metrics file, rewritten after each run (SPEC section 6).
   public var metrics: String?
-  /// Warnings for people (UI-only options).
-  public var warnings: [String] = []
+  /// Warnings for people (UI-only options), each naming its file, line and field.
+  public var warnings: [ConfigurationError] = []
   /// Exit 0, not 1, when the run finished with URLs failed (`allowURLFailures:`,
   /// `--allow-url-failures`), for an engine that holds back what follows a worker that
   /// exits non-zero. The failures stay in the report and the metrics; fatal errors, locks,

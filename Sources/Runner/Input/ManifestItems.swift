@@ -104,7 +104,7 @@ public struct ManifestItems: Sequence, Sendable {
   }
 
   /// Warnings gathered so far (UI-only options on manifest lines).
-  public var warnings: [String] { warningsBox.all }
+  public var warnings: [ConfigurationError] { warningsBox.all }
 
   public func makeIterator() -> Iterator { Iterator(owner: self) }
 
@@ -250,11 +250,11 @@ public struct ManifestItems: Sequence, Sendable {
 
 /// Warnings gathered while a sequence is read, shared by its copies.
 final class WarningList: Sendable {
-  private let list = Mutex<[String]>([])
-  func append(_ warnings: [String]) {
+  private let list = Mutex<[ConfigurationError]>([])
+  func append(_ warnings: [ConfigurationError]) {
     if !warnings.isEmpty { list.withLock { $0.append(contentsOf: warnings) } }
   }
-  var all: [String] { list.withLock { $0 } }
+  var all: [ConfigurationError] { list.withLock { $0 } }
 }
 
 extension Job {

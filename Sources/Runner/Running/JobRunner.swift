@@ -4,20 +4,21 @@ import Maintenance
 import Prefetcher
 import State
 
-/// Where a run's words for people go: the command line prints them on stderr, tests keep them.
+/// Where a run's events go: the command line words them and prints them on stderr, filtered
+/// by their severity; tests keep them.
 public protocol RunConsole: Sendable {
-  func say(_ line: String)
+  func report(_ event: RunEvent)
   /// The progress display of a prefetch, if there is one. `total` counts the URLs to go (or
   /// `nil` when that cannot be known ahead, as for sitemaps); it reads every manifest, so a
   /// display calls it only if it shows the total, and off the run's path.
   func progress(total: @escaping @Sendable () -> Int?) -> (any PrefetchProgress)?
-  /// A line of what the command exists to print, a dry run's plan: the command line prints it
-  /// on stdout, where `say`'s lines go to stderr, so that it can be piped.
-  func output(_ line: String)
+  /// What the command exists to print, a dry run's plan: the command line prints it on
+  /// stdout, where reported events go to stderr, so that it can be piped.
+  func output(_ event: RunEvent)
 }
 
 extension RunConsole {
-  public func output(_ line: String) { say(line) }
+  public func output(_ event: RunEvent) { report(event) }
 }
 
 /// How one run goes, beside the job itself: what the command line's flags say.
@@ -67,6 +68,8 @@ public struct JobRunner: Sendable {
   public var job: Job
   public var settings: RunSettings
   public var console: any RunConsole
+  /// Warnings found in setting the run up, said when it starts.
+  private var setupWarnings: [RunWarning] = []
 
   public init(job: Job, settings: RunSettings = RunSettings(), console: any RunConsole) {
     var job = job
@@ -75,9 +78,7 @@ public struct JobRunner: Sendable {
       job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
         ofFleet: fleet, shards: shards)
       if shards > fleet {
-        job.warnings.append(
-          "fleetPerHostConcurrency \(fleet) is less than the \(shards) shards: each still opens "
-            + "1 connection to a host, \(shards) in all")
+        setupWarnings.append(.fleetConcurrencyBelowShards(fleet: fleet, shards: shards))
       }
     }
     job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)
@@ -102,9 +103,8 @@ public struct JobRunner: Sendable {
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun,
       shard: job.shard)
     let waiting = { (holder: RunLock.Holder?) in
-      console.say(
-        "\(job.name): waiting for \(holder?.description ?? "another run") to finish"
-          + (settings.waitTimeout.map { " (at most \(Int($0)) s)" } ?? ""))
+      console.report(
+        .waitingForLock(job: job.name, holder: holder, timeout: settings.waitTimeout))
     }
     return try await RunLock.withLock(
       location: job.location, options: lockOptions, waiting: waiting
@@ -125,11 +125,11 @@ public struct JobRunner: Sendable {
       job: job.name, location: job.location, startedAt: startedAt,
       files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport,
       runID: job.runID, shard: job.shard)
-    var warnings = job.warnings
-    for warning in job.warnings { console.say("warning: \(warning)") }
-    console.say(
-      "\(job.name): cache \(job.location.diskCachePath)"
-        + (createsCache ? " (new: it did not exist and was created)" : ""))
+    let warnings = RunWarnings(console: console)
+    for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
+    for warning in setupWarnings { warnings.add(warning) }
+    console.report(
+      .runStarted(job: job.name, cachePath: job.location.diskCachePath, created: createsCache))
 
     var counts: PrefetchCounts?
     var plan: PrefetchPlanCounts?
@@ -144,10 +144,10 @@ public struct JobRunner: Sendable {
         if job.prefetchesManifests && settings.dryRun && !job.manifests.isEmpty
           && signals.signal == nil
         {
-          plan = try planPrefetch(into: writer, stop: signals.stop, warnings: &warnings)
+          plan = try planPrefetch(into: writer, stop: signals.stop, warnings: warnings)
         } else if job.prefetchesManifests && !job.manifests.isEmpty && signals.signal == nil {
           let prefetched = try await prefetch(
-            into: writer, startedAt: startedAt, signals: signals, warnings: &warnings)
+            into: writer, startedAt: startedAt, signals: signals, warnings: warnings)
           counts = prefetched.counts
           if let failure = prefetched.runEndingFailure { throw RunEndingError(failure: failure) }
         }
@@ -155,44 +155,43 @@ public struct JobRunner: Sendable {
         failure = error
       }
       switch await swept {
-      case .success(let stale): say(stale, warnings: &warnings)
+      case .success(let stale): say(stale, warnings: warnings)
       // The failure that ended the run is the one thrown; the sweep's is not lost for it.
-      case .failure(let error) where failure != nil: warn("\(error)", warnings: &warnings)
+      case .failure(let error) where failure != nil: warnings.add(.sweepFailed("\(error)"))
       case .failure(let error): throw error
       }
       if let failure { throw failure }
       if signals.signal == nil { try clean(into: writer, stop: signals.stop) }
     } catch {
-      console.say("\(job.name): failed: \(error)")
+      console.report(.runFailed(job: job.name, error: error))
       do {
         let finishedAt = Date()
         let metrics = stageMetrics(
           writer: writer, status: .failed, startedAt: startedAt, finishedAt: finishedAt,
-          counts: counts)
+          counts: counts, warnings: warnings)
         try writer.finish(
           status: .failed, finishedAt: finishedAt, prefetch: counts,
-          warnings: warnings + metrics.errors, error: "\(error)", metricsErrors: metrics.errors,
-          plan: plan)
+          warnings: warnings.messages, error: "\(error)",
+          metricsErrors: warnings.metricsErrors, plan: plan)
         putInPlace(metrics)
       } catch let reportError {
-        console.say("\(job.name): could not write the report: \(reportError)")
+        console.report(.reportNotWritten(job: job.name, error: reportError))
       }
       throw error
     }
 
     let status: RunReport.Status = signals.signal == nil ? .completed : .interrupted
-    if let signal = signals.signal {
-      console.say("\(job.name): interrupted by signal \(signal): stopped after the work in hand")
-    }
-    if let counts { summarize(counts) }
-    if let plan { summarize(plan) }
+    if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
+    if let counts { console.report(.prefetchFinished(job: job.name, counts: counts)) }
+    if let plan { console.report(.planFinished(job: job.name, plan: plan)) }
     let finishedAt = Date()
     let metrics = stageMetrics(
-      writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts)
+      writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts,
+      warnings: warnings)
     try writer.finish(
-      status: status, finishedAt: finishedAt, prefetch: counts,
-      warnings: warnings + metrics.errors, metricsErrors: metrics.errors, plan: plan)
-    for file in writer.files { console.say("\(job.name): report written to \(file)") }
+      status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings.messages,
+      metricsErrors: warnings.metricsErrors, plan: plan)
+    for file in writer.files { console.report(.reportWritten(job: job.name, path: file)) }
     putInPlace(metrics)
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
@@ -210,8 +209,6 @@ public struct JobRunner: Sendable {
     /// Devices, FIFOs, sockets and descriptors: written after the report, as before, so that
     /// a reader that takes the report first is not kept waiting by the metrics.
     var inPlace: [OutputFile] = []
-    /// What could not be written, one line a file naming it, for the report and the console.
-    var errors: [String] = []
   }
 
   /// Starts writing the metrics files (`--metrics`, the job's `metrics:`). A file that cannot
@@ -219,7 +216,7 @@ public struct JobRunner: Sendable {
   /// the run's work or its exit status: the report, written next, says so (SPEC section 11).
   private func stageMetrics(
     writer: ReportWriter, status: RunReport.Status, startedAt: Date, finishedAt: Date,
-    counts: PrefetchCounts?
+    counts: PrefetchCounts?, warnings: RunWarnings
   ) -> StagedMetrics {
     var result = StagedMetrics()
     let files = metricsFiles
@@ -230,7 +227,7 @@ public struct JobRunner: Sendable {
     } catch {
       // The metrics go without the cache's size, and the report says why.
       usage = nil
-      result.errors.append("metrics without the cache's size: \(error)")
+      warnings.add(.metricsWithoutCacheSize(error: error))
     }
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
@@ -246,10 +243,9 @@ public struct JobRunner: Sendable {
         }
         result.staged.append(try metrics.stage(to: output))
       } catch {
-        result.errors.append(Self.metricsNotWritten(file, error))
+        warnings.add(.metricsNotWritten(path: file, error: error))
       }
     }
-    for error in result.errors { console.say("warning: \(error)") }
     return result
   }
 
@@ -259,24 +255,20 @@ public struct JobRunner: Sendable {
     for writer in staged.staged {
       do {
         try writer.commit()
-        console.say("\(job.name): metrics written to \(writer.output.path)")
+        console.report(.metricsWritten(job: job.name, path: writer.output.path))
       } catch {
-        console.say("warning: \(Self.metricsNotWritten(writer.output.path, error))")
+        console.report(.warning(.metricsNotWritten(path: writer.output.path, error: error)))
       }
     }
     guard let metrics = staged.metrics else { return }
     for output in staged.inPlace {
       do {
         try metrics.stage(to: output).commit()
-        console.say("\(job.name): metrics written to \(output.path)")
+        console.report(.metricsWritten(job: job.name, path: output.path))
       } catch {
-        console.say("warning: \(Self.metricsNotWritten(output.path, error))")
+        console.report(.warning(.metricsNotWritten(path: output.path, error: error)))
       }
     }
-  }
-
-  private static func metricsNotWritten(_ file: String, _ error: any Error) -> String {
-    "metrics not written to \(file): \(error); the run's work and exit status are unaffected"
   }
 
   /// The job's `metrics:` file, then `--metrics`'s, `{job}`, `{shard}` and `{shards}` in
@@ -303,20 +295,14 @@ public struct JobRunner: Sendable {
     }
   }
 
-  /// Says `warning` on the console and keeps it for the report.
-  private func warn(_ warning: String, warnings: inout [String]) {
-    console.say("warning: \(warning)")
-    warnings.append(warning)
-  }
-
   /// Says what ``staleTemporaries(startedAt:)`` removed, if anything.
-  private func say(_ stale: (count: Int, bytes: UInt64), warnings: inout [String]) {
+  private func say(_ stale: (count: Int, bytes: UInt64), warnings: RunWarnings) {
     guard stale.count > 0 else { return }
-    let line =
-      "\(settings.dryRun ? "would remove" : "removed") \(stale.count) temporary file(s) "
-      + "(\(formatBytes(stale.bytes))) left by a killed run"
-    console.say("\(job.name): \(line)")
-    warnings.append(line)
+    console.report(
+      .staleTemporariesSwept(
+        job: job.name, count: stale.count, bytes: stale.bytes, dryRun: settings.dryRun))
+    warnings.keep(
+      .staleTemporaries(count: stale.count, bytes: stale.bytes, dryRun: settings.dryRun))
   }
 
   /// The job's own report path, then `--report`'s; a dry run's only where its command line
@@ -331,21 +317,15 @@ public struct JobRunner: Sendable {
   /// Prefetches the job's manifests; returns the counts and the store failure that ended the
   /// prefetch early, if one did.
   private func prefetch(
-    into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: inout [String]
+    into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: RunWarnings
   ) async throws -> (counts: PrefetchCounts, runEndingFailure: ImageCacheError?) {
     // libcurl's set-up (about 0.7 ms) runs on another processor while the state opens, instead
     // of in front of the first download. Awaited before this returns or throws.
     async let libraryPrepared: Void = Downloader.prepareLibrary()
     let store = try StateStore(location: job.location, shard: job.shard)
-    for warning in store.warnings { console.say("warning: \(warning)") }
-    warnings += store.warnings
+    for warning in store.warnings { warnings.add(.stateFile(warning)) }
     let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
-    if abandoned > 0 {
-      let warning =
-        "marked \(abandoned) earlier run(s) abandoned: they died without finishing (kill -9, power loss)"
-      console.say("warning: \(warning)")
-      warnings.append(warning)
-    }
+    if abandoned > 0 { warnings.add(.abandonedRuns(count: abandoned)) }
     var items = job.manifestItems
     items.stop = signals.stop
     // A shard's total is its own share: the entries whose key hashes to it (and the bad
@@ -397,16 +377,9 @@ public struct JobRunner: Sendable {
       }
       return (counts, failure, manager.warnings)
     }
-    for warning in stateWarnings { warn(warning, warnings: &warnings) }
-    for warning in items.warnings { console.say("warning: \(warning)") }
-    warnings += items.warnings
-    for backoff in counts.hostBackoffs {
-      let warning =
-        "\(backoff.host) asked to wait (429 or 503 with Retry-After) \(backoff.pauses) time(s): "
-        + "its downloads were held back \(String(format: "%.1f", backoff.seconds)) s in all"
-      console.say("warning: \(warning)")
-      warnings.append(warning)
-    }
+    for warning in stateWarnings { warnings.add(.stateFile(warning)) }
+    for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
+    for backoff in counts.hostBackoffs { warnings.add(.hostBackoff(backoff)) }
     return (counts, failure)
   }
 
@@ -440,21 +413,11 @@ public struct JobRunner: Sendable {
     }
   }
 
-  private func summarize(_ counts: PrefetchCounts) {
-    console.say(
-      "\(job.name): \(counts.total) URLs: \(counts.downloaded) downloaded, "
-        + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
-        + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
-        + (counts.inputsFailed > 0 ? "\(counts.inputsFailed) inputs failed, " : "")
-        + (counts.derived > 0 ? "\(counts.derived) variants, " : "")
-        + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms")
-  }
-
   /// A dry run's prefetch: what each URL of this shard would do, decided without a request,
   /// without setting an access time and without opening the state for writing. One line a URL
   /// (`download https://...`) goes to the console's output unless the report goes to stdout,
   /// which lists the same plan; bad lines are said as a run says them.
-  private func planPrefetch(into writer: ReportWriter, stop: StopFlag, warnings: inout [String])
+  private func planPrefetch(into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings)
     throws -> PrefetchPlanCounts
   {
     let planner = PrefetchPlanner(location: job.location, timeToLive: job.prefetch.blacklistTTL)
@@ -470,10 +433,7 @@ public struct JobRunner: Sendable {
         let planned = try planner.plan(item)
         counts.count(planned.action)
         writer.recordPlanned(planned)
-        if !settings.printsReport {
-          console.output(
-            "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? ""))
-        }
+        if !settings.printsReport { console.output(.planned(planned)) }
       case .failure(let error) where error.wholeInput:
         counts.inputsFailed += 1
         recorder.recordInputFailure(error.description)
@@ -485,19 +445,8 @@ public struct JobRunner: Sendable {
         recorder.recordLineError(error.description)
       }
     }
-    for warning in items.warnings { console.say("warning: \(warning)") }
-    warnings += items.warnings
+    for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
     return counts
-  }
-
-  private func summarize(_ plan: PrefetchPlanCounts) {
-    console.say(
-      "\(job.name) (dry run): \(plan.total) URLs: \(plan.hit) hits, \(plan.download) would "
-        + "download, \(plan.revalidate) would revalidate, \(plan.blacklisted) blacklisted, "
-        + "\(plan.invalid) invalid, \(plan.miss) not in the cache (fromCacheOnly), "
-        + "\(plan.skipped) skipped"
-        + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
-        + "; nothing requested or written")
   }
 
   // MARK: Maintenance
@@ -516,19 +465,23 @@ public struct JobRunner: Sendable {
     let console = console
     return try writer.beginPass(
       pass, dryRun: settings.dryRun, listsActions: listsActions,
-      echo: echoesActions ? { action, summary in echo(describe(action, in: summary)) } : nil,
-      echoError: { console.say("\(pass.rawValue): error: \($0)") })
+      echo: echoesActions ? { action, summary in echo(.passAction(action, in: summary)) } : nil,
+      echoError: { console.report(.passError(pass: pass, message: $0)) })
   }
 
-  /// A pass's line for one file: a dry run's plan is the command's output (unless the report
-  /// goes to stdout); what a real run did is said, as progress is.
-  private func echo(_ line: String) {
-    if settings.dryRun && !settings.printsReport { console.output(line) } else { console.say(line) }
+  /// A pass's event for one file: a dry run's plan is the command's output (unless the report
+  /// goes to stdout); what a real run did is reported, as progress is.
+  private func echo(_ event: RunEvent) {
+    if settings.dryRun && !settings.printsReport {
+      console.output(event)
+    } else {
+      console.report(event)
+    }
   }
 
   private func endPass(_ pass: PassSink, in writer: ReportWriter) {
     writer.endPass(pass)
-    console.say(describe(pass.summary))
+    console.report(.passFinished(pass.summary))
   }
 
   /// The migrate pass (SPEC section 4): merge the legacy folder (`migrate.from`, else SD 3/4's
@@ -547,15 +500,14 @@ public struct JobRunner: Sendable {
       endPass(pass, in: writer)
       // The merged folder goes only once it is empty; either way, say what became of it.
       if !settings.dryRun {
-        console.say(
-          FileManager.default.fileExists(atPath: source)
-            ? "migrate: kept \(source): it still holds files that were not merged"
-            : "migrate: removed \(source): every file in it was merged")
+        console.report(
+          .legacyFolderMerged(
+            path: source, removed: !FileManager.default.fileExists(atPath: source)))
       }
     } else if settings.verbose || job.migrateFrom != nil {
       // A nightly job that lists migrate says nothing when there is nothing to migrate; a
       // rerun of a finished --from migration says so and succeeds.
-      console.say("migrate: no legacy folder at \(source): nothing to merge")
+      console.report(.noLegacyFolder(path: source))
     }
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
@@ -579,7 +531,7 @@ public struct JobRunner: Sendable {
     var configuration = job.cleanup
     if !expires { configuration.maxDiskAge = -1 }
     if !trims { configuration.maxDiskSize = 0 }
-    console.say(Self.limitsLine(configuration, expires: expires, trims: trims))
+    console.report(.maintenanceLimits(configuration, expires: expires, trims: trims))
     if let limit = configuration.maxDelete {
       let cleaner = CacheCleaner(
         diskCachePath: job.location.diskCachePath, configuration: configuration, shard: job.shard)
@@ -589,7 +541,7 @@ public struct JobRunner: Sendable {
           planned: plan.deletions, files: plan.files, limit: limit)
         // A dry run shows the whole plan all the same: it is how the limits are checked.
         guard settings.dryRun else { throw refusal }
-        console.say("warning: a real run would stop here: \(refusal)")
+        console.report(.warning(.overDeletionLimit(refusal)))
       }
     }
     let listsActions = settings.dryRun || settings.verbose
@@ -611,39 +563,6 @@ public struct JobRunner: Sendable {
     }
     if expires { endPass(expire, in: writer) }
     if trims { endPass(trim, in: writer) }
-  }
-}
-
-extension JobRunner {
-  /// The limits the expire and trim passes run with, said before they start: a pass with no
-  /// limit set still expires by the default age, and nobody should have to guess that.
-  static func limitsLine(_ configuration: CleanupConfiguration, expires: Bool, trims: Bool)
-    -> String
-  {
-    var parts: [String] = []
-    if expires {
-      let age = configuration.maxDiskAge
-      parts.append(
-        age < 0
-          ? "expire: off (negative max age)"
-          : "expire: files whose \(configuration.expireType.rawValue) is more than "
-            + "\(formatDuration(age)) old"
-            + (configuration.maxDiskAgeIsStated
-              ? "" : " (SD's default: the job lists expire and sets no cache.maxDiskAge)"))
-    } else {
-      parts.append("expire: not run")
-    }
-    if trims {
-      let size = configuration.maxDiskSize
-      parts.append(
-        size == 0
-          ? "trim: off (no max size)"
-          : "trim: when over \(formatBytes(size)), oldest first to below \(formatBytes(size / 2))")
-    } else {
-      parts.append("trim: not run")
-    }
-    if let limit = configuration.maxDelete { parts.append("at most \(limit) deleted") }
-    return "limits: " + parts.joined(separator: "; ")
   }
 }
 
@@ -676,21 +595,19 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
 
   mutating func recordVariant(_ variant: VariantReport) {
     if verbose, let skipped = variant.skipped {
-      console.say("  no variant for \(variant.url): \(skipped)")
+      console.report(.variantSkipped(url: variant.url, reason: skipped))
     }
     sink.recordVariant(variant)
   }
 
   mutating func recordFailure(_ failure: FailureReport) {
     if verbose || failuresSaid < Self.failuresToSay {
-      console.say(
-        "  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")"
-          + (failure.blacklisted ? " (blacklisted)" : ""))
+      console.report(.urlFailed(failure))
     } else if failuresSaid == Self.failuresToSay {
-      console.say("  ... further failures are in the report only")
+      console.report(.furtherFailuresInReportOnly)
     }
     if failure.name == NetworkFailure.serverCertificateUntrusted.rawValue && !saidCertificateHint {
-      console.say("    \(failure.message)")
+      console.report(.certificateHint(message: failure.message))
       saidCertificateHint = true
     }
     failuresSaid += 1
@@ -698,48 +615,12 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   }
 
   mutating func recordLineError(_ message: String) {
-    console.say("skipped \(message)")
+    console.report(.lineSkipped(message: message))
     sink.recordLineError(message)
   }
 
   mutating func recordInputFailure(_ message: String) {
-    console.say("  failed input \(message)")
+    console.report(.inputFailed(message: message))
     sink.recordInputFailure(message)
   }
-}
-
-/// A line for one action of a pass: `expire: would delete a/b.jpg (4.1 KB)`.
-func describe(_ action: MaintenanceAction, in pass: PassSummary) -> String {
-  let verb = pass.dryRun ? "would " : ""
-  let name = pass.pass.rawValue
-  switch action.kind {
-  case .delete:
-    return "\(name): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))"
-  case .move:
-    return "\(name): \(verb)move \(action.path) -> \(action.destination ?? "")"
-  case .keptAside:
-    return
-      "\(name): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)"
-  }
-}
-
-/// The closing line of a pass: `trim (dry run): would remove 3 files, would free 12.3 KB`, or
-/// `trim: removed 3 files, freed 12.3 KB`.
-func describe(_ pass: PassSummary) -> String {
-  func verb(_ planned: String, _ done: String) -> String {
-    pass.dryRun ? "would \(planned)" : done
-  }
-  let summary: String
-  switch pass.pass {
-  case .migrate:
-    summary =
-      "\(verb("move", "moved")) \(pass.filesMoved) files, "
-      + "\(verb("keep", "kept")) \(pass.filesKeptAside) aside after a name collision"
-  case .expire, .trim:
-    summary =
-      "\(verb("remove", "removed")) \(pass.filesRemoved) files, "
-      + "\(verb("free", "freed")) \(formatBytes(pass.bytesFreed))"
-  }
-  let errors = pass.errorCount == 0 ? "" : ", \(pass.errorCount) errors"
-  return "\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(errors)"
 }

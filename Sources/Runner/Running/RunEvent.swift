@@ -1,0 +1,174 @@
+import Core
+import Foundation
+import Maintenance
+import State
+import Synchronization
+
+/// Something a run has to tell people, as data: the command line words it and shows it or not
+/// by its ``severity`` (`--quiet` keeps warnings and errors), tests look at the case itself.
+public enum RunEvent: Sendable {
+  /// How much a person needs to see an event: the console's filter orders them.
+  public enum Severity: Int, Sendable, Comparable, CaseIterable {
+    case debug
+    case info
+    /// Worth knowing, not a problem.
+    case notice
+    /// Something a person should look at; the run goes on, its exit code unaffected by it.
+    case warning
+    /// Something failed: a URL, an input, a file of a pass, the run.
+    case error
+
+    public static func < (lhs: Severity, rhs: Severity) -> Bool { lhs.rawValue < rhs.rawValue }
+  }
+
+  /// Another run holds the cache's lock and this one waits for it (`--wait`).
+  case waitingForLock(job: String, holder: RunLock.Holder?, timeout: TimeInterval?)
+  /// The run holds the lock and starts on its cache; `created`: the folder did not exist.
+  case runStarted(job: String, cachePath: String, created: Bool)
+  /// A warning of the run, also in its report unless said otherwise (``RunWarnings``).
+  case warning(RunWarning)
+  /// What killed runs left behind was removed (or, in a dry run, would be): the report's
+  /// warnings list it too.
+  case staleTemporariesSwept(job: String, count: Int, bytes: UInt64, dryRun: Bool)
+
+  // The prefetch, one URL or line at a time.
+  /// A manifest line that is not a URL the run can use: skipped, the run goes on.
+  case lineSkipped(message: String)
+  /// A manifest or sitemap that could not be read to its end.
+  case inputFailed(message: String)
+  /// A URL that failed; the console shows the first few (``EchoingPrefetchSink``).
+  case urlFailed(FailureReport)
+  /// The failures past those the console shows are in the report only.
+  case furtherFailuresInReportOnly
+  /// How to trust a server's certificate issuer, said once after the first such failure.
+  case certificateHint(message: String)
+  /// A variant (thumbnail, transform) that was not made, with `--verbose`.
+  case variantSkipped(url: String, reason: String)
+  /// A dry run's plan for one URL: the command's output.
+  case planned(PlannedURL)
+  case prefetchFinished(job: String, counts: PrefetchCounts)
+  case planFinished(job: String, plan: PrefetchPlanCounts)
+
+  // The maintenance passes.
+  /// The legacy folder the migrate pass reads is not there (said when it was asked for).
+  case noLegacyFolder(path: String)
+  /// What became of the merged legacy folder: removed once empty, else kept.
+  case legacyFolderMerged(path: String, removed: Bool)
+  /// The limits the expire and trim passes run with, said before they start.
+  case maintenanceLimits(CleanupConfiguration, expires: Bool, trims: Bool)
+  /// One file a pass deletes or moves (or would): `--verbose`, or a dry run's plan.
+  case passAction(MaintenanceAction, in: PassSummary)
+  /// A file a pass could not handle; the pass goes on.
+  case passError(pass: MaintenancePassReport.Pass, message: String)
+  case passFinished(PassSummary)
+
+  // The end of the run.
+  case interrupted(job: String, signal: Int32)
+  /// The error that ended the run; the report, marked failed, says it too.
+  case runFailed(job: String, error: any Error)
+  /// The report of a failed run could not be written either.
+  case reportNotWritten(job: String, error: any Error)
+  case reportWritten(job: String, path: String)
+  case metricsWritten(job: String, path: String)
+
+  public var severity: Severity {
+    switch self {
+    case .waitingForLock, .runStarted, .variantSkipped, .planned, .prefetchFinished,
+      .planFinished, .noLegacyFolder, .maintenanceLimits, .passAction, .reportWritten,
+      .metricsWritten:
+      .info
+    case .legacyFolderMerged(_, let removed): removed ? .info : .notice
+    case .furtherFailuresInReportOnly, .certificateHint: .notice
+    case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted: .warning
+    case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
+    case .inputFailed, .urlFailed, .passError, .runFailed, .reportNotWritten: .error
+    }
+  }
+}
+
+/// A warning of a run: said on the console as it happens and listed in the report's
+/// `warnings` (SPEC section 10), worded by ``description`` for both.
+public enum RunWarning: Sendable, CustomStringConvertible {
+  /// A job file's or a manifest line's option that only matters to a UI, named by file, line
+  /// and field.
+  case ignoredOption(ConfigurationError)
+  /// `fleetPerHostConcurrency` below the shard count: every shard still opens a connection.
+  case fleetConcurrencyBelowShards(fleet: Int, shards: Int)
+  /// What the state store said when it opened (a corrupt state file moved aside).
+  case stateFile(String)
+  /// The sweep of temporary files failed while another error ended the run.
+  case sweepFailed(String)
+  /// Earlier runs that died without finishing, marked abandoned.
+  case abandonedRuns(count: Int)
+  /// A host that asked the run to wait (429 or 503 with Retry-After).
+  case hostBackoff(HostBackoff)
+  /// Temporary files left by killed runs, removed (or in a dry run, to remove).
+  case staleTemporaries(count: Int, bytes: UInt64, dryRun: Bool)
+  /// A metrics file that could not be written; the run's work and exit status stand.
+  case metricsNotWritten(path: String, error: any Error)
+  /// The cache's size could not be measured: the metrics go without it.
+  case metricsWithoutCacheSize(error: any Error)
+  /// A dry run over the deletion limit (`maxDelete`): the real run would refuse to start.
+  case overDeletionLimit(MaintenanceError)
+
+  public var description: String {
+    switch self {
+    case .ignoredOption(let error): "\(error)"
+    case .fleetConcurrencyBelowShards(let fleet, let shards):
+      "fleetPerHostConcurrency \(fleet) is less than the \(shards) shards: each still opens "
+        + "1 connection to a host, \(shards) in all"
+    case .stateFile(let message): message
+    case .sweepFailed(let message): message
+    case .abandonedRuns(let count):
+      "marked \(count) earlier run(s) abandoned: they died without finishing (kill -9, power loss)"
+    case .hostBackoff(let backoff):
+      "\(backoff.host) asked to wait (429 or 503 with Retry-After) \(backoff.pauses) time(s): "
+        + "its downloads were held back \(String(format: "%.1f", backoff.seconds)) s in all"
+    case .staleTemporaries(let count, let bytes, let dryRun):
+      "\(dryRun ? "would remove" : "removed") \(count) temporary file(s) "
+        + "(\(formatBytes(bytes))) left by a killed run"
+    case .metricsNotWritten(let path, let error):
+      "metrics not written to \(path): \(error); the run's work and exit status are unaffected"
+    case .metricsWithoutCacheSize(let error): "metrics without the cache's size: \(error)"
+    case .overDeletionLimit(let refusal): "a real run would stop here: \(refusal)"
+    }
+  }
+}
+
+/// The warnings of one run, gathered as it goes for its report: each is said on the console
+/// when it is added, so that the console and the report list the same ones.
+final class RunWarnings: Sendable {
+  private let list = Mutex<[RunWarning]>([])
+  private let console: any RunConsole
+
+  init(console: any RunConsole) {
+    self.console = console
+  }
+
+  /// Says the warning and keeps it for the report.
+  func add(_ warning: RunWarning) {
+    console.report(.warning(warning))
+    keep(warning)
+  }
+
+  /// Keeps a warning for the report that an event of its own has said on the console.
+  func keep(_ warning: RunWarning) {
+    list.withLock { $0.append(warning) }
+  }
+
+  /// The report's `warnings`, in the order they came.
+  var messages: [String] { list.withLock { $0.map(\.description) } }
+
+  /// The report's `metricsErrors`: the metrics files that could not be written, and what
+  /// they lack.
+  var metricsErrors: [String] {
+    list.withLock {
+      $0.compactMap {
+        switch $0 {
+        case .metricsNotWritten, .metricsWithoutCacheSize: $0.description
+        default: nil
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,128 @@
+import Core
+import Foundation
+import Maintenance
+import Runner
+
+/// How the command line words a run's events: the one place a console line of a run is
+/// written, so that a line can be changed without touching the runner.
+extension RunEvent {
+  var wording: String {
+    switch self {
+    case .waitingForLock(let job, let holder, let timeout):
+      "\(job): waiting for \(holder?.description ?? "another run") to finish"
+        + (timeout.map { " (at most \(Int($0)) s)" } ?? "")
+    case .runStarted(let job, let cachePath, let created):
+      "\(job): cache \(cachePath)" + (created ? " (new: it did not exist and was created)" : "")
+    case .warning(let warning): "warning: \(warning)"
+    case .staleTemporariesSwept(let job, let count, let bytes, let dryRun):
+      "\(job): \(RunWarning.staleTemporaries(count: count, bytes: bytes, dryRun: dryRun))"
+    case .lineSkipped(let message): "skipped \(message)"
+    case .inputFailed(let message): "  failed input \(message)"
+    case .urlFailed(let failure):
+      "  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")"
+        + (failure.blacklisted ? " (blacklisted)" : "")
+    case .furtherFailuresInReportOnly: "  ... further failures are in the report only"
+    case .certificateHint(let message): "    \(message)"
+    case .variantSkipped(let url, let reason): "  no variant for \(url): \(reason)"
+    case .planned(let planned):
+      "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? "")
+    case .prefetchFinished(let job, let counts):
+      "\(job): \(counts.total) URLs: \(counts.downloaded) downloaded, "
+        + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
+        + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
+        + (counts.inputsFailed > 0 ? "\(counts.inputsFailed) inputs failed, " : "")
+        + (counts.derived > 0 ? "\(counts.derived) variants, " : "")
+        + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms"
+    case .planFinished(let job, let plan):
+      "\(job) (dry run): \(plan.total) URLs: \(plan.hit) hits, \(plan.download) would "
+        + "download, \(plan.revalidate) would revalidate, \(plan.blacklisted) blacklisted, "
+        + "\(plan.invalid) invalid, \(plan.miss) not in the cache (fromCacheOnly), "
+        + "\(plan.skipped) skipped"
+        + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
+        + "; nothing requested or written"
+    case .noLegacyFolder(let path): "migrate: no legacy folder at \(path): nothing to merge"
+    case .legacyFolderMerged(let path, let removed):
+      removed
+        ? "migrate: removed \(path): every file in it was merged"
+        : "migrate: kept \(path): it still holds files that were not merged"
+    case .maintenanceLimits(let configuration, let expires, let trims):
+      Self.limits(configuration, expires: expires, trims: trims)
+    case .passAction(let action, let pass): Self.describe(action, in: pass)
+    case .passError(let pass, let message): "\(pass.rawValue): error: \(message)"
+    case .passFinished(let pass): Self.describe(pass)
+    case .interrupted(let job, let signal):
+      "\(job): interrupted by signal \(signal): stopped after the work in hand"
+    case .runFailed(let job, let error): "\(job): failed: \(error)"
+    case .reportNotWritten(let job, let error): "\(job): could not write the report: \(error)"
+    case .reportWritten(let job, let path): "\(job): report written to \(path)"
+    case .metricsWritten(let job, let path): "\(job): metrics written to \(path)"
+    }
+  }
+
+  /// The limits the expire and trim passes run with, said before they start: a pass with no
+  /// limit set still expires by the default age, and nobody should have to guess that.
+  private static func limits(_ configuration: CleanupConfiguration, expires: Bool, trims: Bool)
+    -> String
+  {
+    var parts: [String] = []
+    if expires {
+      let age = configuration.maxDiskAge
+      parts.append(
+        age < 0
+          ? "expire: off (negative max age)"
+          : "expire: files whose \(configuration.expireType.rawValue) is more than "
+            + "\(formatDuration(age)) old"
+            + (configuration.maxDiskAgeIsStated
+              ? "" : " (SD's default: the job lists expire and sets no cache.maxDiskAge)"))
+    } else {
+      parts.append("expire: not run")
+    }
+    if trims {
+      let size = configuration.maxDiskSize
+      parts.append(
+        size == 0
+          ? "trim: off (no max size)"
+          : "trim: when over \(formatBytes(size)), oldest first to below \(formatBytes(size / 2))")
+    } else {
+      parts.append("trim: not run")
+    }
+    if let limit = configuration.maxDelete { parts.append("at most \(limit) deleted") }
+    return "limits: " + parts.joined(separator: "; ")
+  }
+
+  /// A line for one action of a pass: `expire: would delete a/b.jpg (4.1 KB)`.
+  private static func describe(_ action: MaintenanceAction, in pass: PassSummary) -> String {
+    let verb = pass.dryRun ? "would " : ""
+    let name = pass.pass.rawValue
+    switch action.kind {
+    case .delete:
+      return "\(name): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))"
+    case .move:
+      return "\(name): \(verb)move \(action.path) -> \(action.destination ?? "")"
+    case .keptAside:
+      return
+        "\(name): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)"
+    }
+  }
+
+  /// The closing line of a pass: `trim (dry run): would remove 3 files, would free 12.3 KB`, or
+  /// `trim: removed 3 files, freed 12.3 KB`.
+  private static func describe(_ pass: PassSummary) -> String {
+    func verb(_ planned: String, _ done: String) -> String {
+      pass.dryRun ? "would \(planned)" : done
+    }
+    let summary: String
+    switch pass.pass {
+    case .migrate:
+      summary =
+        "\(verb("move", "moved")) \(pass.filesMoved) files, "
+        + "\(verb("keep", "kept")) \(pass.filesKeptAside) aside after a name collision"
+    case .expire, .trim:
+      summary =
+        "\(verb("remove", "removed")) \(pass.filesRemoved) files, "
+        + "\(verb("free", "freed")) \(formatBytes(pass.bytesFreed))"
+    }
+    let errors = pass.errorCount == 0 ? "" : ", \(pass.errorCount) errors"
+    return "\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(errors)"
+  }
+}
