@@ -347,7 +347,8 @@ struct JobParser {
     try checkKeys(
       mapping,
       known: [
-        "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
+        "concurrency", "perHostConcurrency", "perHostStreams", "timeout", "deadline",
+        "maxResponseSize", "retries",
         "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
         "noProxy", "rate", "maxBandwidth", "hostBackoff",
       ],
@@ -359,6 +360,10 @@ struct JobParser {
     if let value = mapping["perHostConcurrency"] {
       limits.perHostConcurrency = try count(
         value, "prefetch.perHostConcurrency", allowed: PrefetchConfiguration.concurrencyRange)
+    }
+    if let value = mapping["perHostStreams"] {
+      limits.perHostStreams = try count(
+        value, "prefetch.perHostStreams", allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["fleetPerHostConcurrency"] {
       limits.fleetPerHostConcurrency = try count(
