@@ -1,4 +1,5 @@
 #define _GNU_SOURCE
+#include <malloc.h>
 #include "cfilestat.h"
 
 #include <fcntl.h>
@@ -29,4 +30,10 @@ int ic_stat_at(int dirfd, const char *path, ic_file_stat *out) {
 int ic_touch_access_time(const char *path) {
   struct timespec times[2] = {{0, UTIME_NOW}, {0, UTIME_OMIT}};
   return utimensat(AT_FDCWD, path, times, AT_SYMLINK_NOFOLLOW);
+}
+
+void ic_keep_freed_memory(size_t trim_threshold, size_t top_pad, size_t mmap_threshold) {
+  mallopt(M_TRIM_THRESHOLD, (int)trim_threshold);
+  mallopt(M_TOP_PAD, (int)top_pad);
+  mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
 }

@@ -5,10 +5,18 @@ import Foundation
 /// downloader, the manager and the prefetcher read, each default stated here once. Job files
 /// (`prefetch:`) and the command-line flags of the same names both set it.
 public struct PrefetchConfiguration: Sendable, Equatable {
-  /// Downloads at once in total.
-  public var concurrency = 16
-  /// Downloads (and connections) at once to one host: SD's downloader default.
+  /// Downloads at once in total: curl's `--parallel` default, chosen by measurement (see
+  /// docs/benchmarks.md, "Prefetch under latency").
+  public var concurrency = 50
+  /// Connections at once to one host (SD's downloader default), and so downloads at once to a
+  /// host that answers over HTTP/1.1, where each download needs a connection of its own.
   public var perHostConcurrency = 6
+  /// Downloads at once to one host that multiplexes them over HTTP/2 (streams on its
+  /// connections, which stay within `perHostConcurrency` and the server's
+  /// `SETTINGS_MAX_CONCURRENT_STREAMS`). `nil`: up to `concurrency`. A host counts as HTTP/2
+  /// from its first answer over it; until its first answer it gets the lower of this and
+  /// `perHostConcurrency`.
+  public var perHostStreams: Int?
   /// Further attempts after a transient failure (timeouts, connection errors, 429, 502-504).
   public var retries = 2
   /// The first retry waits about this long; each further one twice as long (with jitter).
@@ -62,7 +70,14 @@ public struct PrefetchConfiguration: Sendable, Equatable {
 
   public init() {}
 
-  /// What `concurrency` and `perHostConcurrency` may be set to: past it, file descriptors and
+  /// The most downloads at once to one host that multiplexes: `perHostStreams`, or
+  /// `concurrency` when unset.
+  public var streamsPerHost: Int { perHostStreams ?? concurrency }
+
+  /// The most downloads at once to one host, whatever it speaks.
+  var mostPerHost: Int { max(perHostConcurrency, streamsPerHost) }
+
+  /// What `concurrency`, `perHostConcurrency` and `perHostStreams` may be set to: past it, file descriptors and
   /// memory run out long before downloads go faster (SPEC section 7: numbers are
   /// range-checked).
   public static let concurrencyRange = 1...10_000

@@ -87,11 +87,12 @@ public struct Prefetcher: Sendable {
     var window = StartQueue<PrefetchItem>()
     let windowSize = max(configuration.concurrency * 4, 64)
     // Items handed to the downloader and not over yet, in all and per host. The downloader keeps
-    // the limits (`concurrency`, `perHostConcurrency`) on what is under way; as many again wait
-    // in it, so that a download that ends is followed at once, on the transfer thread, by the
-    // next one, without waiting for this task to hear of it.
+    // the limits (`concurrency`, and per host `perHostConcurrency` or, over HTTP/2,
+    // `perHostStreams`) on what is under way; as many again wait in it, so that a download that
+    // ends is followed at once, on the transfer thread, by the next one, without waiting for
+    // this task to hear of it.
     let queuedLimit = configuration.concurrency * 2
-    let queuedPerHostLimit = configuration.perHostConcurrency * 2
+    let queuedPerHostLimit = configuration.mostPerHost * 2
     var perHost: [String: Int] = [:]
     var running = 0
     // Downloads in flight (or waiting to retry), by slot number.

@@ -29,6 +29,8 @@ final class Transfer: @unchecked Sendable {
   var phase = Phase.unseen(cancelRequested: false)
   /// The run's bandwidth budget that its bodies draw on, when there is a cap.
   var bandwidth: BandwidthBudget?
+  /// Where the loop hears that a perform delivered data.
+  var activity: PerformActivity?
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.

@@ -13,8 +13,9 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// and the store happen there, off this thread. Easy handles
 /// are kept and reused, so connections, TLS sessions and DNS answers are too.
 ///
-/// The loop keeps the limits: at most `concurrency` transfers under way, `perHostConcurrency`
-/// per host. A transfer queued beyond them waits here (by priority, then in order) and starts
+/// The loop keeps the limits: at most `concurrency` transfers under way; per host,
+/// `perHostConcurrency` (connections, and so transfers over HTTP/1.1) or, for a host that
+/// answered over HTTP/2, `perHostStreams`. A transfer queued beyond them waits here (by priority, then in order) and starts
 /// on this thread the moment one ends: the connections stay busy however long the queuing task
 /// takes to hear of the end and queue more. It keeps the origin limits there too (``HostGate``:
 /// the per-host rate and the host-wide back-off; ``BandwidthBudget``: the run's bandwidth cap),
@@ -53,7 +54,18 @@ final class TransferLoop: @unchecked Sendable {
   private var running = 0
   private var runningPerHost: [String: Int] = [:]
   private let maxRunning: Int
+  /// Transfers at once to a host not known to multiplex: one a connection.
   private let maxRunningPerHost: Int
+  /// Transfers at once to a host whose last answer came over HTTP/2: streams on its
+  /// connections, which curl keeps within `maxRunningPerHost` connections and the server's
+  /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
+  private let maxStreamsPerHost: Int
+  /// Whether each host's last answer came over HTTP/2 or later (`true`) or HTTP/1 (`false`);
+  /// a host not here yet gets the lower of the two limits.
+  private var multiplexes: [String: Bool] = [:]
+  private let maxPerUnknownHost: Int
+  /// Set by the write callbacks when a perform delivered data: see ``stallGuardMilliseconds``.
+  private let received = PerformActivity()
   private let connection: Connection
   /// The per-host rate and back-offs: which waiting transfers may start now.
   private var gate: HostGate
@@ -66,20 +78,23 @@ final class TransferLoop: @unchecked Sendable {
 
   private let idleWaitMilliseconds: Int32
 
-  /// The longest wait in `curl_multi_poll` while transfers are in flight. libcurl 7.88
+  /// The longest wait in `curl_multi_poll` after performs that delivered data. libcurl 7.88
   /// (Debian 12's) can leave HTTP/2 data it has already read from the socket unprocessed, with
   /// no socket event to report it: the transfers it belongs to then wait for the next timer,
-  /// up to a second (the low-speed check's), and curl(1) stalls the same way (about one run
-  /// in 50 of the prefetch benchmark, over HTTP/2). Looking again every 10 ms bounds that
-  /// stall; with every transfer waiting on its server, it costs one `curl_multi_perform` per
-  /// 10 ms.
-  static let busyWaitMilliseconds: Int32 = 10
+  /// up to a second (the low-speed check's), and curl(1) stalls the same way. Such data is read
+  /// only by a perform that reads data: after one that delivered some, the loop performs again
+  /// at once, until one delivers none, and then waits at most this long as a safety net. A
+  /// loop whose transfers all wait on their servers delivers nothing, and sleeps until a
+  /// socket or one of curl's timers wakes it.
+  static let stallGuardMilliseconds: Int32 = 10
 
   init(configuration: PrefetchConfiguration, idleWaitMilliseconds: Int32) {
     precondition(curlInitialised, "curl_global_init failed")
     self.idleWaitMilliseconds = idleWaitMilliseconds
     maxRunning = max(1, configuration.concurrency)
     maxRunningPerHost = max(1, configuration.perHostConcurrency)
+    maxStreamsPerHost = max(1, configuration.streamsPerHost)
+    maxPerUnknownHost = min(maxRunningPerHost, maxStreamsPerHost)
     connection = configuration.connection
     gate = HostGate(configuration: configuration)
     bandwidth = configuration.maxBytesPerSecond.map {
@@ -89,6 +104,9 @@ final class TransferLoop: @unchecked Sendable {
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.perHostConcurrency)
+    // curl's own cap on streams a connection (100 by default) gives way to ours; the server's
+    // SETTINGS_MAX_CONCURRENT_STREAMS still applies.
+    ic_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, maxStreamsPerHost)
     cookies = curl_share_init()
     ic_share_setopt_long(cookies, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
     let thread = Thread { [self] in run() }
@@ -152,6 +170,8 @@ final class TransferLoop: @unchecked Sendable {
 
   private func run() {
     var stillRunning: Int32 = 0
+    // Whether a perform delivered data since the loop last waited.
+    var deliveredSinceWait = false
     while true {
       let (commands, stopping) = inbox.withLock { inbox in
         defer { inbox.commands.removeAll(keepingCapacity: true) }
@@ -166,10 +186,20 @@ final class TransferLoop: @unchecked Sendable {
       if stopping { break }
       startWaiting()
       let unpaused = resumePaused()
+      received.delivered = false
       curl_multi_perform(multi, &stillRunning)
+      let delivered = received.delivered
       collectFinished()
       // What ended made room: the next ones are sent by the next perform, before any wait.
       if startWaiting() { continue }
+      // A perform that delivered data may have read more than it handed over (see
+      // `stallGuardMilliseconds`): the next one, at once, hands it over, and so on until one
+      // delivers nothing. A burst of answers on one HTTP/2 connection is then taken whole,
+      // and the requests that follow go out with no wait.
+      if delivered {
+        deliveredSinceWait = true
+        continue
+      }
       // Waits only with nothing queued; a command queued from here on wakes it.
       let waits = inbox.withLock { inbox in
         inbox.polling = inbox.commands.isEmpty && !inbox.stopping
@@ -178,7 +208,9 @@ final class TransferLoop: @unchecked Sendable {
       }
       guard waits else { continue }
       var wait =
-        active.isEmpty ? idleWaitMilliseconds : min(idleWaitMilliseconds, Self.busyWaitMilliseconds)
+        deliveredSinceWait
+        ? min(idleWaitMilliseconds, Self.stallGuardMilliseconds) : idleWaitMilliseconds
+      deliveredSinceWait = false
       // A transfer held back by the rate, a back-off or the bandwidth cap is due then.
       let due = min(gateWake, unpaused ?? .max)
       if due != .max {
@@ -221,7 +253,7 @@ final class TransferLoop: @unchecked Sendable {
     if gated { gate.prune(at: now) }
     while running < maxRunning,
       let transfer = waiting.takeFirst(where: {
-        runningPerHost[$0.host, default: 0] < maxRunningPerHost
+        runningPerHost[$0.host, default: 0] < limit(for: $0.host)
           && (!gated || gate.allows($0.host, at: now, wake: &wake))
       })
     {
@@ -235,6 +267,15 @@ final class TransferLoop: @unchecked Sendable {
     }
     gateWake = wake
     return started
+  }
+
+  /// Transfers at once allowed to `host`.
+  private func limit(for host: String) -> Int {
+    switch multiplexes[host] {
+    case true?: maxStreamsPerHost
+    case false?: maxRunningPerHost
+    case nil: maxPerUnknownHost
+    }
   }
 
   /// Unpauses the transfers the bandwidth budget can now pay for; returns when the next
@@ -262,6 +303,7 @@ final class TransferLoop: @unchecked Sendable {
     runningPerHost[transfer.host, default: 0] += 1
     transfer.startClock()
     transfer.bandwidth = bandwidth
+    transfer.activity = received
     guard let easy = idle.popLast() ?? EasyHandle() else {
       return finish(transfer, .failure(.init(.localFailure(reason: "curl_easy_init failed"))))
     }
@@ -311,11 +353,21 @@ final class TransferLoop: @unchecked Sendable {
       let code = ic_message_result(message)
       curl_multi_remove_handle(multi, handle)
       guard let transfer = active.removeValue(forKey: handle) else { continue }
+      learnProtocol(of: transfer)
       switch transfer.conclude(code) {
       case .redirect: send(transfer)
       case .done(let result): finish(transfer, result)
       }
     }
+  }
+
+  /// Notes whether the transfer's host answered over HTTP/2 (or later), which multiplexes,
+  /// or over HTTP/1, which does not; a transfer that got no answer says nothing.
+  private func learnProtocol(of transfer: Transfer) {
+    guard let easy = transfer.easy else { return }
+    let version = easy.info(CURLINFO_HTTP_VERSION)
+    guard version != 0 else { return }
+    multiplexes[transfer.host] = version >= ic_http_version_2_0
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
@@ -453,9 +505,16 @@ final class EasyHandle {
   }
 }
 
+/// Whether a perform delivered data to a transfer: written by the write callbacks and read by
+/// the loop, on the loop thread alone.
+final class PerformActivity: @unchecked Sendable {
+  var delivered = false
+}
+
 private let receiveBody: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
+  transfer.activity?.delivered = true
   guard let data, length > 0 else { return length }
   if let bandwidth = transfer.bandwidth, !bandwidth.admit(length, for: transfer) {
     return ic_writefunc_pause
@@ -466,6 +525,7 @@ private let receiveBody: curl_write_callback = { data, size, count, context in
 private let receiveHeader: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
+  transfer.activity?.delivered = true
   guard let data, length > 0 else { return length }
   transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length))
   return length

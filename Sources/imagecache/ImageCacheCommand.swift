@@ -62,6 +62,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func main() async {
     // A closed pipe on stdout or stderr is a failed write, never the end of the run.
     signal(SIGPIPE, SIG_IGN)
+    ProcessMemory.keepFreedMemory()
     var command: ParsableCommand
     do {
       command = try parseAsRoot()

@@ -50,9 +50,18 @@ struct PrefetchSettings: ParsableArguments {
 
   @Option(
     name: .customLong("per-host-concurrency"),
-    help:
-      "Downloads at once to one host, by this worker (1 to 10000; N shards open N times as many).")
+    help: ArgumentHelp(
+      "Connections at once to one host, by this worker, and so downloads over HTTP/1.1 "
+        + "(1 to 10000; N shards open N times as many)."))
   var perHostConcurrency = PrefetchConfiguration().perHostConcurrency
+
+  @Option(
+    name: .customLong("per-host-streams"),
+    help: ArgumentHelp(
+      "Downloads at once to one host that answers over HTTP/2, as streams on its connections "
+        + "(1 to 10000; default: --concurrency).",
+      valueName: "n"))
+  var perHostStreams: Int?
 
   @Option(
     name: .customLong("fleet-per-host-concurrency"),
@@ -178,6 +187,10 @@ struct PrefetchSettings: ParsableArguments {
     try maxResponseSize.check("--max-response-size")
     try rate?.check("--rate")
     try maxBandwidth?.check("--max-bandwidth")
+    if let perHostStreams {
+      try checkCount(
+        perHostStreams, "--per-host-streams", allowed: PrefetchConfiguration.concurrencyRange)
+    }
     if let fleetPerHostConcurrency {
       try checkCount(fleetPerHostConcurrency, .fleetPerHostConcurrency)
     }
@@ -199,6 +212,7 @@ struct PrefetchSettings: ParsableArguments {
     job.context = try ImageContext().applying(try contextObject(), source: "command line")
     job.prefetch.concurrency = concurrency
     job.prefetch.perHostConcurrency = perHostConcurrency
+    job.prefetch.perHostStreams = perHostStreams
     job.prefetch.fleetPerHostConcurrency = fleetPerHostConcurrency
     job.prefetch.timeout = timeout.seconds
     job.prefetch.deadline = deadline.seconds

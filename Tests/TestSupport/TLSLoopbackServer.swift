@@ -38,10 +38,12 @@ public final class TLSLoopbackServer: Sendable {
 /// A loopback server written in Python, which a test starts and stops.
 enum LoopbackPython {
   /// Runs `script` with `arguments` and waits for the port it prints on its first line.
-  static func start(_ script: String, arguments: [String]) throws -> (Process, Int) {
+  static func start(_ script: String, arguments: [String], python: String = "python3") throws
+    -> (Process, Int)
+  {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["python3", "-c", script] + arguments
+    process.arguments = [python, "-c", script] + arguments
     let output = Pipe()
     process.standardOutput = output
     process.standardError = FileHandle.nullDevice

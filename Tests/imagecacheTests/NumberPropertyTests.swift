@@ -70,6 +70,7 @@ final class NumberPropertyTests: XCTestCase {
     (["cache", "maxDiskAge"], "cache.maxDiskAge"), (["cache", "maxDiskSize"], "cache.maxDiskSize"),
     (["prefetch", "concurrency"], "prefetch.concurrency"),
     (["prefetch", "perHostConcurrency"], "prefetch.perHostConcurrency"),
+    (["prefetch", "perHostStreams"], "prefetch.perHostStreams"),
     (["prefetch", "retries"], "prefetch.retries"), (["prefetch", "timeout"], "prefetch.timeout"),
     (["prefetch", "deadline"], "prefetch.deadline"),
     (["prefetch", "maxResponseSize"], "prefetch.maxResponseSize"),
@@ -174,7 +175,8 @@ final class NumberPropertyTests: XCTestCase {
     try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
     let prefetchFlags = [
       "--timeout", "--deadline", "--blacklist-ttl", "--wait-timeout", "--concurrency",
-      "--per-host-concurrency", "--retries", "--max-pixels", "--max-response-size", "--shards",
+      "--per-host-concurrency", "--per-host-streams", "--retries", "--max-pixels",
+      "--max-response-size", "--shards",
       "--shard",
     ]
     let job = temporary.appending("job.yaml")

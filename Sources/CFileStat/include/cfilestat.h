@@ -25,4 +25,9 @@ int ic_stat_at(int dirfd, const char *path, ic_file_stat *out);
 /// Returns 0, or -1 with errno set.
 int ic_touch_access_time(const char *path);
 
+/// Sets glibc's malloc to keep freed memory for later allocations (mallopt's trim threshold,
+/// top pad and mmap threshold, which Swift's Glibc module does not import): see
+/// `ProcessMemory.keepFreedMemory()`.
+void ic_keep_freed_memory(size_t trim_threshold, size_t top_pad, size_t mmap_threshold);
+
 #endif

@@ -351,7 +351,8 @@ struct JobParser {
     try checkKeys(
       mapping,
       known: [
-        "concurrency", "perHostConcurrency", "timeout", "deadline", "maxResponseSize", "retries",
+        "concurrency", "perHostConcurrency", "perHostStreams", "timeout", "deadline",
+        "maxResponseSize", "retries",
         "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
         "noProxy", "rate", "maxBandwidth", "hostBackoff",
       ],
@@ -361,6 +362,10 @@ struct JobParser {
     }
     if let value = mapping["perHostConcurrency"] {
       limits.perHostConcurrency = try count(value, .perHostConcurrency)
+    }
+    if let value = mapping["perHostStreams"] {
+      limits.perHostStreams = try count(
+        value, "prefetch.perHostStreams", allowed: PrefetchConfiguration.concurrencyRange)
     }
     if let value = mapping["fleetPerHostConcurrency"] {
       limits.fleetPerHostConcurrency = try count(value, .fleetPerHostConcurrency)

@@ -1,0 +1,15 @@
+import CFileStat
+
+/// How this process's allocator treats freed memory.
+public enum ProcessMemory {
+  /// Keeps memory that is freed for the next allocation instead of handing it back to the
+  /// kernel at once. By default glibc trims a heap's free top past 128 KiB and maps blocks
+  /// past 128 KiB on their own: each download's buffers (libcurl's receive buffer, the body)
+  /// were then given back and faulted in again, page by page, for the next one: 3.5 page
+  /// faults an image and about 5% of a prefetch's CPU (docs/benchmarks.md). The peak is
+  /// unchanged; what the peak held stays mapped until the process ends. Blocks of 8 MiB and
+  /// more still get mappings of their own, returned when freed.
+  public static func keepFreedMemory() {
+    ic_keep_freed_memory(256 << 20, 16 << 20, 8 << 20)
+  }
+}

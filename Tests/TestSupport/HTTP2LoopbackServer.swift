@@ -1,0 +1,95 @@
+import Foundation
+
+/// An HTTPS server on 127.0.0.1 that speaks HTTP/2 only (ALPN `h2`), with the fixtures'
+/// self-signed certificate: Python's `h2` (Debian's `python3-h2`, which `.ci/run` installs)
+/// on asyncio. Every request gets
+/// `body` after `delay` seconds, so that requests overlap and the server can count how many
+/// streams a client keeps open at once, and on how many connections.
+public final class HTTP2LoopbackServer: Sendable {
+  public let port: Int
+  private let process: Process
+  private let statsPath: String
+
+  public func url(_ path: String) -> String { "https://127.0.0.1:\(port)\(path)" }
+
+  /// What the server saw: requests, the most streams open at once, and connections.
+  public struct Stats: Decodable, Sendable {
+    public var requests: Int
+    public var mostOpen: Int
+    public var connections: Int
+  }
+
+  public init(body: Data, delay: TimeInterval, root: String) throws {
+    try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
+    let bodyPath = root + "/body"
+    FileManager.default.createFile(atPath: bodyPath, contents: body)
+    statsPath = root + "/stats.json"
+    let script = """
+      import asyncio, json, os, ssl, sys
+      import h2.config, h2.connection, h2.events
+      body_path, certs, delay, stats_path = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
+      body = open(body_path, "rb").read()
+      stats = {"requests": 0, "mostOpen": 0, "connections": 0}
+      open_streams = 0
+
+      def save():
+          with open(stats_path + ".tmp", "w") as f:
+              json.dump(stats, f)
+          os.replace(stats_path + ".tmp", stats_path)
+
+      async def serve(reader, writer):
+          global open_streams
+          stats["connections"] += 1
+          save()
+          connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+          connection.initiate_connection()
+          writer.write(connection.data_to_send())
+
+          async def respond(stream):
+              global open_streams
+              await asyncio.sleep(delay)
+              open_streams -= 1
+              connection.send_headers(stream, [(":status", "200"), ("content-type", "image/jpeg"),
+                                               ("content-length", str(len(body)))])
+              connection.send_data(stream, body, end_stream=True)
+              writer.write(connection.data_to_send())
+
+          while True:
+              data = await reader.read(65536)
+              if not data:
+                  break
+              for event in connection.receive_data(data):
+                  if isinstance(event, h2.events.RequestReceived):
+                      open_streams += 1
+                      stats["requests"] += 1
+                      stats["mostOpen"] = max(stats["mostOpen"], open_streams)
+                      save()
+                      asyncio.ensure_future(respond(event.stream_id))
+              writer.write(connection.data_to_send())
+          writer.close()
+
+      async def main():
+          context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+          context.load_cert_chain(certs + "/cert.pem", certs + "/key.pem")
+          context.set_alpn_protocols(["h2"])
+          server = await asyncio.start_server(serve, "127.0.0.1", 0, ssl=context)
+          save()
+          print(server.sockets[0].getsockname()[1], flush=True)
+          await server.serve_forever()
+
+      asyncio.run(main())
+      """
+    // Debian's Python, where `python3-h2` installs (.ci/run), whatever `python3` is first
+    // on the PATH.
+    (process, port) = try LoopbackPython.start(
+      script, arguments: [bodyPath, Fixtures.directory + "/tls", String(delay), statsPath],
+      python: "/usr/bin/python3")
+  }
+
+  /// What the server has seen so far.
+  public func stats() throws -> Stats {
+    try JSONDecoder().decode(Stats.self, from: Data(contentsOf: URL(fileURLWithPath: statsPath)))
+  }
+
+  public func shutdown() { LoopbackPython.stop(process) }
+}
