@@ -187,10 +187,7 @@ struct PrefetchSettings: ParsableArguments {
     try maxResponseSize.check("--max-response-size")
     try rate?.check("--rate")
     try maxBandwidth?.check("--max-bandwidth")
-    if let perHostStreams {
-      try checkCount(
-        perHostStreams, "--per-host-streams", allowed: PrefetchConfiguration.concurrencyRange)
-    }
+    if let perHostStreams { try checkCount(perHostStreams, .perHostStreams) }
     if let fleetPerHostConcurrency {
       try checkCount(fleetPerHostConcurrency, .fleetPerHostConcurrency)
     }

@@ -364,8 +364,7 @@ struct JobParser {
       limits.perHostConcurrency = try count(value, .perHostConcurrency)
     }
     if let value = mapping["perHostStreams"] {
-      limits.perHostStreams = try count(
-        value, "prefetch.perHostStreams", allowed: PrefetchConfiguration.concurrencyRange)
+      limits.perHostStreams = try count(value, .perHostStreams)
     }
     if let value = mapping["fleetPerHostConcurrency"] {
       limits.fleetPerHostConcurrency = try count(value, .fleetPerHostConcurrency)

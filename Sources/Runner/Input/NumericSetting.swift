@@ -10,6 +10,7 @@ import Prefetcher
 public enum NumericSetting: Sendable, CaseIterable {
   case concurrency
   case perHostConcurrency
+  case perHostStreams
   case fleetPerHostConcurrency
   case retries
   case maxPixels
@@ -26,7 +27,7 @@ public enum NumericSetting: Sendable, CaseIterable {
 
   public var rule: Rule {
     switch self {
-    case .concurrency, .perHostConcurrency, .fleetPerHostConcurrency:
+    case .concurrency, .perHostConcurrency, .perHostStreams, .fleetPerHostConcurrency:
       .count(PrefetchConfiguration.concurrencyRange)
     case .retries: .count(PrefetchConfiguration.retriesRange)
     case .maxPixels: .count(PrefetchConfiguration.maxPixelsRange)
@@ -40,6 +41,7 @@ public enum NumericSetting: Sendable, CaseIterable {
     switch self {
     case .concurrency: "prefetch.concurrency"
     case .perHostConcurrency: "prefetch.perHostConcurrency"
+    case .perHostStreams: "prefetch.perHostStreams"
     case .fleetPerHostConcurrency: "prefetch.fleetPerHostConcurrency"
     case .retries: "prefetch.retries"
     case .maxPixels: "prefetch.maxPixels"
@@ -55,6 +57,7 @@ public enum NumericSetting: Sendable, CaseIterable {
     switch self {
     case .concurrency: "--concurrency"
     case .perHostConcurrency: "--per-host-concurrency"
+    case .perHostStreams: "--per-host-streams"
     case .fleetPerHostConcurrency: "--fleet-per-host-concurrency"
     case .retries: "--retries"
     case .maxPixels: "--max-pixels"
