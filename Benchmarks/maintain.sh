@@ -8,7 +8,7 @@
 #
 #   bash Benchmarks/maintain.sh                 # 1,000,000 then 3,000,000 files, tmpfs (root)
 #   SIZES=100000 RUNS=3 bash Benchmarks/maintain.sh
-#   TMPFS=0 bash Benchmarks/maintain.sh         # on the disk instead (noisy: see README)
+#   TMPFS=0 bash Benchmarks/maintain.sh         # on the disk instead (noisy: see docs/benchmarks.md)
 #
 # The real pass (deletes) is timed once at the end, at the largest size. Needs GNU time:
 # installed when missing.

@@ -14,7 +14,7 @@ struct RunCommand: AsyncParsableCommand {
       reported with its file, line and field, and nothing runs (exit 2). A signal stops the \
       job in hand after the work in hand, writes its report marked interrupted, and runs no \
       further job. With several jobs, --report FILE without {job} writes FILE-<job>.json per \
-      job, and --json prints one JSON array of their reports. See imagecache-job(5) or README.md for the job file reference and jobs/example.yaml for an \
+      job, and --json prints one JSON array of their reports. See imagecache-job(5) or docs/jobs.md for the job file reference and jobs/example.yaml for an \
       example.
 
       Exit codes: 0 every job done, 1 URLs failed in some job (0 with --allow-url-failures \

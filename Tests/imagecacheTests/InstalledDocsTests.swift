@@ -115,7 +115,11 @@ final class InstalledDocsTests: XCTestCase {
           "share/doc/imagecache/README.md", "share/doc/imagecache/report-schema.json",
           "share/doc/imagecache/example.yaml", "share/doc/imagecache/crontab.example",
           "share/doc/imagecache/imagecache.rules.yml",
-        ].map { under + $0 }))
+        ].map { under + $0 }
+          // The pages the README links to, where its links lead.
+          + (try FileManager.default.contentsOfDirectory(atPath: repositoryPath("docs")))
+          .filter { $0.hasSuffix(".md") || $0 == "report-schema.json" }
+          .map { under + "share/doc/imagecache/docs/" + $0 }))
     // The unit and the crontab run the wrapper where it was installed.
     let unit = try String(
       contentsOfFile: stage + prefix + "/lib/systemd/system/imagecache-nightly.service",
