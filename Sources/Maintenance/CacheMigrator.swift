@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -26,14 +27,13 @@ public struct CacheMigrator: Sendable {
   private let plan = DryRunPlan()
 
   /// Names in the disk cache path that a dry run has moved in or out, on paper.
-  final class DryRunPlan: @unchecked Sendable {
-    private var files: [String: FileAttributes?] = [:]
-    private let lock = NSLock()
+  final class DryRunPlan: Sendable {
+    private let files = Mutex<[String: FileAttributes?]>([:])
 
     /// What a dry run has put at `name` (`.some(nil)`: moved away), or `nil` if untouched.
-    func planned(_ name: String) -> FileAttributes?? { lock.withLock { files[name] } }
+    func planned(_ name: String) -> FileAttributes?? { files.withLock { $0[name] } }
     func set(_ name: String, _ attributes: FileAttributes?) {
-      lock.withLock { files[name] = .some(attributes) }
+      files.withLock { $0[name] = .some(attributes) }
     }
   }
 

@@ -41,7 +41,6 @@ public final class ImageManager: Sendable {
   let downloader: Downloader
   private let memory: MemoryCache
   private let states: Mutex<[String: NamespaceState]>
-  private let inFlight = InFlightLoads()
   private let runEnding = Mutex<ImageCacheError?>(nil)
   /// The locks of the namespaces other than the default one that lines named, held until
   /// ``close()``.
@@ -172,24 +171,14 @@ public final class ImageManager: Sendable {
     }
   }
 
-  /// Loads one URL once (no retries: that is the prefetcher's job).
+  /// Loads one URL once (no retries: that is the prefetcher's job), through the prefetcher's
+  /// own path: a one-item run. Separate calls are not coalesced with each other; many URLs go
+  /// through ``Prefetcher/run(_:stop:progress:)``.
   public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async
     -> LoadResult
   {
-    switch prepare(rawURL, options: options, context: context) {
-    case .finished(let result):
-      return result
-    case .download(let pending):
-      return await inFlight.run(key: pending.coalescingKey) {
-        let response: Result<DownloadResponse, DownloadFailure>
-        do throws(DownloadFailure) {
-          response = .success(try await downloader.download(pending.request))
-        } catch {
-          response = .failure(error)
-        }
-        return finish(pending, response)
-      }
-    }
+    await Prefetcher(manager: self).load(
+      PrefetchItem(url: rawURL, options: options, context: context), retries: 0)
   }
 
   /// A load that needs the network: the request to send, and what ``finish(_:_:)`` needs to
@@ -197,7 +186,7 @@ public final class ImageManager: Sendable {
   public struct PendingDownload: Sendable {
     public let request: DownloadRequest
     /// Loads with the same key are one download (SD coalesces them too).
-    public let coalescingKey: String
+    let loadKey: LoadKey
     let rawURL: String
     let blacklistKey: String
     let originalKey: String
@@ -314,8 +303,9 @@ public final class ImageManager: Sendable {
     return .download(
       PendingDownload(
         request: request,
-        coalescingKey:
-          "\(context.namespace ?? defaultNamespace)\u{0}\(url.absoluteString)\u{0}\(key)",
+        loadKey: LoadKey(
+          namespace: context.namespace ?? defaultNamespace, url: url, cacheKey: key,
+          options: options, context: context),
         rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
         paths: paths, options: options, context: context, namespace: namespace))
   }
@@ -566,41 +556,5 @@ public final class ImageManager: Sendable {
       states[name] = created
       return created
     }
-  }
-}
-
-/// One load per URL and cache key at a time: a duplicate that arrives while the first is in
-/// flight waits for it and shares its result instead of making a second request. The first
-/// caller runs the load itself (no task or actor hop per URL: this runs for every URL).
-final class InFlightLoads: Sendable {
-  /// For each key in flight, the duplicates waiting for its result.
-  private let waiting = Mutex<[String: [CheckedContinuation<LoadResult?, Never>]]>([:])
-
-  func run(key: String, _ body: () async -> LoadResult) async -> LoadResult {
-    let first = waiting.withLock { waiting in
-      guard waiting[key] == nil else { return false }
-      waiting[key] = []
-      return true
-    }
-    guard first else {
-      let shared = await withCheckedContinuation { continuation in
-        let queued = waiting.withLock { waiting in
-          guard waiting[key] != nil else { return false }
-          waiting[key]!.append(continuation)
-          return true
-        }
-        // The first load ended in between: its result is gone, so this one loads again.
-        if !queued { continuation.resume(returning: nil) }
-      }
-      guard let shared else { return await run(key: key, body) }
-      // The first caller reports the download; a duplicate finds the image in place.
-      if case .downloaded = shared.outcome { return LoadResult(outcome: .diskHit) }
-      return shared
-    }
-    let result = await body()
-    for duplicate in waiting.withLock({ $0.removeValue(forKey: key) ?? [] }) {
-      duplicate.resume(returning: result)
-    }
-    return result
   }
 }

@@ -85,15 +85,40 @@ public final class RunLock: Sendable {
     location: CacheLocation, options: Options, waiting: (Holder?) -> Void = { _ in },
     _ body: () async throws -> Result
   ) async throws -> Result {
-    let lock = try RunLock(location: location, options: options, waiting: waiting)
+    let lock = try await take(location: location, options: options, waiting: waiting)
     defer { lock?.release() }
     return try await body()
+  }
+
+  /// Takes the lock as `options` say, trying again every 50 ms while another run holds it and
+  /// `options.wait` allows. The wait suspends the task, so a cancelled task stops waiting at
+  /// once (`CancellationError`) and no thread of the pool is held meanwhile; `flock(2)` has no
+  /// wait that can be cancelled.
+  private static func take(
+    location: CacheLocation, options: Options, waiting: (Holder?) -> Void
+  ) async throws -> RunLock? {
+    var toldWaiting = false
+    let deadline = options.timeout.map { (seconds: $0, at: Date().addingTimeInterval($0)) }
+    while true {
+      do {
+        return try RunLock(location: location, options: options)
+      } catch Failure.held(let path) where options.wait {
+        if let deadline, Date() >= deadline.at {
+          throw Failure.stillHeld(path: path, seconds: deadline.seconds)
+        }
+        if !toldWaiting {
+          toldWaiting = true
+          waiting(Self.holder(path: path))
+        }
+        try await Task.sleep(nanoseconds: 50_000_000)
+      }
+    }
   }
 
   /// Takes the lock without waiting, for an owner that releases it when its own scope ends
   /// (the manager, for the namespaces manifest lines name).
   package static func acquire(location: CacheLocation, shard: Shard? = nil) throws -> RunLock {
-    try RunLock(location: location, options: Options(shard: shard), waiting: { _ in })!
+    try RunLock(location: location, options: Options(shard: shard))!
   }
 
   /// The holder the lock file names, if it names one.
@@ -115,17 +140,16 @@ public final class RunLock: Sendable {
     return Holder(pid: pid, startedAt: lines.dropFirst().first)
   }
 
-  /// `nil` for a read-only lock on a cache that has no lock file.
-  private init?(location: CacheLocation, options: Options, waiting: (Holder?) -> Void) throws {
+  /// Takes the lock without waiting: ``Failure/held(path:)`` names the lock file another run
+  /// holds. `nil` for a read-only lock on a cache that has no lock file.
+  private init?(location: CacheLocation, options: Options) throws {
     let main = (location.stateDirectory as NSString).appendingPathComponent("lock")
     if !options.readOnly { try FileSystem.createDirectory(path: location.stateDirectory) }
     try FileSystem.checkOwnEntry(location.stateDirectory, isFolder: true)
     guard let shard = options.shard else {
       path = main
       guard
-        let fd = try Self.take(
-          main, exclusive: !options.readOnly, options: options,
-          waiting: { waiting(Self.holder(path: main)) })
+        let fd = try Self.take(main, exclusive: !options.readOnly, readOnly: options.readOnly)
       else { return nil }
       self.fd = fd
       shardFD = nil
@@ -137,17 +161,13 @@ public final class RunLock: Sendable {
     path = (location.stateDirectory as NSString).appendingPathComponent(
       "lock." + shard.fileSuffix)
     guard
-      let shared = try Self.take(
-        main, exclusive: false, options: options, waiting: { waiting(Self.holder(path: main)) })
+      let shared = try Self.take(main, exclusive: false, readOnly: options.readOnly)
     else {
       return nil
     }
-    let own = path
     do {
       guard
-        let fd = try Self.take(
-          own, exclusive: !options.readOnly, options: options,
-          waiting: { waiting(Self.holder(path: own)) })
+        let fd = try Self.take(path, exclusive: !options.readOnly, readOnly: options.readOnly)
       else {
         close(shared)
         return nil
@@ -161,37 +181,21 @@ public final class RunLock: Sendable {
     if !options.readOnly { Self.writeHolder(fd) }
   }
 
-  /// Opens and locks `path`; `nil` when it is read-only and missing.
-  private static func take(
-    _ path: String, exclusive: Bool, options: Options, waiting: () -> Void
-  ) throws -> Int32? {
+  /// Opens and locks `path` without waiting; `nil` when it is read-only and missing.
+  private static func take(_ path: String, exclusive: Bool, readOnly: Bool) throws -> Int32? {
     let opened = Result { () throws(FileSystemError) in
-      try FileSystem.openOwnFile(path, flags: options.readOnly ? O_RDONLY : O_RDWR | O_CREAT)
+      try FileSystem.openOwnFile(path, flags: readOnly ? O_RDONLY : O_RDWR | O_CREAT)
     }
     if case .failure(let error) = opened, error.reason == nil {
       throw Failure.cannotOpen(path: path, errno: error.errno)
     }
     guard let fd = try opened.get() else { return nil }
-    var toldWaiting = false
-    let deadline = options.timeout.map { Date().addingTimeInterval($0) }
     while flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0 {
       let failure = errno
       if failure == EINTR { continue }
-      guard failure == EWOULDBLOCK, options.wait, deadline.map({ Date() < $0 }) ?? true else {
-        close(fd)
-        if failure == EWOULDBLOCK {
-          if let timeout = options.timeout, options.wait {
-            throw Failure.stillHeld(path: path, seconds: timeout)
-          }
-          throw Failure.held(path: path)
-        }
-        throw Failure.cannotOpen(path: path, errno: failure)
-      }
-      if !toldWaiting {
-        toldWaiting = true
-        waiting()
-      }
-      usleep(50_000)
+      close(fd)
+      throw failure == EWOULDBLOCK
+        ? Failure.held(path: path) : Failure.cannotOpen(path: path, errno: failure)
     }
     return fd
   }

@@ -3,6 +3,7 @@ import Core
 import Foundation
 import Prefetcher
 import Runner
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -325,19 +326,19 @@ struct Console: RunConsole {
 /// stderr: a line said while the status is up is written over it (`\r`, erase to the end of
 /// the line), and the status is drawn again below it, so that no line is ever glued to a
 /// status or left half-erased. One for the process, as there is one stderr.
-final class StatusLine: @unchecked Sendable {
+final class StatusLine: Sendable {
   static let standardError = StatusLine(descriptor: STDERR_FILENO)
 
   private let descriptor: Int32
-  private let lock = NSLock()
-  /// The status drawn at the bottom, without a newline; `nil` when none is.
-  private var shown: String?
+  /// The status drawn at the bottom, without a newline; `nil` when none is. Its lock is held
+  /// while writing, so that lines from two threads are never interleaved.
+  private let shown = Mutex<String?>(nil)
 
   init(descriptor: Int32) { self.descriptor = descriptor }
 
   /// Writes `text` (whole lines) above the status, if one is shown.
   func print(_ text: String) {
-    lock.withLock {
+    shown.withLock { shown in
       guard let shown else { return Console.write(text, to: descriptor) }
       Console.write(Self.eraseLine + text + shown, to: descriptor)
     }
@@ -345,7 +346,7 @@ final class StatusLine: @unchecked Sendable {
 
   /// Draws `status` in place of the one shown; `final` ends it with a newline, for good.
   func show(_ status: String, final: Bool) {
-    lock.withLock {
+    shown.withLock { shown in
       shown = final ? nil : status
       Console.write(Self.eraseLine + status + (final ? "\n" : ""), to: descriptor)
     }
@@ -364,14 +365,13 @@ final class StatusLine: @unchecked Sendable {
 
 /// On a terminal, one status line kept at the bottom and rewritten in place, never wider than
 /// the terminal; otherwise a log line every few seconds.
-final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
+final class ConsoleProgress: PrefetchProgress, Sendable {
   private let console: Console
   private let isTerminal = isatty(STDERR_FILENO) == 1
   private let statusLine = StatusLine.standardError
-  private let lock = NSLock()
-  private var lastPrinted = Date.distantPast
+  private let lastPrinted = Mutex(Date.distantPast)
   /// The lines to go, once counted (never for sitemaps).
-  private var counted: Int?
+  private let counted = Mutex<Int?>(nil)
   private let countDone = DispatchSemaphore(value: 0)
 
   /// Counts the lines on a thread of its own: a manifest of millions of lines takes seconds to
@@ -380,19 +380,19 @@ final class ConsoleProgress: PrefetchProgress, @unchecked Sendable {
     self.console = console
     let thread = Thread { [self] in
       let total = count()
-      lock.withLock { counted = total }
+      counted.withLock { $0 = total }
       countDone.signal()
     }
     thread.name = "imagecache-line-count"
     thread.start()
   }
 
-  private var total: Int? { lock.withLock { counted } }
+  private var total: Int? { counted.withLock { $0 } }
 
   func update(_ counts: PrefetchCounts, elapsed: TimeInterval) {
     let interval: TimeInterval = isTerminal ? 0.2 : 5
     let now = Date()
-    let due = lock.withLock {
+    let due = lastPrinted.withLock { lastPrinted in
       guard now.timeIntervalSince(lastPrinted) >= interval else { return false }
       lastPrinted = now
       return true

@@ -69,6 +69,29 @@ final class PrefetcherTests: XCTestCase {
     XCTAssertEqual(report.failed, 0)
   }
 
+  /// Issue 32, item 1: loads are one download only when everything that changes what is sent
+  /// or stored is the same; another header or another store is another download.
+  func testTheSameURLWithOtherHeadersOrAnotherStoreIsNotCoalesced() async throws {
+    let url = server.url("/slow.jpg")
+    var token = ImageContext()
+    token.headers = ["Authorization": "Bearer a"]
+    var otherToken = ImageContext()
+    otherToken.headers = ["Authorization": "Bearer b"]
+    var memoryOnly = ImageContext()
+    memoryOnly.storeCacheType = .memory
+    let contexts = [token, token, otherToken, memoryOnly, ImageContext(), ImageContext()]
+    let report = try await prefetcher().run(
+      contexts.map { .success(PrefetchItem(url: url, context: $0)) })
+    XCTAssertEqual(report.total, 6)
+    XCTAssertEqual(report.failed, 0)
+    XCTAssertEqual(
+      server.requestCount("/slow.jpg"), 4,
+      "one per distinct load: token a (twice: one request), token b, memory only, no header")
+    XCTAssertEqual(
+      server.requests("/slow.jpg").compactMap { $0.header("Authorization") }.sorted(),
+      ["Bearer a", "Bearer b"])
+  }
+
   /// Issue 27, item 6: a `Retry-After` over the cap on a wait is not shortened to the cap and
   /// retried: the URL fails at once, saying so.
   func testARetryAfterOverTheCapFailsAtOnceSayingSo() async throws {
@@ -90,6 +113,30 @@ final class PrefetcherTests: XCTestCase {
     XCTAssertEqual(server.requestCount("/five-seconds.png"), 1)
     let failure = try XCTUnwrap(report.failures.first)
     XCTAssertTrue(failure.message.contains("deadline"), failure.message)
+  }
+
+  /// A signal during a back-off ends the wait at once: the run does not sit out the server's
+  /// `Retry-After`, and the URL's last failure is its result.
+  func testCancellingTheRunEndsABackOffAtOnceWithTheLastFailure() async throws {
+    // One download at a time: the second URL is asked for only once the 503 has come back (and
+    // at once: the host is not held back as a whole).
+    let prefetcher = try prefetcher {
+      $0.concurrency = 1
+      $0.hostBackoff = false
+    }
+    let urls = items([server.url("/five-seconds.png"), server.url("/photo.jpg")])
+    let started = Date()
+    let run = Task { await prefetcher.run(urls) }
+    let deadline = Date().addingTimeInterval(10)
+    while server.requestCount("/photo.jpg") == 0 && Date() < deadline {
+      try await Task.sleep(nanoseconds: 5_000_000)
+    }
+    run.cancel()
+    let report = await run.value
+    XCTAssertLessThan(Date().timeIntervalSince(started), 4, "it sat out the 5 s Retry-After")
+    XCTAssertEqual(server.requestCount("/five-seconds.png"), 1)
+    XCTAssertEqual(report.failures.map(\.httpStatus), [503])
+    XCTAssertEqual(report.failures.first?.attempts, 1)
   }
 
   func testTransient503IsRetriedAndSucceeds() async throws {

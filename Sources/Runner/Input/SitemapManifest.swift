@@ -1,6 +1,7 @@
 import Core
 import DequeModule
 import Foundation
+import Synchronization
 
 /// How sitemaps are read (SPEC section 6): `sitemap:` in a job, `--sitemap-pages` and
 /// `--sitemap-order` on the command line.
@@ -215,12 +216,11 @@ final class SitemapManifest {
 }
 
 /// The sitemaps a run has read, shared by the copies of its manifest iterator.
-final class VisitedSitemaps: @unchecked Sendable {
-  private var names: Set<String> = []
-  private let lock = NSLock()
+final class VisitedSitemaps: Sendable {
+  private let names = Mutex<Set<String>>([])
 
   /// Adds `name`; `false` when it was there already.
   func insert(_ name: String) -> Bool {
-    lock.withLock { names.insert(name).inserted }
+    names.withLock { $0.insert(name).inserted }
   }
 }
