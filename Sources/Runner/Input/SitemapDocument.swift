@@ -284,42 +284,6 @@ private final class InflatingInput {
 
   deinit { close() }
 }
-
-/// Finds a DOCTYPE in the prolog as the bytes stream past, before libxml2 parses any of it:
-/// what a DTD can do (entities) is refused before it starts, with the line it is on.
-struct PrologScanner {
-  private(set) var isOver = false
-  private(set) var line = 1
-  /// The bytes of `<!DOCTYPE` matched so far (a match may span two reads).
-  private var matched = 0
-  /// Just after a `<`: the next byte says whether the root element starts.
-  private var afterOpen = false
-  private static let doctype = Array("<!DOCTYPE".utf8)
-
-  /// The line of a DOCTYPE in `bytes`, if one starts there.
-  mutating func scan(_ bytes: UnsafeRawBufferPointer) -> Int? {
-    for byte in bytes {
-      if afterOpen {
-        afterOpen = false
-        // `<?` and `<!` (declarations, comments) belong to the prolog; `<name` ends it.
-        if byte != UInt8(ascii: "?") && byte != UInt8(ascii: "!") {
-          isOver = true
-          return nil
-        }
-      }
-      if byte == UInt8(ascii: "\n") { line += 1 }
-      if byte == Self.doctype[matched] {
-        matched += 1
-        if matched == Self.doctype.count { return line }
-      } else {
-        matched = byte == Self.doctype[0] ? 1 : 0
-      }
-      if byte == UInt8(ascii: "<") { afterOpen = true }
-    }
-    return nil
-  }
-}
-
 private let readInput: xmlInputReadCallback = { context, buffer, count in
   guard let context, let buffer else { return -1 }
   return Unmanaged<InflatingInput>.fromOpaque(context).takeUnretainedValue().read(
@@ -337,68 +301,4 @@ private let recordError: xmlTextReaderErrorFunc = { context, message, _, locator
   let document = Unmanaged<SitemapDocument>.fromOpaque(context).takeUnretainedValue()
   document.record(
     message.map { String(cString: $0) } ?? "", line: Int(xmlTextReaderLocatorLineNumber(locator)))
-}
-
-/// The W3C datetime of `<lastmod>`: `YYYY`, `YYYY-MM`, `YYYY-MM-DD`, or a full date with
-/// `Thh:mm`, optional seconds and fraction, and `Z` or `±hh:mm`.
-enum W3CDate {
-  static func parse(_ text: String) -> Date? {
-    let bytes = Array(text.utf8)
-    var index = 0
-    func number(_ digits: Int) -> Int? {
-      guard index + digits <= bytes.count else { return nil }
-      var value = 0
-      for byte in bytes[index..<index + digits] {
-        guard (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(byte) else { return nil }
-        value = value * 10 + Int(byte - UInt8(ascii: "0"))
-      }
-      index += digits
-      return value
-    }
-    func take(_ character: Character) -> Bool {
-      guard index < bytes.count, bytes[index] == character.asciiValue else { return false }
-      index += 1
-      return true
-    }
-    guard let year = number(4) else { return nil }
-    var components = DateComponents(year: year, month: 1, day: 1, hour: 0, minute: 0, second: 0)
-    var offset = 0
-    if take("-") {
-      guard let month = number(2), (1...12).contains(month) else { return nil }
-      components.month = month
-      if take("-") {
-        guard let day = number(2), (1...31).contains(day) else { return nil }
-        components.day = day
-        if take("T") {
-          guard let hour = number(2), take(":"), let minute = number(2) else { return nil }
-          components.hour = hour
-          components.minute = minute
-          if take(":") {
-            guard let second = number(2) else { return nil }
-            components.second = second
-            if take(".") {
-              while index < bytes.count,
-                (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(bytes[index])
-              {
-                index += 1
-              }
-            }
-          }
-          if take("Z") {
-            offset = 0
-          } else {
-            let sign = take("+") ? 1 : take("-") ? -1 : 0
-            guard sign != 0, let hours = number(2), take(":"), let minutes = number(2) else {
-              return nil
-            }
-            offset = sign * (hours * 3600 + minutes * 60)
-          }
-        }
-      }
-    }
-    guard index == bytes.count else { return nil }
-    var calendar = Calendar(identifier: .gregorian)
-    calendar.timeZone = TimeZone(secondsFromGMT: 0)!
-    return calendar.date(from: components)?.addingTimeInterval(TimeInterval(-offset))
-  }
 }

@@ -1,0 +1,74 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+extension FileSystem {
+  /// Checks that `path`, one of the tool's own files or folders under `.imagecache/` (SPEC
+  /// sections 8 and 11), is what the tool made there, when it exists: a folder, or a regular
+  /// file. A symbolic link or anything else is refused, naming it, and nothing is written
+  /// through it: a link planted there would make a run as root truncate or overwrite its
+  /// target. Returns whether it exists.
+  @discardableResult
+  public static func checkOwnEntry(_ path: String, isFolder: Bool = false)
+    throws(FileSystemError) -> Bool
+  {
+    var info = stat()
+    guard lstat(path, &info) == 0 else {
+      if errno == ENOENT { return false }
+      throw FileSystemError("look at", path: path, errno: errno)
+    }
+    let expected = isFolder ? S_IFDIR : S_IFREG
+    guard info.st_mode & S_IFMT == expected else {
+      throw ownEntryRefused(path, type: info.st_mode & S_IFMT, isFolder: isFolder)
+    }
+    return true
+  }
+
+  /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on
+  /// exec, and never blocking on a FIFO planted there; refuses anything but a regular file.
+  /// Returns `nil` when it does not exist and `flags` do not create it.
+  public static func openOwnFile(_ path: String, flags: Int32, mode: mode_t = 0o644)
+    throws(FileSystemError) -> Int32?
+  {
+    var fd: Int32
+    repeat {
+      fd = open(path, flags | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK | O_NOCTTY, mode)
+    } while fd < 0 && errno == EINTR
+    guard fd >= 0 else {
+      if errno == ENOENT && flags & O_CREAT == 0 { return nil }
+      if errno == ELOOP { throw ownEntryRefused(path, type: S_IFLNK, isFolder: false) }
+      throw FileSystemError("open", path: path, errno: errno)
+    }
+    var info = stat()
+    guard fstat(fd, &info) == 0, info.st_mode & S_IFMT == S_IFREG else {
+      close(fd)
+      throw ownEntryRefused(path, type: info.st_mode & S_IFMT, isFolder: false)
+    }
+    let status = fcntl(fd, F_GETFL)
+    _ = fcntl(fd, F_SETFL, status & ~O_NONBLOCK)
+    return fd
+  }
+
+  private static func ownEntryRefused(_ path: String, type: mode_t, isFolder: Bool)
+    -> FileSystemError
+  {
+    let found =
+      switch type {
+      case S_IFLNK: "a symbolic link"
+      case S_IFDIR: "a folder"
+      case S_IFIFO: "a FIFO"
+      case S_IFCHR, S_IFBLK: "a device"
+      case S_IFSOCK: "a socket"
+      default: "not a regular file"
+      }
+    return .refused(
+      "use", path: path,
+      because: "\(found) where imagecache keeps its own \(isFolder ? "folder" : "file"); "
+        + "nothing was written through it (remove it, and imagecache makes its own)",
+      usage: false)
+  }
+}

@@ -1,0 +1,73 @@
+import Foundation
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// A failed file-system call, with the path and the operation a user needs to act on it.
+public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
+  public let operation: String
+  public let path: String
+  public let errno: Int32
+  /// Why the path was refused, when that was for what it is rather than by a failed call.
+  public let reason: String?
+  /// The user named the path wrongly (a folder for a report file): exit 2, not 4.
+  public let isUsageError: Bool
+
+  public init(_ operation: String, path: String, errno: Int32) {
+    self.operation = operation
+    self.path = path
+    self.errno = errno
+    reason = nil
+    isUsageError = false
+  }
+
+  private init(_ operation: String, path: String, reason: String, isUsageError: Bool) {
+    self.operation = operation
+    self.path = path
+    self.errno = 0
+    self.reason = reason
+    self.isUsageError = isUsageError
+  }
+
+  /// A failure of one of Foundation's file calls, with the POSIX error under it when it
+  /// carries one, else its own words: never an errno read after other calls may have changed
+  /// it, nor one made up.
+  public init(_ operation: String, path: String, underlying error: any Error) {
+    if let error = error as? FileSystemError {
+      self = error
+      return
+    }
+    let bridged = error as NSError
+    let posix = [bridged, bridged.userInfo[NSUnderlyingErrorKey] as? NSError].lazy.compactMap {
+      $0
+    }.first { $0.domain == NSPOSIXErrorDomain }
+    if let posix {
+      self.init(operation, path: path, errno: Int32(posix.code))
+    } else {
+      let words = error is CocoaError ? bridged.localizedDescription : "\(error)"
+      self.init(operation, path: path, reason: words, isUsageError: false)
+    }
+  }
+
+  /// A file that ended before the bytes it was known to hold: not an I/O error (`EIO`), which
+  /// would send someone looking at the disk.
+  public static func unexpectedEnd(_ operation: String, path: String) -> FileSystemError {
+    FileSystemError(operation, path: path, reason: "unexpected end of file", isUsageError: false)
+  }
+
+  /// `path` refused for what it is (a symbolic link, a block device...): `reason` says what.
+  /// - Parameter usage: the user named `path` for this use (exit 2); otherwise the tool's own
+  ///   files were found tampered with (exit 4).
+  public static func refused(
+    _ operation: String, path: String, because reason: String, usage: Bool = true
+  ) -> FileSystemError {
+    FileSystemError(operation, path: path, reason: reason, isUsageError: usage)
+  }
+
+  public var description: String {
+    "\(operation) \(path): \(reason ?? String(cString: strerror(errno)))"
+  }
+}

@@ -1,0 +1,189 @@
+import Foundation
+
+/// Which file date maintenance compares, SD's `SDImageCacheConfigExpireType` (SPEC section 4).
+public enum ExpireType: String, Sendable, Codable, CaseIterable {
+  case accessDate
+  case modificationDate
+  case creationDate
+  /// The inode change time (ctime), SD's NSURLAttributeModificationDateKey.
+  case changeDate
+}
+
+/// The limits the expire and trim passes ran with, as a report states them (SD's
+/// `maxDiskAge`, `maxDiskSize` and `expireType`; SPEC section 4): what a person reading the
+/// report needs to tell a pass that deleted by age from one that trimmed by size.
+public struct CleanupLimits: Sendable, Codable, Equatable {
+  /// Seconds; negative: the expire pass was off (not listed, or a negative age).
+  public var maxDiskAge: Double
+  /// Bytes; zero: the trim pass was off (not listed, or no size).
+  public var maxDiskSize: UInt64
+  public var expireType: ExpireType
+
+  public init(maxDiskAge: Double, maxDiskSize: UInt64, expireType: ExpireType) {
+    self.maxDiskAge = maxDiskAge
+    self.maxDiskSize = maxDiskSize
+    self.expireType = expireType
+  }
+}
+
+/// One thing a maintenance pass did, or would do under `--dry-run`.
+public struct MaintenanceAction: Sendable, Codable, Equatable {
+  public enum Kind: String, Sendable, Codable {
+    case delete
+    case move
+    /// A name collision: the older file was kept aside instead of overwriting the newer one.
+    case keptAside
+  }
+
+  public var kind: Kind
+  /// The file, relative to the disk cache path when it is inside it.
+  public var path: String
+  /// Where it goes, for moves.
+  public var destination: String?
+  public var bytes: UInt64
+  public var date: Date?
+
+  public init(
+    kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil
+  ) {
+    self.kind = kind
+    self.path = path
+    self.destination = destination
+    self.bytes = bytes
+    self.date = date
+  }
+}
+
+/// What a maintenance pass did, counted: the figures a report and the console give.
+public struct PassSummary: Sendable, Equatable {
+  public var pass: MaintenancePassReport.Pass
+  public var dryRun: Bool
+  public var filesRemoved = 0
+  public var filesMoved = 0
+  /// Name collisions whose loser was kept aside.
+  public var filesKeptAside = 0
+  /// Allocated bytes of the removed files.
+  public var bytesFreed: UInt64 = 0
+  public var errorCount = 0
+  /// The limits an expire or trim pass ran with.
+  public var limits: CleanupLimits?
+  /// The allocated bytes of the cache's files (a shard's: its own) before and after an expire
+  /// or trim pass (in a dry run: as they would be after); unknown when the pass was stopped.
+  public var cacheBytesBefore: UInt64?
+  public var cacheBytesAfter: UInt64?
+
+  public init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
+    self.pass = pass
+    self.dryRun = dryRun
+  }
+
+  mutating func count(_ action: MaintenanceAction) {
+    switch action.kind {
+    case .delete:
+      filesRemoved += 1
+      bytesFreed += action.bytes
+    case .move:
+      filesMoved += 1
+    case .keptAside:
+      filesKeptAside += 1
+    }
+  }
+}
+
+/// Receives a maintenance pass's actions and per-file errors as they happen, so that a report
+/// can be streamed instead of held (SPEC section 6). ``MaintenancePassReport`` keeps them in
+/// memory; the runner's report writer writes them out.
+public protocol MaintenanceRecorder {
+  var summary: PassSummary { get set }
+  /// Keeps or writes one action (already counted).
+  mutating func keep(_ action: MaintenanceAction)
+  /// Keeps or writes one per-file error (already counted).
+  mutating func keep(error: String)
+}
+
+extension MaintenanceRecorder {
+  public mutating func record(_ action: MaintenanceAction) {
+    summary.count(action)
+    keep(action)
+  }
+
+  /// Records a per-file error; the pass goes on.
+  public mutating func recordError(_ message: String) {
+    summary.errorCount += 1
+    keep(error: message)
+  }
+
+  /// Records a delete (or, in a dry run, a planned one).
+  public mutating func recordDelete(path: String, bytes: UInt64, date: Date?) {
+    record(MaintenanceAction(kind: .delete, path: path, bytes: bytes, date: date))
+  }
+
+  /// Records a move (or a planned one).
+  public mutating func recordMove(from path: String, to destination: String, bytes: UInt64) {
+    record(MaintenanceAction(kind: .move, path: path, destination: destination, bytes: bytes))
+  }
+
+  /// Records a collision whose loser was kept at `aside`.
+  public mutating func recordKeptAside(path: String, aside: String, bytes: UInt64) {
+    record(MaintenanceAction(kind: .keptAside, path: path, destination: aside, bytes: bytes))
+  }
+}
+
+/// One maintenance pass in a report (SPEC section 6), held in memory: what a decoded report
+/// holds, and a recorder for callers that want the whole pass back.
+public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRecorder {
+  public enum Pass: String, Sendable, Codable {
+    case migrate
+    case expire
+    case trim
+  }
+
+  public var pass: Pass
+  public var dryRun: Bool
+  public var filesRemoved = 0
+  public var filesMoved = 0
+  /// Allocated bytes of the removed files.
+  public var bytesFreed: UInt64 = 0
+  /// Per-file errors; the pass went on after each.
+  public var errors: [String] = []
+  /// Every action taken (or, in a dry run, planned), in order.
+  public var actions: [MaintenanceAction] = []
+  /// The limits an expire or trim pass ran with (absent from migrate passes and from the
+  /// reports of versions before them).
+  public var limits: CleanupLimits?
+  /// The allocated bytes of the cache's files (a shard's: its own) before and after an expire
+  /// or trim pass (in a dry run: as they would be after).
+  public var cacheBytesBefore: UInt64?
+  public var cacheBytesAfter: UInt64?
+
+  public init(pass: Pass, dryRun: Bool) {
+    self.pass = pass
+    self.dryRun = dryRun
+  }
+
+  public var summary: PassSummary {
+    get {
+      var summary = PassSummary(pass: pass, dryRun: dryRun)
+      summary.filesRemoved = filesRemoved
+      summary.filesMoved = filesMoved
+      summary.filesKeptAside = actions.filter { $0.kind == .keptAside }.count
+      summary.bytesFreed = bytesFreed
+      summary.errorCount = errors.count
+      summary.limits = limits
+      summary.cacheBytesBefore = cacheBytesBefore
+      summary.cacheBytesAfter = cacheBytesAfter
+      return summary
+    }
+    set {
+      filesRemoved = newValue.filesRemoved
+      filesMoved = newValue.filesMoved
+      bytesFreed = newValue.bytesFreed
+      limits = newValue.limits
+      cacheBytesBefore = newValue.cacheBytesBefore
+      cacheBytesAfter = newValue.cacheBytesAfter
+    }
+  }
+
+  public mutating func keep(_ action: MaintenanceAction) { actions.append(action) }
+  public mutating func keep(error: String) { errors.append(error) }
+}

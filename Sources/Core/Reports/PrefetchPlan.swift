@@ -1,0 +1,76 @@
+import Foundation
+
+/// What a prefetch would do with one URL: `--dry-run`'s plan, decided from the cache, the
+/// blacklist and the URL alone, without a request (SPEC section 2's steps 1-4).
+public enum PlannedAction: String, Sendable, Codable, CaseIterable {
+  /// In the cache: on disk under its current or legacy name, or, for a derived key, the
+  /// original the variant would be made from.
+  case hit
+  case download
+  /// In the cache, with `refreshCached`: a conditional request.
+  case revalidate
+  /// On the blacklist (within its TTL): refused without a request.
+  case blacklisted
+  /// Not an http(s) URL with a host: the run would fail it, and blacklist it as SD does.
+  case invalid
+  /// Not in the cache, with `fromCacheOnly`: skipped, nothing downloaded.
+  case miss
+}
+
+/// One URL of a prefetch's plan.
+public struct PlannedURL: Sendable, Codable, Equatable {
+  public var url: String
+  public var action: PlannedAction
+  /// Why, for an `invalid` URL.
+  public var reason: String?
+  /// `file:line`.
+  public var source: String?
+
+  public init(url: String, action: PlannedAction, reason: String? = nil, source: String? = nil) {
+    self.url = url
+    self.action = action
+    self.reason = reason
+    self.source = source
+  }
+}
+
+/// The counts of a prefetch's plan, one per ``PlannedAction`` plus the bad lines.
+public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
+  /// Every manifest entry of this shard, bad lines included.
+  public var total = 0
+  public var hit = 0
+  public var download = 0
+  public var revalidate = 0
+  public var blacklisted = 0
+  public var invalid = 0
+  public var miss = 0
+  /// Bad manifest lines, as a run skips them.
+  public var skipped = 0
+  /// Manifests and sitemaps that could not be read as a whole: not in `total`.
+  public var inputsFailed = 0
+
+  public init() {}
+
+  public mutating func count(_ action: PlannedAction) {
+    total += 1
+    switch action {
+    case .hit: hit += 1
+    case .download: download += 1
+    case .revalidate: revalidate += 1
+    case .blacklisted: blacklisted += 1
+    case .invalid: invalid += 1
+    case .miss: miss += 1
+    }
+  }
+}
+
+/// A dry run's prefetch plan in a report (`prefetch --dry-run`, `run --dry-run`): what each URL
+/// would do, in manifest order.
+public struct PrefetchPlan: Sendable, Codable, Equatable {
+  public var counts = PrefetchPlanCounts()
+  public var urls: [PlannedURL] = []
+  public var lineErrors: [String] = []
+  public var inputFailures: [String] = []
+
+  public init() {}
+}

@@ -1,0 +1,194 @@
+import Core
+import Foundation
+import Maintenance
+import Prefetcher
+import State
+
+extension JobRunner {
+  /// Prefetches the job's manifests; returns the counts and the store failure that ended the
+  /// prefetch early, if one did.
+  func prefetch(
+    into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: RunWarnings
+  ) async throws -> (counts: PrefetchCounts, runEndingFailure: ImageCacheError?) {
+    // libcurl's set-up (about 0.7 ms) runs on another processor while the state opens, instead
+    // of in front of the first download. Awaited before this returns or throws.
+    async let libraryPrepared: Void = Downloader.prepareLibrary()
+    let store = try StateStore(location: job.location, shard: job.shard)
+    for warning in store.warnings { warnings.add(.stateFile(warning)) }
+    let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
+    if abandoned > 0 { warnings.add(.abandonedRuns(count: abandoned)) }
+    var items = job.manifestItems
+    items.stop = signals.stop
+    // A shard's total is its own share: the entries whose key hashes to it (and the bad
+    // lines, for shard 0, which alone reports them), as its `total` counts them.
+    let progress = console.progress(total: { [manifests = job.manifests, job] in
+      guard let shard = job.shard else { return ManifestItems.lineCount(of: manifests) }
+      let items = job.manifestItems
+      return ManifestItems.lineCount(of: manifests) { line in
+        switch items.item(from: line) {
+        case .success(let item): Prefetcher.belongs(item, to: shard)
+        case .failure: shard.index == 0
+        }
+      }
+    })
+    var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
+    recorder.verbose = settings.verbose
+
+    await libraryPrepared
+    let (counts, failure, stateWarnings) = try await Downloader.withDownloader(
+      configuration: job.prefetch
+    ) { downloader in
+      let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
+      defer { manager.close() }
+      // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
+      // connections and frees libcurl on its own processor while this one writes the state.
+      // Told on the prefetch's own thread, before the task group winds down; the scope's end
+      // waits for it.
+      let counts = await Self.prefetch(
+        items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
+        recorder: recorder, whenOver: { downloader.beginShutdown() })
+      // A state that cannot be written now ends the run as failed, keeping every URL's
+      // outcome for the report, instead of throwing them away with the error.
+      var failure = manager.runEndingFailure
+      do {
+        try manager.flush()
+        try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
+      } catch {
+        failure = failure ?? .stateFailed(reason: "\(error)")
+      }
+      let status: RunReport.Status =
+        failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
+      do {
+        try store.finishRun(
+          id: runID, at: Date(), status: status.rawValue,
+          summary:
+            "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
+      } catch {
+        failure = failure ?? .stateFailed(reason: "\(error)")
+      }
+      return (counts, failure, manager.warnings)
+    }
+    for warning in stateWarnings { warnings.add(.stateFile(warning)) }
+    for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
+    for backoff in counts.hostBackoffs { warnings.add(.hostBackoff(backoff)) }
+    return (counts, failure)
+  }
+
+  /// Prefetches until done or until a signal, which cancels the loads in flight (stores are
+  /// atomic: nothing partial is left) and stops new ones. `whenOver` is called on the
+  /// prefetch's task the moment it ends.
+  private static func prefetch(
+    _ items: ManifestItems, with prefetcher: Prefetcher, signals: SignalScope,
+    progress: (any PrefetchProgress)?, recorder: EchoingPrefetchSink,
+    whenOver: @escaping @Sendable () -> Void
+  ) async -> PrefetchCounts {
+    await withTaskGroup(of: PrefetchCounts?.self) { group in
+      group.addTask {
+        var recorder = recorder
+        let counts = await prefetcher.run(
+          items, stop: signals.stop, progress: progress, recorder: &recorder)
+        whenOver()
+        return counts
+      }
+      group.addTask {
+        await signals.waitForSignal()
+        return nil
+      }
+      var counts: PrefetchCounts?
+      while let finished = await group.next() {
+        if let finished { counts = finished }
+        // Either the prefetch ended (stop waiting for a signal) or a signal came (cancel it).
+        group.cancelAll()
+      }
+      return counts ?? PrefetchCounts()
+    }
+  }
+
+  /// A dry run's prefetch: what each URL of this shard would do, decided without a request,
+  /// without setting an access time and without opening the state for writing. One line a URL
+  /// (`download https://...`) goes to the console's output unless the report goes to stdout,
+  /// which lists the same plan; bad lines are said as a run says them.
+  func planPrefetch(into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings)
+    throws -> PrefetchPlanCounts
+  {
+    let planner = PrefetchPlanner(location: job.location, timeToLive: job.prefetch.blacklistTTL)
+    var counts = PrefetchPlanCounts()
+    var items = job.manifestItems
+    items.stop = stop
+    var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
+    for next in items {
+      if stop.isStopped { break }
+      switch next {
+      case .success(let item):
+        if let shard = job.shard, !Prefetcher.belongs(item, to: shard) { continue }
+        let planned = try planner.plan(item)
+        counts.count(planned.action)
+        writer.recordPlanned(planned)
+        if !settings.printsReport { console.output(.planned(planned)) }
+      case .failure(let error) where error.wholeInput:
+        counts.inputsFailed += 1
+        recorder.recordInputFailure(error.description)
+      case .failure(let error):
+        // Every shard reads every line: shard 0 alone reports a bad one, as in a run.
+        if let shard = job.shard, shard.index != 0 { continue }
+        counts.total += 1
+        counts.skipped += 1
+        recorder.recordLineError(error.description)
+      }
+    }
+    for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
+    return counts
+  }
+}
+
+/// Says bad manifest lines and the first failures on the console as it streams them into the
+/// report (the rest are in the report only: a console is not a log of a million URLs).
+struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
+  var sink: PrefetchSink
+  let console: any RunConsole
+  var failuresSaid = 0
+  static let failuresToSay = 20
+  /// Say every failure, not only the first ``failuresToSay``.
+  var verbose = false
+  /// Whether a certificate failure's message, which says how to trust the issuer, was said:
+  /// once is enough, and the console shows failures by name only.
+  var saidCertificateHint = false
+
+  init(sink: PrefetchSink, console: any RunConsole) {
+    self.sink = sink
+    self.console = console
+  }
+
+  mutating func recordDownload(_ download: DownloadReport) { sink.recordDownload(download) }
+
+  mutating func recordVariant(_ variant: VariantReport) {
+    if verbose, let skipped = variant.skipped {
+      console.report(.variantSkipped(url: variant.url, reason: skipped))
+    }
+    sink.recordVariant(variant)
+  }
+
+  mutating func recordFailure(_ failure: FailureReport) {
+    if verbose || failuresSaid < Self.failuresToSay {
+      console.report(.urlFailed(failure))
+    } else if failuresSaid == Self.failuresToSay {
+      console.report(.furtherFailuresInReportOnly)
+    }
+    if failure.name == NetworkFailure.serverCertificateUntrusted.rawValue && !saidCertificateHint {
+      console.report(.certificateHint(message: failure.message))
+      saidCertificateHint = true
+    }
+    failuresSaid += 1
+    sink.recordFailure(failure)
+  }
+
+  mutating func recordLineError(_ message: String) {
+    console.report(.lineSkipped(message: message))
+    sink.recordLineError(message)
+  }
+
+  mutating func recordInputFailure(_ message: String) {
+    console.report(.inputFailed(message: message))
+    sink.recordInputFailure(message)
+  }
+}

@@ -1,0 +1,67 @@
+import Core
+import Maintenance
+import TestSupport
+import XCTest
+
+/// Per-file errors: an immutable file (chattr +i) cannot be deleted, even by root.
+final class CacheCleanerErrorTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  var builder: CacheBuilder!
+  var immutable: [String] = []
+  let now: Int64 = 1_700_000_000
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    builder = CacheBuilder(root: temporary.appending("default"))
+  }
+
+  override func tearDown() {
+    for path in immutable { _ = try? chattr("-i", path) }
+    temporary.remove()
+  }
+
+  @discardableResult
+  private func chattr(_ flag: String, _ path: String) throws -> Int32 {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["chattr", flag, path]
+    process.standardError = FileHandle.nullDevice
+    try process.run()
+    process.waitUntilExit()
+    return process.terminationStatus
+  }
+
+  private func makeImmutable(_ path: String) throws {
+    guard try chattr("+i", path) == 0 else { throw XCTSkip("chattr +i is not available here") }
+    immutable.append(path)
+  }
+
+  func testAFailedDeleteIsReportedAndThePassGoesOn() throws {
+    try makeImmutable(try builder.file("stuck", size: 4096, accessTime: now - 10_000))
+    try builder.file("old", size: 4096, accessTime: now - 10_000)
+    let (expire, _) = try CacheCleaner(
+      diskCachePath: builder.root, configuration: CleanupConfiguration(maxDiskAge: 100)
+    ).run(now: Date(timeIntervalSince1970: TimeInterval(now)), dryRun: false)
+    XCTAssertEqual(expire.filesRemoved, 1)
+    XCTAssertEqual(expire.actions.map(\.path), ["old"])
+    XCTAssertEqual(expire.errors.count, 1)
+    XCTAssertTrue(expire.errors[0].contains("stuck"), expire.errors[0])
+    XCTAssertEqual(try builder.remainingFiles(), ["stuck"])
+  }
+
+  func testOnlySuccessfulDeletesCountTowardsTheTrimTarget() throws {
+    // Oldest first: the immutable file would bring the total under the target on its own.
+    try makeImmutable(try builder.file("a-oldest", size: 40_000, accessTime: now - 300))
+    for i in 0..<4 { try builder.file("f\(i)", size: 4096, accessTime: now - 200 + Int64(i)) }
+    let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
+    let total = sizes.reduce(0, +)
+    let (_, trim) = try CacheCleaner(
+      diskCachePath: builder.root,
+      configuration: CleanupConfiguration(maxDiskAge: -1, maxDiskSize: total - 1)
+    ).run(now: Date(timeIntervalSince1970: TimeInterval(now)), dryRun: false)
+    XCTAssertEqual(trim.errors.count, 1)
+    XCTAssertEqual(
+      trim.filesRemoved, 4, "the failed delete subtracted nothing, so every other file went")
+    XCTAssertEqual(try builder.remainingFiles(), ["a-oldest"])
+  }
+}
