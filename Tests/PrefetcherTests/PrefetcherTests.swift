@@ -188,7 +188,7 @@ final class PrefetcherTests: XCTestCase {
     let stop = StopFlag()
     let urls = (0..<4).map { server.url("/slow.jpg") + "?n=\($0)" }
     let watcher = Task { [server = server!] in
-      while server.requestCount("/slow.jpg") == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+      await waitUntil(timeout: 10, "the first download") { server.requestCount("/slow.jpg") > 0 }
       stop.stop()
     }
     let report = try await prefetcher { $0.concurrency = 1 }.run(items(urls), stop: stop)

@@ -85,7 +85,10 @@ final class PrefetchCommandTests: XCTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", server.url("/slow-sitemap.xml"), "--cache", location.directory,
     ])
-    Thread.sleep(forTimeInterval: 1)
+    // The sitemap is being fetched once its request has reached the server (held there 20 s).
+    waitUntil(timeout: 10, "the sitemap's request") {
+      server.requestCount("/slow-sitemap.xml") == 1
+    }
     kill(process.processIdentifier, SIGINT)
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 130, result.stderr)
@@ -177,9 +180,11 @@ final class PrefetchCommandTests: XCTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", urls, "--cache", location.directory, "--report", reportPath, "--concurrency", "4",
     ])
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/drip.jpg") < 4 && Date() < deadline { usleep(20_000) }
-    usleep(300_000)  // bodies are mid-flight
+    // Bodies mid-flight: four under way, with as many bytes sent as two 10-byte pieces each
+    // (of the 135 a body takes, one every 200 ms).
+    waitUntil(timeout: 10, "four bodies under way") {
+      server.requestCount("/drip.jpg") >= 4 && server.bodyBytesSent("/drip.jpg") >= 4 * 2 * 10
+    }
     kill(process.processIdentifier, SIGTERM)
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 143, result.stderr)

@@ -214,13 +214,7 @@ final class ShardTests: XCTestCase {
     try FileManager.default.createDirectory(
       atPath: cache + "/default/.imagecache", withIntermediateDirectories: true)
     func hold(_ file: String, shared: Bool) throws -> Process {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-      process.arguments =
-        (shared ? ["-s"] : []) + [cache + "/default/.imagecache/" + file, "sleep", "30"]
-      try process.run()
-      Thread.sleep(forTimeInterval: 0.3)
-      return process
+      try LockHolder.start(cache + "/default/.imagecache/" + file, shared: shared)
     }
     // A shard at work: the cache's lock shared, its own alone.
     let cacheLock = try hold("lock", shared: true)

@@ -89,8 +89,7 @@ final class UnattendedTests: XCTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", urls, "--cache", location.directory, "--report", report,
     ])
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/slow.jpg") == 0 && Date() < deadline { usleep(20_000) }
+    waitUntil(timeout: 10, "a download under way") { server.requestCount("/slow.jpg") > 0 }
     kill(process.processIdentifier, SIGHUP)
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 128 + SIGHUP, result.stderr)
