@@ -9,17 +9,13 @@ import TestSupport
 import XCTest
 
 /// SPEC section 5: bounded concurrency, priorities, retries, coalescing, manifests, report.
-final class PrefetcherTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class PrefetcherTests: LoopbackTestCase {
   var location: CacheLocation!
   /// Every downloader a test made, shut down after it.
   var downloaders: [Downloader] = []
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
       "/flaky.png": { request in
         request.attempt == 1
@@ -33,13 +29,17 @@ final class PrefetcherTests: XCTestCase {
       "/ten-years.png": { _ in ServerResponse(status: 429, headers: [("Retry-After", "315360000")])
       },
       "/five-seconds.png": { _ in ServerResponse(status: 503, headers: [("Retry-After", "5")]) },
-    ])
+    ]
+  }
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   override func tearDown() async throws {
     for downloader in downloaders { await downloader.shutdown() }
-    server.shutdown()
-    temporary.remove()
+    try await super.tearDown()
   }
 
   private func prefetcher(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws

@@ -5,11 +5,10 @@ import TestSupport
 import XCTest
 
 /// End-to-end: `imagecache prefetch` against a loopback server.
-final class PrefetchCommandTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class PrefetchCommandTests: LoopbackTestCase {
   var location: CacheLocation!
-  var sitemap: SitemapHolder!
+  /// What `/sitemap.xml.gz` serves.
+  let sitemap = SitemapHolder()
 
   final class SitemapHolder: @unchecked Sendable {
     var data = Data()
@@ -27,13 +26,9 @@ final class PrefetchCommandTests: XCTestCase {
       try RunReport.decode(Data(result.stdout.utf8)).prefetch, file: file, line: line)
   }
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    let sitemap = SitemapHolder()
-    self.sitemap = sitemap
-    server = try LoopbackServer(routes: [
-      "/sitemap.xml.gz": { _ in ServerResponse(body: sitemap.data) },
+  override var routes: [String: Route] {
+    [
+      "/sitemap.xml.gz": { [sitemap] _ in ServerResponse(body: sitemap.data) },
       "/slow-sitemap.xml": { _ in
         ServerResponse(body: Data("<urlset/>".utf8), headDelay: .seconds(20))
       },
@@ -43,12 +38,12 @@ final class PrefetchCommandTests: XCTestCase {
       "/drip.jpg": { _ in
         ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(200), dripChunk: 10)
       },
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   private func manifest(_ lines: [String]) throws -> String {

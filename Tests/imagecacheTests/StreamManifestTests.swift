@@ -10,22 +10,18 @@ import XCTest
 
 /// Issue 27: a manifest that can be read only once (standard input, `/dev/stdin`, a FIFO) is
 /// read once, by the run, and waiting on one never holds a signal up.
-final class StreamManifestTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class StreamManifestTests: LoopbackTestCase {
   var location: CacheLocation!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   private func makeFIFO(_ name: String) throws -> String {
