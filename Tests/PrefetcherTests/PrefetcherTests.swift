@@ -29,6 +29,12 @@ final class PrefetcherTests: LoopbackTestCase {
       "/ten-years.png": { _ in ServerResponse(status: 429, headers: [("Retry-After", "315360000")])
       },
       "/five-seconds.png": { _ in ServerResponse(status: 503, headers: [("Retry-After", "5")]) },
+      "/two-seconds.png": { request in Self.busyOnce(request, retryAfter: "2") },
+      "/one-second.png": { request in Self.busyOnce(request, retryAfter: "1") },
+      // An HTTP date 3 s ahead, written in whole seconds: a wait of 2 to 3 s.
+      "/until-a-date.png": { request in
+        Self.busyOnce(request, retryAfter: Self.httpDate(Date().addingTimeInterval(3)))
+      },
     ]
   }
 
@@ -57,6 +63,65 @@ final class PrefetcherTests: LoopbackTestCase {
     PrefetchItem, ConfigurationError
   >] {
     urls.map { .success(PrefetchItem(url: $0, options: ImageOptions(options))) }
+  }
+
+  /// 503 with `Retry-After: retryAfter` at the first request, the image after.
+  private static func busyOnce(_ request: ServerRequest, retryAfter: String) -> ServerResponse {
+    request.attempt == 1
+      ? ServerResponse(status: 503, headers: [("Retry-After", retryAfter)])
+      : .image(Fixtures.png, type: "image/png")
+  }
+
+  /// `date` as an HTTP date (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+  private static func httpDate(_ date: Date) -> String {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    return formatter.string(from: date)
+  }
+
+  /// How long after the first request to `path` the second came (zero, and a failure, unless
+  /// there were exactly two).
+  private func gapBetweenRequests(
+    _ path: String, file: StaticString = #filePath, line: UInt = #line
+  ) -> Duration {
+    let requests = server.requests(path)
+    XCTAssertEqual(requests.count, 2, "requests to \(path)", file: file, line: line)
+    guard requests.count == 2 else { return .zero }
+    return requests[1].arrivedAt - requests[0].arrivedAt
+  }
+
+  /// SPEC section 5: retries honour `Retry-After`. The retry of a 503 that asked for 2 s comes
+  /// 2 s later, not after the 10 ms backoff (the host-wide back-off is off: this is the URL's
+  /// own retry).
+  func testARetryComesNoSoonerThanRetryAfterSaysInSeconds() async throws {
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items([server.url("/two-seconds.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertGreaterThanOrEqual(gapBetweenRequests("/two-seconds.png"), .milliseconds(1950))
+  }
+
+  func testARetryComesNoSoonerThanARetryAfterDate() async throws {
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items([server.url("/until-a-date.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertGreaterThanOrEqual(gapBetweenRequests("/until-a-date.png"), .milliseconds(1900))
+  }
+
+  /// The cap on a wait (`maxRetryDelay`): a `Retry-After` equal to it is waited for in full;
+  /// one over it is not shortened to it, the URL fails at once.
+  func testARetryAfterAtTheCapIsWaitedAndOneOverItIsNotRetried() async throws {
+    let report = try await prefetcher {
+      $0.hostBackoff = false
+      $0.maxRetryDelay = 1
+    }.run(items([server.url("/one-second.png"), server.url("/two-seconds.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertGreaterThanOrEqual(gapBetweenRequests("/one-second.png"), .milliseconds(950))
+    XCTAssertEqual(server.requestCount("/two-seconds.png"), 1, "not asked again sooner than 2 s")
+    let failure = try XCTUnwrap(report.failures.first)
+    XCTAssertEqual(failure.url, server.url("/two-seconds.png"))
+    XCTAssertTrue(failure.message.contains("2 s (Retry-After)"), failure.message)
   }
 
   func testTheSameURLManyTimesAtOnceMakesOneRequest() async throws {
