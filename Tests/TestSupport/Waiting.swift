@@ -44,22 +44,30 @@ public func waitUntil(
   }
 }
 
-/// Another process holding an `flock(2)` lock, as a running imagecache would: `flock(1)`
-/// running `sleep`. It is returned only once the lock is taken, so that what the test runs
-/// next meets a held lock, however slowly the holder started.
+/// Another process holding an `flock(2)` lock, as a running imagecache would. It is returned
+/// only once the lock is taken, so that what the test runs next meets a held lock, however
+/// slowly the holder started.
 public enum LockHolder {
-  /// Starts `flock [-s] path sleep 600` and waits until the lock on `path` is held; the
-  /// caller terminates the process.
+  /// Starts a process that takes the lock on `path` (shared or exclusive, creating the file if
+  /// need be, never truncating it) and then sleeps, and waits until the lock is held. The
+  /// process is the sleep itself, holding the locked descriptor: terminating it releases the
+  /// lock and leaves nothing behind (`flock path sleep` would leave its sleeping child, and
+  /// with it the test's output pipe, open after `flock` is gone).
   public static func start(
     _ path: String, shared: Bool = false, file: StaticString = #filePath, line: UInt = #line
   ) throws -> Process {
     let holder = Process()
-    holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-    holder.arguments = (shared ? ["-s"] : []) + [path, "sleep", "600"]
+    holder.executableURL = URL(fileURLWithPath: "/bin/sh")
+    holder.arguments = [
+      "-c", "exec 9<>\"$0\" && flock \(shared ? "-s" : "-x") 9 && exec sleep 600", path,
+    ]
+    holder.standardOutput = FileHandle.nullDevice
+    holder.standardError = FileHandle.nullDevice
     try holder.run()
-    waitUntil(timeout: 10, "flock to hold \(path)", file: file, line: line) {
+    waitUntil(timeout: 10, "a process to hold the lock on \(path)", file: file, line: line) {
       isLocked(path) || !holder.isRunning
     }
+    XCTAssertTrue(holder.isRunning, "the lock holder ended", file: file, line: line)
     return holder
   }
 
