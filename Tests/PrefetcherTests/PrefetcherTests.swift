@@ -30,6 +30,11 @@ final class PrefetcherTests: LoopbackTestCase {
       },
       "/five-seconds.png": { _ in ServerResponse(status: 503, headers: [("Retry-After", "5")]) },
       "/two-seconds.png": { request in Self.busyOnce(request, retryAfter: "2") },
+      "/429-once.png": { request in Self.failOnce(request, status: 429) },
+      "/502-once.png": { request in Self.failOnce(request, status: 502) },
+      "/503-once.png": { request in Self.failOnce(request, status: 503) },
+      "/504-once.png": { request in Self.failOnce(request, status: 504) },
+      "/500-once.png": { request in Self.failOnce(request, status: 500) },
       "/one-second.png": { request in Self.busyOnce(request, retryAfter: "1") },
       // An HTTP date 3 s ahead, written in whole seconds: a wait of 2 to 3 s.
       "/until-a-date.png": { request in
@@ -70,6 +75,35 @@ final class PrefetcherTests: LoopbackTestCase {
     request.attempt == 1
       ? ServerResponse(status: 503, headers: [("Retry-After", retryAfter)])
       : .image(Fixtures.png, type: "image/png")
+  }
+
+  /// `status` at the first request, the image after.
+  private static func failOnce(_ request: ServerRequest, status: Int) -> ServerResponse {
+    request.attempt == 1 ? ServerResponse(status: status) : .image(Fixtures.png, type: "image/png")
+  }
+
+  /// SPEC section 5: 429 and 502 to 504 are transient, retried; any other status is not.
+  func testTooManyRequestsAndGatewayErrorsAreRetriedAndA500IsNot() async throws {
+    let retried = ["/429-once.png", "/502-once.png", "/503-once.png", "/504-once.png"]
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items((retried + ["/500-once.png"]).map { server.url($0) }))
+    for path in retried { XCTAssertEqual(server.requestCount(path), 2, path) }
+    XCTAssertEqual(report.downloaded, 4)
+    XCTAssertEqual(server.requestCount("/500-once.png"), 1)
+    XCTAssertEqual(report.failures.map(\.httpStatus), [500])
+  }
+
+  /// SPEC section 5: a body of exactly the maximum response size is kept; one byte over the
+  /// limit fails as responseTooLarge and nothing is stored.
+  func testABodyOfExactlyTheMaximumSizeIsKeptAndOneByteMoreIsNot() async throws {
+    let size = UInt64(Fixtures.jpeg.count)
+    let exact = try await prefetcher { $0.maxResponseSize = size }.run(
+      items([server.url("/photo.jpg")]))
+    XCTAssertEqual(exact.downloaded, 1, "\(exact.failures)")
+    let over = try await prefetcher { $0.maxResponseSize = size - 1 }.run(
+      items([server.url("/photo.jpg") + "?again"]))
+    XCTAssertEqual(over.failures.map(\.name), ["responseTooLarge"])
+    XCTAssertEqual(try DiskCache(location: location).usage().fileCount, 1, "only the first")
   }
 
   /// `date` as an HTTP date (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
