@@ -71,6 +71,24 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(attributes.modificationDate, old)
   }
 
+  /// SD 5.20+ sets the access time of a hit itself: with `relatime` (Linux's default) the
+  /// kernel's read updates it only when it is a day old or not after the file's change time,
+  /// and with `noatime` never. Here the access time is after the change time (an hour ahead,
+  /// as a clock that was fast leaves it), so the read alone would keep it: the hit sets it.
+  func testAHitSetsTheAccessTimeWhereTheKernelWouldNot() throws {
+    let key = "https://example.com/recent.png"
+    let cache = DiskCache(location: location)
+    try cache.store(Fixtures.png, forKey: key)
+    let path = cache.cachePath(forKey: key)
+    try FileSystem.setTimes(
+      path: path, access: Date().addingTimeInterval(3600),
+      modification: Date(timeIntervalSince1970: 1_000_000_000))
+
+    XCTAssertEqual(try cache.data(forKey: key), Fixtures.png)
+    let accessed = try XCTUnwrap(try FileSystem.attributes(atPath: path)).accessDate
+    XCTAssertLessThan(abs(accessed.timeIntervalSinceNow), 60, "now, not \(accessed)")
+  }
+
   func testTouchIsAHitWithoutReadingAndAMissOtherwise() throws {
     let cache = DiskCache(location: location)
     let key = "https://example.com/a.png"

@@ -118,6 +118,22 @@ final class CacheCleanerTests: XCTestCase {
     XCTAssertEqual(trim.actions.map(\.path), (0..<expectedRemoved).map { "f\($0)" })
   }
 
+  /// SD's `removeExpiredData` subtracts each deleted file and stops only once the total is
+  /// strictly below half the limit (`if (currentCacheSize < desiredCacheSize) break;`): a
+  /// total that lands exactly on half is not below it, and one more file goes. Five files of
+  /// one size over a limit of four: four go, not three.
+  func testATrimThatLandsExactlyOnHalfTheLimitDeletesOneMore() throws {
+    for i in 0..<5 { try builder.file("f\(i)", size: 4096, accessTime: now - 1000 + Int64(i)) }
+    let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
+    let each = try XCTUnwrap(sizes.first)
+    XCTAssertTrue(each > 0 && sizes.allSatisfy { $0 == each }, "\(sizes)")
+
+    let (_, trim) = try clean(maxAge: -1, maxSize: 4 * each)
+    XCTAssertEqual(trim.filesRemoved, 4, "5 x \(each) -> 2 x \(each) is half, not below it")
+    XCTAssertEqual(trim.bytesFreed, 4 * each)
+    XCTAssertEqual(try builder.remainingFiles(), ["f4"])
+  }
+
   func testTrimCountsWhatExpiryLeft() throws {
     try builder.file("expired", size: 100_000, accessTime: now - 10_000)
     try builder.file("young", size: 4096, accessTime: now)

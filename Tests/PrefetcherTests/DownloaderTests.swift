@@ -151,9 +151,13 @@ final class DownloaderTests: XCTestCase {
     let singles = (0..<3).map { server.url("/img.png?round=\($0)") }
     let batch = (0..<40).map { server.url("/after.png?n=\($0)") }
     let task = Task {
-      for url in singles {
-        // Long enough for the loop to be asleep in its poll.
-        try await Task.sleep(nanoseconds: 200_000_000)
+      for (round, url) in singles.enumerated() {
+        // The first download starts the thread; each next one finds it asleep in its poll.
+        if round > 0 {
+          await waitUntil(timeout: 10, "the transfer thread asleep in poll(2)") {
+            threadsAsleepInPoll() > 0
+          }
+        }
         let outcome = await manager.load(url, options: ImageOptions(), context: ImageContext())
           .outcome
         guard case .downloaded(let bytes, _) = outcome else { return XCTFail("\(outcome)") }
@@ -369,7 +373,7 @@ final class DownloaderTests: XCTestCase {
       request.priority = priority
       _ = downloader.start(request) { _ in ended.fulfill() }
       // The first is under way before the others are queued behind it.
-      while slow.requestCount("/slow.png") == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+      await waitUntil(timeout: 10, "the first download") { slow.requestCount("/slow.png") > 0 }
     }
     await fulfillment(of: [ended], timeout: 30)
     XCTAssertEqual(
@@ -389,9 +393,7 @@ final class DownloaderTests: XCTestCase {
     let results = try await startAll(
       urls, on: downloader, startsIf: { mayStart.load(ordering: .relaxed) },
       whileWaiting: { handles in
-        while slow.requestCount("/slow.png") == 0 {
-          try await Task.sleep(nanoseconds: 10_000_000)
-        }
+        await waitUntil(timeout: 10, "the first download") { slow.requestCount("/slow.png") > 0 }
         downloader.cancel(try XCTUnwrap(handles[3]))
         mayStart.store(false, ordering: .relaxed)
       })
@@ -443,8 +445,9 @@ final class DownloaderTests: XCTestCase {
     let inFlight = Task {
       try await downloader.download(DownloadRequest(url: URL(string: slow.url("/slow.png"))!))
     }
-    try await Task.sleep(nanoseconds: 200_000_000)
-    XCTAssertEqual(slow.requestCount("/slow.png"), 1)
+    await waitUntil(timeout: 10, "the request to reach the server") {
+      slow.requestCount("/slow.png") == 1
+    }
     downloader.beginShutdown()
     guard case .failure(let failure as DownloadFailure) = await inFlight.result else {
       return XCTFail("answered after the shutdown began")
@@ -472,7 +475,10 @@ final class DownloaderTests: XCTestCase {
     let task = Task {
       try await downloader.download(DownloadRequest(url: URL(string: slow.url("/slow.png"))!))
     }
-    try await Task.sleep(nanoseconds: 200_000_000)
+    // Cancelled once the transfer is under way, not before it began.
+    await waitUntil(timeout: 10, "the request to reach the server") {
+      slow.requestCount("/slow.png") == 1
+    }
     task.cancel()
     let result = await task.result
     XCTAssertLessThan(Date().timeIntervalSince(started), 3, "not held until the answer")
@@ -543,4 +549,17 @@ extension DownloaderTests {
     }
     XCTAssertEqual(bytes, Fixtures.jpeg.count)
   }
+}
+
+/// How many threads of this process, the main thread aside, are asleep in poll(2), as Linux
+/// shows it (`/proc/self/task/*/wchan`): the transfer thread waits there when it has nothing to
+/// do. NIO's and Dispatch's threads wait in epoll instead, the main thread's run loop in poll.
+private func threadsAsleepInPoll() -> Int {
+  let tasks = "/proc/self/task"
+  let threads = (try? FileManager.default.contentsOfDirectory(atPath: tasks)) ?? []
+  return threads.filter { thread in
+    guard thread != String(getpid()) else { return false }
+    let wchan = (try? String(contentsOfFile: "\(tasks)/\(thread)/wchan", encoding: .utf8)) ?? ""
+    return wchan.contains("poll") && !wchan.contains("epoll") && !wchan.hasPrefix("ep_")
+  }.count
 }

@@ -7,17 +7,14 @@ import XCTest
 /// Issue 29, item 4: gentle with origins. A per-host request rate, a bandwidth cap for the
 /// run, and a `Retry-After` that holds back every download of its host, measured against the
 /// arrival times the loopback server logs (each within 10%). The measured figures are printed.
-final class OriginLimitsTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class OriginLimitsTests: LoopbackTestCase {
   var downloaders: [Downloader] = []
 
   /// 250,000 bytes: a JPEG's start, padded (validation is off where it is served).
   static let quarterMegabyte = Fixtures.paddedJPEG(count: 250_000)
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/large.jpg": { _ in .image(Self.quarterMegabyte, type: "image/jpeg") },
       "/busy.png": { request in
@@ -28,13 +25,12 @@ final class OriginLimitsTests: XCTestCase {
       "/gone-for-an-hour.png": { _ in
         ServerResponse(status: 503, headers: [("Retry-After", "3600")])
       },
-    ])
+    ]
   }
 
   override func tearDown() async throws {
     for downloader in downloaders { await downloader.shutdown() }
-    server.shutdown()
-    temporary.remove()
+    try await super.tearDown()
   }
 
   private func run(

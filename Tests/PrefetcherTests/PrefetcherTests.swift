@@ -9,17 +9,13 @@ import TestSupport
 import XCTest
 
 /// SPEC section 5: bounded concurrency, priorities, retries, coalescing, manifests, report.
-final class PrefetcherTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class PrefetcherTests: LoopbackTestCase {
   var location: CacheLocation!
   /// Every downloader a test made, shut down after it.
   var downloaders: [Downloader] = []
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
       "/flaky.png": { request in
         request.attempt == 1
@@ -33,13 +29,28 @@ final class PrefetcherTests: XCTestCase {
       "/ten-years.png": { _ in ServerResponse(status: 429, headers: [("Retry-After", "315360000")])
       },
       "/five-seconds.png": { _ in ServerResponse(status: 503, headers: [("Retry-After", "5")]) },
-    ])
+      "/two-seconds.png": { request in Self.busyOnce(request, retryAfter: "2") },
+      "/429-once.png": { request in Self.failOnce(request, status: 429) },
+      "/502-once.png": { request in Self.failOnce(request, status: 502) },
+      "/503-once.png": { request in Self.failOnce(request, status: 503) },
+      "/504-once.png": { request in Self.failOnce(request, status: 504) },
+      "/500-once.png": { request in Self.failOnce(request, status: 500) },
+      "/one-second.png": { request in Self.busyOnce(request, retryAfter: "1") },
+      // An HTTP date 3 s ahead, written in whole seconds: a wait of 2 to 3 s.
+      "/until-a-date.png": { request in
+        Self.busyOnce(request, retryAfter: Self.httpDate(Date().addingTimeInterval(3)))
+      },
+    ]
+  }
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   override func tearDown() async throws {
     for downloader in downloaders { await downloader.shutdown() }
-    server.shutdown()
-    temporary.remove()
+    try await super.tearDown()
   }
 
   private func prefetcher(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws
@@ -57,6 +68,94 @@ final class PrefetcherTests: XCTestCase {
     PrefetchItem, ConfigurationError
   >] {
     urls.map { .success(PrefetchItem(url: $0, options: ImageOptions(options))) }
+  }
+
+  /// 503 with `Retry-After: retryAfter` at the first request, the image after.
+  private static func busyOnce(_ request: ServerRequest, retryAfter: String) -> ServerResponse {
+    request.attempt == 1
+      ? ServerResponse(status: 503, headers: [("Retry-After", retryAfter)])
+      : .image(Fixtures.png, type: "image/png")
+  }
+
+  /// `status` at the first request, the image after.
+  private static func failOnce(_ request: ServerRequest, status: Int) -> ServerResponse {
+    request.attempt == 1 ? ServerResponse(status: status) : .image(Fixtures.png, type: "image/png")
+  }
+
+  /// SPEC section 5: 429 and 502 to 504 are transient, retried; any other status is not.
+  func testTooManyRequestsAndGatewayErrorsAreRetriedAndA500IsNot() async throws {
+    let retried = ["/429-once.png", "/502-once.png", "/503-once.png", "/504-once.png"]
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items((retried + ["/500-once.png"]).map { server.url($0) }))
+    for path in retried { XCTAssertEqual(server.requestCount(path), 2, path) }
+    XCTAssertEqual(report.downloaded, 4)
+    XCTAssertEqual(server.requestCount("/500-once.png"), 1)
+    XCTAssertEqual(report.failures.map(\.httpStatus), [500])
+  }
+
+  /// SPEC section 5: a body of exactly the maximum response size is kept; one byte over the
+  /// limit fails as responseTooLarge and nothing is stored.
+  func testABodyOfExactlyTheMaximumSizeIsKeptAndOneByteMoreIsNot() async throws {
+    let size = UInt64(Fixtures.jpeg.count)
+    let exact = try await prefetcher { $0.maxResponseSize = size }.run(
+      items([server.url("/photo.jpg")]))
+    XCTAssertEqual(exact.downloaded, 1, "\(exact.failures)")
+    let over = try await prefetcher { $0.maxResponseSize = size - 1 }.run(
+      items([server.url("/photo.jpg") + "?again"]))
+    XCTAssertEqual(over.failures.map(\.name), ["responseTooLarge"])
+    XCTAssertEqual(try DiskCache(location: location).usage().fileCount, 1, "only the first")
+  }
+
+  /// `date` as an HTTP date (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
+  private static func httpDate(_ date: Date) -> String {
+    let formatter = DateFormatter()
+    formatter.locale = Locale(identifier: "en_US_POSIX")
+    formatter.timeZone = TimeZone(identifier: "GMT")
+    formatter.dateFormat = "EEE, dd MMM yyyy HH:mm:ss 'GMT'"
+    return formatter.string(from: date)
+  }
+
+  /// How long after the first request to `path` the second came (zero, and a failure, unless
+  /// there were exactly two).
+  private func gapBetweenRequests(
+    _ path: String, file: StaticString = #filePath, line: UInt = #line
+  ) -> Duration {
+    let requests = server.requests(path)
+    XCTAssertEqual(requests.count, 2, "requests to \(path)", file: file, line: line)
+    guard requests.count == 2 else { return .zero }
+    return requests[1].arrivedAt - requests[0].arrivedAt
+  }
+
+  /// SPEC section 5: retries honour `Retry-After`. The retry of a 503 that asked for 2 s comes
+  /// 2 s later, not after the 10 ms backoff (the host-wide back-off is off: this is the URL's
+  /// own retry).
+  func testARetryComesNoSoonerThanRetryAfterSaysInSeconds() async throws {
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items([server.url("/two-seconds.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertGreaterThanOrEqual(gapBetweenRequests("/two-seconds.png"), .milliseconds(1950))
+  }
+
+  func testARetryComesNoSoonerThanARetryAfterDate() async throws {
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items([server.url("/until-a-date.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertGreaterThanOrEqual(gapBetweenRequests("/until-a-date.png"), .milliseconds(1900))
+  }
+
+  /// The cap on a wait (`maxRetryDelay`): a `Retry-After` equal to it is waited for in full;
+  /// one over it is not shortened to it, the URL fails at once.
+  func testARetryAfterAtTheCapIsWaitedAndOneOverItIsNotRetried() async throws {
+    let report = try await prefetcher {
+      $0.hostBackoff = false
+      $0.maxRetryDelay = 1
+    }.run(items([server.url("/one-second.png"), server.url("/two-seconds.png")]))
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertGreaterThanOrEqual(gapBetweenRequests("/one-second.png"), .milliseconds(950))
+    XCTAssertEqual(server.requestCount("/two-seconds.png"), 1, "not asked again sooner than 2 s")
+    let failure = try XCTUnwrap(report.failures.first)
+    XCTAssertEqual(failure.url, server.url("/two-seconds.png"))
+    XCTAssertTrue(failure.message.contains("2 s (Retry-After)"), failure.message)
   }
 
   func testTheSameURLManyTimesAtOnceMakesOneRequest() async throws {
@@ -235,7 +334,7 @@ final class PrefetcherTests: XCTestCase {
     let stop = StopFlag()
     let urls = (0..<4).map { server.url("/slow.jpg") + "?n=\($0)" }
     let watcher = Task { [server = server!] in
-      while server.requestCount("/slow.jpg") == 0 { try await Task.sleep(nanoseconds: 5_000_000) }
+      await waitUntil(timeout: 10, "the first download") { server.requestCount("/slow.jpg") > 0 }
       stop.stop()
     }
     let report = try await prefetcher { $0.concurrency = 1 }.run(items(urls), stop: stop)

@@ -8,29 +8,29 @@ import XCTest
 /// Thumbnails and transformers through SD 5.21.5's pipeline (issue 12): the derived key first,
 /// then the original in the cache, then the network; the original stored under its own key and
 /// the variant under the derived one.
-final class VariantPipelineTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class VariantPipelineTests: LoopbackTestCase {
   var location: CacheLocation!
   var downloader: Downloader!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/p/large.jpg": { _ in .image(Fixtures.largeJPEG, type: "image/jpeg") },
       "/p/noext": { _ in .image(Fixtures.largeJPEG, type: "image/jpeg") },
       "/p/alpha.png": { _ in .image(Fixtures.alphaPNG, type: "image/png") },
       "/p/anim.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
       "/p/lossy.webp": { _ in .image(Fixtures.webpLossy, type: "image/webp") },
-    ])
+    ]
+  }
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
     downloader = Downloader(configuration: PrefetchConfiguration())
   }
 
   override func tearDown() async throws {
     await downloader.shutdown()
-    server.shutdown()
-    temporary.remove()
+    try await super.tearDown()
   }
 
   private func context(_ json: String) throws -> ImageContext {

@@ -9,14 +9,11 @@ import XCTest
 
 /// SPEC section 10: manifests and job files from other systems, full disks, stale state. Each
 /// test asserts what the user sees: the report, the files on disk, what reached the server.
-final class HostileInputTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class HostileInputTests: LoopbackTestCase {
   var location: CacheLocation!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
@@ -26,13 +23,12 @@ final class HostileInputTests: XCTestCase {
           headers: [("Content-Type", "image/png"), ("Content-Encoding", "gzip")],
           body: HostileInputTests.gzipBomb)
       },
-    ])
-    location = CacheLocation(directory: temporary.appending("cache"))
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   /// 4 MiB of zeros, gzip-compressed to a few KiB.

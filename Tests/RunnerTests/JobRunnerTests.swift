@@ -30,27 +30,23 @@ final class RecordingConsole: RunConsole {
 
 /// SPEC sections 4-6 through the runner library, without the binary: jobs as the command line
 /// would build them, against a loopback server and real folders.
-final class JobRunnerTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class JobRunnerTests: LoopbackTestCase {
   var location: CacheLocation!
   var builder: CacheBuilder!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
       "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
-    ])
-    location = CacheLocation(directory: temporary.appending("cache"))
-    builder = CacheBuilder(root: location.diskCachePath)
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    builder = CacheBuilder(root: location.diskCachePath)
   }
 
   private func manifest(_ paths: [String]) throws -> String {

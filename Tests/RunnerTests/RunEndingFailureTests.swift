@@ -28,11 +28,8 @@ final class RunEndingFailureTests: XCTestCase {
       // the URL before it is on the blacklist (the transfer thread starts this request while
       // that one is still being checked and recorded).
       "/state-disk-fills.jpg": { _ in
-        let deadline = Date().addingTimeInterval(10)
-        while Date() < deadline,
-          (try? StateStore.openForReading(location: location)?.blacklist().isEmpty) ?? true
-        {
-          usleep(10_000)
+        waitUntil(timeout: 10, "the first failure on the blacklist") {
+          (try? StateStore.openForReading(location: location)?.blacklist().isEmpty) == false
         }
         RunEndingFailureTests.fill(location.stateDirectory + "/filler")
         return notAnImage

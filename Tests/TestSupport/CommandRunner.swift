@@ -81,33 +81,50 @@ public enum ImageCacheBinary {
 
   /// Reads everything a started process prints and waits for it to exit.
   public static func finish(_ process: Process, _ stdout: Pipe, _ stderr: Pipe) -> CommandResult {
-    // Drain stderr on another thread so that neither pipe can fill up and block the child.
-    let errorData = LockedBox(Data())
-    let reader = Thread { errorData.set(stderr.fileHandleForReading.readDataToEndOfFile()) }
-    reader.start()
+    finish(process, stdout, PipeReader(stderr))
+  }
+
+  /// ``finish(_:_:_:)`` for a process whose stderr a test has been reading as it came.
+  public static func finish(_ process: Process, _ stdout: Pipe, _ stderr: PipeReader)
+    -> CommandResult
+  {
     let output = stdout.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    while !errorData.isSet { usleep(1000) }
     return CommandResult(
       status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self),
-      stderr: String(decoding: errorData.value, as: UTF8.self))
+      stderr: String(decoding: stderr.readToEnd(), as: UTF8.self))
   }
 }
 
-/// A value written once by one thread and read by another.
-final class LockedBox: @unchecked Sendable {
+/// Everything a pipe delivers, read on a thread of its own as it arrives: a test can look at
+/// what a running command has printed so far (and wait for a line), and a command whose other
+/// pipe is read meanwhile never blocks on a full one.
+public final class PipeReader: @unchecked Sendable {
   private let lock = NSLock()
-  private var stored: Data
-  private var written = false
-  init(_ value: Data) { stored = value }
-  func set(_ value: Data) {
-    lock.withLock {
-      stored = value
-      written = true
-    }
+  private var data = Data()
+  private let ended = DispatchSemaphore(value: 0)
+
+  public init(_ pipe: Pipe) {
+    let handle = pipe.fileHandleForReading
+    Thread { [self] in
+      while true {
+        let chunk = handle.availableData
+        if chunk.isEmpty { break }
+        lock.withLock { data.append(chunk) }
+      }
+      ended.signal()
+    }.start()
   }
-  var value: Data { lock.withLock { stored } }
-  var isSet: Bool { lock.withLock { written } }
+
+  /// What has arrived so far.
+  public var text: String { lock.withLock { String(decoding: data, as: UTF8.self) } }
+
+  /// Waits until every writer has closed the pipe, and returns all it delivered.
+  public func readToEnd() -> Data {
+    ended.wait()
+    ended.signal()
+    return lock.withLock { data }
+  }
 }
 
 /// Runs a program to its end with its output discarded, and says how much memory it needed at

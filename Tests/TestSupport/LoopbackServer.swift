@@ -102,6 +102,10 @@ public final class LoopbackServer: Sendable {
   /// Every request to `path`, oldest first.
   public func requests(_ path: String) -> [ServerRequest] { log.requests(path) }
 
+  /// How many body bytes the server has written so far in its answers to `path` (a dripped
+  /// body counts as its pieces go out).
+  public func bodyBytesSent(_ path: String) -> Int { log.bytesSent(path) }
+
   /// Every request to any path, in the order they arrived.
   public var allRequests: [ServerRequest] { log.all }
 
@@ -121,6 +125,7 @@ final class RequestLog: Sendable {
     var all: [ServerRequest] = []
     var inFlight = 0
     var peakInFlight = 0
+    var bytesSent: [String: Int] = [:]
   }
 
   private let state = Mutex(State())
@@ -139,6 +144,11 @@ final class RequestLog: Sendable {
   }
 
   func complete() { state.withLock { $0.inFlight -= 1 } }
+
+  func sent(_ count: Int, to path: String) {
+    state.withLock { $0.bytesSent[path, default: 0] += count }
+  }
+  func bytesSent(_ path: String) -> Int { state.withLock { $0.bytesSent[path] ?? 0 } }
 
   func count(_ path: String) -> Int { state.withLock { $0.requests[path]?.count ?? 0 } }
   func requests(_ path: String) -> [ServerRequest] { state.withLock { $0.requests[path] ?? [] } }
@@ -178,15 +188,17 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
       if let delay = response.headDelay {
         let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
         context.eventLoop.scheduleTask(in: delay) {
-          self.send(response, context: loopBound.value, keepAlive: keepAlive)
+          self.send(response, to: request.path, context: loopBound.value, keepAlive: keepAlive)
         }
       } else {
-        send(response, context: context, keepAlive: keepAlive)
+        send(response, to: request.path, context: context, keepAlive: keepAlive)
       }
     }
   }
 
-  private func send(_ response: ServerResponse, context: ChannelHandlerContext, keepAlive: Bool) {
+  private func send(
+    _ response: ServerResponse, to path: String, context: ChannelHandlerContext, keepAlive: Bool
+  ) {
     var headers = HTTPHeaders(response.headers)
     if !headers.contains(name: "Content-Length") {
       headers.add(name: "Content-Length", value: "\(response.body.count)")
@@ -198,23 +210,25 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
       if !response.body.isEmpty {
         context.write(
           wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: response.body)))), promise: nil)
+        log.sent(response.body.count, to: path)
       }
       finish(context: context, keepAlive: keepAlive, ending: response.ending)
       return
     }
     drip(
-      response.body[...], chunk: response.dripChunk, every: interval, context: context,
+      response.body[...], to: path, chunk: response.dripChunk, every: interval, context: context,
       keepAlive: keepAlive)
   }
 
   private func drip(
-    _ remaining: Data.SubSequence, chunk: Int, every interval: TimeAmount,
+    _ remaining: Data.SubSequence, to path: String, chunk: Int, every interval: TimeAmount,
     context: ChannelHandlerContext, keepAlive: Bool
   ) {
     guard context.channel.isActive else { return }
     let piece = remaining.prefix(chunk)
     context.writeAndFlush(
       wrapOutboundOut(.body(.byteBuffer(ByteBuffer(bytes: piece)))), promise: nil)
+    log.sent(piece.count, to: path)
     let rest = remaining.dropFirst(piece.count)
     if rest.isEmpty {
       finish(context: context, keepAlive: keepAlive)
@@ -222,7 +236,9 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
     }
     let loopBound = NIOLoopBound(context, eventLoop: context.eventLoop)
     context.eventLoop.scheduleTask(in: interval) {
-      self.drip(rest, chunk: chunk, every: interval, context: loopBound.value, keepAlive: keepAlive)
+      self.drip(
+        rest, to: path, chunk: chunk, every: interval, context: loopBound.value,
+        keepAlive: keepAlive)
     }
   }
 

@@ -12,8 +12,8 @@ public enum ReportFixture {
   /// The report's JSON: `prefetch` holds `counts` over zeros and `durationSeconds` 1;
   /// `maintenance`, when given, is one expire pass with these figures over zeros.
   public static func json(
-    schemaVersion: Any = 1, counts: [String: Any] = [:], maintenance: [String: Any]? = nil,
-    cache: String = "/srv/cache"
+    schemaVersion: Any = 1, status: String = "completed", counts: [String: Any] = [:],
+    maintenance: [String: Any]? = nil, cache: String = "/srv/cache"
   ) throws -> Data {
     var prefetch: [String: Any] = Dictionary(uniqueKeysWithValues: countNames.map { ($0, 0) })
     prefetch["durationSeconds"] = 1.0
@@ -22,7 +22,7 @@ public enum ReportFixture {
       prefetch[list] = [Any]()
     }
     var report: [String: Any] = [
-      "schemaVersion": schemaVersion, "job": "nightly", "status": "completed",
+      "schemaVersion": schemaVersion, "job": "nightly", "status": status,
       "startedAt": "2026-01-01T00:00:00.000Z", "finishedAt": "2026-01-01T00:01:00.000Z",
       "cache": ["path": cache, "namespace": "default"], "prefetch": prefetch,
       "maintenance": [Any](), "warnings": [Any](),

@@ -7,24 +7,20 @@ import XCTest
 
 /// SPEC sections 1 and 8: `kill -9` at any moment of `prefetch`, `maintain` and `migrate`
 /// leaves no visible partial file, a sound state database, and a cache the next run cleans up.
-final class CrashTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class CrashTests: LoopbackTestCase {
   var location: CacheLocation!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/drip.jpg": { _ in
         ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(5), dripChunk: 64)
       }
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   /// Starts the binary, kills it with SIGKILL after `delay`, and waits for it.

@@ -155,6 +155,30 @@ final class FleetTests: LoopbackTestCase {
     XCTAssertEqual(try RunReport.load(path: temporary.appending("merged.json")).status, .completed)
   }
 
+  /// One report failed (a full disk, exit 4): the merge of it with a completed one is failed
+  /// and exits 4, as that run did, in either order; an interrupted one exits 130.
+  func testAMergeWithAFailedReportIsFailedAndExitsAsThatRunDid() throws {
+    func report(_ name: String, _ status: String) throws -> String {
+      let path = temporary.appending(name)
+      XCTAssertTrue(
+        FileManager.default.createFile(
+          atPath: path, contents: try ReportFixture.json(status: status)))
+      return path
+    }
+    let completed = try report("completed.json", "completed")
+    let failed = try report("failed.json", "failed")
+    let interrupted = try report("interrupted.json", "interrupted")
+    for (reports, status, exit) in [
+      ([completed, failed], RunReport.Status.failed, Int32(4)), ([failed, completed], .failed, 4),
+      ([completed, interrupted], .interrupted, 130), ([interrupted, failed], .failed, 4),
+    ] {
+      let result = try merge(reports)
+      XCTAssertEqual(result.status, exit, "\(reports): \(result.stderr)")
+      XCTAssertEqual(
+        try RunReport.load(path: temporary.appending("merged.json")).status, status, "\(reports)")
+    }
+  }
+
   func testAMergeWithAShardMissingIsRefusedNamingIt() throws {
     let urls = try manifest(["/a.jpg", "/b.png", "/c.gif"])
     let reports = try shards([0, 1, 3], of: 4, manifest: urls)

@@ -6,14 +6,10 @@ import XCTest
 /// Issue 27 and SPEC section 11: a manifest or sitemap that fails as a whole is a failure the
 /// exit code shows (1) and the report counts (`inputsFailed`, `inputFailures`), never a
 /// "skipped" line of a run that exits 0. A bad line alone stays skipped and exits 0.
-final class InputFailureTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class InputFailureTests: LoopbackTestCase {
   var location: CacheLocation!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
+  override var routes: [String: Route] {
     let index = """
       <?xml version="1.0" encoding="UTF-8"?>
       <sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
@@ -21,7 +17,7 @@ final class InputFailureTests: XCTestCase {
       </sitemapindex>
       """
     // The index names a child on its own server: the port is known from the request.
-    server = try LoopbackServer(routes: [
+    return [
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/to-file.txt": { _ in .redirect(to: "file:///etc/hostname") },
       "/index.xml": { request in
@@ -30,12 +26,12 @@ final class InputFailureTests: XCTestCase {
           headers: [("Content-Type", "application/xml")],
           body: Data(index.replacingOccurrences(of: "PLACEHOLDER", with: "http://\(host)").utf8))
       },
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   private func write(_ text: String, _ name: String) throws -> String {

@@ -100,9 +100,12 @@ final class MaintenanceCommandTests: XCTestCase {
       let started = try ImageCacheBinary.start([
         "maintain", "--cache", location.directory, "--wait",
       ])
-      usleep(300_000)
-      XCTAssertTrue(started.0.isRunning, "still waiting for the lock")
-      return started
+      let stderr = PipeReader(started.2)
+      await waitUntil(timeout: 10, "the run to say it waits") {
+        stderr.text.contains("waiting for")
+      }
+      XCTAssertTrue(started.0.isRunning, "still waiting for the lock: \(stderr.text)")
+      return (started.0, started.1, stderr)
     }
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 0, result.stderr)
@@ -293,8 +296,10 @@ final class DeletionLimitTests: XCTestCase {
   }
 
   func testLimitsThatWouldDeleteMoreThanMaxDeleteDeleteNothing() throws {
-    let refused = try maintain(["--max-age", "7d", "--max-delete", "50%", "--report",
-      temporary.appending("r.json")])
+    let refused = try maintain([
+      "--max-age", "7d", "--max-delete", "50%", "--report",
+      temporary.appending("r.json"),
+    ])
     XCTAssertEqual(refused.status, 2, refused.stderr)
     XCTAssertTrue(refused.stderr.contains("would delete 10 of 10 files"), refused.stderr)
     XCTAssertEqual(try builder.remainingFiles().count, 10)

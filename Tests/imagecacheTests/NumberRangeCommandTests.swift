@@ -5,27 +5,23 @@ import XCTest
 
 /// The built binary given numbers too large, negative or contradictory (issue 27 items 1 and 7):
 /// exit 2 naming the flag or file and the range, never a trap (SIGILL, exit 132, no report).
-final class NumberRangeCommandTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class NumberRangeCommandTests: LoopbackTestCase {
   var cache: String!
   var manifest: String!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
-    ])
+    ]
+  }
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
     cache = temporary.appending("cache")
     try FileSystem.createDirectory(path: CacheLocation(directory: cache).diskCachePath)
     // One image on loopback: a timeout or a limit is used, not only parsed.
     manifest = temporary.appending("urls.txt")
     try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
-  }
-
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
   }
 
   /// Runs the binary; a death by signal fails the test (Foundation reports the signal number as

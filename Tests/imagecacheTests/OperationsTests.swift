@@ -83,12 +83,8 @@ final class OperationsTests: LoopbackTestCase {
     // Another process holds the lock, as a running imagecache would, and says who it is.
     let lock = cache + "/default/.imagecache/lock"
     try "4242\n2026-11-23T03:17:00Z\n".write(toFile: lock, atomically: true, encoding: .utf8)
-    let holder = Process()
-    holder.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-    holder.arguments = [lock, "sleep", "30"]
-    try holder.run()
+    let holder = try LockHolder.start(lock)
     defer { holder.terminate() }
-    Thread.sleep(forTimeInterval: 0.3)
     let started = Date()
     let result = try run(["maintain", "--cache", cache, "--wait-timeout", "1s"])
     XCTAssertEqual(result.status, 3, result.stderr)

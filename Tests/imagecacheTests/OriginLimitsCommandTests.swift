@@ -7,16 +7,13 @@ import XCTest
 /// `--max-bandwidth` / `prefetch.maxBandwidth` hold within 10% (the measured figures are
 /// printed), mistakes in them are usage errors naming the flag or the file, line and field, and
 /// a host's `Retry-After` is in the report and among the warnings.
-final class OriginLimitsCommandTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class OriginLimitsCommandTests: LoopbackTestCase {
   var cache: String!
 
   static let quarterMegabyte = Fixtures.paddedJPEG(count: 250_000)
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/large.jpg": { _ in .image(Self.quarterMegabyte, type: "image/jpeg") },
       "/busy.png": { request in
@@ -24,13 +21,12 @@ final class OriginLimitsCommandTests: XCTestCase {
           ? ServerResponse(status: 503, headers: [("Retry-After", "1")])
           : .image(Fixtures.png, type: "image/png")
       },
-    ])
-    cache = temporary.appending("cache")
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    cache = temporary.appending("cache")
   }
 
   private func manifest(_ urls: [String]) throws -> String {

@@ -5,11 +5,10 @@ import TestSupport
 import XCTest
 
 /// End-to-end: `imagecache prefetch` against a loopback server.
-final class PrefetchCommandTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class PrefetchCommandTests: LoopbackTestCase {
   var location: CacheLocation!
-  var sitemap: SitemapHolder!
+  /// What `/sitemap.xml.gz` serves.
+  let sitemap = SitemapHolder()
 
   final class SitemapHolder: @unchecked Sendable {
     var data = Data()
@@ -27,13 +26,9 @@ final class PrefetchCommandTests: XCTestCase {
       try RunReport.decode(Data(result.stdout.utf8)).prefetch, file: file, line: line)
   }
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    let sitemap = SitemapHolder()
-    self.sitemap = sitemap
-    server = try LoopbackServer(routes: [
-      "/sitemap.xml.gz": { _ in ServerResponse(body: sitemap.data) },
+  override var routes: [String: Route] {
+    [
+      "/sitemap.xml.gz": { [sitemap] _ in ServerResponse(body: sitemap.data) },
       "/slow-sitemap.xml": { _ in
         ServerResponse(body: Data("<urlset/>".utf8), headDelay: .seconds(20))
       },
@@ -43,12 +38,12 @@ final class PrefetchCommandTests: XCTestCase {
       "/drip.jpg": { _ in
         ServerResponse(body: Fixtures.jpeg, dripInterval: .milliseconds(200), dripChunk: 10)
       },
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   private func manifest(_ lines: [String]) throws -> String {
@@ -85,7 +80,10 @@ final class PrefetchCommandTests: XCTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", server.url("/slow-sitemap.xml"), "--cache", location.directory,
     ])
-    Thread.sleep(forTimeInterval: 1)
+    // The sitemap is being fetched once its request has reached the server (held there 20 s).
+    waitUntil(timeout: 10, "the sitemap's request") {
+      server.requestCount("/slow-sitemap.xml") == 1
+    }
     kill(process.processIdentifier, SIGINT)
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 130, result.stderr)
@@ -177,9 +175,11 @@ final class PrefetchCommandTests: XCTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", urls, "--cache", location.directory, "--report", reportPath, "--concurrency", "4",
     ])
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/drip.jpg") < 4 && Date() < deadline { usleep(20_000) }
-    usleep(300_000)  // bodies are mid-flight
+    // Bodies mid-flight: four under way, with as many bytes sent as two 10-byte pieces each
+    // (of the 135 a body takes, one every 200 ms).
+    waitUntil(timeout: 10, "four bodies under way") {
+      server.requestCount("/drip.jpg") >= 4 && server.bodyBytesSent("/drip.jpg") >= 4 * 2 * 10
+    }
     kill(process.processIdentifier, SIGTERM)
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 143, result.stderr)

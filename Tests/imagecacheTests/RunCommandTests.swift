@@ -61,8 +61,7 @@ final class RunCommandTests: LoopbackTestCase {
   func testSecondRunWhileTheFirstHoldsTheLockExitsThree() throws {
     let path = try job(urls: [server.url("/slow.jpg")])
     let (first, out, err) = try ImageCacheBinary.start(["run", path])
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/slow.jpg") == 0 && Date() < deadline { usleep(20_000) }
+    waitUntil(timeout: 10, "the first run's request") { server.requestCount("/slow.jpg") > 0 }
     let second = try ImageCacheBinary.run(["run", path])
     XCTAssertEqual(second.status, 3, second.stderr)
     XCTAssertTrue(second.stderr.contains("lock"), second.stderr)
@@ -83,8 +82,7 @@ final class RunCommandTests: LoopbackTestCase {
       urls: (0..<8).map { server.url("/slow.jpg") + "?n=\($0)" },
       extra: "prefetch:\n  concurrency: 2\n")
     let (process, out, err) = try ImageCacheBinary.start(["run", path])
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/slow.jpg") < 2 && Date() < deadline { usleep(20_000) }
+    waitUntil(timeout: 10, "two downloads under way") { server.requestCount("/slow.jpg") >= 2 }
     kill(process.processIdentifier, SIGTERM)
     let result = ImageCacheBinary.finish(process, out, err)
     XCTAssertEqual(result.status, 143, result.stderr)

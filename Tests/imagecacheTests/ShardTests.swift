@@ -4,35 +4,27 @@ import TestSupport
 import XCTest
 
 /// Sharded runs (SPEC section 9, issue 11 items 1-3): N worker processes on one cache.
-final class ShardTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
-  static let images = 2000
+final class ShardTests: LoopbackTestCase {
+  static let imageCount = 2000
   static let broken = 30
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+  override var routes: [String: Route] {
     var routes: [String: Route] = [:]
-    for index in 0..<Self.images {
+    for index in 0..<Self.imageCount {
       routes["/i/\(index).jpg"] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
     }
     // Not an image: badImageData, which SD 5 blacklists.
     for index in 0..<Self.broken {
       routes["/page/\(index).jpg"] = { _ in .image(Data("<html></html>".utf8), type: "text/html") }
     }
-    server = try LoopbackServer(routes: routes)
-  }
-
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+    return routes
   }
 
   /// The images, then URLs that answer a web page (blacklisted after one attempt).
   private func manifest() throws -> String {
     let path = temporary.appending("urls.txt")
     let urls =
-      (0..<Self.images).map { server.url("/i/\($0).jpg") }
+      (0..<Self.imageCount).map { server.url("/i/\($0).jpg") }
       + (0..<Self.broken).map { server.url("/page/\($0).jpg") }
     try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
     return path
@@ -90,17 +82,17 @@ final class ShardTests: XCTestCase {
           "--report", temporary.appending("shard-\($0).json"),
         ]
       })
-    for index in 0..<Self.images {
+    for index in 0..<Self.imageCount {
       XCTAssertEqual(server.requestCount("/i/\(index).jpg"), 1, "/i/\(index).jpg")
     }
-    XCTAssertEqual(sum(shards, \.downloaded), Self.images)
-    XCTAssertEqual(sum(shards, \.total), Self.images + Self.broken)
+    XCTAssertEqual(sum(shards, \.downloaded), Self.imageCount)
+    XCTAssertEqual(sum(shards, \.total), Self.imageCount + Self.broken)
     for report in shards {
-      XCTAssertEqual(report.otherShards, Self.images + Self.broken - report.total)
+      XCTAssertEqual(report.otherShards, Self.imageCount + Self.broken - report.total)
       XCTAssertGreaterThan(report.total, 0)
     }
     XCTAssertEqual(
-      try DiskCache(location: CacheLocation(directory: cache)).usage().fileCount, Self.images)
+      try DiskCache(location: CacheLocation(directory: cache)).usage().fileCount, Self.imageCount)
 
     // One unsharded run of the same manifest: the same counts.
     let single = try workers([
@@ -128,7 +120,7 @@ final class ShardTests: XCTestCase {
       XCTAssertEqual(prefetch.counts[keyPath: count], single.counts[keyPath: count])
     }
     XCTAssertEqual(prefetch.otherShards, 0)
-    XCTAssertEqual(prefetch.downloads.count, Self.images)
+    XCTAssertEqual(prefetch.downloads.count, Self.imageCount)
     XCTAssertEqual(Set(prefetch.failures.map(\.url)).count, Self.broken)
     XCTAssertEqual(prefetch.blacklistedURLs.count, Self.broken)
     XCTAssertEqual(whole.status, .completed)
@@ -145,8 +137,8 @@ final class ShardTests: XCTestCase {
       environments: (0..<2).map {
         ProcessInfo.processInfo.environment.merging(["JOB_COMPLETION_INDEX": "\($0)"]) { $1 }
       })
-    XCTAssertEqual(sum(indexed, \.downloaded), Self.images)
-    for index in 0..<Self.images {
+    XCTAssertEqual(sum(indexed, \.downloaded), Self.imageCount)
+    for index in 0..<Self.imageCount {
       XCTAssertEqual(server.requestCount("/i/\(index).jpg"), 3, "once per cache")
     }
   }
@@ -164,7 +156,7 @@ final class ShardTests: XCTestCase {
         ["prefetch", urls, "--cache", cache, "--shard", "\($0)/4", "--json", "--retries", "0"]
       })
     XCTAssertEqual(sum(four, \.blacklisted), Self.broken, "refused up front under N=4")
-    XCTAssertEqual(sum(four, \.diskHits), Self.images)
+    XCTAssertEqual(sum(four, \.diskHits), Self.imageCount)
     for index in 0..<Self.broken {
       XCTAssertEqual(server.requestCount("/page/\(index).jpg"), 1)
     }
@@ -214,13 +206,7 @@ final class ShardTests: XCTestCase {
     try FileManager.default.createDirectory(
       atPath: cache + "/default/.imagecache", withIntermediateDirectories: true)
     func hold(_ file: String, shared: Bool) throws -> Process {
-      let process = Process()
-      process.executableURL = URL(fileURLWithPath: "/usr/bin/flock")
-      process.arguments =
-        (shared ? ["-s"] : []) + [cache + "/default/.imagecache/" + file, "sleep", "30"]
-      try process.run()
-      Thread.sleep(forTimeInterval: 0.3)
-      return process
+      try LockHolder.start(cache + "/default/.imagecache/" + file, shared: shared)
     }
     // A shard at work: the cache's lock shared, its own alone.
     let cacheLock = try hold("lock", shared: true)

@@ -205,24 +205,24 @@ final class SlurmTests: XCTestCase {
       "COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "PREEMPTED",
       "BOOT_FAIL", "DEADLINE",
     ]
-    let deadline = Date().addingTimeInterval(60)
     var last = ""
-    while Date() < deadline {
+    var records: [JobRecord] = []
+    let done = try waitUntil(timeout: 60, "job \(id) to end:\n\(last)", every: 0.2) {
       let shown = try Command.run(
         try Self.tool("scontrol"), ["show", "job", id], environment: slurmEnvironment)
       last = shown.stdout + shown.stderr
-      let records = shown.stdout.components(separatedBy: "\n\n").compactMap { text in
+      records = shown.stdout.components(separatedBy: "\n\n").compactMap { text in
         field("JobState", in: text).map {
           JobRecord(state: $0, exitCode: field("ExitCode", in: text) ?? "")
         }
       }
-      if records.count == tasks && records.allSatisfy({ ended.contains($0.state) }) {
-        // scontrol lists an array's tasks in no fixed order; the states are compared as a set.
-        return records.sorted { $0.state < $1.state }
-      }
-      usleep(200_000)
+      return records.count == tasks && records.allSatisfy({ ended.contains($0.state) })
     }
-    throw ClusterError("job \(id) did not end within 60 s:\n\(last)\n\(logs(cluster))")
+    guard done else {
+      throw ClusterError("job \(id) did not end within 60 s:\n\(last)\n\(logs(cluster))")
+    }
+    // scontrol lists an array's tasks in no fixed order; the states are compared as a set.
+    return records.sorted { $0.state < $1.state }
   }
 
   private func field(_ name: String, in record: String) -> String? {

@@ -10,22 +10,18 @@ import XCTest
 
 /// Issue 27: a manifest that can be read only once (standard input, `/dev/stdin`, a FIFO) is
 /// read once, by the run, and waiting on one never holds a signal up.
-final class StreamManifestTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class StreamManifestTests: LoopbackTestCase {
   var location: CacheLocation!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   private func makeFIFO(_ name: String) throws -> String {
@@ -37,16 +33,14 @@ final class StreamManifestTests: XCTestCase {
   /// The writing end of `fifo`, once `reader` has opened its end (before, opening fails with
   /// ENXIO); `nil` if it has not within a few seconds.
   private func openForWriting(_ fifo: String, reader: Process) -> FileHandle? {
-    let deadline = Date().addingTimeInterval(10)
-    while reader.isRunning && Date() < deadline {
-      let descriptor = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
-      if descriptor >= 0 {
-        _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
-        return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
-      }
-      usleep(5_000)
+    var descriptor: Int32 = -1
+    waitUntil(timeout: 10, "the run to open \(fifo)") {
+      descriptor = open(fifo, O_WRONLY | O_NONBLOCK | O_CLOEXEC)
+      return descriptor >= 0 || !reader.isRunning
     }
-    return nil
+    guard descriptor >= 0 else { return nil }
+    _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
+    return FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
   }
 
   /// Waits for `process` to exit, at most `seconds`; kills it (and fails) if it does not.
@@ -54,10 +48,9 @@ final class StreamManifestTests: XCTestCase {
     _ process: Process, _ stdout: Pipe, _ stderr: Pipe, within seconds: TimeInterval,
     file: StaticString = #filePath, line: UInt = #line
   ) -> CommandResult {
-    let deadline = Date().addingTimeInterval(seconds)
-    while process.isRunning && Date() < deadline { usleep(10_000) }
-    if process.isRunning {
-      XCTFail("still running after \(seconds) s", file: file, line: line)
+    if !waitUntil(
+      timeout: seconds, "the run to end", file: file, line: line, { !process.isRunning })
+    {
       kill(process.processIdentifier, SIGKILL)
     }
     return ImageCacheBinary.finish(process, stdout, stderr)
@@ -109,13 +102,12 @@ final class StreamManifestTests: XCTestCase {
     ])
     // The run is waiting once its row in the state says `running`.
     let state = location.stateDirectory + "/state.sqlite"
-    let deadline = Date().addingTimeInterval(20)
     var running = false
-    while !running && process.isRunning && Date() < deadline {
+    waitUntil(timeout: 20, "the run to begin") {
       if FileManager.default.fileExists(atPath: state) {
         running = (try? StateStore(location: location).recentRuns().first?.status) == "running"
       }
-      if !running { usleep(20_000) }
+      return running || !process.isRunning
     }
     XCTAssertTrue(running, "the run never began")
     kill(process.processIdentifier, SIGTERM)

@@ -129,12 +129,16 @@ final class TerminalProgressTests: LoopbackTestCase {
     defer { tmux.stop() }
     try tmux.start(columns: columns, command: shell)
 
-    let deadline = Date() + 60
     var statusesSeen: Set<String> = []
     var rows: [String] = []
-    while true {
+    var exitStatus: Int32?
+    // The screen is looked at on every poll: each look is a sample of the redrawn status.
+    let ended = try waitUntil(
+      timeout: 60, "the prefetch to end:\n\(rows.joined(separator: "\n"))", every: 0.05,
+      file: file, line: line
+    ) {
       // Over once the command has exited and tmux has shown all it wrote.
-      let exitStatus =
+      exitStatus =
         try tmux.paneDead
         ? (try? String(contentsOfFile: statusFile, encoding: .utf8)).flatMap {
           Int32($0.trimmingCharacters(in: .whitespacesAndNewlines))
@@ -142,17 +146,10 @@ final class TerminalProgressTests: LoopbackTestCase {
       rows = try tmux.capture()
       check(rows, columns: columns, file: file, line: line)
       if let status = rows.first(where: { $0.contains(" done") }) { statusesSeen.insert(status) }
-      if let exitStatus {
-        XCTAssertEqual(exitStatus, 1, "exit code 1: some URLs failed", file: file, line: line)
-        break
-      }
-      guard Date() < deadline else {
-        XCTFail(
-          "the prefetch did not end:\n\(rows.joined(separator: "\n"))", file: file, line: line)
-        return ""
-      }
-      usleep(50_000)
+      return exitStatus != nil
     }
+    guard ended else { return "" }
+    XCTAssertEqual(exitStatus, 1, "exit code 1: some URLs failed", file: file, line: line)
     let screen = rows.joined(separator: "\n")
     XCTAssertGreaterThan(
       statusesSeen.count, 2, "the status redrawn while it ran: \(statusesSeen)", file: file,

@@ -6,23 +6,19 @@ import XCTest
 
 /// SPEC section 10 on the built binary, as cron runs it: dead consoles, missing manifests,
 /// hang-ups, read-only state.
-final class UnattendedTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class UnattendedTests: LoopbackTestCase {
   var location: CacheLocation!
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    [
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) },
-    ])
+    ]
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   private func manifest(_ urls: [String]) throws -> String {
@@ -89,8 +85,7 @@ final class UnattendedTests: XCTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", urls, "--cache", location.directory, "--report", report,
     ])
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/slow.jpg") == 0 && Date() < deadline { usleep(20_000) }
+    waitUntil(timeout: 10, "a download under way") { server.requestCount("/slow.jpg") > 0 }
     kill(process.processIdentifier, SIGHUP)
     let result = ImageCacheBinary.finish(process, stdout, stderr)
     XCTAssertEqual(result.status, 128 + SIGHUP, result.stderr)
