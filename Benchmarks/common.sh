@@ -24,10 +24,12 @@ make_work() {
 # Starts nginx from $WORK/nginx (its pid, log and temporary files there, so that remove_work
 # stops it) serving $WORK/www: $1 worker processes of $2 connections each, and stdin is the
 # rest of the http block (its server blocks). Its workers run as nobody: make $WORK/www
-# world-readable first.
+# world-readable first. Optional: NGINX_MAIN, lines for the main context before the rest (e.g.
+# load_module); NGINX_CPUS, a CPU list that nginx and its workers are pinned to (taskset -c).
 start_nginx() {
   mkdir -p "$WORK/nginx/tmp"
   {
+    if [ -n "${NGINX_MAIN:-}" ]; then echo "$NGINX_MAIN"; fi
     cat <<CONF
 worker_processes $1;
 pid $WORK/nginx/nginx.pid;
@@ -45,8 +47,24 @@ CONF
     cat
     echo "}"
   } > "$WORK/nginx/nginx.conf"
-  nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
+  local pin=()
+  if [ -n "${NGINX_CPUS:-}" ]; then pin=(taskset -c "$NGINX_CPUS"); fi
+  "${pin[@]}" nginx -c "$WORK/nginx/nginx.conf" -p "$WORK/nginx"
   sleep 0.5
+}
+
+# Stops the nginx start_nginx started and waits (up to 10 s) until it has exited, so that
+# another can listen on its ports.
+stop_nginx() {
+  [ -f "$WORK/nginx/nginx.pid" ] || return 0
+  local pid
+  pid=$(cat "$WORK/nginx/nginx.pid")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  rm -f "$WORK/nginx/nginx.pid"
 }
 
 remove_work() {

@@ -1,35 +1,77 @@
 #!/usr/bin/env bash
-# Prefetch benchmark (issue 9): imagecache against curl and wget2 fetching the same JPEGs from
-# nginx on 127.0.0.1, 64 connections each, over HTTP/1.1 and over HTTPS + HTTP/2 (a self-signed
-# certificate, which every tool is told to accept). Runs alternate tool by tool and medians are
-# reported with user+system CPU. The files are written to tmpfs, so that what is measured is each
-# tool's own cost, not the disk's noise; the same comparison on disk follows as a second table.
-# Then a warm run (every URL a disk hit) against `xargs touch -a`, and the peak memory of a
-# 1,000,000-line manifest.
+# Prefetch benchmark (issues 9 and 31): imagecache against curl and wget2 fetching the same JPEGs
+# from nginx on 127.0.0.1, over HTTP/1.1 and over HTTPS + HTTP/2 (a self-signed certificate,
+# which every tool is told to accept). Runs alternate tool by tool and medians are reported.
+# Files are written to tmpfs, so that what is measured is each tool's own cost, not the disk's.
+# The cases (CASES, any of them, in this order):
 #
-#   bash Benchmarks/prefetch.sh                          # needs root (tmpfs, packages)
+#   contended  IMAGES (2,000) served at once, 64 connections each, wall and user+system CPU: a
+#              loopback race where the server answers in microseconds and the tools share the
+#              two cores with nginx (the regression guard of issue 9); then the same on disk
+#              (DISK_RUNS of them, 0 for none).
+#   warm       WARM URLs, every one a disk hit, against `xargs touch -a` on the same files.
+#   manifest   peak memory of a MANIFEST_LINES-line manifest of hits.
+#   latency    what a user sees from a CDN: nginx holds each image DELAYS_MS (20 and 80 ms,
+#              ngx.sleep in access_by_lua) before answering; LATENCY_IMAGES (5,000) images, each
+#              tool with 64 connections or streams and with its own defaults; wall and CPU.
+#   pinned     CPU per image: nginx pinned to core 0 (no delay), each tool to core 1, perf's
+#              task-clock of a PINNED_IMAGES (5,000) run and of a one-image run (exec to exit).
+#   waiting    CPU while waiting: 64 requests that nginx holds HOLD_S (3) seconds, task-clock
+#              and context switches per second of wall, and the excess over the same 64 images
+#              served at once.
+#   start      exec to the first request nginx logs ($msec - $request_time in an access log,
+#              against the time the tool was exec'd), one image per run.
+#
+#   bash Benchmarks/prefetch.sh                          # every case; needs root (tmpfs, packages)
 #   IMAGES=500 RUNS=3 DISK_RUNS=1 WARM=20000 MANIFEST_LINES=200000 bash Benchmarks/prefetch.sh
+#   CASES=latency RUNS=3 bash Benchmarks/prefetch.sh     # one case (about 15 minutes)
+#   CASES="pinned waiting start" bash Benchmarks/prefetch.sh
+#   IMAGECACHE_FLAGS_64="--concurrency 64 --per-host-concurrency 8" CASES=latency ...
+#
+# IMAGES, when set, is also the default of LATENCY_IMAGES and PINNED_IMAGES (a quick run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+CASES=${CASES:-contended warm manifest latency pinned waiting start}
+LATENCY_IMAGES=${LATENCY_IMAGES:-${IMAGES:-5000}}
+PINNED_IMAGES=${PINNED_IMAGES:-${IMAGES:-5000}}
 IMAGES=${IMAGES:-2000}
 RUNS=${RUNS:-5}
 DISK_RUNS=${DISK_RUNS:-3}
 WARM=${WARM:-100000}
 MANIFEST_LINES=${MANIFEST_LINES:-1000000}
+DELAYS_MS=${DELAYS_MS:-20 80}
+HOLD_S=${HOLD_S:-3}
+START_RUNS=${START_RUNS:-$((RUNS * 2 + 1))}
+# imagecache's flags for "64 connections or streams to one host" (one place, so that a
+# --per-host-streams flag can take over when it exists)
+IMAGECACHE_FLAGS_64=${IMAGECACHE_FLAGS_64:---concurrency 64 --per-host-concurrency 64}
+export IMAGECACHE_FLAGS_64
 PORT=${PORT:-18080}
 TLS_PORT=${TLS_PORT:-18443}
 WORK=${WORK:-$PWD/Benchmarks/work/prefetch}
 DISK_OUT=${DISK_OUT:-$PWD/Benchmarks/work/prefetch-disk}
 
-bash scripts/install-system-packages nginx wget2 curl time openssl
+for name in $CASES; do
+  case $name in
+    contended | warm | manifest | latency | pinned | waiting | start) ;;
+    *) echo "unknown case '$name' in CASES (contended warm manifest latency pinned waiting start)" >&2; exit 2 ;;
+  esac
+done
+has_case() { [[ " $(echo $CASES) " == *" $1 "* ]]; }
+
+bash scripts/install-system-packages nginx libnginx-mod-http-lua wget2 curl time openssl linux-perf
 source Benchmarks/common.sh
 build_release
+PERF=${PERF:-$(command -v perf || ls /usr/lib/linux-tools*/perf 2>/dev/null | head -1)}
 
 make_work 8g "$DISK_OUT"
-mkdir -p "$WORK/www/img" "$WORK/nginx"
+mkdir -p "$WORK/www/img" "$WORK/nginx" "$WORK/lists"
 
-echo "generating $IMAGES JPEGs of 2-40 KiB ..." >&2
-python3 - "$WORK/www/img" "$IMAGES" Tests/Fixtures/photo.jpg <<'PY'
+count=$IMAGES
+if has_case latency && [ "$LATENCY_IMAGES" -gt "$count" ]; then count=$LATENCY_IMAGES; fi
+if has_case pinned && [ "$PINNED_IMAGES" -gt "$count" ]; then count=$PINNED_IMAGES; fi
+echo "generating $count JPEGs of 2-40 KiB ..." >&2
+python3 - "$WORK/www/img" "$count" Tests/Fixtures/photo.jpg <<'PY'
 import os, random, sys
 root, count, base = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "rb").read()
 rng = random.Random(7)
@@ -45,60 +87,119 @@ chmod -R a+rX "$WORK/www"  # nginx's workers run as nobody
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
   -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" 2>/dev/null
-start_nginx 2 4096 <<CONF
+
+# The same server for every case: /img/ answers at once (as in issue 9), /delayN/ holds each
+# request N ms, /hold/ HOLD_S seconds (ngx.sleep does not block the worker), /first/ logs
+# when each request arrived. $1: "shared" (2 workers, unpinned) or "pinned" (1 worker on core 0).
+NGINX_MODE=
+serve() {
+  [ "$NGINX_MODE" = "$1" ] && return 0
+  stop_nginx
+  local workers=2 cpus=
+  if [ "$1" = pinned ]; then workers=1 cpus=0; fi
+  local delays=""
+  for ms in $DELAYS_MS; do
+    delays+="    location /delay$ms/ { access_by_lua_block { ngx.sleep($ms / 1000) } alias $WORK/www/img/; }"$'\n'
+  done
+  NGINX_CPUS=$cpus NGINX_MAIN="load_module /usr/lib/nginx/modules/ndk_http_module.so;
+load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;" start_nginx $workers 4096 <<CONF
   keepalive_requests 100000;
+  log_format first '\$msec \$request_time \$request_uri';
   server {
     listen 127.0.0.1:$PORT backlog=4096;
     listen 127.0.0.1:$TLS_PORT ssl http2 backlog=4096;
     ssl_certificate $WORK/nginx/cert.pem;
     ssl_certificate_key $WORK/nginx/key.pem;
     root $WORK/www;
+$delays
+    location /hold/ { access_by_lua_block { ngx.sleep($HOLD_S) } alias $WORK/www/img/; }
+    location /first/ { access_log $WORK/nginx/first.log first; alias $WORK/www/img/; }
   }
 CONF
+  NGINX_MODE=$1
+}
 
-for scheme in http https; do
-  port=$PORT; [ "$scheme" = https ] && port=$TLS_PORT
-  for i in $(seq 0 $((IMAGES - 1))); do echo "$scheme://127.0.0.1:$port/img/$i.jpg"; done \
-    > "$WORK/$scheme.txt"
-  sed 's/^\(.*\)$/url = "\1"/' "$WORK/$scheme.txt" > "$WORK/$scheme.curl"
-done
-curl -sk --http2 -o /dev/null -w "nginx over TLS speaks HTTP/%{http_version}\n" \
-  "https://127.0.0.1:$TLS_PORT/img/0.jpg"
+port_of() { if [ "$1" = https ]; then echo "$TLS_PORT"; else echo "$PORT"; fi; }
 
-# tool name -> command for a scheme and an output folder
-run_tool() {
-  local tool=$1 scheme=$2 out=$3
+# $WORK/lists/NAME-SCHEME.txt (one URL a line) and .curl (curl's -K form): COUNT images under
+# the location PATH.
+make_list() {  # name path count
+  for scheme in http https; do
+    for i in $(seq 0 $(($3 - 1))); do echo "$scheme://127.0.0.1:$(port_of $scheme)/$2/$i.jpg"; done \
+      > "$WORK/lists/$1-$scheme.txt"
+    sed 's/^\(.*\)$/url = "\1"/' "$WORK/lists/$1-$scheme.txt" > "$WORK/lists/$1-$scheme.curl"
+  done
+}
+
+# Sets CMD to a tool's command for a list (made by make_list) and an output folder; ROW "64" is
+# 64 connections (HTTP/1.1) or streams (HTTP/2) for every tool, "default" each tool's defaults.
+tool_cmd() {  # tool scheme row list out
+  local tool=$1 scheme=$2 row=$3 list=$WORK/lists/$4-$2 out=$5
   case $tool in
     imagecache)
-      "$BIN" prefetch "$WORK/$scheme.txt" --cache "$out" --concurrency 64 \
-        --per-host-concurrency 64 --option allowInvalidSSLCertificates ;;
+      CMD=("$BIN" prefetch "$list.txt" --cache "$out" --option allowInvalidSSLCertificates)
+      if [ "$row" = 64 ]; then CMD+=($IMAGECACHE_FLAGS_64); fi ;;
     curl)
-      curl -sk --parallel --parallel-max 64 --remote-name-all --output-dir "$out" \
-        -K "$WORK/$scheme.curl" ;;
+      CMD=(curl -sk --parallel --remote-name-all --output-dir "$out" -K "$list.curl")
+      if [ "$row" = 64 ]; then CMD+=(--parallel-max 64); fi ;;
     wget2)
-      wget2 --max-threads=64 -q -nc --no-check-certificate -P "$out" -i "$WORK/$scheme.txt" ;;
+      CMD=(wget2 -q -nc --no-check-certificate -P "$out" -i "$list.txt")
+      if [ "$row" = 64 ] && [ "$scheme" = http ]; then CMD+=(--max-threads=64); fi
+      # one connection of 64 streams, as the other two open
+      if [ "$row" = 64 ] && [ "$scheme" = https ]; then
+        CMD+=(--max-threads=1 --http2-request-window=64)
+      fi ;;
   esac
 }
 
-# One run: wall seconds (monotonic, ms resolution) and user+system CPU seconds.
-measure() {  # results-file tool scheme out
-  local results=$1 tool=$2 scheme=$3 out=$4
-  rm -rf "$out"; mkdir -p "$out"; sync
-  local start end
-  start=$(date +%s%N)
-  /usr/bin/time -f "%U %S" -o "$WORK/cpu" bash -c "$(declare -f run_tool); BIN='$BIN' WORK='$WORK' run_tool $tool $scheme '$out'" >/dev/null 2>&1
-  end=$(date +%s%N)
-  local files
-  files=$(find "$out" -type f -name '*.jpg' | wc -l)
-  echo "$tool $scheme $(( (end - start) / 1000000 )) $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $files" >> "$results"
-}
+fresh() { rm -rf "$1"; mkdir -p "$1"; }
+files_in() { find "$1" -type f -name '*.jpg' | wc -l; }
+# perf stat -x, output: the value of an event (task-clock in ms)
+perf_value() { awk -F, -v event="$2" '$3 == event { print $1 }' "$1"; }
 
-table() {  # results-file runs title
-  local results=$1
-  echo
-  echo "### $3 (medians of $2 alternating runs, $IMAGES images, 64 connections)"
-  echo
-  python3 - "$results" <<'PY'
+contended() {
+  serve shared
+  for scheme in http https; do
+    cp "$WORK/lists/img-$scheme.txt" "$WORK/$scheme.txt"
+    cp "$WORK/lists/img-$scheme.curl" "$WORK/$scheme.curl"
+  done
+  curl -sk --http2 -o /dev/null -w "nginx over TLS speaks HTTP/%{http_version}\n" \
+    "https://127.0.0.1:$TLS_PORT/img/0.jpg"
+
+  # tool name -> command for a scheme and an output folder
+  run_tool() {
+    local tool=$1 scheme=$2 out=$3
+    case $tool in
+      imagecache)
+        "$BIN" prefetch "$WORK/$scheme.txt" --cache "$out" $IMAGECACHE_FLAGS_64 \
+          --option allowInvalidSSLCertificates ;;
+      curl)
+        curl -sk --parallel --parallel-max 64 --remote-name-all --output-dir "$out" \
+          -K "$WORK/$scheme.curl" ;;
+      wget2)
+        wget2 --max-threads=64 -q -nc --no-check-certificate -P "$out" -i "$WORK/$scheme.txt" ;;
+    esac
+  }
+
+  # One run: wall seconds (monotonic, ms resolution) and user+system CPU seconds.
+  measure() {  # results-file tool scheme out
+    local results=$1 tool=$2 scheme=$3 out=$4
+    rm -rf "$out"; mkdir -p "$out"; sync
+    local start end
+    start=$(date +%s%N)
+    /usr/bin/time -f "%U %S" -o "$WORK/cpu" bash -c "$(declare -f run_tool); BIN='$BIN' WORK='$WORK' run_tool $tool $scheme '$out'" >/dev/null 2>&1
+    end=$(date +%s%N)
+    local files
+    files=$(find "$out" -type f -name '*.jpg' | wc -l)
+    echo "$tool $scheme $(( (end - start) / 1000000 )) $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $files" >> "$results"
+  }
+
+  table() {  # results-file runs title
+    local results=$1
+    echo
+    echo "### $3 (medians of $2 alternating runs, $IMAGES images, 64 connections)"
+    echo
+    python3 - "$results" <<'PY'
 import statistics, sys
 rows = {}
 for line in open(sys.argv[1]):
@@ -130,29 +231,43 @@ for (tool, scheme), runs in sorted(rows.items()):
         stalls.append(f"{tool} {scheme} {len(slow)} of {len(runs)} ({', '.join(f'{s:.2f} s' for s in slow)})")
 print("- stalls (runs over 3x the median): " + ("; ".join(stalls) if stalls else "none"))
 PY
+  }
+
+  series() {  # results-file runs out: every tool and scheme, alternating, run after run
+    rm -f "$1"
+    for run in $(seq "$2"); do
+      for scheme in http https; do
+        for tool in imagecache curl wget2; do measure "$1" $tool $scheme "$3"; done
+      done
+    done
+  }
+
+  echo; echo "== contended: cold, written to tmpfs"
+  series "$WORK/tmpfs.results" "$RUNS" "$WORK/out"
+  table "$WORK/tmpfs.results" "$RUNS" "On tmpfs"
+
+  if [ "$DISK_RUNS" -gt 0 ]; then
+    echo; echo "== contended: cold, written to disk ($DISK_OUT; noisy, see README)"
+    series "$WORK/disk.results" "$DISK_RUNS" "$DISK_OUT"
+    table "$WORK/disk.results" "$DISK_RUNS" "On disk (ext4)"
+  fi
+  rm -rf "$WORK/out" "$DISK_OUT"
 }
 
-series() {  # results-file runs out: every tool and scheme, alternating, run after run
-  rm -f "$1"
-  for run in $(seq "$2"); do
-    for scheme in http https; do
-      for tool in imagecache curl wget2; do measure "$1" $tool $scheme "$3"; done
-    done
+warm() {
+  echo; echo "== warm: $WARM URLs, every one a disk hit (tmpfs), against xargs touch -a on the same files"
+  make_warm_manifest
+  for run in $(seq 3); do
+    /usr/bin/time -f "imagecache (all hits): %e s, peak RSS %M KiB" \
+      "$BIN" prefetch "$WARM_MANIFEST" --cache "$WORK/warm" 2>&1 >/dev/null | tail -1
+    /usr/bin/time -f "xargs touch -a (floor): %e s" xargs touch -a < "$WORK/warm-files.txt" 2>&1 | tail -1
   done
 }
 
-echo; echo "== cold, written to tmpfs"
-series "$WORK/tmpfs.results" "$RUNS" "$WORK/out"
-table "$WORK/tmpfs.results" "$RUNS" "On tmpfs"
-
-echo; echo "== cold, written to disk ($DISK_OUT; noisy, see README)"
-series "$WORK/disk.results" "$DISK_RUNS" "$DISK_OUT"
-table "$WORK/disk.results" "$DISK_RUNS" "On disk (ext4)"
-rm -rf "$WORK/out" "$DISK_OUT"
-
-echo; echo "== warm: $WARM URLs, every one a disk hit (tmpfs), against xargs touch -a on the same files"
 WARM_MANIFEST=$WORK/warm.txt
-python3 - "$WORK/warm/default" "$WARM" "$PORT" "$WARM_MANIFEST" "$WORK/warm-files.txt" <<'PY'
+make_warm_manifest() {
+  [ -f "$WARM_MANIFEST" ] && return 0
+  python3 - "$WORK/warm/default" "$WARM" "$PORT" "$WARM_MANIFEST" "$WORK/warm-files.txt" <<'PY'
 import hashlib, os, sys
 root, count, port, manifest, files = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 os.makedirs(root, exist_ok=True)
@@ -163,19 +278,259 @@ with open(manifest, "w") as m, open(files, "w") as f:
         open(path, "wb").write(b"\xff\xd8\xff")
         m.write(url + "\n"); f.write(path + "\n")
 PY
-for run in $(seq 3); do
-  /usr/bin/time -f "imagecache (all hits): %e s, peak RSS %M KiB" \
-    "$BIN" prefetch "$WARM_MANIFEST" --cache "$WORK/warm" 2>&1 >/dev/null | tail -1
-  /usr/bin/time -f "xargs touch -a (floor): %e s" xargs touch -a < "$WORK/warm-files.txt" 2>&1 | tail -1
-done
+}
 
-echo; echo "== peak memory: a $MANIFEST_LINES-line manifest (the warm URLs, repeated), all hits"
-python3 - "$WARM_MANIFEST" "$MANIFEST_LINES" "$WORK/big.txt" <<'PY'
+manifest() {
+  echo; echo "== peak memory: a $MANIFEST_LINES-line manifest (the warm URLs, repeated), all hits"
+  make_warm_manifest
+  python3 - "$WARM_MANIFEST" "$MANIFEST_LINES" "$WORK/big.txt" <<'PY'
 import sys
 urls = open(sys.argv[1]).read().split()
 with open(sys.argv[3], "w") as out:
     for i in range(int(sys.argv[2])):
         out.write(urls[i % len(urls)] + "\n")
 PY
-/usr/bin/time -f "imagecache prefetch, $MANIFEST_LINES lines: %e s, peak RSS %M KiB" \
-  "$BIN" prefetch "$WORK/big.txt" --cache "$WORK/warm" 2>&1 | tail -1
+  /usr/bin/time -f "imagecache prefetch, $MANIFEST_LINES lines: %e s, peak RSS %M KiB" \
+    "$BIN" prefetch "$WORK/big.txt" --cache "$WORK/warm" 2>&1 | tail -1
+  rm -f "$WORK/big.txt"
+}
+
+latency() {
+  serve shared
+  echo; echo "== latency: $LATENCY_IMAGES images, each held by nginx $DELAYS_MS ms (ngx.sleep)"
+  for ms in $DELAYS_MS; do
+    make_list "delay$ms" "delay$ms" "$LATENCY_IMAGES"
+    for scheme in http https; do
+      # first byte minus the end of the handshake (pretransfer): the server's hold
+      curl -sk -o /dev/null -w "$ms ms location, $scheme: first byte %{time_starttransfer} s, pretransfer %{time_pretransfer} s, HTTP/%{http_version}\n" \
+        "$scheme://127.0.0.1:$(port_of $scheme)/delay$ms/0.jpg"
+    done
+  done
+  local results=$WORK/latency.results out=$WORK/out
+  rm -f "$results"
+  for run in $(seq "$RUNS"); do
+    for ms in $DELAYS_MS; do
+      for scheme in http https; do
+        for row in 64 default; do
+          for tool in imagecache curl wget2; do
+            tool_cmd $tool $scheme $row "delay$ms" "$out"
+            fresh "$out"
+            local start end
+            start=$(date +%s%N)
+            /usr/bin/time -f "%U %S" -o "$WORK/cpu" "${CMD[@]}" >/dev/null 2>&1 || true
+            end=$(date +%s%N)
+            echo "$ms $row $tool $scheme $(( (end - start) / 1000000 )) $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $(files_in "$out")" >> "$results"
+          done
+        done
+      done
+    done
+    echo "latency: run $run of $RUNS done" >&2
+  done
+  rm -rf "$out"
+  python3 - "$results" "$RUNS" "$LATENCY_IMAGES" "$IMAGECACHE_FLAGS_64" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    ms, row, tool, scheme, wall, cpu, files = line.split()
+    rows.setdefault((ms, row, tool, scheme), []).append((int(wall) / 1000, float(cpu), int(files)))
+runs, images, flags = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+def med(key, i):
+    return statistics.median(r[i] for r in rows[key])
+labels = {
+    ("64", "imagecache"): f"imagecache `{flags}`",
+    ("64", "curl"): "curl `--parallel --parallel-max 64`",
+    ("64", "wget2"): "wget2 `--max-threads=64` / h2: `--max-threads=1 --http2-request-window=64`",
+    ("default", "imagecache"): "imagecache, defaults",
+    ("default", "curl"): "curl `--parallel` (50)",
+    ("default", "wget2"): "wget2, defaults",
+}
+for ms in sorted({k[0] for k in rows}, key=int):
+    print()
+    print(f"### Latency {ms} ms per image ({images} images, medians of {runs} alternating runs)")
+    print()
+    print("| | HTTP/1.1 wall | CPU | HTTPS + HTTP/2 wall | CPU | files (min) |")
+    print("|---|---|---|---|---|---|")
+    for row in ("64", "default"):
+        for tool in ("imagecache", "curl", "wget2"):
+            cells = []
+            for scheme in ("http", "https"):
+                key = (ms, row, tool, scheme)
+                cells += [f"{med(key, 0):.3f} s", f"{med(key, 1):.2f} s"]
+            files = "/".join(str(min(r[2] for r in rows[(ms, row, tool, s)])) for s in ("http", "https"))
+            print(f"| {labels[(row, tool)]} | " + " | ".join(cells) + f" | {files} |")
+    print()
+    for row in ("64", "default"):
+        for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
+            ours = (ms, row, "imagecache", scheme)
+            peer = min(("curl", "wget2"), key=lambda t: med((ms, row, t, scheme), 0))
+            theirs = (ms, row, peer, scheme)
+            print(f"- {'64 connections/streams' if row == '64' else 'defaults'}, {label}: "
+                  f"best peer ({peer})/imagecache wall = {med(theirs, 0) / med(ours, 0):.2f}, "
+                  f"CPU = {med(theirs, 1) / max(med(ours, 1), 0.001):.2f}")
+PY
+}
+
+pinned() {
+  serve pinned
+  echo; echo "== pinned: nginx on core 0 (1 worker, no delay), each tool on core 1, perf task-clock"
+  make_list pinned img "$PINNED_IMAGES"
+  make_list one img 1
+  local results=$WORK/pinned.results out=$WORK/out
+  rm -f "$results"
+  for run in $(seq "$RUNS"); do
+    for scheme in http https; do
+      for list in one pinned; do
+        for tool in imagecache curl wget2; do
+          tool_cmd $tool $scheme 64 $list "$out"
+          fresh "$out"
+          local start end
+          start=$(date +%s%N)
+          taskset -c 1 "$PERF" stat -e task-clock -x, -o "$WORK/perf" -- "${CMD[@]}" >/dev/null 2>&1 || true
+          end=$(date +%s%N)
+          echo "$list $tool $scheme $(( (end - start) / 1000000 )) $(perf_value "$WORK/perf" task-clock) $(files_in "$out")" >> "$results"
+        done
+      done
+    done
+  done
+  rm -rf "$out"
+  python3 - "$results" "$RUNS" "$PINNED_IMAGES" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    n, tool, scheme, wall, cpu, files = line.split()
+    rows.setdefault((n, tool, scheme), []).append((int(wall), float(cpu), int(files)))
+runs, images = sys.argv[2], int(sys.argv[3])
+def med(key, i):
+    return statistics.median(r[i] for r in rows[key])
+print()
+print(f"### CPU per image, pinned (task-clock; nginx on core 0, the tool on core 1; 64 connections/"
+      f"streams; medians of {runs} alternating runs)")
+print()
+print(f"| | protocol | one image (fixed), CPU | wall | {images} images, CPU | wall | CPU per image (marginal) | files (min) |")
+print("|---|---|---|---|---|---|---|---|")
+def per_image(tool, scheme):
+    return (med(("pinned", tool, scheme), 1) - med(("one", tool, scheme), 1)) / max(images - 1, 1)
+for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
+    for tool in ("imagecache", "curl", "wget2"):
+        one, many = ("one", tool, scheme), ("pinned", tool, scheme)
+        print(f"| {tool} | {label} | {med(one, 1):.1f} ms | {med(one, 0):.0f} ms | {med(many, 1):.0f} ms | "
+              f"{med(many, 0):.0f} ms | {per_image(tool, scheme):.3f} ms | {min(r[2] for r in rows[many])} |")
+print()
+for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
+    fixed = med(("one", "imagecache", scheme), 1) / med(("one", "curl", scheme), 1)
+    each = per_image("imagecache", scheme) / per_image("curl", scheme)
+    print(f"- {label}: imagecache/curl fixed cost = {fixed:.2f}, CPU per image = {each:.2f}")
+PY
+}
+
+waiting() {
+  serve shared
+  echo; echo "== waiting: 64 requests nginx holds $HOLD_S s, against the same 64 images at once"
+  make_list hold hold 64
+  make_list base img 64
+  local results=$WORK/waiting.results out=$WORK/out
+  rm -f "$results"
+  for run in $(seq "$RUNS"); do
+    for scheme in http https; do
+      for list in base hold; do
+        for tool in imagecache curl wget2; do
+          tool_cmd $tool $scheme 64 $list "$out"
+          fresh "$out"
+          local start end
+          start=$(date +%s%N)
+          "$PERF" stat -e task-clock,context-switches -x, -o "$WORK/perf" -- "${CMD[@]}" >/dev/null 2>&1 || true
+          end=$(date +%s%N)
+          echo "$list $tool $scheme $(( (end - start) / 1000000 )) $(perf_value "$WORK/perf" task-clock) $(perf_value "$WORK/perf" context-switches) $(files_in "$out")" >> "$results"
+        done
+      done
+    done
+  done
+  rm -rf "$out"
+  python3 - "$results" "$RUNS" "$HOLD_S" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    kind, tool, scheme, wall, cpu, cs, files = line.split()
+    rows.setdefault((kind, tool, scheme), []).append((int(wall) / 1000, float(cpu), int(cs), int(files)))
+runs, hold = sys.argv[2], float(sys.argv[3])
+def med(key, i):
+    return statistics.median(r[i] for r in rows[key])
+print()
+print(f"### CPU while waiting (64 requests held {hold:g} s, 64 connections/streams; medians of {runs} runs)")
+print()
+print("| | protocol | wall | task-clock | ms CPU / s wall | context switches | switches / s | "
+      "excess over no hold: ms CPU / s held | switches / s held | files (min) |")
+print("|---|---|---|---|---|---|---|---|---|---|")
+for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
+    for tool in ("imagecache", "curl", "wget2"):
+        h, b = ("hold", tool, scheme), ("base", tool, scheme)
+        wall, cpu, cs = med(h, 0), med(h, 1), med(h, 2)
+        print(f"| {tool} | {label} | {wall:.2f} s | {cpu:.0f} ms | {cpu / wall:.1f} | {cs:.0f} | {cs / wall:.0f} | "
+              f"{(cpu - med(b, 1)) / hold:.1f} | {(cs - med(b, 2)) / hold:.0f} | {min(r[3] for r in rows[h])} |")
+print()
+for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
+    ours, theirs = ("hold", "imagecache", scheme), ("hold", "curl", scheme)
+    print(f"- {label}: imagecache/curl CPU while held = {med(ours, 1) / med(theirs, 1):.2f}, "
+          f"context switches = {med(ours, 2) / max(med(theirs, 2), 1):.2f}")
+PY
+}
+
+start() {
+  serve shared
+  echo; echo "== start: exec to the first request nginx logs (\$msec - \$request_time), one image"
+  local results=$WORK/start.results out=$WORK/out
+  rm -f "$results"
+  if [ -f "$WORK/nginx/first.log" ]; then : > "$WORK/nginx/first.log"; fi  # nginx keeps it open
+  for run in $(seq "$START_RUNS"); do
+    for scheme in http https; do
+      for tool in imagecache curl wget2; do
+        # a URL of its own per run, so that its line in the log is found without doubt
+        local url="$scheme://127.0.0.1:$(port_of $scheme)/first/$((run % 64)).jpg?$tool-$scheme-$run"
+        echo "$url" > "$WORK/lists/first-$scheme.txt"
+        echo "url = \"$url\"" > "$WORK/lists/first-$scheme.curl"
+        tool_cmd $tool $scheme default first "$out"
+        fresh "$out"
+        python3 -c 'import os, sys, time
+open(sys.argv[1], "w").write("%.6f" % time.time())
+os.execvp(sys.argv[2], sys.argv[2:])' "$WORK/exec-time" "${CMD[@]}" >/dev/null 2>&1 || true
+        local exited logged=
+        exited=$(date +%s.%N)
+        for _ in $(seq 50); do  # nginx logs after the response: wait for the line, 5 s at most
+          logged=$(grep -F " /first/$((run % 64)).jpg?$tool-$scheme-$run" "$WORK/nginx/first.log" 2>/dev/null || true)
+          [ -n "$logged" ] && break
+          sleep 0.1
+        done
+        [ -n "$logged" ] || { echo "start: no request logged for $url" >&2; continue; }
+        echo "$tool $scheme $(cat "$WORK/exec-time") $logged $exited" >> "$results"
+      done
+    done
+  done
+  rm -rf "$out"
+  python3 - "$results" "$START_RUNS" <<'PY'
+import statistics, sys
+rows = {}
+for line in open(sys.argv[1]):
+    tool, scheme, exec_at, msec, request_time, uri, exited = line.split()
+    first = float(msec) - float(request_time)
+    rows.setdefault((tool, scheme), []).append(((first - float(exec_at)) * 1000, (float(exited) - float(exec_at)) * 1000))
+print()
+print(f"### Exec to first request (nginx's $msec - $request_time, ms resolution; one image; medians of {sys.argv[2]} runs)")
+print()
+print("| | HTTP/1.1 exec to request | exec to exit | HTTPS + HTTP/2 exec to request | exec to exit |")
+print("|---|---|---|---|---|")
+for tool in ("imagecache", "curl", "wget2"):
+    cells = []
+    for scheme in ("http", "https"):
+        runs = rows.get((tool, scheme), [])
+        if runs:
+            cells += [f"{statistics.median(r[0] for r in runs):.1f} ms", f"{statistics.median(r[1] for r in runs):.1f} ms"]
+        else:
+            cells += ["-", "-"]
+    print(f"| {tool} | " + " | ".join(cells) + " |")
+PY
+}
+
+make_list img img "$IMAGES"
+for name in contended warm manifest latency pinned waiting start; do
+  if has_case $name; then $name; fi
+done
