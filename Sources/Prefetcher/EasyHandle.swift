@@ -1,0 +1,142 @@
+import CCurl
+import Core
+import Foundation
+
+/// A libcurl easy handle and its error buffer, reused from transfer to transfer.
+final class EasyHandle {
+  let handle: UnsafeMutableRawPointer
+  private let errorBuffer: UnsafeMutablePointer<CChar>
+  private var headerList: UnsafeMutablePointer<curl_slist>?
+  private var reused = false
+
+  init?() {
+    guard let handle = curl_easy_init() else { return nil }
+    self.handle = handle
+    errorBuffer = .allocate(capacity: Int(ic_error_size))
+  }
+
+  deinit {
+    curl_easy_cleanup(handle)
+    curl_slist_free_all(headerList)
+    errorBuffer.deallocate()
+  }
+
+  /// curl's message for the last failure, when it wrote one.
+  var errorMessage: String { String(cString: errorBuffer) }
+
+  /// Sets what stays the same for every hop of `transfer`.
+  func prepare(
+    for transfer: Transfer, connection: Connection, cookies: UnsafeMutableRawPointer?
+  ) {
+    if reused { curl_easy_reset(handle) }
+    reused = true
+    errorBuffer[0] = 0
+    let context = Unmanaged.passUnretained(transfer).toOpaque()
+    ic_easy_setopt_pointer(handle, CURLOPT_ERRORBUFFER, errorBuffer)
+    ic_easy_setopt_write_function(handle, CURLOPT_WRITEFUNCTION, receiveBody)
+    ic_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
+    ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
+    ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+    EasyHandle.setLimits(
+      handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit, connection: connection,
+      allowInvalidSSLCertificates: transfer.request.allowInvalidSSLCertificates)
+    // Redirects are followed here, hop by hop, so that each one is checked (scheme, count,
+    // credentials).
+    ic_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
+    // curl(1)'s receive buffer: half the reads and write callbacks of the 16 KiB default.
+    ic_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 100 * 1024)
+    ic_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, ic_http_version_2tls)
+    ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
+    if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
+  }
+
+  /// What every request sets, images and sitemaps alike (SPEC sections 2 and 6): HTTP only,
+  /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds"),
+  /// the size limit on a declared size (the streamed count is the write callback's, after
+  /// decompression; "" accepts every encoding curl was built with), the CA certificates and
+  /// proxy of `connection`, and the TLS option.
+  static func setLimits(
+    _ handle: UnsafeMutableRawPointer, idleTimeout: TimeInterval, limit: Int,
+    connection: Connection, allowInvalidSSLCertificates: Bool
+  ) {
+    ic_easy_setopt_long(handle, CURLOPT_NOSIGNAL, 1)
+    ic_easy_setopt_string(handle, CURLOPT_PROTOCOLS_STR, "http,https")
+    ic_easy_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, Int(idleTimeout * 1000))
+    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_LIMIT, 1)
+    ic_easy_setopt_long(handle, CURLOPT_LOW_SPEED_TIME, max(1, Int(idleTimeout.rounded(.up))))
+    ic_easy_setopt_off(handle, CURLOPT_MAXFILESIZE_LARGE, curl_off_t(limit))
+    ic_easy_setopt_string(handle, CURLOPT_ACCEPT_ENCODING, "")
+    if let bundle = connection.caBundle { ic_easy_setopt_string(handle, CURLOPT_CAINFO, bundle) }
+    if let folder = connection.caDirectory {
+      ic_easy_setopt_string(handle, CURLOPT_CAPATH, folder)
+    }
+    if let proxy = connection.proxy { ic_easy_setopt_string(handle, CURLOPT_PROXY, proxy) }
+    if let hosts = connection.noProxy { ic_easy_setopt_string(handle, CURLOPT_NOPROXY, hosts) }
+    if allowInvalidSSLCertificates {
+      ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYPEER, 0)
+      ic_easy_setopt_long(handle, CURLOPT_SSL_VERIFYHOST, 0)
+    }
+  }
+
+  /// Sets the URL, headers and remaining deadline of the transfer's next request.
+  func setHop(for transfer: Transfer, timeoutMilliseconds: Int) {
+    transfer.resetResponse()
+    ic_easy_setopt_string(handle, CURLOPT_URL, transfer.hop.string)
+    ic_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
+    // Over TLS, wait for a connection being set up to say whether it multiplexes (HTTP/2)
+    // rather than opening another.
+    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, transfer.hop.isHTTPS ? 1 : 0)
+    curl_slist_free_all(headerList)
+    headerList = nil
+    for line in transfer.headerLines() { headerList = curl_slist_append(headerList, line) }
+    ic_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, headerList)
+    errorBuffer[0] = 0
+  }
+
+  /// Drops the request's header list once the transfer is over.
+  func release() {
+    ic_easy_setopt_slist(handle, CURLOPT_HTTPHEADER, nil)
+    curl_slist_free_all(headerList)
+    headerList = nil
+  }
+
+  /// An integer the transfer reported (`CURLINFO_RESPONSE_CODE`...).
+  func info(_ info: CURLINFO) -> Int {
+    var value = 0
+    ic_easy_getinfo_long(handle, info, &value)
+    return value
+  }
+
+  /// A string the transfer reported (`CURLINFO_REDIRECT_URL`...), if any.
+  func stringInfo(_ info: CURLINFO) -> String? {
+    var value: UnsafeMutablePointer<CChar>?
+    ic_easy_getinfo_string(handle, info, &value)
+    return value.map { String(cString: $0) }
+  }
+}
+
+/// Whether a perform delivered data to a transfer: written by the write callbacks and read by
+/// the loop, on the loop thread alone.
+final class PerformActivity: @unchecked Sendable {
+  var delivered = false
+}
+
+private let receiveBody: curl_write_callback = { data, size, count, context in
+  let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+  let length = size * count
+  transfer.activity?.delivered = true
+  guard let data, length > 0 else { return length }
+  if let bandwidth = transfer.bandwidth, !bandwidth.admit(length, for: transfer) {
+    return ic_writefunc_pause
+  }
+  return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+}
+
+private let receiveHeader: curl_write_callback = { data, size, count, context in
+  let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
+  let length = size * count
+  transfer.activity?.delivered = true
+  guard let data, length > 0 else { return length }
+  transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length))
+  return length
+}

@@ -1,0 +1,205 @@
+import Core
+import Foundation
+import Imaging
+import State
+import Synchronization
+
+/// The manager's steps after the download: the check and the store of an original or a
+/// variant, and SD 5's rules for what a failure does to the blacklist.
+extension ImageManager {
+  /// Renders the variant of a derived key from the original's bytes and stores it, as SD's
+  /// transform and store steps do: the original is stored under its own key too (per
+  /// `originalStoreCacheType`) unless it came from the disk.
+  func storeVariant(
+    from original: Data, originalSource: CacheHitSource?, url: String, originalKey: String,
+    key: String, paths: DiskCache.KeyPaths, context: ImageContext, in namespace: NamespaceState,
+    outcome: LoadOutcome
+  ) -> LoadResult {
+    let cache = namespace.cache
+    // An original read from the disk is not written there again.
+    let originalStore =
+      originalSource == .disk
+      ? context.originalStoreCacheType.withoutDisk : context.originalStoreCacheType
+    var request = context.variant
+    request.scale = imageScaleFactor(forKey: originalKey)
+    var report = VariantReport(url: url, key: key)
+    let variantData: Data?
+    do {
+      switch try VariantRenderer.render(
+        original, request: request, maxPixels: configuration.maxPixels)
+      {
+      case .encoded(let data, let format, let width, let height):
+        variantData = data
+        (report.format, report.width, report.height) = (format, width, height)
+      case .originalBytes:
+        variantData = original
+        report.originalBytes = true
+        report.format = ImageFormat.detect(original)
+      case .skipped(let reason):
+        variantData = nil
+        report.skipped = reason
+      }
+    } catch {
+      variantData = nil
+      report.skipped = "cannot render: \(error.message)"
+    }
+    do {
+      if originalStore != .none {
+        try cache.store(original, forKey: originalKey, cacheType: originalStore)
+      }
+      if let variantData {
+        report.bytes = variantData.count
+        try cache.store(variantData, forKey: key, cacheType: context.storeCacheType, paths: paths)
+        if context.storeCacheType.includesDisk {
+          // Where SD before iOS 17 looks: its own name for the key it derives there, which
+          // is another key when the thumbnail step left raw braces (SPEC section 3.1).
+          for name in context.variant.derivedFileNames(for: originalKey).dropFirst() {
+            try FileSystem.writeAtomically(
+              variantData, toPath: cache.disk.path + "/" + name, createsFolder: false)
+          }
+        }
+      }
+    } catch {
+      return storeFailed(error)
+    }
+    return LoadResult(outcome: outcome, variant: report)
+  }
+
+  /// Finishes a load with its download's answer (SPEC section 2, steps 5-8): validation, the
+  /// store (and a variant's rendering), validators, the blacklist. Runs on the caller's thread,
+  /// never the transfer thread.
+  public func finish(
+    _ pending: PendingDownload, _ answer: Result<DownloadResponse, DownloadFailure>
+  ) -> LoadResult {
+    let (rawURL, blacklistKey, originalKey, key) = (
+      pending.rawURL, pending.blacklistKey, pending.originalKey, pending.key
+    )
+    let (paths, options, context, namespace) = (
+      pending.paths, pending.options, pending.context, pending.namespace
+    )
+    let response: DownloadResponse
+    switch answer {
+    case .success(let answered):
+      response = answered
+    case .failure(let error):
+      var result = fail(error.error, url: blacklistKey, in: namespace)
+      result.retryAfter = error.retryAfter
+      return result
+    }
+    let cache = namespace.cache
+    if response.notModified {
+      do {
+        _ = try cache.disk.touch(forKey: key)
+        if key != originalKey { _ = try cache.disk.touch(forKey: originalKey) }
+      } catch {
+        return storeFailed(error)
+      }
+      return LoadResult(outcome: .notModified)
+    }
+    let info: ImageInfo
+    do {
+      info = try ImageValidator(
+        level: configuration.validation, maxPixels: configuration.maxPixels
+      ).validate(response.body)
+    } catch {
+      return fail(error, url: blacklistKey, in: namespace)
+    }
+    let outcome = LoadOutcome.downloaded(bytes: response.body.count, info: info)
+    var result = LoadResult(outcome: outcome)
+    if key == originalKey {
+      do {
+        try cache.store(
+          response.body, forKey: key, cacheType: context.storeCacheType, paths: paths)
+      } catch {
+        return storeFailed(error)
+      }
+    } else {
+      result = storeVariant(
+        from: response.body, originalSource: nil, url: rawURL, originalKey: originalKey, key: key,
+        paths: paths, context: context, in: namespace, outcome: outcome)
+      if case .failed = result.outcome { return result }
+    }
+    do {
+      if response.etag != nil || response.lastModified != nil {
+        try namespace.queue(
+          CacheValidators(
+            cacheKey: originalKey, etag: response.etag, lastModified: response.lastModified,
+            updatedAt: Date()))
+      } else if options.contains(.refreshCached) {
+        try namespace.store.removeValidators(forKey: originalKey)
+      }
+      if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
+    } catch {
+      // The image is in the cache all the same: the URL keeps its outcome, the run ends.
+      endRun(stateFailure(error))
+    }
+    return result
+  }
+
+  /// A cache that could not be read: this machine's failure, not the URL's, so neither a miss
+  /// (which would download over the file) nor a store failure.
+  func queryFailed(_ error: any Error) -> LoadResult {
+    LoadResult(
+      outcome: .failed(
+        .localFailure(reason: "could not read the cache: \(error)"), blacklisted: false))
+  }
+
+  /// A store that failed; one that every later store would meet too (a full or read-only disk)
+  /// is kept as ``runEndingFailure``.
+  func storeFailed(_ error: any Error) -> LoadResult {
+    let fileError = error as? FileSystemError
+    let errno = fileError?.errno ?? 0
+    let folder = fileError.map { ($0.path as NSString).deletingLastPathComponent } ?? directory
+    let reason =
+      errno == ENOENT || errno == ENOTDIR
+      ? "the cache folder \(folder) was removed or replaced during the run (\(error))"
+      : "\(error)"
+    let failure = ImageCacheError.storeFailed(reason: reason, errno: errno)
+    if failure.endsRun { endRun(failure) }
+    return LoadResult(outcome: .failed(failure, blacklisted: false))
+  }
+
+  /// The state database could not be read or written for this URL. It ends the run (SPEC
+  /// section 11): a state that cannot be written loses every later URL's blacklist entry and
+  /// validators, as a full cache disk loses its stores.
+  func stateFailed(_ error: any Error, endsRun: Bool = true) -> LoadResult {
+    let failure = stateFailure(error)
+    if endsRun { endRun(failure) }
+    return LoadResult(outcome: .failed(failure, blacklisted: false))
+  }
+
+  func stateFailure(_ error: any Error) -> ImageCacheError {
+    .stateFailed(reason: "\(error)")
+  }
+
+  /// Records a failure, blacklisting the URL when SD 5 would.
+  func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState)
+    -> LoadResult
+  {
+    guard error.blacklistsURL else {
+      return LoadResult(outcome: .failed(error, blacklisted: false))
+    }
+    let now = Date()
+    do {
+      try namespace.store.recordFailure(
+        url: url, code: error.code, name: error.name, reason: error.message, at: now)
+    } catch let stateError {
+      // Not recorded, so not reported blacklisted: the URL keeps its own failure.
+      endRun(stateFailure(stateError))
+      return LoadResult(outcome: .failed(error, blacklisted: false))
+    }
+    namespace.blacklist.withLock { $0[url] = now }
+    return LoadResult(outcome: .failed(error, blacklisted: true))
+  }
+
+  func isBlacklisted(_ url: String, in namespace: NamespaceState) -> Bool {
+    guard let lastFailure = namespace.blacklist.withLock({ $0[url] }) else { return false }
+    return BlacklistRule.isActive(
+      lastFailedAt: lastFailure, at: Date(), timeToLive: configuration.blacklistTTL)
+  }
+
+  func unblacklist(_ url: String, in namespace: NamespaceState) throws {
+    guard namespace.blacklist.withLock({ $0.removeValue(forKey: url) }) != nil else { return }
+    try namespace.store.removeFromBlacklist(url: url)
+  }
+}
