@@ -82,6 +82,13 @@ public struct TemporaryDirectory: Sendable {
     (path as NSString).appendingPathComponent(relative)
   }
 
+  /// Writes `urls`, one a line, to a manifest of a new name in this folder; returns its path.
+  public func manifest(_ urls: [String]) throws -> String {
+    let path = appending("urls-\(UUID().uuidString).txt")
+    try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
   public func remove() {
     try? FileManager.default.removeItem(atPath: path)
   }

@@ -29,14 +29,8 @@ final class OriginLimitsCommandTests: LoopbackTestCase {
     cache = temporary.appending("cache")
   }
 
-  private func manifest(_ urls: [String]) throws -> String {
-    let path = temporary.appending("urls-\(UUID().uuidString).txt")
-    try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-  }
-
   private func job(_ prefetch: String, manifest: String? = nil) throws -> String {
-    let manifest = try manifest ?? self.manifest([])
+    let manifest = try manifest ?? temporary.manifest([])
     let path = temporary.appending("job.yaml")
     try "cache:\n  directory: \(cache!)\nmanifests: [\(manifest)]\nprefetch:\n\(prefetch)"
       .write(toFile: path, atomically: true, encoding: .utf8)
@@ -51,7 +45,9 @@ final class OriginLimitsCommandTests: LoopbackTestCase {
   }
 
   func testRatesAndBandwidthsThatAreWrongOrOutOfRangeAreUsageErrorsNamingTheFlag() throws {
-    let prefetch = ["prefetch", try manifest([server.url("/image.png")]), "--cache", cache!]
+    let prefetch = [
+      "prefetch", try temporary.manifest([server.url("/image.png")]), "--cache", cache!,
+    ]
     let cases: [([String], String, String)] = [
       (["--rate", "0/s"], "--rate", "from 1/h to 10000/s"),
       (["--rate", "20000/s"], "--rate", "from 1/h to 10000/s"),
@@ -94,13 +90,13 @@ final class OriginLimitsCommandTests: LoopbackTestCase {
   func testTheRateFlagAndTheJobsRateHoldWithinTenPercent() throws {
     let flagURLs = (0..<8).map { server.url("/image.png?flag=\($0)") }
     let result = try ImageCacheBinary.run([
-      "prefetch", try manifest(flagURLs), "--cache", cache!, "--rate", "10/s",
+      "prefetch", try temporary.manifest(flagURLs), "--cache", cache!, "--rate", "10/s",
     ])
     XCTAssertEqual(result.status, 0, result.stderr)
     let byFlag = measuredRate(server.allRequests)
 
     let jobURLs = (0..<8).map { server.url("/image.png?job=\($0)") }
-    let path = try job("  rate: 600/m\n", manifest: try manifest(jobURLs))
+    let path = try job("  rate: 600/m\n", manifest: try temporary.manifest(jobURLs))
     let fromJob = try ImageCacheBinary.run(["run", path])
     XCTAssertEqual(fromJob.status, 0, fromJob.stderr)
     let byJob = measuredRate(server.allRequests.filter { $0.query?.hasPrefix("job=") == true })
@@ -116,7 +112,7 @@ final class OriginLimitsCommandTests: LoopbackTestCase {
     let urls = (0..<6).map { server.url("/large.jpg?n=\($0)") }
     let report = temporary.appending("report.json")
     let result = try ImageCacheBinary.run([
-      "prefetch", try manifest(urls), "--cache", cache!, "--validate", "none",
+      "prefetch", try temporary.manifest(urls), "--cache", cache!, "--validate", "none",
       "--max-bandwidth", "1MB/s", "--report", report,
     ])
     XCTAssertEqual(result.status, 0, result.stderr)
@@ -139,7 +135,7 @@ final class OriginLimitsCommandTests: LoopbackTestCase {
     let urls = [server.url("/busy.png")] + (0..<3).map { server.url("/image.png?n=\($0)") }
     let report = temporary.appending("report.json")
     let result = try ImageCacheBinary.run([
-      "prefetch", try manifest(urls), "--cache", cache!, "--per-host-concurrency", "1",
+      "prefetch", try temporary.manifest(urls), "--cache", cache!, "--per-host-concurrency", "1",
       "--report", report,
     ])
     XCTAssertEqual(result.status, 0, result.stderr)

@@ -18,12 +18,6 @@ final class PerHostStreamsTests: XCTestCase {
     temporary.remove()
   }
 
-  private func manifest(_ urls: [String]) throws -> String {
-    let path = temporary.appending("urls-\(UUID().uuidString).txt")
-    try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-  }
-
   private func http2Server() throws -> HTTP2LoopbackServer {
     try HTTP2LoopbackServer(body: Fixtures.jpeg, delay: 0.3, root: temporary.appending("h2"))
   }
@@ -31,7 +25,7 @@ final class PerHostStreamsTests: XCTestCase {
   private func prefetch(_ urls: [String], _ flags: [String]) throws -> CommandResult {
     try ImageCacheBinary.run(
       [
-        "prefetch", try manifest(urls), "--cache", temporary.appending("cache"),
+        "prefetch", try temporary.manifest(urls), "--cache", temporary.appending("cache"),
         "--cacert", Fixtures.directory + "/tls/cert.pem",
       ] + flags)
   }
@@ -64,7 +58,7 @@ final class PerHostStreamsTests: XCTestCase {
   func testAJobFilesPerHostStreamsBoundsTheStreams() throws {
     let server = try http2Server()
     defer { server.shutdown() }
-    let urls = try manifest((0..<20).map { server.url("/img/\($0).jpg") })
+    let urls = try temporary.manifest((0..<20).map { server.url("/img/\($0).jpg") })
     let job = temporary.appending("job.yaml")
     try """
     cache:
@@ -99,7 +93,7 @@ final class PerHostStreamsTests: XCTestCase {
 
   func testPerHostStreamsOutOfRangeIsAUsageError() throws {
     let result = try ImageCacheBinary.run([
-      "prefetch", try manifest(["http://127.0.0.1:1/a.jpg"]), "--cache",
+      "prefetch", try temporary.manifest(["http://127.0.0.1:1/a.jpg"]), "--cache",
       temporary.appending("cache"), "--per-host-streams", "0",
     ])
     XCTAssertEqual(result.status, 2, result.stderr)

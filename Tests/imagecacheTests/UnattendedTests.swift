@@ -21,14 +21,8 @@ final class UnattendedTests: LoopbackTestCase {
     location = CacheLocation(directory: temporary.appending("cache"))
   }
 
-  private func manifest(_ urls: [String]) throws -> String {
-    let path = temporary.appending("urls.txt")
-    try urls.joined(separator: "\n").write(toFile: path, atomically: true, encoding: .utf8)
-    return path
-  }
-
   func testOnlyARunWithAReportNeedsItsTemporaryFolder() throws {
-    let urls = try manifest([server.url("/photo.jpg")])
+    let urls = try temporary.manifest([server.url("/photo.jpg")])
     var environment = ProcessInfo.processInfo.environment
     environment["TMPDIR"] = temporary.appending("no-such-folder")
     // No report file and no --json: nothing is spilled to TMPDIR, so a bad one does not matter.
@@ -44,7 +38,7 @@ final class UnattendedTests: LoopbackTestCase {
   }
 
   func testAClosedStderrAndAFullStdoutDoNotStopTheRun() throws {
-    let urls = try manifest([server.url("/photo.jpg")])
+    let urls = try temporary.manifest([server.url("/photo.jpg")])
     let report = temporary.appending("report.json")
     let quoted =
       ([
@@ -80,7 +74,7 @@ final class UnattendedTests: LoopbackTestCase {
   }
 
   func testSIGHUPIsTreatedLikeSIGTERM() throws {
-    let urls = try manifest((0..<4).map { server.url("/slow.jpg") + "?n=\($0)" })
+    let urls = try temporary.manifest((0..<4).map { server.url("/slow.jpg") + "?n=\($0)" })
     let report = temporary.appending("report.json")
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", urls, "--cache", location.directory, "--report", report,
