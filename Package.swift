@@ -70,7 +70,7 @@ let package = Package(
     .target(
       name: "Prefetcher",
       dependencies: [
-        "Core", "State", "Imaging", "CCurl",
+        "Core", "Imaging", "CCurl",
         .product(name: "DequeModule", package: "swift-collections"),
       ]),
     // Expire, trim and migrate: neither YAML nor SQL.

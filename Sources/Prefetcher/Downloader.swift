@@ -1,7 +1,6 @@
 import CCurl
 import Core
 import Foundation
-import State
 import Synchronization
 
 /// One download to make.

@@ -1,7 +1,6 @@
 import Core
 import Foundation
 import Imaging
-import State
 import Synchronization
 
 /// The manager's steps after the download: the check and the store of an original or a
@@ -126,7 +125,7 @@ extension ImageManager {
             cacheKey: originalKey, etag: response.etag, lastModified: response.lastModified,
             updatedAt: Date()))
       } else if options.contains(.refreshCached) {
-        try namespace.store.removeValidators(forKey: originalKey)
+        try namespace.validatorStore.removeValidators(forKey: originalKey)
       }
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
     } catch {
@@ -181,7 +180,7 @@ extension ImageManager {
     }
     let now = Date()
     do {
-      try namespace.store.recordFailure(
+      try namespace.blacklistStore.recordFailure(
         url: url, code: error.code, name: error.name, reason: error.message, at: now)
     } catch let stateError {
       // Not recorded, so not reported blacklisted: the URL keeps its own failure.
@@ -200,6 +199,6 @@ extension ImageManager {
 
   func unblacklist(_ url: String, in namespace: NamespaceState) throws {
     guard namespace.blacklist.withLock({ $0.removeValue(forKey: url) }) != nil else { return }
-    try namespace.store.removeFromBlacklist(url: url)
+    try namespace.blacklistStore.removeFromBlacklist(url: url)
   }
 }

@@ -1,7 +1,6 @@
 import Core
 import Foundation
 import Imaging
-import State
 import Synchronization
 
 /// How one load ended (SPEC section 2).
@@ -39,12 +38,11 @@ public final class ImageManager: Sendable {
   public let defaultNamespace: String
   public let configuration: PrefetchConfiguration
   let downloader: Downloader
-  private let memory: MemoryCache
-  private let states: Mutex<[String: NamespaceState]>
+  let memory: MemoryCache
+  /// Opens the namespaces the lines name: the runner's takes their locks and state files.
+  let namespaces: any NamespaceProvider
+  let states: Mutex<[String: NamespaceState]>
   private let runEnding = Mutex<ImageCacheError?>(nil)
-  /// The locks of the namespaces other than the default one that lines named, held until
-  /// ``close()``.
-  private let namespaceLocks = Mutex<[String: RunLock]>([:])
 
   /// What could not be read of the state files of the namespaces used (another shard's
   /// blacklist), for the run to say: the loads went on without it.
@@ -52,109 +50,32 @@ public final class ImageManager: Sendable {
     states.withLock { states in states.keys.sorted().flatMap { states[$0]!.warnings } }
   }
 
-  /// Releases the locks of the other namespaces used. Call it when the run is over.
-  public func close() {
-    let locks = namespaceLocks.withLock { locks in
-      defer { locks.removeAll() }
-      return Array(locks.values)
-    }
-    for lock in locks { lock.release() }
-  }
-
-  deinit { close() }
+  /// Releases what the namespaces provider took (the other namespaces' locks). Call it when
+  /// the run is over.
+  public func close() { namespaces.close() }
 
   /// The first store failure that ends the run (the disk is full, over quota or read-only):
   /// the prefetcher starts nothing more once it is set.
   public var runEndingFailure: ImageCacheError? { runEnding.withLock { $0 } }
 
-  /// The state of one namespace: its cache, its state store, and the blacklist in memory (so
-  /// that checking a URL needs no database read).
-  final class NamespaceState: Sendable {
-    let cache: ImageCache
-    let store: StateStore
-    let blacklist: Mutex<[String: Date]>
-    /// What could not be read of the other state files, for people.
-    let warnings: [String]
-    /// Validators not yet written: one SQLite transaction per download would serialise the
-    /// downloads on the database, so they are written in batches.
-    let pendingValidators = Mutex<[CacheValidators]>([])
-    static let validatorBatchSize = 256
-
-    /// Queues `validators`, writing the queue once it is a batch.
-    func queue(_ validators: CacheValidators) throws {
-      let batch = pendingValidators.withLock { pending -> [CacheValidators] in
-        pending.append(validators)
-        guard pending.count >= Self.validatorBatchSize else { return [] }
-        defer { pending.removeAll(keepingCapacity: true) }
-        return pending
-      }
-      try store.setValidators(batch)
-    }
-
-    func flush() throws {
-      try store.setValidators(
-        pendingValidators.withLock { pending in
-          defer { pending.removeAll() }
-          return pending
-        })
-    }
-
-    /// The namespace at `location`, written through `store`. The blacklists of its other state
-    /// files (other shards', or the unsharded one) count too, so that a run with another
-    /// number of shards loses nothing (SPEC section 9).
-    init(
-      location: CacheLocation, memory: MemoryCache, store: StateStore, timeToLive: TimeInterval?
-    ) throws {
-      cache = ImageCache(memory: memory, disk: DiskCache(location: location))
-      self.store = store
-      var entries = try store.blacklist(timeToLive: timeToLive)
-      var warnings: [String] = []
-      for path in try StateStore.stateFiles(location: location) where path != store.path {
-        // A file that cannot be read is its own shard's to repair: this run goes on without
-        // its entries, and says so.
-        do {
-          entries +=
-            try StateStore.openForReading(path: path)?.blacklist(timeToLive: timeToLive) ?? []
-        } catch {
-          warnings.append(
-            "the blacklist of \(path) was not read (\(error)): its URLs are not refused by this run"
-          )
-        }
-      }
-      self.warnings = warnings
-      blacklist = Mutex(
-        Dictionary(entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
-    }
-  }
-
   /// - Parameters:
   ///   - location: the cache directory and the default namespace.
-  ///   - store: the default namespace's state store, when the caller opened it already.
+  ///   - namespaces: where each namespace's blacklist and validators are kept; the default
+  ///     namespace is opened now, others when a line first names them.
   public init(
-    location: CacheLocation, downloader: Downloader,
-    memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20),
-    store: StateStore? = nil
+    location: CacheLocation, downloader: Downloader, namespaces: any NamespaceProvider,
+    memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20)
   ) throws {
     directory = location.directory
     defaultNamespace = location.namespace
     self.downloader = downloader
     self.memory = memory
+    self.namespaces = namespaces
     configuration = downloader.configuration
     let state = try NamespaceState(
       location: location, memory: memory,
-      store: store ?? StateStore(location: location, shard: configuration.shard),
-      timeToLive: configuration.blacklistTTL)
+      opened: try namespaces.open(location, timeToLive: configuration.blacklistTTL))
     states = Mutex([location.namespace: state])
-  }
-
-  /// The state store of `namespace` (the default one when `nil`).
-  public func stateStore(namespace: String? = nil) throws -> StateStore {
-    try state(for: namespace).store
-  }
-
-  /// Writes the validators still queued. Call it when the run ends (interrupted or not).
-  public func flush() throws {
-    for state in states.withLock({ Array($0.values) }) { try state.flush() }
   }
 
   /// Every blacklisted URL of the default namespace, after the run.
@@ -166,9 +87,9 @@ public final class ImageManager: Sendable {
 
   /// Calls `body` with each blacklisted URL of the default namespace, one at a time.
   public func forEachBlacklistedURL(_ body: (String) throws -> Void) throws {
-    try state(for: nil).store.forEachBlacklisted(timeToLive: configuration.blacklistTTL) {
-      try body($0.url)
-    }
+    try state(for: nil).blacklistStore.forEachBlacklisted(
+      now: Date(), timeToLive: configuration.blacklistTTL
+    ) { try body($0.url) }
   }
 
   /// Loads one URL once (no retries: that is the prefetcher's job), through the prefetcher's
@@ -220,11 +141,9 @@ public final class ImageManager: Sendable {
     let namespace: NamespaceState
     do {
       namespace = try state(for: context.namespace)
-    } catch RunLock.Failure.held {
-      return .finished(
-        LoadResult(
-          outcome: .failed(
-            .namespaceLocked(context.namespace ?? defaultNamespace), blacklisted: false)))
+    } catch let error as ImageCacheError {
+      // Another run holds it (`namespaceLocked`): its lines fail, the others go on.
+      return .finished(LoadResult(outcome: .failed(error, blacklisted: false)))
     } catch {
       // Another namespace's state that cannot be opened fails the lines that name it.
       return .finished(stateFailed(error, endsRun: false))
@@ -295,7 +214,7 @@ public final class ImageManager: Sendable {
     if options.contains(.refreshCached) && cachedOnDisk {
       do {
         try namespace.flush()
-        request.validators = try namespace.store.validators(forKey: originalKey)
+        request.validators = try namespace.validatorStore.validators(forKey: originalKey)
       } catch {
         return .finished(stateFailed(error))
       }
@@ -339,26 +258,5 @@ public final class ImageManager: Sendable {
   /// Keeps the first failure that ends the run; the prefetch starts nothing after it.
   func endRun(_ failure: ImageCacheError) {
     runEnding.withLock { $0 = $0 ?? failure }
-  }
-
-  func state(for namespace: String?) throws -> NamespaceState {
-    let name = namespace ?? defaultNamespace
-    if let existing = states.withLock({ $0[name] }) { return existing }
-    let location = CacheLocation(directory: directory, namespace: name)
-    // Another namespace is another cache: its lock keeps two runs from writing it at once.
-    try namespaceLocks.withLock { locks in
-      if locks[name] == nil {
-        locks[name] = try RunLock.acquire(location: location, shard: configuration.shard)
-      }
-    }
-    let created = try NamespaceState(
-      location: location, memory: memory,
-      store: StateStore(location: location, shard: configuration.shard),
-      timeToLive: configuration.blacklistTTL)
-    return states.withLock { states in
-      if let existing = states[name] { return existing }
-      states[name] = created
-      return created
-    }
   }
 }

@@ -1,6 +1,5 @@
 import Core
 import Foundation
-import State
 
 /// Decides what a prefetch would do with each URL without doing it: `--dry-run`'s plan. It
 /// takes the decisions of ``ImageManager/prepare(_:options:context:parsed:)`` in the same order
@@ -15,9 +14,18 @@ public final class PrefetchPlanner {
   /// Each namespace's blacklist, read once from all of its state files (every shard's), as a
   /// run reads it.
   private var blacklists: [String: [String: Date]] = [:]
+  /// Reads a namespace's blacklist from all its state files, leaving no trace.
+  private let readBlacklist: (CacheLocation) throws -> [BlacklistEntry]
 
-  /// - Parameter timeToLive: the blacklist TTL of the run planned (`blacklistTTL`).
-  public init(location: CacheLocation, timeToLive: TimeInterval?, now: Date = Date()) {
+  /// - Parameters:
+  ///   - timeToLive: the blacklist TTL of the run planned (`blacklistTTL`).
+  ///   - blacklist: reads the blacklist of a namespace's every state file without writing
+  ///     anything (the runner's reads the state store's files).
+  public init(
+    location: CacheLocation, timeToLive: TimeInterval?, now: Date = Date(),
+    blacklist: @escaping (CacheLocation) throws -> [BlacklistEntry]
+  ) {
+    readBlacklist = blacklist
     directory = location.directory
     defaultNamespace = location.namespace
     self.timeToLive = timeToLive
@@ -70,8 +78,7 @@ public final class PrefetchPlanner {
 
   private func blacklist(of location: CacheLocation) throws -> [String: Date] {
     if let known = blacklists[location.namespace] { return known }
-    let entries = try StateStore.blacklistOfEveryStateFile(
-      location: location, leavingNoTrace: true)
+    let entries = try readBlacklist(location)
     let blacklist = Dictionary(
       entries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max)
     blacklists[location.namespace] = blacklist

@@ -73,7 +73,7 @@ final class DownloaderTests: XCTestCase {
     configure(&configuration)
     let downloader = Downloader(configuration: configuration)
     downloaders.append(downloader)
-    return try ImageManager(location: location, downloader: downloader)
+    return try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
   }
 
   private func failure(_ outcome: LoadOutcome, file: StaticString = #filePath, line: UInt = #line)
@@ -146,7 +146,7 @@ final class DownloaderTests: XCTestCase {
     configuration.perHostConcurrency = 3
     let downloader = Downloader(configuration: configuration, idleWaitMilliseconds: 3_600_000)
     downloaders.append(downloader)
-    let manager = try ImageManager(location: location, downloader: downloader)
+    let manager = try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
     let finished = expectation(description: "every download ends")
     let singles = (0..<3).map { server.url("/img.png?round=\($0)") }
     let batch = (0..<40).map { server.url("/after.png?n=\($0)") }

@@ -42,7 +42,8 @@ final class OriginLimitsTests: LoopbackTestCase {
     let downloader = Downloader(configuration: configuration)
     downloaders.append(downloader)
     let manager = try ImageManager(
-      location: CacheLocation(directory: temporary.appending("cache")), downloader: downloader)
+      location: CacheLocation(directory: temporary.appending("cache")), downloader: downloader,
+      namespaces: MemoryNamespaces())
     return await Prefetcher(manager: manager).run(
       urls.map { .success(PrefetchItem(url: $0)) })
   }

@@ -2,7 +2,6 @@ import Core
 import Foundation
 import NIOCore
 import Prefetcher
-import State
 import TestSupport
 import XCTest
 
@@ -69,8 +68,11 @@ final class PipelineTests: XCTestCase {
     temporary.remove()
   }
 
+  /// The runs' state, in memory: the pipeline's tests need no database and no lock.
+  private let namespaces = MemoryNamespaces()
+
   private func manager() throws -> ImageManager {
-    try ImageManager(location: location, downloader: downloader)
+    try ImageManager(location: location, downloader: downloader, namespaces: namespaces)
   }
 
   private func load(
@@ -226,30 +228,31 @@ final class PipelineTests: XCTestCase {
       try await load("/page.jpg", [.retryFailed]), name: "badImageData", blacklisted: true)
     XCTAssertEqual(server.requestCount("/page.jpg"), 2)
     let entry = try XCTUnwrap(
-      try StateStore(location: location).blacklistEntry(url: server.url("/page.jpg")))
+      namespaces.store(location).blacklistEntry(url: server.url("/page.jpg")))
     XCTAssertEqual(entry.failureCount, 2)
   }
 
   func testSuccessWithRetryFailedTakesTheURLOffTheBlacklist() async throws {
-    let store = try StateStore(location: location)
-    try store.recordFailure(
+    let store = namespaces.store(location)
+    store.recordFailure(
       url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date())
     let outcome5 = try await load("/image.png")
     XCTAssertEqual(outcome5, .blacklisted)
     guard case .downloaded = try await load("/image.png", [.retryFailed]) else { return XCTFail() }
-    XCTAssertNil(try store.blacklistEntry(url: server.url("/image.png")))
+    XCTAssertNil(store.blacklistEntry(url: server.url("/image.png")))
   }
 
   func testBlacklistTimeToLiveLetsTheURLThroughAgain() async throws {
-    let store = try StateStore(location: location)
-    try store.recordFailure(
+    let store = namespaces.store(location)
+    store.recordFailure(
       url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r",
       at: Date().addingTimeInterval(-120))
     var configuration = PrefetchConfiguration()
     configuration.blacklistTTL = 60
     let patient = Downloader(configuration: configuration)
     let outcome = try await load(
-      "/image.png", manager: ImageManager(location: location, downloader: patient))
+      "/image.png",
+      manager: ImageManager(location: location, downloader: patient, namespaces: namespaces))
     await patient.shutdown()
     guard case .downloaded = outcome else { return XCTFail("\(outcome)") }
   }
@@ -295,12 +298,28 @@ extension PipelineTests {
     let manager = try manager()
     guard case .downloaded = try await load("/etag.png", manager: manager) else { return XCTFail() }
     try manager.flush()
-    let validators = try StateStore(location: location).validators(forKey: server.url("/etag.png"))
+    let validators = namespaces.store(location).validators(forKey: server.url("/etag.png"))
     XCTAssertEqual(validators?.etag, "\"v1\"")
   }
 }
 
 extension PipelineTests {
+  func testTheManagerKeepsItsStateInTheStoresItIsGivenAndTakesNoLock() async throws {
+    let manager = try manager()
+    try assertFailure(
+      try await load("/page.jpg", manager: manager), name: "badImageData", blacklisted: true)
+    guard case .downloaded = try await load("/etag.png", manager: manager) else {
+      return XCTFail()
+    }
+    try manager.flush()
+    let store = namespaces.store(location)
+    XCTAssertEqual(store.validators(forKey: server.url("/etag.png"))?.etag, "\"v1\"")
+    XCTAssertEqual(store.blacklistEntry(url: server.url("/page.jpg"))?.failureCount, 1)
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: location.stateDirectory),
+      "no lock file and no database: the runner's provider keeps those")
+  }
+
   func testNamespaceContextStoresInAnotherFolderOfTheSameDirectory() async throws {
     var context = ImageContext()
     context.namespace = "avatars"
@@ -310,7 +329,6 @@ extension PipelineTests {
     let avatars = CacheLocation(directory: location.directory, namespace: "avatars")
     XCTAssertTrue(try DiskCache(location: avatars).containsData(forKey: server.url("/photo.jpg")))
     XCTAssertEqual(try cacheFiles, [], "nothing in the default namespace")
-    XCTAssertTrue(FileManager.default.fileExists(atPath: avatars.stateDirectory + "/state.sqlite"))
   }
 }
 
@@ -323,7 +341,8 @@ extension PipelineTests {
     configuration.timeout = 20
     let patient = Downloader(configuration: configuration)
     let started = Date()
-    let outcome = await (try ImageManager(location: location, downloader: patient))
+    let outcome = await
+      (try ImageManager(location: location, downloader: patient, namespaces: namespaces))
       .load(url, options: ImageOptions(), context: ImageContext()).outcome
     await patient.shutdown()
     guard case .failed(let error, let blacklisted) = outcome else { return XCTFail("\(outcome)") }

@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import Prefetcher
+import State
 import TestSupport
 import XCTest
 
@@ -24,7 +25,10 @@ final class PrefetchPlannerTests: XCTestCase {
   private func plan(_ options: Set<ImageOption> = [], context: ImageContext = ImageContext())
     throws -> PlannedAction
   {
-    try PrefetchPlanner(location: location, timeToLive: nil).plan(
+    try PrefetchPlanner(
+      location: location, timeToLive: nil,
+      blacklist: { try StateStore.blacklistOfEveryStateFile(location: $0, leavingNoTrace: true) }
+    ).plan(
       PrefetchItem(url: url, options: ImageOptions(options), context: context)
     ).action
   }

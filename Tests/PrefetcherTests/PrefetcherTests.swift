@@ -3,7 +3,6 @@ import Foundation
 import NIOCore
 import Prefetcher
 import Runner
-import State
 import Synchronization
 import TestSupport
 import XCTest
@@ -61,7 +60,7 @@ final class PrefetcherTests: LoopbackTestCase {
     configure(&configuration)
     let downloader = Downloader(configuration: configuration)
     downloaders.append(downloader)
-    return Prefetcher(manager: try ImageManager(location: location, downloader: downloader))
+    return Prefetcher(manager: try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces()))
   }
 
   private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<

@@ -42,7 +42,7 @@ final class VariantPipelineTests: LoopbackTestCase {
     _ path: String, _ context: ImageContext, options: Set<ImageOption> = [],
     manager: ImageManager? = nil
   ) async throws -> LoadResult {
-    let manager = try manager ?? ImageManager(location: location, downloader: downloader)
+    let manager = try manager ?? ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
     return await manager.load(server.url(path), options: ImageOptions(options), context: context)
   }
 
@@ -146,7 +146,7 @@ final class VariantPipelineTests: LoopbackTestCase {
 
   func testADerivedKeyWithoutExtensionIsWrittenUnderBothNames() async throws {
     let url = server.url("/p/noext") + "?w=1"
-    let manager = try ImageManager(location: location, downloader: downloader)
+    let manager = try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
     let result = await manager.load(
       url, options: ImageOptions(),
       context: try context(##"{"imageThumbnailPixelSize": [40, 40]}"##))

@@ -278,5 +278,8 @@ final class HostileInputTests: LoopbackTestCase {
     let (again, _) = try await prefetch([path])
     XCTAssertEqual(again.failedURLs, 0, "the lock is free again: the line goes through")
     XCTAssertEqual(try CacheScanner(root: avatars.diskCachePath).files().count, 1)
+    XCTAssertTrue(
+      FileManager.default.fileExists(atPath: avatars.stateDirectory + "/state.sqlite"),
+      "another namespace keeps its own state")
   }
 }

@@ -38,7 +38,9 @@ extension JobRunner {
     let (counts, failure, stateWarnings) = try await Downloader.withDownloader(
       configuration: job.prefetch
     ) { downloader in
-      let manager = try ImageManager(location: job.location, downloader: downloader, store: store)
+      let manager = try ImageManager(
+        location: job.location, downloader: downloader,
+        namespaces: StateNamespaces(location: job.location, store: store, shard: job.shard))
       defer { manager.close() }
       // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
       // connections and frees libcurl on its own processor while this one writes the state.
@@ -111,7 +113,9 @@ extension JobRunner {
   func planPrefetch(into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings)
     throws -> PrefetchPlanCounts
   {
-    let planner = PrefetchPlanner(location: job.location, timeToLive: job.prefetch.blacklistTTL)
+    let planner = PrefetchPlanner(
+      location: job.location, timeToLive: job.prefetch.blacklistTTL,
+      blacklist: { try StateStore.blacklistOfEveryStateFile(location: $0, leavingNoTrace: true) })
     var counts = PrefetchPlanCounts()
     var items = job.manifestItems
     items.stop = stop

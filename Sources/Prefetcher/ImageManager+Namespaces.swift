@@ -1,0 +1,78 @@
+import Core
+import Foundation
+import Synchronization
+
+extension ImageManager {
+  /// The state of one namespace: its cache, its stores, and the blacklist in memory (so that
+  /// checking a URL needs no store read).
+  final class NamespaceState: Sendable {
+    let cache: ImageCache
+    let blacklistStore: any BlacklistStore
+    let validatorStore: any ValidatorStore
+    let blacklist: Mutex<[String: Date]>
+    /// What could not be read of the other state files, for people.
+    let warnings: [String]
+    /// Validators not yet written: one SQLite transaction per download would serialise the
+    /// downloads on the database, so they are written in batches.
+    let pendingValidators = Mutex<[CacheValidators]>([])
+    static let validatorBatchSize = 256
+
+    /// Creates the namespace's cache folder if it is not there: a store finds it made, and one
+    /// that is gone later was removed during the run (an error, not re-created in silence).
+    init(location: CacheLocation, memory: MemoryCache, opened: OpenedNamespace) throws {
+      try FileSystem.createDirectory(path: location.diskCachePath)
+      cache = ImageCache(memory: memory, disk: DiskCache(location: location))
+      blacklistStore = opened.blacklist
+      validatorStore = opened.validators
+      warnings = opened.warnings
+      blacklist = Mutex(
+        Dictionary(
+          opened.blacklistEntries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
+    }
+
+    /// Queues `validators`, writing the queue once it is a batch.
+    func queue(_ validators: CacheValidators) throws {
+      let batch = pendingValidators.withLock { pending -> [CacheValidators] in
+        pending.append(validators)
+        guard pending.count >= Self.validatorBatchSize else { return [] }
+        defer { pending.removeAll(keepingCapacity: true) }
+        return pending
+      }
+      try write(batch)
+    }
+
+    func flush() throws {
+      try write(
+        pendingValidators.withLock { pending in
+          defer { pending.removeAll() }
+          return pending
+        })
+    }
+
+    private func write(_ batch: [CacheValidators]) throws {
+      guard !batch.isEmpty else { return }
+      try validatorStore.setValidators(batch)
+    }
+  }
+
+  /// Writes the validators still queued. Call it when the run ends (interrupted or not).
+  public func flush() throws {
+    for state in states.withLock({ Array($0.values) }) { try state.flush() }
+  }
+
+  /// The state of `namespace` (the default one when `nil`), opened through the provider the
+  /// first time a line names it.
+  func state(for namespace: String?) throws -> NamespaceState {
+    let name = namespace ?? defaultNamespace
+    if let existing = states.withLock({ $0[name] }) { return existing }
+    let location = CacheLocation(directory: directory, namespace: name)
+    let created = try NamespaceState(
+      location: location, memory: memory,
+      opened: try namespaces.open(location, timeToLive: configuration.blacklistTTL))
+    return states.withLock { states in
+      if let existing = states[name] { return existing }
+      states[name] = created
+      return created
+    }
+  }
+}
