@@ -43,6 +43,7 @@ final class ItemFeed: Sendable {
   private let wake: @Sendable () -> Void
   /// Set by ``close()``: the reader ends, and so does a read in progress that looks.
   private let cancellation = StopFlag()
+  private let batch = Batch()
 
   /// Starts reading `items` at once. `stop` (the run's) ends the reading too.
   init<Items: Sequence & Sendable>(
@@ -62,6 +63,7 @@ final class ItemFeed: Sendable {
   /// The reader is about to wait on its source: the loop, if it waits for items, goes on
   /// with what it has.
   private func sourceWillWait() {
+    _ = publish()
     let woken = state.withLock { state in
       state.sourceWaits = true
       defer { state.wanted = 0 }
@@ -74,14 +76,18 @@ final class ItemFeed: Sendable {
   func take(upTo limit: Int, into taken: inout [Item]) -> Status {
     let (status, wakesReader) = state.withLock { state -> (Status, Bool) in
       let count = min(limit, state.buffer.count)
-      taken.append(contentsOf: state.buffer.prefix(count))
-      state.buffer.removeFirst(count)
+      taken.reserveCapacity(taken.count + count)
+      for _ in 0..<count { taken.append(state.buffer.removeFirst()) }
       // The reader goes on once half the buffer is free: one wake-up for many items.
       let wakesReader = state.readerWaitsForRoom && state.buffer.count <= capacity / 2
       if wakesReader { state.readerWaitsForRoom = false }
       if !state.buffer.isEmpty { return (.more, wakesReader) }
       if state.ended { return (.ended, wakesReader) }
-      state.wanted = min(max(1, limit - count), capacity)
+      // Woken for half a buffer, not for what the window lacks: each wake-up of the loop's
+      // task costs a thread's wake-up (tens of microseconds), once per many items. The loop
+      // waits the longer only while the reader is busy reading, which is quick: a reader about
+      // to wait on its source wakes it at once.
+      state.wanted = max(1, capacity / 2)
       return (.waiting(sourceWaits: state.sourceWaits), wakesReader)
     }
     if wakesReader { room.signal() }
@@ -111,8 +117,10 @@ final class ItemFeed: Sendable {
   private func read<Items: Sequence>(_ items: Items, stop: StopFlag) where Items.Element == Item {
     var iterator = items.makeIterator()
     while !cancellation.isStopped && !stop.isStopped, let item = iterator.next() {
-      guard append(item) else { break }
+      batch.items.append(item)
+      if batch.items.count >= Self.batchSize && !publish() { break }
     }
+    _ = publish()
     let woken = state.withLock { state in
       state.ended = true
       defer { state.wanted = 0 }
@@ -121,25 +129,39 @@ final class ItemFeed: Sendable {
     if woken { wake() }
   }
 
-  /// Buffers `item`, waiting for room first; `false` once the feed is closed.
-  private func append(_ item: Item) -> Bool {
+  /// Items cross to the loop in batches: one lock for many, and no contention with the loop
+  /// item by item.
+  private static let batchSize = 64
+
+  /// Moves the reader's batch into the buffer, waiting for room first; `false` once the feed
+  /// is closed.
+  private func publish() -> Bool {
+    guard !batch.items.isEmpty else { return !cancellation.isStopped }
     while true {
-      let (appended, woken) = state.withLock { state -> (Bool, Bool) in
+      let (published, woken) = state.withLock { state -> (Bool, Bool) in
         guard state.buffer.count < capacity || cancellation.isStopped else {
           state.readerWaitsForRoom = true
           return (false, false)
         }
-        state.buffer.append(item)
+        state.buffer.append(contentsOf: batch.items)
         state.sourceWaits = false
         guard state.wanted > 0 && state.buffer.count >= state.wanted else { return (true, false) }
         state.wanted = 0
         return (true, true)
       }
       if woken { wake() }
-      if appended { return !cancellation.isStopped }
+      if published {
+        batch.items.removeAll(keepingCapacity: true)
+        return !cancellation.isStopped
+      }
       room.wait()
       if cancellation.isStopped { return false }
     }
+  }
+
+  /// The items read and not yet published: the reader thread's alone.
+  private final class Batch: @unchecked Sendable {
+    var items: [Item] = []
   }
 
   private func readerExited() {
