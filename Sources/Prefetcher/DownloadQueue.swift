@@ -4,11 +4,14 @@ import Synchronization
 /// Where the transfer thread leaves finished downloads for the prefetcher, which takes them in
 /// batches: one wake-up of the prefetcher's task for however many downloads ended meanwhile,
 /// instead of a task and a continuation per URL. A wait may also end at a deadline (the earliest
-/// retry's), on one timer kept for the queue's life: no task sleeps per retry.
+/// retry's), on one timer kept for the queue's life: no task sleeps per retry. The item feed
+/// wakes the same wait: the loop has one wait for all three.
 final class DownloadQueue: Sendable {
   enum Event: Sendable {
     /// The download of slot `id` ended.
     case answered(Int, Result<DownloadResponse, DownloadFailure>)
+    /// The item feed has items for the loop (or has ended, or waits on its source).
+    case itemsArrived
   }
 
   private struct State {

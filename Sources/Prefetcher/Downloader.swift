@@ -18,6 +18,11 @@ public struct DownloadRequest: Sendable {
   public var handleCookies = false
   /// Where it goes among the downloads waiting for room in the limits.
   public var priority = DownloadPriority.normal
+  /// The `Accept` header, SD's for images unless a document (a sitemap) asks for its own.
+  public var accept = "image/*,*/*;q=0.8"
+  /// Where a 2xx body goes: kept in memory for the response (`nil`: an image), or written to
+  /// this open file (a document), whose descriptor stays the caller's.
+  public var bodyFile: Int32?
 
   public init(url: URL) {
     self.url = url

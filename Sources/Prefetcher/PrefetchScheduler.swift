@@ -7,7 +7,8 @@ import Foundation
 ///
 /// It never blocks: hits and refusals end inline, downloads start on the transfer thread and
 /// come back through a ``DownloadQueue``, and ``waitAndHandle()`` is the loop's one wait, for the
-/// next finished download or the earliest retry, whichever comes first. Owned by one task (the
+/// next finished download, the earliest retry or items from the ``ItemFeed``, whichever comes
+/// first. Owned by one task (the
 /// prefetcher's, or one ``ImageManager/load(_:options:context:)``), never shared.
 final class PrefetchScheduler {
   /// A load that ended, for the caller to record: its item, its result, its attempts.
@@ -29,7 +30,7 @@ final class PrefetchScheduler {
 
   /// The items read ahead.
   private var window = StartQueue<PrefetchItem>()
-  private let windowSize: Int
+  let windowSize: Int
   // Items handed to the downloader and not over yet, in all and per host. The downloader keeps
   // the limits (`concurrency`, and per host `perHostConcurrency` or, over HTTP/2,
   // `perHostStreams`) on what is under way; as many again wait in it, so that a download that
@@ -70,6 +71,16 @@ final class PrefetchScheduler {
 
   /// Whether the window takes more items.
   var wantsItems: Bool { window.count < windowSize }
+
+  /// How many more items the window takes.
+  var room: Int { max(0, windowSize - window.count) }
+
+  /// While set, ``waitAndHandle()`` starts nothing from the window: the loop is filling it,
+  /// so that priorities order a whole window, as when it was read in one go.
+  var holdsWindow = false
+
+  /// Wakes ``waitAndHandle()``: items arrived. Called on the item feed's thread.
+  var itemsArrived: @Sendable () -> Void { { [queue] in queue.push(.itemsArrived) } }
 
   /// Whether the window is empty and there is room to start more: hits end inline, so the
   /// caller reads more before waiting.
@@ -145,7 +156,7 @@ final class PrefetchScheduler {
   }
 
   private func startIfRunning() {
-    if !isStopping { startWaiting() }
+    if !isStopping && !holdsWindow { startWaiting() }
   }
 
   /// Gives back the place `item` took in the limits.

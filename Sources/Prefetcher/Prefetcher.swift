@@ -57,7 +57,7 @@ public struct Prefetcher: Sendable {
   }
 
   /// Prefetches every item and returns the whole report, in memory.
-  public func run<Items: Sequence>(
+  public func run<Items: Sequence & Sendable>(
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil
   ) async -> PrefetchReport where Items.Element == Result<PrefetchItem, ConfigurationError> {
     var report = PrefetchReport()
@@ -67,17 +67,26 @@ public struct Prefetcher: Sendable {
 
   /// Prefetches every item, handing each download, failure and bad manifest line to
   /// `recorder` as it happens, and returns the counts. Errors in the input (bad manifest lines)
-  /// are counted as skipped; a whole input that failed is counted in `inputsFailed`. Stops starting new items once `stop` is set; the loads in flight
-  /// finish (or are cancelled with the task).
-  public func run<Items: Sequence, Recorder: PrefetchRecorder>(
+  /// are counted as skipped; a whole input that failed is counted in `inputsFailed`. Stops
+  /// starting new items once `stop` is set; the loads in flight finish (or are cancelled with
+  /// the task).
+  ///
+  /// The items are read on a thread of their own (``ItemFeed``), never by this task: a
+  /// sitemap fetched or a pipe waited on holds up no download. The window is filled whole
+  /// before items start (priorities order what it holds), unless the input waits on its
+  /// source: then what has come starts. The reading thread has ended when this returns.
+  public func run<Items: Sequence & Sendable, Recorder: PrefetchRecorder>(
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil,
     recorder: inout Recorder
   ) async -> PrefetchCounts where Items.Element == Result<PrefetchItem, ConfigurationError> {
     let started = Date()
     var report = PrefetchCounts()
-    var iterator = items.makeIterator()
     var exhausted = false
     let scheduler = PrefetchScheduler(manager: manager, stop: stop, retries: configuration.retries)
+    let feed = ItemFeed(
+      items, capacity: max(scheduler.windowSize * 4, 1024), stop: stop,
+      wake: scheduler.itemsArrived)
+    var taken: [ItemFeed.Item] = []
 
     func recordFinished() {
       for finished in scheduler.takeFinished() {
@@ -88,46 +97,66 @@ public struct Prefetcher: Sendable {
 
     while true {
       let stopping = scheduler.isStopping
+      // Whether the feed has nothing buffered now, and whether the window waits to be filled.
+      var feedWaits = false
+      var filling = false
       while !exhausted && !stopping && scheduler.wantsItems {
-        guard let next = iterator.next() else {
-          exhausted = true
-          break
+        taken.removeAll(keepingCapacity: true)
+        let status = feed.take(upTo: scheduler.room, into: &taken)
+        for next in taken { accept(next, scheduler: scheduler, into: &report, recorder: &recorder) }
+        switch status {
+        case .more: continue
+        case .ended: exhausted = true
+        case .waiting(let sourceWaits):
+          feedWaits = true
+          filling = !sourceWaits && scheduler.wantsItems
         }
-        switch next {
-        case .success(let item):
-          if let shard = configuration.shard, !Self.belongs(item, to: shard) {
-            report.otherShards += 1
-          } else {
-            scheduler.enqueue(item)
-          }
-        case .failure(let error) where error.wholeInput:
-          // Every shard lost the input's URLs: each says so (a merge counts it once).
-          report.inputsFailed += 1
-          recorder.recordInputFailure(error.description)
-        case .failure(let error):
-          // Every shard reads every line: shard 0 alone reports a bad one.
-          if let shard = configuration.shard, shard.index != 0 {
-            report.otherShards += 1
-            continue
-          }
-          report.total += 1
-          report.skipped += 1
-          recorder.recordLineError(error.description)
-        }
+        break
       }
       if stopping { scheduler.dropWindow() }
-      scheduler.startWaiting()
+      scheduler.holdsWindow = filling
+      if !filling { scheduler.startWaiting() }
       recordFinished()
       // Hits end inline: read more before waiting, while there is room.
-      if !stopping && !exhausted && scheduler.startsMoreAtOnce { continue }
-      guard !scheduler.isIdle else { break }
+      if !stopping && !exhausted && !feedWaits && scheduler.startsMoreAtOnce { continue }
+      guard !scheduler.isIdle || (feedWaits && !stopping) else { break }
       await scheduler.waitAndHandle()
       recordFinished()
     }
+    await feed.close()
     report.durationSeconds = Date().timeIntervalSince(started)
     report.hostBackoffs = manager.downloader.hostBackoffs
     progress?.finish(report, elapsed: report.durationSeconds)
     return report
+  }
+
+  /// Takes one item read: into the window, or counted (another shard's, a bad line, a whole
+  /// input that failed).
+  private func accept<Recorder: PrefetchRecorder>(
+    _ next: ItemFeed.Item, scheduler: PrefetchScheduler, into report: inout PrefetchCounts,
+    recorder: inout Recorder
+  ) {
+    switch next {
+    case .success(let item):
+      if let shard = configuration.shard, !Self.belongs(item, to: shard) {
+        report.otherShards += 1
+      } else {
+        scheduler.enqueue(item)
+      }
+    case .failure(let error) where error.wholeInput:
+      // Every shard lost the input's URLs: each says so (a merge counts it once).
+      report.inputsFailed += 1
+      recorder.recordInputFailure(error.description)
+    case .failure(let error):
+      // Every shard reads every line: shard 0 alone reports a bad one.
+      if let shard = configuration.shard, shard.index != 0 {
+        report.otherShards += 1
+        return
+      }
+      report.total += 1
+      report.skipped += 1
+      recorder.recordLineError(error.description)
+    }
   }
 
   /// Loads one item as ``run(_:stop:progress:recorder:)`` loads each, with `retries` attempts

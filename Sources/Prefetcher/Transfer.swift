@@ -56,12 +56,16 @@ final class Transfer: @unchecked Sendable {
   /// Bytes of a non-2xx answer's body read and dropped (so that the connection can be reused).
   private var drained = 0
   private var abort: Abort?
+  /// Bytes of the body written to ``DownloadRequest/bodyFile``, when it goes there.
+  private var written = 0
 
-  private enum Abort {
+  private enum Abort: Equatable {
     /// The body passed the size limit.
     case tooLarge
     /// A redirect's or an error's body passed 64 KiB: not worth reading to the end.
     case drainedEnough
+    /// The body could not be written to its file: why.
+    case writeFailed(String)
   }
 
   /// The most of a redirect's or an error's body read to keep its connection.
@@ -77,7 +81,7 @@ final class Transfer: @unchecked Sendable {
     }
     redirects = RedirectChain(
       request.url, maxRedirects: configuration.maxRedirects,
-      defaults: [("Accept", "image/*,*/*;q=0.8"), ("User-Agent", configuration.userAgent)],
+      defaults: [("Accept", request.accept), ("User-Agent", configuration.userAgent)],
       headers: request.headers, trustedOrigins: request.trustedOrigins, overrides: validators)
     firstHopHeaders = redirects.headerLines()
     limit = Int(clamping: configuration.maxResponseSize)
@@ -121,6 +125,7 @@ final class Transfer: @unchecked Sendable {
     location = nil
     drained = 0
     abort = nil
+    written = 0
   }
 
   /// A piece of the body; `false` stops the transfer.
@@ -133,9 +138,19 @@ final class Transfer: @unchecked Sendable {
       }
       return true
     }
-    guard body.count + bytes.count <= limit else {
+    guard (request.bodyFile == nil ? body.count : written) + bytes.count <= limit else {
       abort = .tooLarge
       return false
+    }
+    if let file = request.bodyFile {
+      do {
+        try FileSystem.writeAll(bytes, to: file, path: "temporary file of \(url.absoluteString)")
+      } catch {
+        abort = .writeFailed("\(error)")
+        return false
+      }
+      written += bytes.count
+      return true
     }
     body.append(bytes.assumingMemoryBound(to: UInt8.self))
     return true
@@ -167,7 +182,9 @@ final class Transfer: @unchecked Sendable {
     case .retryAfter: retryAfter = value
     case .location: location = value
     case .contentLength:
-      if (200...299).contains(status), let declared = Int(value), declared <= limit {
+      if (200...299).contains(status), request.bodyFile == nil, let declared = Int(value),
+        declared <= limit
+      {
         body.reserveCapacity(declared)
       }
     }
@@ -211,6 +228,10 @@ final class Transfer: @unchecked Sendable {
           .init(
             .network(
               .responseTooLarge, message: "the body is over the \(limit)-byte limit"))))
+    }
+    if case .writeFailed(let reason) = abort {
+      return .done(
+        .failure(.init(.localFailure(reason: "cannot write a temporary file: \(reason)"))))
     }
     guard code == CURLE_OK || abort == .drainedEnough else {
       var message = easy.errorMessage

@@ -136,12 +136,16 @@ public final class LineReader: Sequence, IteratorProtocol {
     }
   }
 
-  /// Waits until `descriptor` has data or an end to read; `false` once `stop` is set first.
-  /// A FIFO that no writer has opened yet is not at its end: `poll` reports neither data nor
-  /// a hang-up for it (Linux), where `read` would say end of file at once.
+  /// Waits until `descriptor` has data or an end to read; `false` once `stop` (or the
+  /// producing thread's cancellation) is set first. A FIFO that no writer has opened yet is not
+  /// at its end: `poll` reports neither data nor a hang-up for it (Linux), where `read` would
+  /// say end of file at once. A producer is told before a wait (the prefetch goes on with the
+  /// lines it has).
   private static func waitForData(_ descriptor: Int32, stop: StopFlag) -> Bool {
     var entry = pollfd(fd: descriptor, events: Int16(POLLIN), revents: 0)
-    while !stop.isStopped {
+    if poll(&entry, 1, 0) > 0 { return true }
+    ProducerContext.current?.willWait()
+    while !stop.isStopped && !ProducerContext.isCancelled {
       let ready = poll(&entry, 1, stopCheckMilliseconds)
       if ready > 0 { return true }
       if ready < 0 && errno != EINTR { return true }  // `read` says what is wrong

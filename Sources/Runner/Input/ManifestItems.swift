@@ -21,6 +21,9 @@ public struct ManifestItems: Sequence, Sendable {
   public let configuration: PrefetchConfiguration
   /// The run's stop flag: a signal cancels a sitemap fetch in progress.
   public var stop: StopFlag?
+  /// The run's downloader, whose transfer thread fetches sitemaps and manifests named by URL
+  /// (with one of its own for each fetch when there is none: a dry run, the migrate pass).
+  public var downloader: Downloader?
 
   public init(
     paths: [String], defaultOptions: ImageOptions = ImageOptions(),
@@ -94,10 +97,10 @@ public struct ManifestItems: Sequence, Sendable {
   }
 
   /// The fetch of a sitemap or manifest URL, with the job's headers, trusted origins and TLS
-  /// option.
+  /// option. It blocks: the prefetcher reads items on a thread of their own.
   func fetch(_ url: URL) throws(ImageCacheError) -> Int32 {
     try DocumentFetcher.fetch(
-      url, configuration: configuration, headers: defaultContext.headers,
+      url, through: downloader, configuration: configuration, headers: defaultContext.headers,
       trustedOrigins: defaultContext.trustedOrigins,
       allowInvalidSSLCertificates: defaultOptions.contains(.allowInvalidSSLCertificates),
       stop: stop)

@@ -42,6 +42,9 @@ extension JobRunner {
         location: job.location, downloader: downloader,
         namespaces: StateNamespaces(location: job.location, store: store, shard: job.shard))
       defer { manager.close() }
+      // Sitemaps and manifests named by URL come through the same transfer thread.
+      var items = items
+      items.downloader = downloader
       // Once the prefetch is over, nothing more is downloaded: the transfer thread closes its
       // connections and frees libcurl on its own processor while this one writes the state.
       // Told on the prefetch's own thread, before the task group winds down; the scope's end

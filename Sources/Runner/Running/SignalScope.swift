@@ -9,13 +9,26 @@ import Synchronization
   import Darwin
 #endif
 
-/// SIGINT, SIGTERM and SIGHUP for the length of one scope (one at a time per process) (SPEC sections 5 and 10): the first
+/// SIGINT, SIGTERM and SIGHUP for the length of one scope (SPEC sections 5 and 10): the first
 /// such signal sets ``stop`` (passes and the prefetcher finish the file or URL in hand and
 /// start nothing new) and wakes ``waitForSignal()``; the signals' previous dispositions are
 /// back when the scope ends, and after the first signal, so that a second Ctrl-C ends the
 /// process at once. The scoped form of what swift-service-lifecycle's graceful shutdown does
 /// for services.
+///
+/// One scope at a time per process: signal dispositions and the handler's pipe are
+/// process-wide, and a second scope would take the signals from the first (whose run would
+/// then never hear of one). A nested or concurrent scope is refused with
+/// ``AlreadyActive``; the active one goes on unharmed.
 public final class SignalScope: Sendable {
+  /// A scope was asked for while another was active in the process.
+  public struct AlreadyActive: Error, CustomStringConvertible {
+    public var description: String {
+      "signals are already handled by another run in this process: one run at a time per "
+        + "process (run the jobs one after another, or in processes of their own)"
+    }
+  }
+
   /// The signals that stop a run; SIGHUP (a closed terminal) is treated like SIGTERM.
   public static let stopSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
@@ -31,10 +44,16 @@ public final class SignalScope: Sendable {
   /// The first signal received in the scope, if any.
   public var signal: Int32? { received.withLock { $0 } }
 
-  /// Runs `body` with the signals handled; restores them when it returns or throws.
+  /// Runs `body` with the signals handled; restores them when it returns or throws. Throws
+  /// ``AlreadyActive``, without running `body`, while another scope is active.
   public static func with<Result>(_ body: (SignalScope) async throws -> Result) async throws
     -> Result
   {
+    guard
+      scopeActive.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing)
+        .exchanged
+    else { throw AlreadyActive() }
+    defer { scopeActive.store(false, ordering: .releasing) }
     let scope = SignalScope()
     let installation = try Installation(scope: scope)
     defer { installation.remove() }
@@ -120,6 +139,9 @@ public final class SignalScope: Sendable {
     }
   }
 }
+
+/// Whether a ``SignalScope`` is active in the process.
+private let scopeActive = Atomic<Bool>(false)
 
 /// Where the signal handler writes: a handler cannot capture context, so this one value is
 /// process-wide (as signal dispositions are). Set by the scope that installs the handlers.

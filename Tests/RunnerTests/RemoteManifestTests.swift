@@ -1,0 +1,152 @@
+import Core
+import Foundation
+import Prefetcher
+import Runner
+import Synchronization
+import TestSupport
+import XCTest
+
+/// Sitemaps and manifests named by URL (SPEC section 6) are fetched through the run's transfer
+/// thread, off the prefetch loop (issue 32): a slow one holds up no download, and the limits
+/// and the stop of image downloads apply to it.
+final class RemoteManifestTests: XCTestCase {
+  var temporary: TemporaryDirectory!
+  /// The images.
+  var server: LoopbackServer!
+  /// The documents, each held until the test opens `gate`: a server of its own, whose one
+  /// event-loop thread the held answer blocks while the images' server goes on.
+  var documents: LoopbackServer!
+  let gate = Gate()
+  var location: CacheLocation!
+
+  /// Held shut until opened; says when a request reached it.
+  final class Gate: Sendable {
+    private let opened = DispatchSemaphore(value: 0)
+    private let reached = Atomic<Bool>(false)
+    var wasReached: Bool { reached.load(ordering: .relaxed) }
+    func pass() {
+      reached.store(true, ordering: .relaxed)
+      opened.wait()
+      opened.signal()
+    }
+    func open() { opened.signal() }
+  }
+
+  override func setUpWithError() throws {
+    temporary = try TemporaryDirectory()
+    server = try LoopbackServer(routes: [
+      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
+    ])
+    let urlset = Data(
+      """
+      <?xml version="1.0" encoding="UTF-8"?>
+      <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+              xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+        <url><loc>\(server.url("/p"))</loc>
+          <image:image><image:loc>\(server.url("/c.gif"))</image:loc></image:image></url>
+      </urlset>
+      """.utf8)
+    let gate = gate
+    documents = try LoopbackServer(routes: [
+      "/held.xml": { _ in
+        gate.pass()
+        return ServerResponse(headers: [("Content-Type", "application/xml")], body: urlset)
+      },
+      "/big.txt": { _ in
+        ServerResponse(body: Data(String(repeating: "https://x.invalid/a.jpg\n", count: 100).utf8))
+      },
+    ])
+    location = CacheLocation(directory: temporary.appending("cache"))
+  }
+
+  override func tearDown() {
+    gate.open()
+    documents.shutdown()
+    server.shutdown()
+    temporary.remove()
+  }
+
+  private func job(_ manifests: [String], _ configure: (inout Job) -> Void = { _ in }) -> Job {
+    var job = Job(name: "remote", location: location)
+    job.manifests = manifests
+    job.passes = []
+    job.prefetch.retries = 0
+    configure(&job)
+    return job
+  }
+
+  private func run(_ job: Job) async throws -> (RunOutcome, PrefetchReport) {
+    try await Self.run(job, reports: temporary.appending("reports/{job}.json"))
+  }
+
+  private static func run(_ job: Job, reports: String) async throws -> (
+    RunOutcome, PrefetchReport
+  ) {
+    var settings = RunSettings()
+    settings.reportFiles = [reports]
+    let outcome = try await JobRunner(job: job, settings: settings, console: RecordingConsole())
+      .run()
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: outcome.reportFiles[0]))
+    return (outcome, try XCTUnwrap(try RunReport.decode(data).prefetch))
+  }
+
+  private func stored(_ path: String) -> Bool {
+    FileManager.default.fileExists(
+      atPath: DiskCache(location: location).cachePath(forKey: server.url(path)))
+  }
+
+  private func manifest(_ lines: [String]) throws -> String {
+    let path = temporary.appending("urls.txt")
+    try (lines.joined(separator: "\n") + "\n").write(
+      toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  func testDownloadsGoOnWhileARemoteSitemapIsStillBeingServed() async throws {
+    let local = try manifest([server.url("/a.jpg"), server.url("/b.png")])
+    let twoManifests = job([local, documents.url("/held.xml")])
+    let reports = temporary.appending("reports/{job}.json")
+    let running = Task { [twoManifests, reports] in
+      try await RemoteManifestTests.run(twoManifests, reports: reports)
+    }
+    let storedMeanwhile = await waitUntil(timeout: 5, "the first manifest's images stored") {
+      stored("/a.jpg") && stored("/b.png")
+    }
+    XCTAssertTrue(gate.wasReached, "the sitemap was still being served")
+    gate.open()
+    let (outcome, report) = try await running.value
+    XCTAssertTrue(storedMeanwhile)
+    XCTAssertEqual(outcome.failedURLs, 0)
+    XCTAssertEqual(report.counts.downloaded, 3, "\(report.inputFailures)")
+    XCTAssertTrue(stored("/c.gif"), "the sitemap's image, once it came")
+  }
+
+  func testAStopEndsARemoteSitemapFetchInProgress() async throws {
+    let stop = StopFlag()
+    let stopper = Task { [gate] in
+      await waitUntil(timeout: 10, "the sitemap's request") { gate.wasReached }
+      stop.stop()
+    }
+    var items = job([documents.url("/held.xml")]).manifestItems
+    items.stop = stop
+    let report = try await Downloader.withDownloader { downloader in
+      items.downloader = downloader
+      let manager = try ImageManager(location: location, downloader: downloader)
+      return await Prefetcher(manager: manager).run(items, stop: stop)
+    }
+    _ = await stopper.value
+    XCTAssertEqual(report.total, 0, "nothing of the sitemap was read")
+    XCTAssertFalse(stored("/c.gif"))
+  }
+
+  func testARemoteManifestOverTheSizeLimitFailsAsAWholeInputSayingSo() async throws {
+    let (outcome, report) = try await run(
+      job([documents.url("/big.txt")]) { $0.prefetch.maxResponseSize = 1_000 })
+    XCTAssertEqual(outcome.failedInputs, 1, "\(report.counts) \(report.lineErrors)")
+    let failure = try XCTUnwrap(report.inputFailures.first)
+    XCTAssertTrue(failure.contains("cannot fetch: responseTooLarge"), failure)
+    XCTAssertEqual(report.counts.total, 0)
+  }
+}
