@@ -133,7 +133,8 @@ final class RemoteManifestTests: XCTestCase {
     items.stop = stop
     let report = try await Downloader.withDownloader { downloader in
       items.downloader = downloader
-      let manager = try ImageManager(location: location, downloader: downloader)
+      let manager = try ImageManager(
+        location: location, downloader: downloader, namespaces: MemoryNamespaces())
       return await Prefetcher(manager: manager).run(items, stop: stop)
     }
     _ = await stopper.value
