@@ -27,7 +27,12 @@ final class ItemFeed: Sendable {
   }
 
   private struct State {
-    var buffer: Deque<Item> = []
+    /// The batches read, whole: an item crosses from the reader to the loop without a copy
+    /// of its own (each copy of an item retains and releases every string and reference in
+    /// it, on two processors).
+    var buffer: Deque<[Item]> = []
+    /// The items in `buffer`.
+    var count = 0
     var ended = false
     var sourceWaits = false
     /// How many items the loop waits for; 0 when it does not wait.
@@ -72,14 +77,19 @@ final class ItemFeed: Sendable {
     if woken { wake() }
   }
 
-  /// Moves up to `limit` buffered items into `taken`, without waiting.
-  func take(upTo limit: Int, into taken: inout [Item]) -> Status {
+  /// Moves whole batches of buffered items into `taken`, without waiting, until it holds
+  /// `limit` items or more (a batch is never split: `limit` may be passed by less than a
+  /// batch).
+  func take(upTo limit: Int, into taken: inout [[Item]]) -> Status {
     let (status, wakesReader) = state.withLock { state -> (Status, Bool) in
-      let count = min(limit, state.buffer.count)
-      taken.reserveCapacity(taken.count + count)
-      for _ in 0..<count { taken.append(state.buffer.removeFirst()) }
+      var moved = 0
+      while moved < limit, let first = state.buffer.popFirst() {
+        moved += first.count
+        state.count -= first.count
+        taken.append(first)
+      }
       // The reader goes on once half the buffer is free: one wake-up for many items.
-      let wakesReader = state.readerWaitsForRoom && state.buffer.count <= capacity / 2
+      let wakesReader = state.readerWaitsForRoom && state.count <= capacity / 2
       if wakesReader { state.readerWaitsForRoom = false }
       if !state.buffer.isEmpty { return (.more, wakesReader) }
       if state.ended { return (.ended, wakesReader) }
@@ -100,6 +110,7 @@ final class ItemFeed: Sendable {
     cancellation.stop()
     let wakesReader = state.withLock { state in
       state.buffer.removeAll()
+      state.count = 0
       defer { state.readerWaitsForRoom = false }
       return state.readerWaitsForRoom
     }
@@ -139,19 +150,22 @@ final class ItemFeed: Sendable {
     guard !batch.items.isEmpty else { return !cancellation.isStopped }
     while true {
       let (published, woken) = state.withLock { state -> (Bool, Bool) in
-        guard state.buffer.count < capacity || cancellation.isStopped else {
+        guard state.count < capacity || cancellation.isStopped else {
           state.readerWaitsForRoom = true
           return (false, false)
         }
-        state.buffer.append(contentsOf: batch.items)
+        state.count += batch.items.count
+        state.buffer.append(batch.items)
         state.sourceWaits = false
-        guard state.wanted > 0 && state.buffer.count >= state.wanted else { return (true, false) }
+        guard state.wanted > 0 && state.count >= state.wanted else { return (true, false) }
         state.wanted = 0
         return (true, true)
       }
       if woken { wake() }
       if published {
-        batch.items.removeAll(keepingCapacity: true)
+        // The buffer has the batch's storage now; the next batch gets its own.
+        batch.items = []
+        batch.items.reserveCapacity(Self.batchSize)
         return !cancellation.isStopped
       }
       room.wait()

@@ -86,7 +86,7 @@ public struct Prefetcher: Sendable {
     let feed = ItemFeed(
       items, capacity: max(scheduler.windowSize * 4, 1024), stop: stop,
       wake: scheduler.itemsArrived)
-    var taken: [ItemFeed.Item] = []
+    var taken: [[ItemFeed.Item]] = []
 
     func recordFinished() {
       for finished in scheduler.takeFinished() {
@@ -103,7 +103,11 @@ public struct Prefetcher: Sendable {
       while !exhausted && !stopping && scheduler.wantsItems {
         taken.removeAll(keepingCapacity: true)
         let status = feed.take(upTo: scheduler.room, into: &taken)
-        for next in taken { accept(next, scheduler: scheduler, into: &report, recorder: &recorder) }
+        for batch in taken {
+          for next in batch {
+            accept(next, scheduler: scheduler, into: &report, recorder: &recorder)
+          }
+        }
         switch status {
         case .more: continue
         case .ended: exhausted = true
