@@ -141,9 +141,9 @@ public final class ImageManager: Sendable {
     let namespace: NamespaceState
     do {
       namespace = try state(for: context.namespace)
-    } catch let error as ImageCacheError {
-      // Another run holds it (`namespaceLocked`): its lines fail, the others go on.
-      return .finished(LoadResult(outcome: .failed(error, blacklisted: false)))
+    } catch ImageCacheError.namespaceLocked(let name) {
+      // Another run holds it: its lines fail, the others go on.
+      return .finished(LoadResult(outcome: .failed(.namespaceLocked(name), blacklisted: false)))
     } catch {
       // Another namespace's state that cannot be opened fails the lines that name it.
       return .finished(stateFailed(error, endsRun: false))

@@ -163,9 +163,10 @@ final class ItemFeed: Sendable {
       }
       if woken { wake() }
       if published {
-        // The buffer has the batch's storage now; the next batch gets its own.
+        // The buffer has the batch's storage now; the next batch gets its own, grown as items
+        // come (not reserved whole: a batch published early, one item long, would hold a full
+        // batch's storage in the buffer, and the buffer's bound counts items).
         batch.items = []
-        batch.items.reserveCapacity(Self.batchSize)
         return !cancellation.isStopped
       }
       room.wait()

@@ -151,3 +151,55 @@ final class RemoteManifestTests: XCTestCase {
     XCTAssertEqual(report.counts.total, 0)
   }
 }
+
+extension RemoteManifestTests {
+  func testADryRunFetchesAnIndexAndItsSitemapsThroughOneDownloaderAndConnection() async throws {
+    let base = Mutex("")
+    @Sendable func urlset(_ image: String) -> ServerResponse {
+      ServerResponse(
+        headers: [("Content-Type", "application/xml")],
+        body: Data(
+          """
+          <urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9"
+                  xmlns:image="http://www.google.com/schemas/sitemap-image/1.1">
+            <url><loc>https://shop.invalid/p</loc>
+              <image:image><image:loc>https://shop.invalid/\(image)</image:loc></image:image></url>
+          </urlset>
+          """.utf8))
+    }
+    let sitemaps = try LoopbackServer(routes: [
+      "/index.xml": { _ in
+        let base = base.withLock { $0 }
+        return ServerResponse(
+          headers: [("Content-Type", "application/xml")],
+          body: Data(
+            """
+            <sitemapindex xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">
+              <sitemap><loc>\(base)/one.xml</loc></sitemap>
+              <sitemap><loc>\(base)/two.xml</loc></sitemap>
+            </sitemapindex>
+            """.utf8))
+      },
+      "/one.xml": { _ in urlset("1.jpg") },
+      "/two.xml": { _ in urlset("2.jpg") },
+    ])
+    defer { sitemaps.shutdown() }
+    base.withLock { $0 = sitemaps.baseURL }
+
+    var settings = RunSettings()
+    settings.dryRun = true
+    settings.reportFiles = [temporary.appending("plan.json")]
+    let outcome = try await JobRunner(
+      job: job([sitemaps.url("/index.xml")]), settings: settings, console: RecordingConsole()
+    ).run()
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: outcome.reportFiles[0]))
+    let plan = try XCTUnwrap(try RunReport.decode(data).plan)
+    XCTAssertEqual(plan.counts.download, 2, "\(plan)")
+    for path in ["/index.xml", "/one.xml", "/two.xml"] {
+      XCTAssertEqual(sitemaps.requestCount(path), 1, path)
+    }
+    XCTAssertEqual(
+      sitemaps.connectionCount, 1,
+      "the plan's documents share one downloader, whose connection is reused")
+  }
+}

@@ -86,7 +86,8 @@ public final class LoopbackServer: Sendable {
       .serverChannelOption(.backlog, value: 512)
       .serverChannelOption(.socketOption(.so_reuseaddr), value: 1)
       .childChannelInitializer { channel in
-        channel.pipeline.configureHTTPServerPipeline().flatMap {
+        log.connectionAccepted()
+        return channel.pipeline.configureHTTPServerPipeline().flatMap {
           channel.pipeline.addHandler(RouteHandler(routes: routes, log: log))
         }
       }
@@ -109,6 +110,9 @@ public final class LoopbackServer: Sendable {
   /// Every request to any path, in the order they arrived.
   public var allRequests: [ServerRequest] { log.all }
 
+  /// How many connections clients opened to the server.
+  public var connectionCount: Int { log.connections }
+
   /// The most requests the server was answering at once (from arrival to the end of the
   /// response).
   public var peakConcurrency: Int { log.peakInFlight }
@@ -126,9 +130,14 @@ final class RequestLog: Sendable {
     var inFlight = 0
     var peakInFlight = 0
     var bytesSent: [String: Int] = [:]
+    var connections = 0
   }
 
   private let state = Mutex(State())
+
+  func connectionAccepted() { state.withLock { $0.connections += 1 } }
+
+  var connections: Int { state.withLock { $0.connections } }
 
   func record(_ request: ServerRequest) -> Int {
     state.withLock { state in

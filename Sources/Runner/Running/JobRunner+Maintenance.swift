@@ -41,7 +41,7 @@ extension JobRunner {
   /// The migrate pass (SPEC section 4): merge the legacy folder (`migrate.from`, else SD 3/4's
   /// folder beside the cache) when it exists, then rename the legacy file names of the
   /// manifests' keys.
-  func migrate(into writer: ReportWriter, stop: StopFlag) throws {
+  func migrate(into writer: ReportWriter, stop: StopFlag) async throws {
     let migrator = CacheMigrator(location: job.location, shard: job.shard)
     let now = Date()
     let source = job.migrateFrom ?? migrator.legacyDirectory
@@ -65,15 +65,20 @@ extension JobRunner {
     }
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
-    var recorder = pass
-    var items = job.manifestItems
-    items.stop = stop
-    let keys = items.cacheKeys { lineError in
-      var lineErrors = pass
-      lineErrors.recordError(lineError.description)
+    // One downloader for the pass's sitemaps and manifest URLs (their connections reused, the
+    // host's limits kept across them), stopped before the pass ends.
+    try await Downloader.withDownloader(configuration: job.prefetch) { documents in
+      var recorder = pass
+      var items = job.manifestItems
+      items.stop = stop
+      items.downloader = documents
+      let keys = items.cacheKeys { lineError in
+        var lineErrors = pass
+        lineErrors.recordError(lineError.description)
+      }
+      migrator.renameLegacyFileNames(
+        keys: keys, dryRun: settings.dryRun, now: now, into: &recorder, stop: { stop.isStopped })
     }
-    migrator.renameLegacyFileNames(
-      keys: keys, dryRun: settings.dryRun, now: now, into: &recorder, stop: { stop.isStopped })
     endPass(pass, in: writer)
   }
 

@@ -114,14 +114,25 @@ extension JobRunner {
   /// (`download https://...`) goes to the console's output unless the report goes to stdout,
   /// which lists the same plan; bad lines are said as a run says them.
   func planPrefetch(into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings)
-    throws -> PrefetchPlanCounts
+    async throws -> PrefetchPlanCounts
   {
+    // One downloader for the plan's sitemaps and manifest URLs (no image is requested),
+    // stopped before the plan is returned.
+    try await Downloader.withDownloader(configuration: job.prefetch) { documents in
+      try plan(into: writer, stop: stop, warnings: warnings, documents: documents)
+    }
+  }
+
+  private func plan(
+    into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings, documents: Downloader
+  ) throws -> PrefetchPlanCounts {
     let planner = PrefetchPlanner(
       location: job.location, timeToLive: job.prefetch.blacklistTTL,
       blacklist: { try StateStore.blacklistOfEveryStateFile(location: $0, leavingNoTrace: true) })
     var counts = PrefetchPlanCounts()
     var items = job.manifestItems
     items.stop = stop
+    items.downloader = documents
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     for next in items {
       if stop.isStopped { break }

@@ -140,11 +140,11 @@ public struct JobRunner: Sendable {
       async let swept = staleTemporaries(startedAt: startedAt)
       var failure: Error?
       do {
-        if job.passes.contains(.migrate) { try migrate(into: writer, stop: signals.stop) }
+        if job.passes.contains(.migrate) { try await migrate(into: writer, stop: signals.stop) }
         if job.prefetchesManifests && settings.dryRun && !job.manifests.isEmpty
           && signals.signal == nil
         {
-          plan = try planPrefetch(into: writer, stop: signals.stop, warnings: warnings)
+          plan = try await planPrefetch(into: writer, stop: signals.stop, warnings: warnings)
         } else if job.prefetchesManifests && !job.manifests.isEmpty && signals.signal == nil {
           let prefetched = try await prefetch(
             into: writer, startedAt: startedAt, signals: signals, warnings: warnings)
