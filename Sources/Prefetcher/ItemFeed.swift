@@ -68,9 +68,15 @@ final class ItemFeed: Sendable {
   /// The reader is about to wait on its source: the loop, if it waits for items, goes on
   /// with what it has.
   private func sourceWillWait() {
+    publishAndWake(setting: \.sourceWaits)
+  }
+
+  /// Publishes what was read, sets `flag` (the source waits, or has ended), and wakes the
+  /// loop if it waits for items: it goes on with what there is.
+  private func publishAndWake(setting flag: WritableKeyPath<State, Bool>) {
     _ = publish()
     let woken = state.withLock { state in
-      state.sourceWaits = true
+      state[keyPath: flag] = true
       defer { state.wanted = 0 }
       return state.wanted > 0
     }
@@ -131,13 +137,7 @@ final class ItemFeed: Sendable {
       batch.items.append(item)
       if batch.items.count >= Self.batchSize && !publish() { break }
     }
-    _ = publish()
-    let woken = state.withLock { state in
-      state.ended = true
-      defer { state.wanted = 0 }
-      return state.wanted > 0
-    }
-    if woken { wake() }
+    publishAndWake(setting: \.ended)
   }
 
   /// Items cross to the loop in batches: one lock for many, and no contention with the loop

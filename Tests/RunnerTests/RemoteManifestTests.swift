@@ -69,12 +69,7 @@ final class RemoteManifestTests: XCTestCase {
   }
 
   private func job(_ manifests: [String], _ configure: (inout Job) -> Void = { _ in }) -> Job {
-    var job = Job(name: "remote", location: location)
-    job.manifests = manifests
-    job.passes = []
-    job.prefetch.retries = 0
-    configure(&job)
-    return job
+    .manifestsOnly("remote", location: location, manifests, configure)
   }
 
   private func run(_ job: Job) async throws -> (RunOutcome, PrefetchReport) {

@@ -106,12 +106,7 @@ final class SitemapTests: XCTestCase {
   }
 
   private func job(_ manifests: [String], _ configure: (inout Job) -> Void = { _ in }) -> Job {
-    var job = Job(name: "sitemap", location: location)
-    job.manifests = manifests
-    job.passes = []
-    job.prefetch.retries = 0
-    configure(&job)
-    return job
+    .manifestsOnly("sitemap", location: location, manifests, configure)
   }
 
   private func stored(_ path: String) -> Bool {
