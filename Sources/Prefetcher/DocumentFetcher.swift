@@ -52,7 +52,8 @@ public enum DocumentFetcher {
     request.bodyFile = descriptor
     request.priority = .high
     let owned = downloader == nil ? Downloader(configuration: configuration) : nil
-    defer { owned?.beginShutdown() }
+    // A downloader of its own (a caller that gave none) is gone, thread and all, on return.
+    defer { owned?.shutdownAndWait() }
     let context = ProducerContext.current
     let stopped: @Sendable () -> Bool = {
       stop?.isStopped == true || context?.cancellation.isStopped == true

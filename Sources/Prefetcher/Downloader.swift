@@ -124,6 +124,12 @@ public final class Downloader: Sendable {
     markStopped()?.requestStop()
   }
 
+  /// ``shutdown()`` for a caller that is not a task: returns once the transfer thread has
+  /// ended.
+  package func shutdownAndWait() {
+    markStopped()?.stopAndWait()
+  }
+
   /// Refuses every download from now on; the loop to stop, if one started.
   private func markStopped() -> TransferLoop? {
     state.withLock { state in

@@ -40,6 +40,8 @@ final class TransferLoop: @unchecked Sendable {
     var stopping = false
     var exited = false
     var waiters: [CheckedContinuation<Void, Never>] = []
+    /// Threads blocked in ``stopAndWait()``.
+    var blockedWaiters: [DispatchSemaphore] = []
   }
 
   private let inbox = Mutex(Inbox())
@@ -156,6 +158,19 @@ final class TransferLoop: @unchecked Sendable {
     }
   }
 
+  /// ``stop()`` for a caller that is not a task: blocks the calling thread until the loop's
+  /// thread has ended (it needs no other thread to get there).
+  func stopAndWait() {
+    let ended = DispatchSemaphore(value: 0)
+    let exited = inbox.withLock { inbox in
+      guard !inbox.exited else { return true }
+      inbox.blockedWaiters.append(ended)
+      Self.requestStop(&inbox, multi)
+      return false
+    }
+    if !exited { ended.wait() }
+  }
+
   /// What ``stop()`` does without waiting for the thread to end.
   func requestStop() {
     inbox.withLock { inbox in
@@ -229,11 +244,12 @@ final class TransferLoop: @unchecked Sendable {
     idle.removeAll()
     curl_multi_cleanup(multi)
     curl_share_cleanup(cookies)
-    let waiters = inbox.withLock { inbox in
+    let (waiters, blocked) = inbox.withLock { inbox in
       inbox.exited = true
-      return inbox.waiters
+      return (inbox.waiters, inbox.blockedWaiters)
     }
     for waiter in waiters { waiter.resume() }
+    for thread in blocked { thread.signal() }
   }
 
   private func enqueue(_ transfer: Transfer) {

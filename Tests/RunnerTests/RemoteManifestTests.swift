@@ -198,3 +198,19 @@ extension RemoteManifestTests {
       "the plan's documents share one downloader, whose connection is reused")
   }
 }
+
+extension RemoteManifestTests {
+  func testALibraryCallerWithoutADownloaderReadsARemoteManifestTimeAfterTime() throws {
+    let lists = try LoopbackServer(routes: [
+      "/urls.txt": { _ in ServerResponse(body: Data("https://a.invalid/1.jpg\n".utf8)) }
+    ])
+    defer { lists.shutdown() }
+    // Each read makes a downloader of its own and returns once its transfer thread has ended:
+    // twice in a row, the second finds nothing of the first in its way.
+    for _ in 0..<2 {
+      let urls = try ManifestItems(paths: [lists.url("/urls.txt")]).map { try $0.get().url }
+      XCTAssertEqual(urls, ["https://a.invalid/1.jpg"])
+    }
+    XCTAssertEqual(lists.requestCount("/urls.txt"), 2)
+  }
+}
