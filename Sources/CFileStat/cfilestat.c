@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include <malloc.h>
+#include <pthread.h>
 #include "cfilestat.h"
 
 #include <fcntl.h>
@@ -36,4 +37,8 @@ void ic_keep_freed_memory(size_t trim_threshold, size_t top_pad, size_t mmap_thr
   mallopt(M_TRIM_THRESHOLD, (int)trim_threshold);
   mallopt(M_TOP_PAD, (int)top_pad);
   mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
+}
+
+int ic_set_thread_name(const char *name) {
+  return pthread_setname_np(pthread_self(), name);
 }

@@ -58,10 +58,10 @@ final class ItemFeed: Sendable {
     self.wake = wake
     let context = ProducerContext(cancellation: cancellation) { [self] in sourceWillWait() }
     let thread = Thread { [self] in
+      ThreadName.set("ic-items")
       ProducerContext.$current.withValue(context) { read(items, stop: stop) }
       readerExited()
     }
-    thread.name = "imagecache-items"
     thread.start()
   }
 

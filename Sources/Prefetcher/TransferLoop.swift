@@ -114,8 +114,10 @@ final class TransferLoop: @unchecked Sendable {
     ic_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, maxStreamsPerHost)
     cookies = curl_share_init()
     ic_share_setopt_long(cookies, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
-    let thread = Thread { [self] in run() }
-    thread.name = "imagecache-transfers"
+    let thread = Thread { [self] in
+      ThreadName.set("ic-transfers")
+      run()
+    }
     thread.start()
   }
 

@@ -73,7 +73,8 @@ final class DownloaderTests: XCTestCase {
     configure(&configuration)
     let downloader = Downloader(configuration: configuration)
     downloaders.append(downloader)
-    return try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
+    return try ImageManager(
+      location: location, downloader: downloader, namespaces: MemoryNamespaces())
   }
 
   private func failure(_ outcome: LoadOutcome, file: StaticString = #filePath, line: UInt = #line)
@@ -146,7 +147,8 @@ final class DownloaderTests: XCTestCase {
     configuration.perHostConcurrency = 3
     let downloader = Downloader(configuration: configuration, idleWaitMilliseconds: 3_600_000)
     downloaders.append(downloader)
-    let manager = try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
+    let manager = try ImageManager(
+      location: location, downloader: downloader, namespaces: MemoryNamespaces())
     let finished = expectation(description: "every download ends")
     let singles = (0..<3).map { server.url("/img.png?round=\($0)") }
     let batch = (0..<40).map { server.url("/after.png?n=\($0)") }
@@ -562,4 +564,17 @@ private func threadsAsleepInPoll() -> Int {
     let wchan = (try? String(contentsOfFile: "\(tasks)/\(thread)/wchan", encoding: .utf8)) ?? ""
     return wchan.contains("poll") && !wchan.contains("epoll") && !wchan.hasPrefix("ep_")
   }.count
+}
+
+extension DownloaderTests {
+  func testTheTransferThreadCarriesItsNameForTopAndPs() async throws {
+    let downloader = Downloader(configuration: PrefetchConfiguration())
+    downloaders.append(downloader)
+    _ = try await downloader.download(DownloadRequest(url: URL(string: server.url("/img.png"))!))
+    let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+    let names = tasks.compactMap {
+      try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8)
+    }
+    XCTAssertTrue(names.contains("ic-transfers\n"), "\(names)")
+  }
 }
