@@ -43,13 +43,10 @@ struct Console: RunConsole {
   }
 
   static func write(_ text: String, to descriptor: Int32) {
-    var bytes = Array(text.utf8)[...]
-    while !bytes.isEmpty {
-      let written = bytes.withUnsafeBytes { Glibc.write(descriptor, $0.baseAddress, $0.count) }
-      if written < 0 && errno == EINTR { continue }
-      guard written > 0 else { return }
-      bytes = bytes.dropFirst(written)
-    }
+    // A console that cannot take a line (a reader that went away, a full disk under a
+    // redirect) must not end the night's work: the report file is the record, and its own
+    // write failures are errors. So the failure is dropped here, and only here.
+    try? FileSystem.writeAll(text.utf8, to: descriptor, path: "the console")
   }
 
   /// Pretty, key-sorted JSON with ISO 8601 dates, on stdout.
