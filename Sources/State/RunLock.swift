@@ -203,7 +203,10 @@ public final class RunLock: Sendable {
   private static func writeHolder(_ fd: Int32) {
     let holder = "\(getpid())\n\(UTCTime(Date()).iso8601())\n"
     ftruncate(fd, 0)
-    _ = holder.withCString { pwrite(fd, $0, strlen($0), 0) }
+    lseek(fd, 0, SEEK_SET)
+    // Who holds the lock is for people (a run that waits says whom for); the lock is the flock
+    // itself, held whether or not these bytes land, so a failed write costs only the name.
+    try? FileSystem.writeAll(holder.utf8, to: fd, path: "the cache lock")
   }
 
   package func release() {
