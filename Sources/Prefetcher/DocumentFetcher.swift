@@ -25,8 +25,9 @@ public enum DocumentFetcher {
   /// The file descriptor of a temporary file holding the body, positioned at its start; the
   /// caller closes it. The file has no name: nothing is left behind, whatever happens.
   /// - Parameters:
-  ///   - downloader: the run's; without one (a dry run, the migrate pass), a downloader is
-  ///     made for this fetch and shut down after it.
+  ///   - downloader: the run's (a prefetch's, a dry run's, the migrate pass's); without one (a
+  ///     library caller that gave none), a downloader is made for this fetch and stopped, its
+  ///     thread ended, before this returns.
   ///   - stop: checked every tenth of a second while the fetch waits, as is the cancellation
   ///     of the producing thread (``ProducerContext``); once set, the fetch ends as
   ///     `cancelled` (a signal must not wait for a slow server).

@@ -37,7 +37,7 @@ final class EasyHandle {
     ic_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
     ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
     ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
-    EasyHandle.setLimits(
+    Self.setLimits(
       handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit, connection: connection,
       allowInvalidSSLCertificates: transfer.request.allowInvalidSSLCertificates)
     // Redirects are followed here, hop by hop, so that each one is checked (scheme, count,
@@ -50,12 +50,12 @@ final class EasyHandle {
     if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
   }
 
-  /// What every request sets, images and sitemaps alike (SPEC sections 2 and 6): HTTP only,
+  /// What every request sets, images and documents alike (SPEC sections 2 and 6): HTTP only,
   /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds"),
   /// the size limit on a declared size (the streamed count is the write callback's, after
   /// decompression; "" accepts every encoding curl was built with), the CA certificates and
   /// proxy of `connection`, and the TLS option.
-  static func setLimits(
+  private static func setLimits(
     _ handle: UnsafeMutableRawPointer, idleTimeout: TimeInterval, limit: Int,
     connection: Connection, allowInvalidSSLCertificates: Bool
   ) {

@@ -6,7 +6,7 @@ import Synchronization
 // One type over 350 lines: the loop's tables (transfers under way and waiting, limits, origin
 // gates) are its thread's alone and private to it; split across files they would not be.
 
-/// libcurl's process-wide set-up, done once before the first handle (of the loop or a fetch).
+/// libcurl's process-wide set-up, done once before the first handle.
 let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 
 /// One thread that owns a libcurl multi handle and drives every transfer on it: tasks hand it
@@ -39,9 +39,9 @@ final class TransferLoop: @unchecked Sendable {
     var full = false
     var stopping = false
     var exited = false
-    var waiters: [CheckedContinuation<Void, Never>] = []
-    /// Threads blocked in ``stopAndWait()``.
-    var blockedWaiters: [DispatchSemaphore] = []
+    /// Who waits for the thread to end (a task in ``stop()``, a thread in ``stopAndWait()``):
+    /// each is told once it has.
+    var exitWaiters: [@Sendable () -> Void] = []
   }
 
   private let inbox = Mutex(Inbox())
@@ -150,13 +150,7 @@ final class TransferLoop: @unchecked Sendable {
   /// has.
   func stop() async {
     await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-      let exited = inbox.withLock { inbox in
-        guard !inbox.exited else { return true }
-        inbox.waiters.append(waiter)
-        Self.requestStop(&inbox, multi)
-        return false
-      }
-      if exited { waiter.resume() }
+      requestStop(then: { waiter.resume() })
     }
   }
 
@@ -164,13 +158,19 @@ final class TransferLoop: @unchecked Sendable {
   /// thread has ended (it needs no other thread to get there).
   func stopAndWait() {
     let ended = DispatchSemaphore(value: 0)
-    let exited = inbox.withLock { inbox in
+    requestStop(then: { ended.signal() })
+    ended.wait()
+  }
+
+  /// Asks the thread to stop and calls `exited` once it has ended (at once if it had).
+  private func requestStop(then exited: @escaping @Sendable () -> Void) {
+    let hasExited = inbox.withLock { inbox in
       guard !inbox.exited else { return true }
-      inbox.blockedWaiters.append(ended)
+      inbox.exitWaiters.append(exited)
       Self.requestStop(&inbox, multi)
       return false
     }
-    if !exited { ended.wait() }
+    if hasExited { exited() }
   }
 
   /// What ``stop()`` does without waiting for the thread to end.
@@ -246,12 +246,11 @@ final class TransferLoop: @unchecked Sendable {
     idle.removeAll()
     curl_multi_cleanup(multi)
     curl_share_cleanup(cookies)
-    let (waiters, blocked) = inbox.withLock { inbox in
+    let waiters = inbox.withLock { inbox in
       inbox.exited = true
-      return (inbox.waiters, inbox.blockedWaiters)
+      return inbox.exitWaiters
     }
-    for waiter in waiters { waiter.resume() }
-    for thread in blocked { thread.signal() }
+    for exited in waiters { exited() }
   }
 
   private func enqueue(_ transfer: Transfer) {
