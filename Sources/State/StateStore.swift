@@ -75,22 +75,30 @@ public final class StateStore: Sendable {
   /// per shard), each URL once with its latest failure, sorted by URL. A file that cannot be
   /// read goes to `unreadable`, which rethrows by default.
   /// `leavingNoTrace` as in ``openForReading(path:leavingNoTrace:)``.
+  /// - Parameters:
+  ///   - timeToLive: as in ``blacklist(now:timeToLive:)``: only the entries still active.
+  ///   - opened: one of these files already open (a run's own store): read through it, and
+  ///     its failure thrown, not handed to `unreadable`.
   public static func blacklistOfEveryStateFile(
-    location: CacheLocation, leavingNoTrace: Bool = false,
+    location: CacheLocation, leavingNoTrace: Bool = false, timeToLive: TimeInterval? = nil,
+    opened: StateStore? = nil,
     unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
   ) throws -> [BlacklistEntry] {
     var byURL: [String: BlacklistEntry] = [:]
-    for path in try stateFiles(location: location) {
-      let entries: [BlacklistEntry]
-      do {
-        entries = try openForReading(path: path, leavingNoTrace: leavingNoTrace)?.blacklist() ?? []
-      } catch {
-        try unreadable(path, error)
-        continue
-      }
+    func add(_ entries: [BlacklistEntry]) {
       for entry in entries {
         if let known = byURL[entry.url], known.lastFailedAt >= entry.lastFailedAt { continue }
         byURL[entry.url] = entry
+      }
+    }
+    if let opened { add(try opened.blacklist(timeToLive: timeToLive)) }
+    for path in try stateFiles(location: location) where path != opened?.path {
+      do {
+        add(
+          try openForReading(path: path, leavingNoTrace: leavingNoTrace)?.blacklist(
+            timeToLive: timeToLive) ?? [])
+      } catch {
+        try unreadable(path, error)
       }
     }
     return byURL.values.sorted { $0.url < $1.url }

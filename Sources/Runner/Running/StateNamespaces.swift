@@ -26,21 +26,16 @@ final class StateNamespaces: NamespaceProvider {
 
   func open(_ location: CacheLocation, timeToLive: TimeInterval?) throws -> OpenedNamespace {
     let store = location == defaultLocation ? defaultStore : try otherStore(location)
-    var entries = try store.blacklist(timeToLive: timeToLive)
     var warnings: [String] = []
     // The blacklists of its other state files (other shards', or the unsharded one) count
     // too, so that a run with another number of shards loses nothing (SPEC section 9).
-    for path in try StateStore.stateFiles(location: location) where path != store.path {
+    let entries = try StateStore.blacklistOfEveryStateFile(
+      location: location, timeToLive: timeToLive, opened: store
+    ) { path, error in
       // A file that cannot be read is its own shard's to repair: this run goes on without
       // its entries, and says so.
-      do {
-        entries +=
-          try StateStore.openForReading(path: path)?.blacklist(timeToLive: timeToLive) ?? []
-      } catch {
-        warnings.append(
-          "the blacklist of \(path) was not read (\(error)): its URLs are not refused by this run"
-        )
-      }
+      warnings.append(
+        "the blacklist of \(path) was not read (\(error)): its URLs are not refused by this run")
     }
     return OpenedNamespace(
       blacklist: store, validators: store, blacklistEntries: entries, warnings: warnings)
