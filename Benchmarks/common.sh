@@ -68,10 +68,7 @@ stop_nginx() {
 }
 
 remove_work() {
-  if [ -f "$WORK/nginx/nginx.pid" ]; then
-    kill "$(cat "$WORK/nginx/nginx.pid")" 2>/dev/null || true
-    sleep 0.2
-  fi
+  stop_nginx
   if mountpoint -q "$WORK"; then umount "$WORK"; fi
   rm -rf "$WORK" "${WORK_EXTRA[@]}"
 }

@@ -1,17 +1,19 @@
 import Core
 import XCTest
 
+/// The unit error `parse` throws, if it throws one.
+private func rangeError(_ parse: () throws -> Any) -> UnitParseError? {
+  do {
+    _ = try parse()
+    return nil
+  } catch {
+    return error as? UnitParseError
+  }
+}
+
 /// Durations and sizes as users write them (SPEC section 7), and their ranges: a value out of
 /// range is an error that states the range, never a trap when it becomes nanoseconds or bytes.
 final class UnitsTests: XCTestCase {
-  private func rangeError(_ parse: () throws -> Any) -> UnitParseError? {
-    do {
-      _ = try parse()
-      return nil
-    } catch {
-      return error as? UnitParseError
-    }
-  }
 
   func testDurationsPastOneHundredYearsAreOutOfRangeAndSaySo() throws {
     XCTAssertEqual(try parseDuration("36500d", allowed: .positive), 36_500 * 86_400)
@@ -165,14 +167,6 @@ final class UnitsTests: XCTestCase {
 
 /// Issue 29, item 4: request rates and bandwidths as users write them.
 final class RateUnitsTests: XCTestCase {
-  private func rangeError(_ parse: () throws -> Any) -> UnitParseError? {
-    do {
-      _ = try parse()
-      return nil
-    } catch {
-      return error as? UnitParseError
-    }
-  }
 
   func testRatesPerSecondMinuteOrHour() throws {
     XCTAssertEqual(try parseRequestRate("20/s"), 20)

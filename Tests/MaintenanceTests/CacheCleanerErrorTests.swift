@@ -16,23 +16,17 @@ final class CacheCleanerErrorTests: XCTestCase {
   }
 
   override func tearDown() {
-    for path in immutable { _ = try? chattr("-i", path) }
+    for path in immutable { chattr("-i", path) }
     temporary.remove()
   }
 
-  @discardableResult
-  private func chattr(_ flag: String, _ path: String) throws -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["chattr", flag, path]
-    process.standardError = FileHandle.nullDevice
-    try process.run()
-    process.waitUntilExit()
-    return process.terminationStatus
+  /// `chattr`'s exit status; -1 when it cannot be run.
+  private func chattr(_ flag: String, _ path: String) -> Int32 {
+    Command.status("/usr/bin/env", ["chattr", flag, path])
   }
 
   private func makeImmutable(_ path: String) throws {
-    guard try chattr("+i", path) == 0 else { throw XCTSkip("chattr +i is not available here") }
+    guard chattr("+i", path) == 0 else { throw XCTSkip("chattr +i is not available here") }
     immutable.append(path)
   }
 

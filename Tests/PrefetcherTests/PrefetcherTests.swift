@@ -60,7 +60,9 @@ final class PrefetcherTests: LoopbackTestCase {
     configure(&configuration)
     let downloader = Downloader(configuration: configuration)
     downloaders.append(downloader)
-    return Prefetcher(manager: try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces()))
+    return Prefetcher(
+      manager: try ImageManager(
+        location: location, downloader: downloader, namespaces: MemoryNamespaces()))
   }
 
   private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<
@@ -225,9 +227,8 @@ final class PrefetcherTests: LoopbackTestCase {
     let urls = items([server.url("/five-seconds.png"), server.url("/photo.jpg")])
     let started = Date()
     let run = Task { await prefetcher.run(urls) }
-    let deadline = Date().addingTimeInterval(10)
-    while server.requestCount("/photo.jpg") == 0 && Date() < deadline {
-      try await Task.sleep(nanoseconds: 5_000_000)
+    _ = await waitUntil(timeout: 10, "the second URL to be asked for") { () async in
+      server.requestCount("/photo.jpg") > 0
     }
     run.cancel()
     let report = await run.value
@@ -333,7 +334,9 @@ final class PrefetcherTests: LoopbackTestCase {
     let stop = StopFlag()
     let urls = (0..<4).map { server.url("/slow.jpg") + "?n=\($0)" }
     let watcher = Task { [server = server!] in
-      await waitUntil(timeout: 10, "the first download") { server.requestCount("/slow.jpg") > 0 }
+      await waitUntil(timeout: 10, "the first download") { () async in
+        server.requestCount("/slow.jpg") > 0
+      }
       stop.stop()
     }
     let report = try await prefetcher { $0.concurrency = 1 }.run(items(urls), stop: stop)

@@ -34,9 +34,8 @@ final class RunLockTests: XCTestCase {
         waiting: { _ in waiting.withLock { $0 = true } }
       ) { ran.withLock { $0 = true } }
     }
-    let deadline = Date().addingTimeInterval(5)
-    while !waiting.withLock({ $0 }) && Date() < deadline {
-      try await Task.sleep(nanoseconds: 5_000_000)
+    _ = await waitUntil(timeout: 5, "the second run to begin to wait") { () async in
+      waiting.withLock { $0 }
     }
     XCTAssertTrue(waiting.withLock { $0 }, "the second run never began to wait")
     waiter.cancel()
@@ -58,9 +57,8 @@ final class RunLockTests: XCTestCase {
         XCTAssertThrowsError(try RunLock.acquire(location: location), "held by the waiter now")
       }
     }
-    let deadline = Date().addingTimeInterval(5)
-    while !waiting.withLock({ $0 }) && Date() < deadline {
-      try await Task.sleep(nanoseconds: 5_000_000)
+    _ = await waitUntil(timeout: 5, "the second run to begin to wait") { () async in
+      waiting.withLock { $0 }
     }
     holder.release()
     try await waiter.value
