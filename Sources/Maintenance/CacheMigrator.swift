@@ -205,9 +205,10 @@ public struct CacheMigrator: Sendable {
       throw FileSystemError("move to \(to)", path: from, errno: failure)
     }
     // Gone since the rename said EXDEV: another process moved or removed it.
-    guard let data = try FileSystem.contents(atPath: from),
-      let attributes = try FileSystem.attributes(atPath: from)
-    else { throw FileSystemError("read", path: from, errno: ENOENT) }
+    let data = try FileSystem.existingContents(atPath: from)
+    guard let attributes = try FileSystem.attributes(atPath: from) else {
+      throw FileSystemError("read", path: from, errno: ENOENT)
+    }
     try FileSystem.writeAtomically(data, toPath: to)
     try FileSystem.setTimes(
       path: to, accessTime: attributes.accessTime, modificationTime: attributes.modificationTime)

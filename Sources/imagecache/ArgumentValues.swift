@@ -30,10 +30,11 @@ struct Duration: ExpressibleByArgument, CustomStringConvertible {
 
   /// Refuses a value `setting` does not take, naming its flag, in the job file's words.
   func check(_ setting: NumericSetting) throws {
-    guard case .duration(let allowed) = setting.rule else {
-      preconditionFailure("\(setting.flag) is not a duration")
+    do {
+      _ = try setting.check(seconds: seconds, text: text ?? description)
+    } catch {
+      throw ValidationError("\(setting.flag) \(error)")
     }
-    try check(setting.flag, allowed: allowed)
   }
 }
 

@@ -1,13 +1,7 @@
 import ArgumentParser
 import Core
 import Foundation
-import Prefetcher
 import Runner
-import Synchronization
-
-#if canImport(Glibc)
-  import Glibc
-#endif
 
 /// `--cache` and `--namespace`, the same on every subcommand (SPEC section 7).
 struct CacheOptions: ParsableArguments {

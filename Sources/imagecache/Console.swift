@@ -1,4 +1,3 @@
-import ArgumentParser
 import Core
 import Foundation
 import Prefetcher
@@ -115,11 +114,11 @@ final class ConsoleProgress: PrefetchProgress, Sendable {
   init(total count: @escaping @Sendable () -> Int?, console: Console) {
     self.console = console
     let thread = Thread { [self] in
+      ThreadName.set("ic-line-count")
       let total = count()
       counted.withLock { $0 = total }
       countDone.signal()
     }
-    thread.name = "imagecache-line-count"
     thread.start()
   }
 
