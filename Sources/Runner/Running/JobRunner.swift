@@ -68,8 +68,13 @@ public struct JobRunner: Sendable {
   public var job: Job
   public var settings: RunSettings
   public var console: any RunConsole
-  /// Warnings found in setting the run up, said when it starts.
-  private var setupWarnings: [RunWarning] = []
+  /// Warnings about the run's settings, said when it starts: a fleet's per-host limit below
+  /// its number of shards (each shard still takes one connection).
+  private var setupWarnings: [RunWarning] {
+    guard let fleet = job.prefetch.fleetPerHostConcurrency else { return [] }
+    let shards = job.shard?.count ?? 1
+    return shards > fleet ? [.fleetConcurrencyBelowShards(fleet: fleet, shards: shards)] : []
+  }
 
   public init(job: Job, settings: RunSettings = RunSettings(), console: any RunConsole) {
     var job = job
@@ -77,9 +82,6 @@ public struct JobRunner: Sendable {
       let shards = job.shard?.count ?? 1
       job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
         ofFleet: fleet, shards: shards)
-      if shards > fleet {
-        setupWarnings.append(.fleetConcurrencyBelowShards(fleet: fleet, shards: shards))
-      }
     }
     job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)
     self.job = job
