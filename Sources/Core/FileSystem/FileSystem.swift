@@ -80,18 +80,26 @@ public enum FileSystem {
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
-    // The size is a hint (a file may grow or shrink meanwhile): the read goes on to the end.
-    var data = Data(capacity: max(Int(info.st_size), 0) + 1)
-    var chunk = [UInt8](repeating: 0, count: 64 << 10)
+    // Read straight into the result, sized by the file (one byte more, so that the end shows
+    // in the same read). The size is a hint (a file may grow or shrink meanwhile): the read
+    // goes on to the end, growing the buffer if it must.
+    var data = Data(count: max(Int(info.st_size), 0) + 1)
+    var filled = 0
     while true {
-      let got = chunk.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
+      if filled == data.count { data.count += max(data.count, 64 << 10) }
+      let got = data.withUnsafeMutableBytes { buffer in
+        read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+      }
       if got < 0 {
         let failure = errno
         if failure == EINTR { continue }
         throw FileSystemError("read", path: path, errno: failure)
       }
-      if got == 0 { return data }
-      data.append(contentsOf: chunk[..<got])
+      if got == 0 {
+        data.count = filled
+        return data
+      }
+      filled += got
     }
   }
 
