@@ -50,11 +50,11 @@ public struct UTCTime: Sendable, Equatable {
     Self.padded(hour, 2) + Self.padded(minute, 2) + Self.padded(second, 2)
   }
 
-  /// `2026-11-23T12:34:56Z`, as `ISO8601DateFormatter` writes by default; with `milliseconds`,
-  /// `2026-11-23T12:34:56.789Z`, as reports have it.
-  public func iso8601(milliseconds: Bool = false) -> String {
+  /// `2026-11-23T12:34:56Z`, as `ISO8601DateFormatter` writes by default (reports write their
+  /// milliseconds with `JSONOutput`'s own digits).
+  public func iso8601() -> String {
     dateText + "T" + Self.padded(hour, 2) + ":" + Self.padded(minute, 2) + ":"
-      + Self.padded(second, 2) + (milliseconds ? "." + Self.padded(millisecond, 3) : "") + "Z"
+      + Self.padded(second, 2) + "Z"
   }
 
   private static func padded(_ value: Int, _ width: Int) -> String {
