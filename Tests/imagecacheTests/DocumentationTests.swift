@@ -27,45 +27,6 @@ final class DocumentationTests: XCTestCase {
 
   // MARK: Flags
 
-  /// Every command path, found by walking the SUBCOMMANDS section of each `--help` from the
-  /// top, so that a new subcommand is covered without being listed here.
-  private func commandPaths() throws -> [[String]] {
-    var found: [[String]] = []
-    var pending: [[String]] = [[]]
-    while let command = pending.popLast() {
-      found.append(command)
-      let help = try ImageCacheBinary.run(command + ["--help"]).stdout
-      var inSubcommands = false
-      for line in help.components(separatedBy: "\n") {
-        if line == "SUBCOMMANDS:" {
-          inSubcommands = true
-        } else if inSubcommands, line.isEmpty {
-          break
-        } else if inSubcommands,
-          let match = line.firstMatch(of: /^  ([a-z][a-z-]*)(?:\s{2,}|$)/)
-        {
-          pending.append(command + [String(match.output.1)])
-        }
-      }
-    }
-    return found
-  }
-
-  /// The long flags a command's option list names (`--cacert, --ca-bundle <file>` gives both,
-  /// `--host-backoff/--no-host-backoff` both), not flags its prose mentions.
-  private func flags(of command: [String]) throws -> Set<String> {
-    let help = try ImageCacheBinary.run(command + ["--help"]).stdout
-    var flags: Set<String> = []
-    for line in help.split(separator: "\n") where line.hasPrefix("  -") {
-      for word in line.split(separator: " ").prefix(while: { $0.hasPrefix("-") }) {
-        for name in word.split(separator: "/") where name.hasPrefix("--") {
-          flags.insert(String(name.prefix { $0 == "-" || $0.isLetter || $0.isNumber }))
-        }
-      }
-    }
-    return flags
-  }
-
   /// Whether `text` names `flag` as itself: `--shard` is not named by `--shards`.
   private static func names(_ text: String, flag: String) -> Bool {
     var searchRange = text.startIndex..<text.endIndex
@@ -79,12 +40,15 @@ final class DocumentationTests: XCTestCase {
 
   func testEveryFlagOfEveryCommandIsDocumentedInDocs() throws {
     let docs = try Self.docsPages().map(Self.read).joined(separator: "\n")
-    let commands = try commandPaths()
+    // Every command path, so that a new subcommand is covered without being listed here.
+    let pages = try HelpPages.walk()
+    let commands = pages.map(\.path)
     XCTAssertTrue(commands.contains(["report", "merge"]), "\(commands)")
     XCTAssertTrue(commands.contains(["blacklist", "remove"]), "\(commands)")
     var checked: Set<String> = []
-    for command in commands {
-      for flag in try flags(of: command) where checked.insert(flag).inserted {
+    for page in pages {
+      let command = page.path
+      for flag in HelpPages.options(in: page.help) where checked.insert(flag).inserted {
         XCTAssertTrue(
           Self.names(docs, flag: flag),
           "\(flag) (imagecache \(command.joined(separator: " ")) --help) is in no page of docs/")

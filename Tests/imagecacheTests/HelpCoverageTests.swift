@@ -10,37 +10,6 @@ import XCTest
 final class HelpCoverageTests: XCTestCase {
   static let manPage = CronWrapperTests.repository.appendingPathComponent("man/imagecache.1").path
 
-  /// The lines of the help section `title` (`OPTIONS:`, `SUBCOMMANDS:`), up to the next
-  /// section.
-  private func section(_ title: String, of help: String) -> [Substring] {
-    let lines = help.split(separator: "\n", omittingEmptySubsequences: false)
-    guard let start = lines.firstIndex(where: { $0 == title }) else { return [] }
-    return Array(lines[(start + 1)...].prefix { $0.isEmpty || $0.hasPrefix(" ") })
-  }
-
-  /// The subcommands a help page lists: the first word of each entry, up to the blank line
-  /// before "See 'imagecache help <subcommand>'".
-  private func subcommands(in help: String) -> [String] {
-    section("SUBCOMMANDS:", of: help).prefix { !$0.isEmpty }.compactMap { line in
-      guard line.hasPrefix("  "), !line.hasPrefix("   "),
-        let word = line.split(separator: " ").first,
-        word.allSatisfy({ $0.isLowercase || $0.isNumber || $0 == "-" })
-      else { return nil }
-      return String(word)
-    }
-  }
-
-  /// The long options of a help page's OPTIONS entries (`--max-size, --max-disk-size <size>`
-  /// gives both names; `--host-backoff/--no-host-backoff` both too).
-  private func options(in help: String) -> Set<String> {
-    var names = Set<String>()
-    for line in section("OPTIONS:", of: help) where line.hasPrefix("  -") {
-      let entry = line.dropFirst(2).components(separatedBy: "  ").first ?? ""
-      for match in entry.matches(of: /--[a-z0-9][a-z0-9-]*/) { names.insert(String(match.0)) }
-    }
-    return names
-  }
-
   /// The man page's option entries (`.It Fl -cache Ar dir`) by the command whose list holds
   /// them (`[]` is the root, `["blacklist", "list"]` a nested one), found from the nesting of
   /// its `.Bl` / `.El` lists and the `.It Em name` entries of subcommands.
@@ -72,16 +41,17 @@ final class HelpCoverageTests: XCTestCase {
     // The page's prose, with groff's escapes undone: `\%\-\-max\-size` is --max-size.
     let prose = page.replacingOccurrences(of: "\\%", with: "").replacingOccurrences(
       of: "\\-", with: "-")
-    var pending: [[String]] = [[]]
-    var visited: [[String]] = []
-    while let path = pending.popLast(), visited.count < 100 {
-      visited.append(path)
+    // `help` is argument-parser's own, which the manual does not document.
+    let pages = try HelpPages.walk().filter { !$0.path.contains("help") }
+    let visited = pages.map(\.path)
+    for page in pages {
+      let path = page.path
       let name = (["imagecache"] + path).joined(separator: " ")
-      let result = try ImageCacheBinary.run(path + ["--help"])
+      let result = page.result
       XCTAssertEqual(result.status, 0, "\(name) --help: \(result.stderr)")
-      let help = result.stdout
+      let help = page.help
       XCTAssertTrue(help.contains("USAGE:"), "\(name) --help prints no usage:\n\(help)")
-      for option in options(in: help).sorted() {
+      for option in HelpPages.options(in: help).sorted() {
         XCTAssertTrue(
           manual[path]?.contains(option) == true,
           "\(name) --help lists \(option), which man/imagecache.1 does not list under \(name) "
@@ -92,7 +62,6 @@ final class HelpCoverageTests: XCTestCase {
           prose.contains(mention) || manual.values.contains { $0.contains(mention) },
           "\(name) --help names \(mention), which man/imagecache.1 never does")
       }
-      pending += subcommands(in: help).filter { $0 != "help" }.map { path + [$0] }
     }
     // The walk found the tree, not only the root.
     for expected in [["prefetch"], ["maintain"], ["blacklist", "list"], ["report", "merge"]] {
