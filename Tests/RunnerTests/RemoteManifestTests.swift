@@ -9,10 +9,7 @@ import XCTest
 /// Sitemaps and manifests named by URL (SPEC section 6) are fetched through the run's transfer
 /// thread, off the prefetch loop (issue 32): a slow one holds up no download, and the limits
 /// and the stop of image downloads apply to it.
-final class RemoteManifestTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  /// The images.
-  var server: LoopbackServer!
+final class RemoteManifestTests: LoopbackTestCase {
   /// The documents, each held until the test opens `gate`: a server of its own, whose one
   /// event-loop thread the held answer blocks while the images' server goes on.
   var documents: LoopbackServer!
@@ -32,13 +29,9 @@ final class RemoteManifestTests: XCTestCase {
     func open() { opened.signal() }
   }
 
+  /// The images are the server's (`LoopbackTestCase.images`).
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    server = try LoopbackServer(routes: [
-      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
-      "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
-    ])
+    try super.setUpWithError()
     let urlset = Data(
       """
       <?xml version="1.0" encoding="UTF-8"?>
@@ -63,9 +56,8 @@ final class RemoteManifestTests: XCTestCase {
 
   override func tearDown() {
     gate.open()
-    documents.shutdown()
-    server.shutdown()
-    temporary.remove()
+    documents?.shutdown()
+    super.tearDown()
   }
 
   private func job(_ manifests: [String], _ configure: (inout Job) -> Void = { _ in }) -> Job {
@@ -92,15 +84,8 @@ final class RemoteManifestTests: XCTestCase {
       atPath: DiskCache(location: location).cachePath(forKey: server.url(path)))
   }
 
-  private func manifest(_ lines: [String]) throws -> String {
-    let path = temporary.appending("urls.txt")
-    try (lines.joined(separator: "\n") + "\n").write(
-      toFile: path, atomically: true, encoding: .utf8)
-    return path
-  }
-
   func testDownloadsGoOnWhileARemoteSitemapIsStillBeingServed() async throws {
-    let local = try manifest([server.url("/a.jpg"), server.url("/b.png")])
+    let local = try temporary.manifest([server.url("/a.jpg"), server.url("/b.png")])
     let twoManifests = job([local, documents.url("/held.xml")])
     let reports = temporary.appending("reports/{job}.json")
     let running = Task { [twoManifests, reports] in
