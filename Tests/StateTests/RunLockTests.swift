@@ -7,17 +7,12 @@ import XCTest
 @testable import State
 
 /// The run lock's wait (`--wait`, SPEC section 8) seen from a library caller.
-final class RunLockTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class RunLockTests: TemporaryFolderTestCase {
   var location: CacheLocation!
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.path, namespace: "default")
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   /// A run waiting for the lock is a task like any other: cancelling it ends the wait at once,

@@ -6,17 +6,12 @@ import XCTest
 
 @testable import State
 
-final class StateStoreTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class StateStoreTests: TemporaryFolderTestCase {
   var location: CacheLocation!
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.path, namespace: "default")
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   func testStateLivesInTheHiddenFolderInWALMode() throws {

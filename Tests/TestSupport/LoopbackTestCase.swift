@@ -1,11 +1,11 @@
 import Foundation
 import XCTest
 
-/// A test against a loopback server and a temporary folder, both made before each test and
-/// removed after it (STYLE: scoped acquire and release, as async-http-client's test base
-/// class does). A subclass names its routes; the default serves a JPEG, a PNG and a GIF.
-open class LoopbackTestCase: XCTestCase {
-  public var temporary: TemporaryDirectory!
+/// A test against a loopback server and a temporary folder (``TemporaryFolderTestCase``), both
+/// made before each test and removed after it (STYLE: scoped acquire and release, as
+/// async-http-client's test base class does). A subclass names its routes; the default serves a
+/// JPEG, a PNG and a GIF.
+open class LoopbackTestCase: TemporaryFolderTestCase {
   public var server: LoopbackServer!
 
   /// `/a.jpg`, `/b.png` and `/c.gif`, real images from the fixtures.
@@ -20,13 +20,11 @@ open class LoopbackTestCase: XCTestCase {
 
   open override func setUpWithError() throws {
     try super.setUpWithError()
-    temporary = try TemporaryDirectory()
     server = try LoopbackServer(routes: routes)
   }
 
   open override func tearDown() {
     server?.shutdown()
-    temporary?.remove()
     super.tearDown()
   }
 }
