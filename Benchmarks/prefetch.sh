@@ -5,7 +5,8 @@
 # Files are written to tmpfs, so that what is measured is each tool's own cost, not the disk's.
 # The cases (CASES, any of them, in this order):
 #
-#   contended  IMAGES (2,000) served at once, 64 connections each, wall and user+system CPU: a
+#   contended  IMAGES (2,000) served at once, 64 connections or streams each (as tool_cmd sets
+#              them), wall and user+system CPU: a
 #              loopback race where the server answers in microseconds and the tools share the
 #              two cores with nginx (the regression guard of issue 9); then the same on disk
 #              (DISK_RUNS of them, 0 for none).
@@ -42,10 +43,8 @@ MANIFEST_LINES=${MANIFEST_LINES:-1000000}
 DELAYS_MS=${DELAYS_MS:-20 80}
 HOLD_S=${HOLD_S:-3}
 START_RUNS=${START_RUNS:-$((RUNS * 2 + 1))}
-# imagecache's flags for "64 connections or streams to one host" (one place, so that a
-# --per-host-streams flag can take over when it exists)
+# imagecache's flags for "64 connections or streams to one host", in one place
 IMAGECACHE_FLAGS_64=${IMAGECACHE_FLAGS_64:---concurrency 64 --per-host-concurrency 64}
-export IMAGECACHE_FLAGS_64
 PORT=${PORT:-18080}
 TLS_PORT=${TLS_PORT:-18443}
 WORK=${WORK:-$PWD/Benchmarks/work/prefetch}
@@ -156,42 +155,32 @@ fresh() { rm -rf "$1"; mkdir -p "$1"; }
 files_in() { find "$1" -type f -name '*.jpg' | wc -l; }
 # perf stat -x, output: the value of an event (task-clock in ms)
 perf_value() { awk -F, -v event="$2" '$3 == event { print $1 }' "$1"; }
+# Runs CMD (set by tool_cmd) into a fresh, synced OUT, behind the wrapper words given (time,
+# perf stat, taskset); sets MS to its wall time in milliseconds (monotonic).
+timed_run() {  # out wrapper...
+  local out=$1 start
+  shift
+  fresh "$out"
+  sync
+  start=$(date +%s%N)
+  "$@" "${CMD[@]}" >/dev/null 2>&1 || true
+  MS=$(( ($(date +%s%N) - start) / 1000000 ))
+}
 
 contended() {
   serve shared
-  for scheme in http https; do
-    cp "$WORK/lists/img-$scheme.txt" "$WORK/$scheme.txt"
-    cp "$WORK/lists/img-$scheme.curl" "$WORK/$scheme.curl"
-  done
+  make_list img img "$IMAGES"
   curl -sk --http2 -o /dev/null -w "nginx over TLS speaks HTTP/%{http_version}\n" \
     "https://127.0.0.1:$TLS_PORT/img/0.jpg"
 
-  # tool name -> command for a scheme and an output folder
-  run_tool() {
-    local tool=$1 scheme=$2 out=$3
-    case $tool in
-      imagecache)
-        "$BIN" prefetch "$WORK/$scheme.txt" --cache "$out" $IMAGECACHE_FLAGS_64 \
-          --option allowInvalidSSLCertificates ;;
-      curl)
-        curl -sk --parallel --parallel-max 64 --remote-name-all --output-dir "$out" \
-          -K "$WORK/$scheme.curl" ;;
-      wget2)
-        wget2 --max-threads=64 -q -nc --no-check-certificate -P "$out" -i "$WORK/$scheme.txt" ;;
-    esac
-  }
-
-  # One run: wall seconds (monotonic, ms resolution) and user+system CPU seconds.
+  # One run: wall seconds (monotonic, ms resolution) and user+system CPU seconds, each tool
+  # with 64 connections or streams as tool_cmd sets them (wget2 over HTTP/2: one connection,
+  # a window of 64, as the others open).
   measure() {  # results-file tool scheme out
     local results=$1 tool=$2 scheme=$3 out=$4
-    rm -rf "$out"; mkdir -p "$out"; sync
-    local start end
-    start=$(date +%s%N)
-    /usr/bin/time -f "%U %S" -o "$WORK/cpu" bash -c "$(declare -f run_tool); BIN='$BIN' WORK='$WORK' run_tool $tool $scheme '$out'" >/dev/null 2>&1
-    end=$(date +%s%N)
-    local files
-    files=$(find "$out" -type f -name '*.jpg' | wc -l)
-    echo "$tool $scheme $(( (end - start) / 1000000 )) $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $files" >> "$results"
+    tool_cmd "$tool" "$scheme" 64 img "$out"
+    timed_run "$out" /usr/bin/time -f "%U %S" -o "$WORK/cpu"
+    echo "$tool $scheme $MS $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $(files_in "$out")" >> "$results"
   }
 
   table() {  # results-file runs title
@@ -314,12 +303,8 @@ latency() {
         for row in 64 default; do
           for tool in imagecache curl wget2; do
             tool_cmd $tool $scheme $row "delay$ms" "$out"
-            fresh "$out"
-            local start end
-            start=$(date +%s%N)
-            /usr/bin/time -f "%U %S" -o "$WORK/cpu" "${CMD[@]}" >/dev/null 2>&1 || true
-            end=$(date +%s%N)
-            echo "$ms $row $tool $scheme $(( (end - start) / 1000000 )) $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $(files_in "$out")" >> "$results"
+            timed_run "$out" /usr/bin/time -f "%U %S" -o "$WORK/cpu"
+            echo "$ms $row $tool $scheme $MS $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $(files_in "$out")" >> "$results"
           done
         done
       done
@@ -382,12 +367,8 @@ pinned() {
       for list in one pinned; do
         for tool in imagecache curl wget2; do
           tool_cmd $tool $scheme 64 $list "$out"
-          fresh "$out"
-          local start end
-          start=$(date +%s%N)
-          taskset -c 1 "$PERF" stat -e task-clock -x, -o "$WORK/perf" -- "${CMD[@]}" >/dev/null 2>&1 || true
-          end=$(date +%s%N)
-          echo "$list $tool $scheme $(( (end - start) / 1000000 )) $(perf_value "$WORK/perf" task-clock) $(files_in "$out")" >> "$results"
+          timed_run "$out" taskset -c 1 "$PERF" stat -e task-clock -x, -o "$WORK/perf" --
+          echo "$list $tool $scheme $MS $(perf_value "$WORK/perf" task-clock) $(files_in "$out")" >> "$results"
         done
       done
     done
@@ -435,12 +416,8 @@ waiting() {
       for list in base hold; do
         for tool in imagecache curl wget2; do
           tool_cmd $tool $scheme 64 $list "$out"
-          fresh "$out"
-          local start end
-          start=$(date +%s%N)
-          "$PERF" stat -e task-clock,context-switches -x, -o "$WORK/perf" -- "${CMD[@]}" >/dev/null 2>&1 || true
-          end=$(date +%s%N)
-          echo "$list $tool $scheme $(( (end - start) / 1000000 )) $(perf_value "$WORK/perf" task-clock) $(perf_value "$WORK/perf" context-switches) $(files_in "$out")" >> "$results"
+          timed_run "$out" "$PERF" stat -e task-clock,context-switches -x, -o "$WORK/perf" --
+          echo "$list $tool $scheme $MS $(perf_value "$WORK/perf" task-clock) $(perf_value "$WORK/perf" context-switches) $(files_in "$out")" >> "$results"
         done
       done
     done
@@ -530,7 +507,6 @@ for tool in ("imagecache", "curl", "wget2"):
 PY
 }
 
-make_list img img "$IMAGES"
 for name in contended warm manifest latency pinned waiting start; do
   if has_case $name; then $name; fi
 done
