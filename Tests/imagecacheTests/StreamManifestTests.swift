@@ -100,12 +100,15 @@ final class StreamManifestTests: LoopbackTestCase {
     let (process, stdout, stderr) = try ImageCacheBinary.start([
       "prefetch", fifo, "--cache", location.directory, "--report", report,
     ])
-    // The run is waiting once its row in the state says `running`.
+    // The run is waiting once its row in the state says `running`. Read only: a read-write
+    // open would create and migrate the state file while the run is creating it.
     let state = location.stateDirectory + "/state.sqlite"
     var running = false
     waitUntil(timeout: 20, "the run to begin") {
       if FileManager.default.fileExists(atPath: state) {
-        running = (try? StateStore(location: location).recentRuns().first?.status) == "running"
+        running =
+          (try? StateStore.openForReading(location: location)?.recentRuns().first?.status)
+          == "running"
       }
       return running || !process.isRunning
     }
