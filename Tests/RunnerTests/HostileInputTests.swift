@@ -141,6 +141,23 @@ final class HostileInputTests: LoopbackTestCase {
     XCTAssertEqual(server.requestCount("/echo.png") + server.requestCount("/a.jpg"), 0)
   }
 
+  /// A line's `context.headers` are added to the job's (SPEC section 6: headers are merged,
+  /// the line's value winning for a name both give): the job's `Authorization` still goes.
+  func testALinesHeadersAreMergedWithTheJobsNotInPlaceOfThem() async throws {
+    let path = try write(
+      Array(
+        #"{"url": "\#(server.url("/echo.png"))", "context": {"headers": {"X-Line": "l", "X-Both": "line"}}}"#
+          .utf8), to: "headers.jsonl")
+    let (_, report) = try await prefetch([path]) {
+      $0.context.headers = ["Authorization": "Bearer job", "X-Both": "job"]
+    }
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    let request = try XCTUnwrap(server.requests("/echo.png").first)
+    XCTAssertEqual(request.header("Authorization"), "Bearer job")
+    XCTAssertEqual(request.header("X-Line"), "l")
+    XCTAssertEqual(request.header("X-Both"), "line")
+  }
+
   // MARK: Job files
 
   func testYAMLAliasesAreRefusedBeforeTheyExpand() throws {

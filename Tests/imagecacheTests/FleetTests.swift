@@ -92,6 +92,46 @@ final class FleetTests: LoopbackTestCase {
     XCTAssertEqual(result.status, 4, "a fatal error is still exit 4: \(result.stderr)")
   }
 
+  /// `--allow-url-failures` forgives URLs, not inputs: a manifest that cannot be read at all
+  /// (here a manifest URL that answers 404, beside one that is read) still makes exit 1.
+  func testAllowURLFailuresNeverHidesAManifestThatFailedAsAWhole() throws {
+    let urls = try manifest(["/a.jpg"])
+    let result = try ImageCacheBinary.run([
+      "prefetch", urls, server.url("/urls-gone.txt"), "--cache", cache,
+      "--allow-url-failures", "--report", temporary.appending("inputs.json"),
+    ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let report = try RunReport.load(path: temporary.appending("inputs.json"))
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    XCTAssertEqual(report.prefetch?.inputsFailed, 1)
+  }
+
+  /// Every shard reads every line, but a line that is not a URL is one line of the night:
+  /// shard 0 alone counts and reports it, so the merged report has it once, and each shard's
+  /// total is its own share.
+  func testABadLineIsCountedOnceByTheWholeFleet() throws {
+    let urls = temporary.appending("bad-line.txt")
+    try (["/a.jpg", "/b.png", "/c.gif"].map { server.url($0) } + ["not a url"])
+      .joined(separator: "\n").write(toFile: urls, atomically: true, encoding: .utf8)
+    let reports = try [0, 1].map { index in
+      let report = temporary.appending("bad-\(index).json")
+      let result = try ImageCacheBinary.run([
+        "prefetch", urls, "--cache", cache, "--shard", "\(index)/2", "--report", report,
+        "--run-id", "night-2",
+      ])
+      XCTAssertTrue([0, 1].contains(result.status), result.stderr)
+      return report
+    }
+    let skipped = try reports.map { try RunReport.load(path: $0).prefetch?.skipped }
+    XCTAssertEqual(skipped, [1, 0])
+    _ = try merge(reports)
+    let whole = try XCTUnwrap(try RunReport.load(path: temporary.appending("merged.json")).prefetch)
+    XCTAssertEqual(whole.skipped, 1)
+    XCTAssertEqual(whole.lineErrors.count, 1)
+    XCTAssertEqual(whole.total, 4)
+    XCTAssertEqual(whole.downloaded, 3)
+  }
+
   // MARK: Complete merges (item 2)
 
   /// Runs shards `indices` of `count` of one manifest, each with `arguments`, and returns their
