@@ -36,6 +36,10 @@ public struct RunReport: Sendable, Codable, Equatable {
   /// The fleet run the report is part of (`--run-id`, else the engine's job ID): the same in
   /// every shard's report of one run.
   public var runID: String?
+  /// The run's exit policy: URLs that failed did not make its exit code 1
+  /// (`--allow-url-failures`, `allowURLFailures: true`). `report merge` of reports that all say
+  /// so exits as they did. Written only when true.
+  public var allowURLFailures: Bool?
   /// A shard's report: which shard of how many it was.
   public var shard: ShardIdentity?
   /// A shard's report: the manifest entries it read, all of them and its own.

@@ -14,6 +14,12 @@ public enum ReportMerge {
     /// Distinct manifests and sitemaps that failed as a whole, in any shard.
     public var failedInputs = 0
     public var files: [String]
+    /// Every merged report was of a run that allowed failed URLs (`allowURLFailures`): the
+    /// merge exits as those runs did, 0 for failed URLs alone.
+    public var urlFailuresAllowed = false
+    /// The reports that did not complete, each as `shard K of N (file): status` (or the file
+    /// alone for an unsharded report), for the merge to name.
+    public var unfinished: [String] = []
   }
 
   /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`). Shard
@@ -35,8 +41,10 @@ public enum ReportMerge {
     var errors: [String] = []
     var sources: [RunReport.MergedReport] = []
     var members: [FleetMember] = []
+    var urlFailuresAllowed = true
     for path in paths {
       let report = try RunReport.load(path: path)
+      urlFailuresAllowed = urlFailuresAllowed && report.allowURLFailures == true
       sources.append(RunReport.MergedReport(file: path, report: report))
       members.append(FleetMember(path: path, report: report))
       if let first, first.cache != report.cache {
@@ -71,7 +79,8 @@ public enum ReportMerge {
     let cache = CacheLocation(directory: first.cache.path, namespace: first.cache.namespace)
     let writer = try ReportWriter(
       job: first.job, location: cache, startedAt: startedAt, files: files,
-      standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil)
+      standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil,
+      allowsURLFailures: urlFailuresAllowed)
 
     // Then the lists, one report at a time.
     var recorder = writer.prefetchRecorder
@@ -123,7 +132,8 @@ public enum ReportMerge {
       error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources)
     return Outcome(
       status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
-      files: writer.files)
+      files: writer.files, urlFailuresAllowed: urlFailuresAllowed,
+      unfinished: members.filter { $0.status != .completed }.map(\.described))
   }
 
   /// failed, then interrupted, then incomplete, then completed.
@@ -186,6 +196,12 @@ extension ReportMerge {
     var runID: String?
     var status: RunReport.Status
     var manifestEntries: Int?
+
+    /// `shard K of N (file): status`, or `file: status` for an unsharded report.
+    var described: String {
+      let name = shard.map { "shard \($0.index) of \($0.count) (\(path))" } ?? path
+      return "\(name): \(status.rawValue)"
+    }
 
     init(path: String, report: RunReport) {
       self.path = path

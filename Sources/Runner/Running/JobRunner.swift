@@ -126,7 +126,7 @@ public struct JobRunner: Sendable {
     let writer = try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt,
       files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport,
-      runID: job.runID, shard: job.shard)
+      runID: job.runID, shard: job.shard, allowsURLFailures: job.allowURLFailures)
     let warnings = RunWarnings(console: console)
     for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
     for warning in setupWarnings { warnings.add(warning) }
