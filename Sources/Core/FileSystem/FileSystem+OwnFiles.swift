@@ -52,6 +52,54 @@ extension FileSystem {
     }
   }
 
+  /// The content of `path`, an input the user named (a report to merge or render), which must
+  /// be a regular file of at most `limit` bytes. It is opened without blocking (a FIFO with no
+  /// writer would hang the command) and looked at (`fstat`) before a byte is read: a FIFO, a
+  /// device (`/dev/zero` never ends), a socket or a folder is refused, and so is a file over
+  /// `limit` (or one that grows past it while read), naming it (exit 2). A missing file is
+  /// `ENOENT`.
+  public static func regularFileContents(atPath path: String, limit: Int)
+    throws(FileSystemError) -> Data
+  {
+    var fd: Int32
+    repeat {
+      fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+    } while fd < 0 && errno == EINTR
+    guard fd >= 0 else { throw FileSystemError("read", path: path, errno: errno) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
+    let type = info.st_mode & S_IFMT
+    guard type == S_IFREG else {
+      throw .refused("read", path: path, because: "\(describe(type)), not a regular file")
+    }
+    let tooLarge = FileSystemError.refused(
+      "read", path: path, because: "larger than \(limit) bytes, more than any input it can be")
+    guard info.st_size <= limit else { throw tooLarge }
+    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+    // One byte more than the limit, so that a file that grew past it shows.
+    var data = Data(count: Int(info.st_size) + 1)
+    var filled = 0
+    while true {
+      if filled == data.count {
+        guard data.count <= limit else { throw tooLarge }
+        data.count = min(limit + 1, data.count + max(data.count, 64 << 10))
+      }
+      let got = data.withUnsafeMutableBytes { buffer in
+        read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+      }
+      if got < 0 {
+        if errno == EINTR { continue }
+        throw FileSystemError("read", path: path, errno: errno)
+      }
+      if got == 0 {
+        data.count = filled
+        return data
+      }
+      filled += got
+    }
+  }
+
   /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on
   /// exec, and never blocking on a FIFO planted there; refuses anything but a regular file.
   /// Returns `nil` when it does not exist and `flags` do not create it.
