@@ -211,11 +211,13 @@ public struct CacheMigrator: Sendable {
     guard failure == EXDEV else {
       throw FileSystemError("move to \(to)", path: from, errno: failure)
     }
+    // The times first: reading the file sets its access time to now (relatime does when it
+    // is older than a day), and the copy keeps the times the file had.
     // Gone since the rename said EXDEV: another process moved or removed it.
-    let data = try FileSystem.existingContents(atPath: from)
     guard let attributes = try FileSystem.attributes(atPath: from) else {
       throw FileSystemError("read", path: from, errno: ENOENT)
     }
+    let data = try FileSystem.existingContents(atPath: from)
     try FileSystem.writeAtomically(data, toPath: to)
     try FileSystem.setTimes(
       path: to, accessTime: attributes.accessTime, modificationTime: attributes.modificationTime)
