@@ -68,6 +68,31 @@ final class LinkedFolderTests: LoopbackTestCase {
     try assertRefused(["prefetch", manifest, "--cache", location.directory], stateFolder: true)
   }
 
+  func testAManifestLineNamingALinkedNamespaceFailsAndWritesNothingThere() throws {
+    let other = CacheLocation(directory: location.directory, namespace: "other")
+    try FileManager.default.createSymbolicLink(
+      atPath: other.diskCachePath, withDestinationPath: outside)
+    let before = try outsideContents()
+    let manifest = temporary.appending("urls.jsonl")
+    try """
+    {"url": "\(server.url("/a.jpg"))"}
+    {"url": "\(server.url("/b.png"))", "context": {"namespace": "other"}}
+    """.write(toFile: manifest, atomically: true, encoding: .utf8)
+
+    let result = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", location.directory, "--json",
+    ])
+
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let failure = try XCTUnwrap(RunReport.decode(Data(result.stdout.utf8)).prefetch?.failures.first)
+    XCTAssertEqual(failure.url, server.url("/b.png"))
+    XCTAssertTrue(
+      failure.message.contains(other.diskCachePath + ": a symbolic link"), failure.message)
+    XCTAssertEqual(try outsideContents(), before, "the linked folder is untouched")
+    XCTAssertEqual(server.requestCount("/b.png"), 0)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1, "the other lines go on")
+  }
+
   func testRunRefusesALinkedNamespace() throws {
     let manifest = try temporary.manifest([server.url("/b.png")])
     let job = temporary.appending("nightly.yaml")
