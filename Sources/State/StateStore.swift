@@ -106,11 +106,17 @@ public final class StateStore: Sendable {
 
   /// Opens one state file for reading only, or `nil` when it does not exist.
   ///
-  /// - Parameter leavingNoTrace: a read-only open of a WAL database still creates its `-wal`
-  ///   and `-shm` files beside it; a dry run must leave the state as it found it. So a state
-  ///   that no connection has open (no `-wal` file) is opened immutable, which creates
-  ///   nothing. Only under the run lock, where no run writes it meanwhile; where SQLite takes
-  ///   no URI file names, or a `-wal` file is there, the plain read-only open is used.
+  /// A read-only open of a WAL database still creates its `-wal` and `-shm` files beside it,
+  /// which it cannot where the folder is read-only (a read-only mount, a cache of another
+  /// user): SQLite then says `unable to open database file`. So a state that no connection has
+  /// open (no `-wal` file) is opened immutable, which creates nothing, when the folder cannot
+  /// be written and no run holds the state's lock (a run writing it through another mount
+  /// would hold it). Where SQLite takes no URI file names, or a `-wal` file is there, the
+  /// plain read-only open is used.
+  ///
+  /// - Parameter leavingNoTrace: a dry run must leave the state as it found it: opened
+  ///   immutable whenever it can be, not only in a read-only folder. Only under the run lock,
+  ///   where no run writes it meanwhile.
   public static func openForReading(path: String, leavingNoTrace: Bool = false) throws
     -> StateStore?
   {
@@ -119,7 +125,8 @@ public final class StateStore: Sendable {
     var configuration = Configuration()
     configuration.readonly = true
     configuration.busyMode = .timeout(10)
-    if leavingNoTrace, !FileManager.default.fileExists(atPath: path + "-wal"),
+    let immutable = leavingNoTrace || (!isFolderWritable(of: path) && !isWriterHolding(path))
+    if immutable, !FileManager.default.fileExists(atPath: path + "-wal"),
       let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),
       // Where SQLite refuses the URI, the plain open below is tried, and its error thrown.
       let queue = try? DatabaseQueue(
@@ -133,6 +140,27 @@ public final class StateStore: Sendable {
     } catch let error as DatabaseError {
       throw StateStoreError(path: path, operation: "open for reading", underlying: error)
     }
+  }
+
+  /// Whether the folder of `path` can be written (`access(2)` says `EROFS` on a read-only
+  /// mount, even to root).
+  private static func isFolderWritable(of path: String) -> Bool {
+    access((path as NSString).deletingLastPathComponent, W_OK) == 0
+  }
+
+  /// Whether a run holds the lock of the state file at `path` (`lock` for `state.sqlite`,
+  /// `lock.shard-K-of-N` for a shard's): it may be writing the file through a writable mount of
+  /// the same folder, so the file is not immutable. A lock that cannot be opened is no run's.
+  private static func isWriterHolding(_ path: String) -> Bool {
+    let name = (path as NSString).lastPathComponent
+    let suffix = name.dropFirst("state".count).dropLast(".sqlite".count)
+    let lock = ((path as NSString).deletingLastPathComponent as NSString)
+      .appendingPathComponent("lock" + suffix)
+    guard let fd = try? FileSystem.openOwnFile(lock, flags: O_RDONLY) else { return false }
+    defer { close(fd) }
+    var taken: Int32
+    repeat { taken = flock(fd, LOCK_SH | LOCK_NB) } while taken != 0 && errno == EINTR
+    return taken != 0 && errno == EWOULDBLOCK
   }
 
   /// Opens (creating and migrating as needed) the state file in `directory`.

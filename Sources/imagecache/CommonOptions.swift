@@ -33,6 +33,7 @@ struct CacheOptions: ParsableArguments {
   /// (only `prefetch`, `run` and a real `migrate` create a cache): a typo in `--cache` is an
   /// error, never an empty cache or a new folder.
   func requireExistingCache() throws {
+    try FileSystem.checkCacheFolders(location)
     let path = location.diskCachePath
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {

@@ -280,13 +280,17 @@ extension ReportMerge {
 }
 
 extension RunReport {
+  /// The largest report file `load(path:)` reads: far above a night's report with every URL
+  /// failed, and a bound on the memory a wrong path can take.
+  public static let maxFileSize = 1 << 30
+
   /// The report in the file at `path`; a file that cannot be read, is not a report, is of a
   /// schema this version does not know or holds a figure out of range is a
   /// ``ConfigurationError`` naming it (`report merge`, `report html`).
   public static func load(path: String) throws(ConfigurationError) -> RunReport {
     let data: Data
     do {
-      data = try FileSystem.existingContents(atPath: path)
+      data = try FileSystem.regularFileContents(atPath: path, limit: maxFileSize)
     } catch {
       throw ConfigurationError(source: path, message: "cannot read the report: \(error)")
     }

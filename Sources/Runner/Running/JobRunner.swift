@@ -95,6 +95,7 @@ public struct JobRunner: Sendable {
   public func run() async throws -> RunOutcome {
     // The command line checks them before any job runs; a library caller is checked here.
     try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
+    try FileSystem.checkCacheFolders(job.location)
     if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
       throw MaintenanceError.trimOnShard
     }
