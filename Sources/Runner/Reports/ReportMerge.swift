@@ -283,7 +283,7 @@ extension RunReport {
       throw ConfigurationError(
         source: path, field: "schemaVersion", message: unknownSchemaMessage(version))
     }
-    let report: RunReport
+    var report: RunReport
     do {
       report = try RunReport.decode(data)
     } catch {
@@ -292,6 +292,7 @@ extension RunReport {
     if let (field, message) = report.rangeProblem() {
       throw ConfigurationError(source: path, field: field, message: message)
     }
+    report.absorbClockStep()
     return report
   }
 }

@@ -119,7 +119,8 @@ public struct JobRunner: Sendable {
 
   /// - Parameter createsCache: the cache did not exist before this run.
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
-    let startedAt = Date()
+    let clock = RunClock()
+    let startedAt = clock.startedAt
     // A metrics path that can never be written (a folder, a block device) fails the run before
     // it does any work, as a report path does when its writer opens it.
     for file in metricsFiles { _ = try OutputFile(path: file) }
@@ -167,12 +168,11 @@ public struct JobRunner: Sendable {
     } catch {
       console.report(.runFailed(job: job.name, error: error))
       do {
-        let finishedAt = Date()
+        let finish = finish(clock, warnings: warnings)
         let metrics = stageMetrics(
-          writer: writer, status: .failed, startedAt: startedAt, finishedAt: finishedAt,
-          counts: counts, warnings: warnings)
+          writer: writer, status: .failed, finish: finish, counts: counts, warnings: warnings)
         try writer.finish(
-          status: .failed, finishedAt: finishedAt, prefetch: counts,
+          status: .failed, finishedAt: finish.finishedAt, prefetch: counts,
           warnings: warnings.messages, error: "\(error)",
           metricsErrors: warnings.metricsErrors, plan: plan)
         putInPlace(metrics)
@@ -186,12 +186,11 @@ public struct JobRunner: Sendable {
     if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
     if let counts { console.report(.prefetchFinished(job: job.name, counts: counts)) }
     if let plan { console.report(.planFinished(job: job.name, plan: plan)) }
-    let finishedAt = Date()
+    let finish = finish(clock, warnings: warnings)
     let metrics = stageMetrics(
-      writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts,
-      warnings: warnings)
+      writer: writer, status: status, finish: finish, counts: counts, warnings: warnings)
     try writer.finish(
-      status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings.messages,
+      status: status, finishedAt: finish.finishedAt, prefetch: counts, warnings: warnings.messages,
       metricsErrors: warnings.metricsErrors, plan: plan)
     for file in writer.files { console.report(.reportWritten(job: job.name, path: file)) }
     putInPlace(metrics)
@@ -200,6 +199,13 @@ public struct JobRunner: Sendable {
       failedInputs: counts?.inputsFailed ?? plan?.inputsFailed ?? 0,
       urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
+  }
+
+  /// The end of the run, with a warning in its report when the wall clock stepped.
+  private func finish(_ clock: RunClock, warnings: RunWarnings) -> RunClock.Finish {
+    let finish = clock.finish()
+    if let step = finish.clockStep { warnings.add(.clockStepped(seconds: step)) }
+    return finish
   }
 
   /// The metrics files of a run, on their way: written before the report is finished and put
@@ -217,7 +223,7 @@ public struct JobRunner: Sendable {
   /// be written (its folder missing and not creatable, or not writable) costs a warning, never
   /// the run's work or its exit status: the report, written next, says so (SPEC section 11).
   private func stageMetrics(
-    writer: ReportWriter, status: RunReport.Status, startedAt: Date, finishedAt: Date,
+    writer: ReportWriter, status: RunReport.Status, finish: RunClock.Finish,
     counts: PrefetchCounts?, warnings: RunWarnings
   ) -> StagedMetrics {
     var result = StagedMetrics()
@@ -233,7 +239,7 @@ public struct JobRunner: Sendable {
     }
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
-      startedAt: startedAt, finishedAt: finishedAt, prefetch: counts,
+      finishedAt: finish.finishedAt, durationSeconds: finish.durationSeconds, prefetch: counts,
       passes: writer.passSummaries, cache: usage)
     result.metrics = metrics
     for file in files {
@@ -291,8 +297,7 @@ public struct JobRunner: Sendable {
   > {
     Result { () throws(FileSystemError) in
       try FileSystem.removeStaleTemporaries(
-        in: job.location.diskCachePath,
-        modifiedBefore: startedAt.addingTimeInterval(-Self.staleTemporaryAge),
+        in: job.location.diskCachePath, olderThan: Self.staleTemporaryAge, now: startedAt,
         dryRun: settings.dryRun)
     }
   }
