@@ -20,11 +20,11 @@ enum CurlFailure {
       case .network(.networkConnectionLost) where code == CURLE_SSL_CONNECT_ERROR:
         "the connection was lost during the TLS handshake (\(curlMessage))"
       // The usual cause is an origin signed by an internal certificate authority: the way to
-      // trust it, rather than turning verification off. The URL is blacklisted (SD 5's rule),
-      // so the run that trusts it needs retryFailed.
+      // trust it, rather than turning verification off. Against the system's CAs the URL is
+      // blacklisted (SD 5's rule), so the run that trusts it needs retryFailed.
       case .network(.serverCertificateUntrusted):
         "\(curlMessage); to trust the certificate's issuer, give its CA certificate (PEM) with "
-          + "--cacert FILE (job: prefetch.caBundle) or SSL_CERT_FILE, and retry the blacklisted "
+          + "--cacert FILE (job: prefetch.caBundle) or SSL_CERT_FILE, and retry a blacklisted "
           + "URL with the retryFailed option"
       default: curlMessage
       }

@@ -171,10 +171,21 @@ extension ImageManager {
     .stateFailed(reason: "\(error)")
   }
 
-  /// Records a failure, blacklisting the URL when SD 5 would.
+  /// Records a failure, blacklisting the URL when SD 5 would; never for a certificate that
+  /// the operator's own CA certificates did not verify: the fault may be theirs, and a URL
+  /// blacklisted for it would stay failed once they are fixed.
   func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState)
     -> LoadResult
   {
+    if case .network(.serverCertificateUntrusted, let message) = error,
+      configuration.connection.namesCertificateAuthorities
+    {
+      let said = ImageCacheError.network(
+        .serverCertificateUntrusted,
+        message: message + " (not blacklisted: the CA certificates are the run's own, from "
+          + "--cacert, prefetch.caBundle, CURL_CA_BUNDLE, SSL_CERT_FILE or SSL_CERT_DIR)")
+      return LoadResult(outcome: .failed(said, blacklisted: false))
+    }
     guard error.blacklistsURL else {
       return LoadResult(outcome: .failed(error, blacklisted: false))
     }

@@ -68,6 +68,9 @@ public struct JobRunner: Sendable {
   public var job: Job
   public var settings: RunSettings
   public var console: any RunConsole
+  /// A CA variable of the environment that names no usable certificates: refused before the
+  /// run, as `--cacert` is, since it would fail every https URL.
+  private let environmentProblem: ConfigurationError?
   /// Warnings about the run's settings, said when it starts: a fleet's per-host limit below
   /// its number of shards (each shard still takes one connection).
   private var setupWarnings: [RunWarning] {
@@ -83,6 +86,7 @@ public struct JobRunner: Sendable {
       job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
         ofFleet: fleet, shards: shards)
     }
+    environmentProblem = job.prefetch.connection.environmentProblem(settings.environment)
     job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)
     self.job = job
     self.settings = settings
@@ -95,6 +99,9 @@ public struct JobRunner: Sendable {
   public func run() async throws -> RunOutcome {
     // The command line checks them before any job runs; a library caller is checked here.
     try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
+    if job.prefetchesManifests && !job.manifests.isEmpty, let environmentProblem {
+      throw environmentProblem
+    }
     if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
       throw MaintenanceError.trimOnShard
     }
