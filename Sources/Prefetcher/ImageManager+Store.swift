@@ -150,9 +150,13 @@ extension ImageManager {
     let errno = fileError?.errno ?? 0
     let folder = fileError.map { ($0.path as NSString).deletingLastPathComponent } ?? directory
     let reason =
-      errno == ENOENT || errno == ENOTDIR
-      ? "the cache folder \(folder) was removed or replaced during the run (\(error))"
-      : "\(error)"
+      if errno == ENOENT || errno == ENOTDIR {
+        "the cache folder \(folder) was removed or replaced during the run (\(error))"
+      } else if OpenFileLimit.isExhausted(errno: errno) {
+        "\(error); \(OpenFileLimit.advice(errno: errno))"
+      } else {
+        "\(error)"
+      }
     let failure = ImageCacheError.storeFailed(reason: reason, errno: errno)
     if failure.endsRun { endRun(failure) }
     return LoadResult(outcome: .failed(failure, blacklisted: false))
@@ -177,6 +181,13 @@ extension ImageManager {
   func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState)
     -> LoadResult
   {
+    // Out of file descriptors: the machine's fault, not the URL's; every later URL would
+    // meet it too.
+    if error.endsRun {
+      let said = error.withOpenFileAdvice
+      endRun(said)
+      return LoadResult(outcome: .failed(said, blacklisted: false))
+    }
     if case .network(.serverCertificateUntrusted, let message) = error,
       configuration.connection.namesCertificateAuthorities
     {
