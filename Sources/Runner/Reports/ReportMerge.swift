@@ -112,6 +112,9 @@ public enum ReportMerge {
           summary.filesMoved, pass.filesMoved, "\(field).filesMoved", adding: path)
         sink.summary.bytesFreed = try total(
           summary.bytesFreed, pass.bytesFreed, "\(field).bytesFreed", adding: path)
+        sink.summary.filesNotRemoved = try total(
+          summary.filesNotRemoved, pass.filesNotRemoved ?? 0, "\(field).filesNotRemoved",
+          adding: path)
         sink.summary.errorCount = try total(
           summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }

@@ -81,6 +81,11 @@ public struct RunMetrics: Sendable {
         labels: with(("pass", pass.pass.rawValue)),
         help: "Bytes a maintenance pass of the last run freed"
       ).increment(by: Int64(clamping: pass.dryRun ? 0 : pass.bytesFreed))
+      counter(
+        name: "imagecache_maintenance_files_not_removed_total",
+        labels: with(("pass", pass.pass.rawValue)),
+        help: "Files a maintenance pass of the last run could not remove (EPERM, immutable...)"
+      ).increment(by: Int64(pass.dryRun ? 0 : pass.filesNotRemoved))
     }
     if let cache {
       gauge(

@@ -54,6 +54,8 @@ public struct RunOutcome: Sendable, Equatable {
   public var failedURLs: Int
   /// Manifests and sitemaps that failed as a whole.
   public var failedInputs = 0
+  /// Files the maintenance passes meant to remove and could not (exit code 1).
+  public var filesNotRemoved = 0
   /// The job allows failed URLs (``Job/allowURLFailures``): they do not make the exit code 1.
   public var urlFailuresAllowed = false
   /// The report files written.
@@ -115,12 +117,55 @@ public struct JobRunner: Sendable {
       console.report(
         .waitingForLock(job: job.name, holder: holder, timeout: settings.waitTimeout))
     }
-    return try await RunLock.withLock(
-      location: job.location, options: lockOptions, waiting: waiting
-    ) {
-      try await SignalScope.with { signals in
-        try await runLocked(signals: signals, createsCache: createsCache)
+    let clock = RunClock()
+    var started = false
+    do {
+      return try await RunLock.withLock(
+        location: job.location, options: lockOptions, waiting: waiting
+      ) {
+        started = true
+        return try await SignalScope.with { signals in
+          try await runLocked(signals: signals, createsCache: createsCache)
+        }
       }
+    } catch {
+      // Another run holding the lock is not this one failing: it writes its own report.
+      if !started && !(error is CancellationError) && !Self.isHeld(error) {
+        reportNotStarted(error, clock: clock)
+      }
+      throw error
+    }
+  }
+
+  private static func isHeld(_ error: any Error) -> Bool {
+    switch error as? RunLock.Failure {
+    case .held, .stillHeld: true
+    case .cannotOpen, nil: false
+    }
+  }
+
+  /// Writes the report and metrics of a run that could not start (the cache's lock could not
+  /// be opened: a read-only cache, a missing mount), marked `failed`, wherever they can be
+  /// written: the run-failed alert reads them (SPEC section 12). What cannot be written is
+  /// said on the console.
+  private func reportNotStarted(_ error: any Error, clock: RunClock) {
+    console.report(.runFailed(job: job.name, error: error))
+    let warnings = RunWarnings(console: console)
+    do {
+      let writer = try ReportWriter(
+        job: job.name, location: job.location, startedAt: clock.startedAt,
+        files: reportFiles(startedAt: clock.startedAt), standardOutput: settings.printsReport,
+        runID: job.runID, shard: job.shard)
+      let finish = finish(clock, warnings: warnings)
+      let metrics = stageMetrics(
+        writer: writer, status: .failed, finish: finish, counts: nil, warnings: warnings)
+      try writer.finish(
+        status: .failed, finishedAt: finish.finishedAt, prefetch: nil,
+        warnings: warnings.messages, error: "\(error)", metricsErrors: warnings.metricsErrors,
+        plan: nil)
+      putInPlace(metrics)
+    } catch let reportError {
+      console.report(.reportNotWritten(job: job.name, error: reportError))
     }
   }
 
@@ -204,6 +249,7 @@ public struct JobRunner: Sendable {
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
       failedInputs: counts?.inputsFailed ?? plan?.inputsFailed ?? 0,
+      filesNotRemoved: writer.passSummaries.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved) },
       urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
   }
