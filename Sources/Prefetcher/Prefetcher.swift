@@ -79,7 +79,7 @@ public struct Prefetcher: Sendable {
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil,
     recorder: inout Recorder
   ) async -> PrefetchCounts where Items.Element == Result<PrefetchItem, ConfigurationError> {
-    let started = Date()
+    let clock = RunClock()
     var report = PrefetchCounts()
     var exhausted = false
     let scheduler = PrefetchScheduler(manager: manager, stop: stop, retries: configuration.retries)
@@ -91,7 +91,7 @@ public struct Prefetcher: Sendable {
     func recordFinished() {
       for finished in scheduler.takeFinished() {
         record(finished, into: &report, recorder: &recorder)
-        progress?.update(report, elapsed: Date().timeIntervalSince(started))
+        progress?.update(report, elapsed: clock.elapsed)
       }
     }
 
@@ -128,7 +128,7 @@ public struct Prefetcher: Sendable {
       recordFinished()
     }
     await feed.close()
-    report.durationSeconds = Date().timeIntervalSince(started)
+    report.durationSeconds = clock.elapsed
     report.hostBackoffs = manager.downloader.hostBackoffs
     progress?.finish(report, elapsed: report.durationSeconds)
     return report

@@ -238,7 +238,8 @@ final class Transfer: @unchecked Sendable {
       if code == CURLE_OPERATION_TIMEDOUT && remainingMilliseconds == nil {
         message = deadlineFailure.error.message + " (\(message))"
       }
-      var error = CurlFailure.error(for: code, detail: message)
+      var error = CurlFailure.error(
+        for: code, detail: message, osErrno: Int32(easy.info(CURLINFO_OS_ERRNO)))
       if case .invalidURL(_, let reason) = error {
         error = .invalidURL(url.absoluteString, reason: reason)
       }

@@ -192,12 +192,21 @@ public final class StateStore: Sendable {
   /// Records the start of a run and returns its id. A run still marked `running` died without
   /// finishing (kill -9, power loss: the caller holds the cache's lock, so none is alive) and
   /// is marked `abandoned` (SPEC section 8); `abandoned` says how many there were.
+  ///
+  /// A blacklist entry dated after `date` was written while the wall clock ran ahead (or has
+  /// been set back since): it is dated `date`, so that it ages from now and expires after its
+  /// time-to-live instead of staying active until the clock catches up, years later.
   public func beginRun(job: String, at date: Date) throws -> (id: Int64, abandoned: Int) {
     // Plain SQL, as for validators: the record API's first use in a process (its generic
     // look-ups and schema reads) cost more than the rest of a run's bookkeeping, at every start.
     try write { db in
       try db.execute(sql: "UPDATE runs SET status = 'abandoned' WHERE status = 'running'")
       let abandoned = db.changesCount
+      let now = Self.databaseText(date)
+      for column in ["firstFailedAt", "lastFailedAt"] {
+        try db.execute(
+          sql: "UPDATE blacklist SET \(column) = ? WHERE \(column) > ?", arguments: [now, now])
+      }
       try db.execute(
         sql: "INSERT INTO runs (job, startedAt, status) VALUES (?, ?, 'running')",
         arguments: [job, Self.databaseText(date)])

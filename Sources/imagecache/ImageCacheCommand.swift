@@ -193,13 +193,17 @@ struct ImageCacheCommand: AsyncParsableCommand {
 
 extension RunOutcome {
   /// 128 + the signal when interrupted, 1 when URLs (unless the job allows it) or whole
-  /// inputs failed, else 0 (SPEC sections 6 and 11). Skipped lines alone do not make it 1.
+  /// inputs failed or maintenance could not remove a file, else 0 (SPEC sections 6 and 11).
+  /// Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
 
   /// Some URLs failed and the job does not allow it (`--allow-url-failures`), or some whole
-  /// manifests or sitemaps failed (never allowed: that is not a URL's failure).
-  var failed: Bool { (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 }
+  /// manifests or sitemaps failed, or files that maintenance meant to remove are still there
+  /// (never allowed: neither is a URL's failure).
+  var failed: Bool {
+    (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 || filesNotRemoved > 0
+  }
 }

@@ -42,14 +42,18 @@ public enum FileSystem {
   }
 
   /// Sets the access and modification times of `path` (used by tests and migrations).
-  public static func setTimes(path: String, access: Date, modification: Date) throws {
+  public static func setTimes(path: String, access: Date, modification: Date)
+    throws(FileSystemError)
+  {
     try setTimes(
       path: path, accessTime: access.nanosecondsSince1970,
       modificationTime: modification.nanosecondsSince1970)
   }
 
   /// Sets the access and modification times of `path`, in nanoseconds since the epoch.
-  public static func setTimes(path: String, accessTime: Int64, modificationTime: Int64) throws {
+  public static func setTimes(path: String, accessTime: Int64, modificationTime: Int64)
+    throws(FileSystemError)
+  {
     var times = [timespec(nanoseconds: accessTime), timespec(nanoseconds: modificationTime)]
     guard utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
       throw FileSystemError("set times of", path: path, errno: errno)
@@ -177,17 +181,27 @@ public enum FileSystem {
     return found
   }
 
-  /// Removes the tool's temporary files in `directory` last modified before `cutoff`: what a
-  /// killed run left (a live store finishes within its download deadline). Returns how many
-  /// there were and their allocated bytes; with `dryRun`, only counts them.
+  /// Removes the tool's temporary files in `directory` last modified more than `age` before
+  /// `now`: what a killed run left (a live store finishes within its download deadline).
+  /// Returns how many there were and their allocated bytes; with `dryRun`, only counts them.
+  ///
+  /// One modified after `now` was written while the wall clock ran ahead: it is dated `now`
+  /// (not in a dry run), so that it ages from now and goes once `age` has passed, instead of
+  /// staying until the clock catches up, years later.
   public static func removeStaleTemporaries(
-    in directory: String, modifiedBefore cutoff: Date, dryRun: Bool
+    in directory: String, olderThan age: TimeInterval, now: Date, dryRun: Bool
   ) throws(FileSystemError) -> (count: Int, bytes: UInt64) {
+    let cutoff = now.addingTimeInterval(-age)
     var count = 0
     var bytes: UInt64 = 0
-    for (name, attributes) in try temporaryFiles(in: directory)
-    where attributes.modificationDate < cutoff {
-      if !dryRun { try removeFile(path: directory + "/" + name) }
+    for (name, attributes) in try temporaryFiles(in: directory) {
+      let path = directory + "/" + name
+      if attributes.modificationDate > now {
+        if !dryRun { try setTimes(path: path, access: now, modification: now) }
+        continue
+      }
+      guard attributes.modificationDate < cutoff else { continue }
+      if !dryRun { try removeFile(path: path) }
       count += 1
       bytes += attributes.allocatedSize
     }

@@ -121,6 +121,9 @@ public enum ReportMerge {
           summary.filesMoved, pass.filesMoved, "\(field).filesMoved", adding: path)
         sink.summary.bytesFreed = try total(
           summary.bytesFreed, pass.bytesFreed, "\(field).bytesFreed", adding: path)
+        sink.summary.filesNotRemoved = try total(
+          summary.filesNotRemoved, pass.filesNotRemoved ?? 0, "\(field).filesNotRemoved",
+          adding: path)
         sink.summary.errorCount = try total(
           summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }
@@ -303,7 +306,7 @@ extension RunReport {
       throw ConfigurationError(
         source: path, field: "schemaVersion", message: unknownSchemaMessage(version))
     }
-    let report: RunReport
+    var report: RunReport
     do {
       report = try RunReport.decode(data)
     } catch {
@@ -312,6 +315,7 @@ extension RunReport {
     if let (field, message) = report.rangeProblem() {
       throw ConfigurationError(source: path, field: field, message: message)
     }
+    report.absorbClockStep()
     return report
   }
 }

@@ -286,6 +286,7 @@ public final class ReportWriter: Sendable {
       json.member("filesRemoved", pass.summary.filesRemoved)
       json.member("filesMoved", pass.summary.filesMoved)
       json.member("bytesFreed", pass.summary.bytesFreed)
+      json.member("filesNotRemoved", pass.summary.filesNotRemoved)
       if let limits = pass.summary.limits {
         json.member("limits")
         json.raw("{")

@@ -110,6 +110,9 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   case metricsWithoutCacheSize(error: any Error)
   /// A dry run over the deletion limit (`maxDelete`): the real run would refuse to start.
   case overDeletionLimit(MaintenanceError)
+  /// The wall clock stepped by `seconds` (negative: back) during the run: the duration is the
+  /// monotonic clock's, and an end before the start is written as the start plus it.
+  case clockStepped(seconds: TimeInterval)
 
   public var description: String {
     switch self {
@@ -131,6 +134,10 @@ public enum RunWarning: Sendable, CustomStringConvertible {
       "metrics not written to \(path): \(error); the run's work and exit status are unaffected"
     case .metricsWithoutCacheSize(let error): "metrics without the cache's size: \(error)"
     case .overDeletionLimit(let refusal): "a real run would stop here: \(refusal)"
+    case .clockStepped(let seconds):
+      "clockStepped: the system clock stepped \(seconds < 0 ? "back" : "forward") "
+        + "\(String(format: "%.1f", abs(seconds))) s during the run; the duration is measured "
+        + "by the monotonic clock"
     }
   }
 }
