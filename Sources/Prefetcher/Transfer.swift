@@ -56,8 +56,10 @@ final class Transfer: @unchecked Sendable {
   /// Bytes of a non-2xx answer's body read and dropped (so that the connection can be reused).
   private var drained = 0
   private var abort: Abort?
-  /// Bytes of the body written to ``DownloadRequest/bodyFile``, when it goes there.
+  /// Bytes of the body written to ``DownloadRequest/bodyFile`` or to the spill file.
   private var written = 0
+  /// The temporary file the body went to once it passed ``memoryBuffer``, still open.
+  private var spill: (descriptor: Int32, body: SpilledBody)?
 
   private enum Abort: Equatable {
     /// The body passed the size limit.
@@ -70,6 +72,11 @@ final class Transfer: @unchecked Sendable {
 
   /// The most of a redirect's or an error's body read to keep its connection.
   static let maxDrained = 64 * 1024
+
+  /// The most of a body held in memory when the request names a ``DownloadRequest/spillFolder``
+  /// (SPEC section 12): most images fit, and a larger body goes to its file as it arrives, so
+  /// that memory follows the number of transfers, not what origins send.
+  static let memoryBuffer = 256 * 1024
 
   init(request: DownloadRequest, configuration: PrefetchConfiguration) {
     self.request = request
@@ -119,6 +126,7 @@ final class Transfer: @unchecked Sendable {
   func resetResponse() {
     status = 0
     body = Data()
+    releaseSpill()
     etag = nil
     lastModified = nil
     retryAfter = nil
@@ -138,22 +146,54 @@ final class Transfer: @unchecked Sendable {
       }
       return true
     }
-    guard (request.bodyFile == nil ? body.count : written) + bytes.count <= limit else {
+    // The count is of what the write callback gets: after decompression, as it is produced.
+    guard body.count + written + bytes.count <= limit else {
       abort = .tooLarge
       return false
     }
-    if let file = request.bodyFile {
-      do {
-        try FileSystem.writeAll(bytes, to: file, path: "temporary file of \(url.absoluteString)")
-      } catch {
-        abort = .writeFailed("\(error)")
-        return false
-      }
-      written += bytes.count
+    guard request.bodyFile != nil || spill != nil
+      || (request.spillFolder != nil && body.count + bytes.count > Self.memoryBuffer)
+    else {
+      body.append(bytes.assumingMemoryBound(to: UInt8.self))
       return true
     }
-    body.append(bytes.assumingMemoryBound(to: UInt8.self))
+    do {
+      let file = try request.bodyFile ?? spillFile()
+      try FileSystem.writeAll(bytes, to: file, path: "temporary file of \(url.absoluteString)")
+    } catch {
+      abort = .writeFailed("\(error)")
+      return false
+    }
+    written += bytes.count
     return true
+  }
+
+  /// The spill file's descriptor, made at the first byte over the memory buffer with what the
+  /// buffer held written to it, and the buffer freed.
+  private func spillFile() throws(FileSystemError) -> Int32 {
+    if let spill { return spill.descriptor }
+    let (descriptor, path) = try FileSystem.createTemporaryFile(
+      in: request.spillFolder ?? ".", for: "download")
+    spill = (descriptor, SpilledBody(path: path))
+    try FileSystem.writeAll(body, to: descriptor, path: path)
+    written = body.count
+    body = Data()
+    return descriptor
+  }
+
+  /// Closes the spill file, which its body then removes unless a response kept it.
+  func releaseSpill() {
+    guard let spill else { return }
+    close(spill.descriptor)
+    self.spill = nil
+  }
+
+  /// The 2xx body for the response: the memory buffer, or the spill file closed and mapped.
+  private func finishedBody() throws(FileSystemError) -> (Data, SpilledBody?) {
+    guard let spill else { return (body, nil) }
+    defer { releaseSpill() }
+    let data = try SpilledBody.map(descriptor: spill.descriptor, count: written, path: spill.body.path)
+    return (data, spill.body)
   }
 
   /// One header line (the status line included) of the current answer. Parsed as bytes: it
@@ -183,7 +223,7 @@ final class Transfer: @unchecked Sendable {
     case .location: location = value
     case .contentLength:
       if (200...299).contains(status), request.bodyFile == nil, let declared = Int(value),
-        declared <= limit
+        declared <= (request.spillFolder == nil ? limit : Self.memoryBuffer)
       {
         body.reserveCapacity(declared)
       }
@@ -249,10 +289,17 @@ final class Transfer: @unchecked Sendable {
       return redirect(to: easy.stringInfo(CURLINFO_REDIRECT_URL) ?? location)
     }
     if (200...299).contains(status) || (status == 304 && request.validators != nil) {
+      let finished: (Data, SpilledBody?)
+      do {
+        finished = status == 304 ? (Data(), nil) : try finishedBody()
+      } catch {
+        return .done(
+          .failure(.init(.localFailure(reason: "cannot read a temporary file: \(error)"))))
+      }
       return .done(
         .success(
           DownloadResponse(
-            status: status, body: status == 304 ? Data() : body, etag: etag,
+            status: status, body: finished.0, spilledBody: finished.1, etag: etag,
             lastModified: lastModified, url: url)))
     }
     return .done(

@@ -402,6 +402,8 @@ final class TransferLoop: @unchecked Sendable {
       }
     }
     transfer.phase = .finished
+    // A body that went to its file and ended in a failure or a cancel leaves nothing behind.
+    transfer.releaseSpill()
     if let easy = transfer.easy {
       easy.release()
       idle.append(easy)
