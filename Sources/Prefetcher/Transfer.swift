@@ -151,8 +151,9 @@ final class Transfer: @unchecked Sendable {
       abort = .tooLarge
       return false
     }
-    guard request.bodyFile != nil || spill != nil
-      || (request.spillFolder != nil && body.count + bytes.count > Self.memoryBuffer)
+    guard
+      request.bodyFile != nil || spill != nil
+        || (request.spillFolder != nil && body.count + bytes.count > Self.memoryBuffer)
     else {
       body.append(bytes.assumingMemoryBound(to: UInt8.self))
       return true
@@ -192,7 +193,8 @@ final class Transfer: @unchecked Sendable {
   private func finishedBody() throws(FileSystemError) -> (Data, SpilledBody?) {
     guard let spill else { return (body, nil) }
     defer { releaseSpill() }
-    let data = try SpilledBody.map(descriptor: spill.descriptor, count: written, path: spill.body.path)
+    let data = try SpilledBody.map(
+      descriptor: spill.descriptor, count: written, path: spill.body.path)
     return (data, spill.body)
   }
 

@@ -136,7 +136,8 @@ public enum FileSystem {
   }
 
   /// Creates a hidden temporary file in `directory` for one that will be renamed to `name`,
-  /// with the permissions of a new file (`0666` less the umask), open for writing and closed on
+  /// with the permissions of a new file (`0666` less the umask), open for reading and writing (a
+  /// spilled body is mapped from it) and closed on
   /// exec; returns its descriptor and path. Missing directories are created, unless
   /// `createsFolder` is false.
   public static func createTemporaryFile(
@@ -144,10 +145,10 @@ public enum FileSystem {
   ) throws(FileSystemError) -> (descriptor: Int32, path: String) {
     let temporary =
       (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
-    var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    var fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
     if fd < 0 && errno == ENOENT && createsFolder {
       try createDirectory(path: directory)
-      fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+      fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
     }
     guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
     return (fd, temporary)

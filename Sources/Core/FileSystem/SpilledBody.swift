@@ -46,6 +46,7 @@ public final class SpilledBody: Sendable {
       start != MAP_FAILED
     else { throw FileSystemError("map", path: path, errno: errno) }
     return Data(
-      bytesNoCopy: start, count: count, deallocator: .custom { start, count in munmap(start, count) })
+      bytesNoCopy: start, count: count,
+      deallocator: .custom { start, count in munmap(start, count) })
   }
 }
