@@ -45,7 +45,6 @@ final class EasyHandle {
     ic_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
     // curl(1)'s receive buffer: half the reads and write callbacks of the 16 KiB default.
     ic_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 100 * 1024)
-    ic_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, ic_http_version_2tls)
     ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
     if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
   }
@@ -85,7 +84,10 @@ final class EasyHandle {
     ic_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
     // Over TLS, wait for a connection being set up to say whether it multiplexes (HTTP/2)
     // rather than opening another.
-    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, transfer.hop.isHTTPS ? 1 : 0)
+    let multiplexes = transfer.hop.isHTTPS && !transfer.isolated
+    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, multiplexes ? 1 : 0)
+    ic_easy_setopt_long(
+      handle, CURLOPT_HTTP_VERSION, transfer.isolated ? ic_http_version_1_1 : ic_http_version_2tls)
     curl_slist_free_all(headerList)
     headerList = nil
     for line in transfer.headerLines() { headerList = curl_slist_append(headerList, line) }
@@ -137,6 +139,5 @@ private let receiveHeader: curl_write_callback = { data, size, count, context in
   let length = size * count
   transfer.activity?.delivered = true
   guard let data, length > 0 else { return length }
-  transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length))
-  return length
+  return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
 }

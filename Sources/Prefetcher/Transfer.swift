@@ -56,6 +56,13 @@ final class Transfer: @unchecked Sendable {
   /// Bytes of a non-2xx answer's body read and dropped (so that the connection can be reused).
   private var drained = 0
   private var abort: Abort?
+  /// Bytes of the current answer's header lines, the status line included.
+  private var headerBytes = 0
+  /// Sent over HTTP/1.1 on a connection of its own: an HTTP/2 connection it was on failed in
+  /// libcurl's header handling, which takes every stream of the connection down with the one
+  /// at fault. Alone, the one at fault fails as ``Abort/headerTooLarge`` and the others are
+  /// fetched; the second request is not an attempt of the URL's (SPEC section 5).
+  private(set) var isolated = false
   /// Bytes of the body written to ``DownloadRequest/bodyFile`` or to the spill file.
   private var written = 0
   /// The temporary file the body went to once it passed ``memoryBuffer``, still open.
@@ -68,6 +75,8 @@ final class Transfer: @unchecked Sendable {
     case drainedEnough
     /// The body could not be written to its file: why.
     case writeFailed(String)
+    /// The answer's header lines passed ``maxHeaderBytes``.
+    case headerTooLarge
   }
 
   /// The most of a redirect's or an error's body read to keep its connection.
@@ -77,6 +86,12 @@ final class Transfer: @unchecked Sendable {
   /// (SPEC section 12): most images fit, and a larger body goes to its file as it arrives, so
   /// that memory follows the number of transfers, not what origins send.
   static let memoryBuffer = 256 * 1024
+
+  /// The most header bytes one answer may send: libcurl 7.88's limit on one HTTP/1.1 header
+  /// line, and under its 128 KiB for an HTTP/2 header block, past which nghttp2's session
+  /// fails with every stream on the connection. A block between the two is refused here, for
+  /// its stream alone; a larger one is told apart by ``isolated``.
+  static let maxHeaderBytes = 100 * 1024
 
   init(request: DownloadRequest, configuration: PrefetchConfiguration) {
     self.request = request
@@ -134,6 +149,7 @@ final class Transfer: @unchecked Sendable {
     drained = 0
     abort = nil
     written = 0
+    headerBytes = 0
   }
 
   /// A piece of the body; `false` stops the transfer.
@@ -198,9 +214,15 @@ final class Transfer: @unchecked Sendable {
     return (data, spill.body)
   }
 
-  /// One header line (the status line included) of the current answer. Parsed as bytes: it
-  /// runs for every header of every response, and only five names matter.
-  func receiveHeader(_ line: UnsafeRawBufferPointer) {
+  /// One header line (the status line included) of the current answer; `false` stops the
+  /// transfer, whose headers are over ``maxHeaderBytes``. Parsed as bytes: it runs for every
+  /// header of every response, and only five names matter.
+  func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
+    defer { headerBytes += line.count }
+    guard headerBytes + line.count <= Self.maxHeaderBytes else {
+      abort = .headerTooLarge
+      return false
+    }
     if line.starts(with: Self.statusPrefix) {
       // A new answer (after an interim 1xx, the final one): only its headers count.
       resetResponse()
@@ -209,12 +231,12 @@ final class Transfer: @unchecked Sendable {
       while let digit = digits.popFirst(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) {
         status = status * 10 + Int(digit - UInt8(ascii: "0"))
       }
-      return
+      return true
     }
     guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
       let header = Self.interesting.first(where: { Self.equalIgnoringCase(line[..<colon], $0.name) }
       )
-    else { return }
+    else { return true }
     let raw = line[(colon + 1)...].drop(while: Self.isBlank)
     let end = raw.lastIndex { !Self.isBlank($0) }.map { $0 + 1 } ?? raw.startIndex
     let value = String(decoding: raw[raw.startIndex..<end], as: UTF8.self)
@@ -230,6 +252,7 @@ final class Transfer: @unchecked Sendable {
         body.reserveCapacity(declared)
       }
     }
+    return true
   }
 
   private static let statusPrefix = Array("HTTP/".utf8)
@@ -258,6 +281,8 @@ final class Transfer: @unchecked Sendable {
   enum Conclusion {
     /// Send the next hop.
     case redirect
+    /// Send the same hop again, ``isolated``.
+    case again
     case done(Result<DownloadResponse, DownloadFailure>)
   }
 
@@ -271,9 +296,25 @@ final class Transfer: @unchecked Sendable {
             .network(
               .responseTooLarge, message: "the body is over the \(limit)-byte limit"))))
     }
+    if abort == .headerTooLarge {
+      return .done(
+        .failure(
+          .init(
+            .network(
+              .responseHeaderTooLarge,
+              message: "the response's headers are over \(Self.maxHeaderBytes / 1024) KiB"))))
+    }
     if case .writeFailed(let reason) = abort {
       return .done(
         .failure(.init(.localFailure(reason: "cannot write a temporary file: \(reason)"))))
+    }
+    // nghttp2's session failed in a libcurl callback (a header block over libcurl's limit):
+    // which stream was at fault, libcurl does not say.
+    if !isolated, code == CURLE_RECV_ERROR || code == CURLE_HTTP2,
+      easy.errorMessage.contains("returned -902")
+    {
+      isolated = true
+      return .again
     }
     guard code == CURLE_OK || abort == .drainedEnough else {
       var message = easy.errorMessage

@@ -375,7 +375,7 @@ final class TransferLoop: @unchecked Sendable {
       guard let transfer = active.removeValue(forKey: handle) else { continue }
       learnProtocol(of: transfer)
       switch transfer.conclude(code) {
-      case .redirect: send(transfer)
+      case .redirect, .again: send(transfer)
       case .done(let result): finish(transfer, result)
       }
     }
@@ -384,7 +384,8 @@ final class TransferLoop: @unchecked Sendable {
   /// Notes whether the transfer's host answered over HTTP/2 (or later), which multiplexes,
   /// or over HTTP/1, which does not; a transfer that got no answer says nothing.
   private func learnProtocol(of transfer: Transfer) {
-    guard let easy = transfer.easy else { return }
+    // An isolated transfer's HTTP/1.1 says nothing of the host.
+    guard let easy = transfer.easy, !transfer.isolated else { return }
     let version = easy.info(CURLINFO_HTTP_VERSION)
     guard version != 0 else { return }
     multiplexes[transfer.host] = version >= ic_http_version_2_0
