@@ -50,7 +50,8 @@ final class EasyHandle {
   }
 
   /// What every request sets, images and documents alike (SPEC sections 2 and 6): HTTP only,
-  /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds"),
+  /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds": a
+  /// backstop, since that is a 5-second average; the loop ends an idle transfer on time),
   /// the size limit on a declared size (the streamed count is the write callback's, after
   /// decompression; "" accepts every encoding curl was built with), the CA certificates and
   /// proxy of `connection`, and the TLS option.
@@ -127,8 +128,10 @@ private let receiveBody: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
   transfer.activity?.delivered = true
+  transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
   guard let data, length > 0 else { return length }
   if let bandwidth = transfer.bandwidth, !bandwidth.admit(length, for: transfer) {
+    transfer.pausedForBandwidth = true
     return ic_writefunc_pause
   }
   return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
@@ -138,6 +141,7 @@ private let receiveHeader: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
   transfer.activity?.delivered = true
+  transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
   guard let data, length > 0 else { return length }
   return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
 }

@@ -31,6 +31,11 @@ final class Transfer: @unchecked Sendable {
   var bandwidth: BandwidthBudget?
   /// Where the loop hears that a perform delivered data.
   var activity: PerformActivity?
+  /// When the current hop last received a byte (or was sent), on the monotonic clock: the
+  /// idle timeout counts from it.
+  var lastProgress: UInt64 = 0
+  /// Paused by the bandwidth cap: waiting for the run's budget, not for its server.
+  var pausedForBandwidth = false
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.
@@ -122,6 +127,19 @@ final class Transfer: @unchecked Sendable {
     let now = DispatchTime.now().uptimeNanoseconds
     guard now < deadline else { return nil }
     return max(1, Int((deadline - now) / 1_000_000))
+  }
+
+  /// When the transfer is idle for its ``idleTimeout``, on the monotonic clock; `.max` while
+  /// the bandwidth cap holds it.
+  var idleDeadline: UInt64 {
+    pausedForBandwidth ? .max : lastProgress + UInt64(max(0, idleTimeout) * 1e9)
+  }
+
+  var idleFailure: DownloadFailure {
+    DownloadFailure(
+      .network(
+        .timedOut,
+        message: "no data from the server for \(idleTimeout) s (the idle timeout, --timeout)"))
   }
 
   var deadlineFailure: DownloadFailure {

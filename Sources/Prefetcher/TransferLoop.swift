@@ -82,6 +82,9 @@ final class TransferLoop: @unchecked Sendable {
   let backoffLog = Mutex<[String: HostGate.Record]>([:])
 
   private let idleWaitMilliseconds: Int32
+  /// The soonest a transfer under way can have been idle for its timeout: when the loop next
+  /// looks for idle ones (an earlier time than the true one only makes it look early).
+  private var idleCheckDue = UInt64.max
 
   /// The longest wait in `curl_multi_poll` after performs that delivered data. libcurl 7.88
   /// (Debian 12's) can leave HTTP/2 data it has already read from the socket unprocessed, with
@@ -210,6 +213,8 @@ final class TransferLoop: @unchecked Sendable {
       curl_multi_perform(multi, &stillRunning)
       let delivered = received.delivered
       collectFinished()
+      let now = DispatchTime.now().uptimeNanoseconds
+      if now >= idleCheckDue { endIdle(at: now) }
       // What ended made room: the next ones are sent by the next perform, before any wait.
       if startWaiting() { continue }
       // A perform that delivered data may have read more than it handed over (see
@@ -231,8 +236,9 @@ final class TransferLoop: @unchecked Sendable {
         deliveredSinceWait
         ? min(idleWaitMilliseconds, Self.stallGuardMilliseconds) : idleWaitMilliseconds
       deliveredSinceWait = false
-      // A transfer held back by the rate, a back-off or the bandwidth cap is due then.
-      let due = min(gateWake, unpaused ?? .max)
+      // A transfer held back by the rate, a back-off or the bandwidth cap is due then, and
+      // one under way may reach its idle timeout.
+      let due = min(gateWake, unpaused ?? .max, idleCheckDue)
       if due != .max {
         let now = DispatchTime.now().uptimeNanoseconds
         let untilDue = due > now ? (due - now + 999_999) / 1_000_000 : 0
@@ -309,8 +315,33 @@ final class TransferLoop: @unchecked Sendable {
         return active[easy.handle] === transfer
       },
       unpause: { transfer in
+        transfer.pausedForBandwidth = false
+        transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
         if let easy = transfer.easy { curl_easy_pause(easy.handle, ic_pause_cont) }
       })
+  }
+
+  /// Ends the transfers that received nothing for their idle timeout (`--timeout`, SPEC
+  /// section 5) as timed out, to within the loop's wake-up: libcurl's own low-speed check
+  /// averages over 5 seconds and fired up to 6 s late once bytes had flowed. Notes when the
+  /// next may be due.
+  private func endIdle(at now: UInt64) {
+    var soonest = UInt64.max
+    var idle: [(UnsafeMutableRawPointer, Transfer)] = []
+    for (handle, transfer) in active {
+      let deadline = transfer.idleDeadline
+      if deadline <= now {
+        idle.append((handle, transfer))
+      } else {
+        soonest = min(soonest, deadline)
+      }
+    }
+    idleCheckDue = soonest
+    for (handle, transfer) in idle {
+      active.removeValue(forKey: handle)
+      curl_multi_remove_handle(multi, handle)
+      finish(transfer, .failure(transfer.idleFailure))
+    }
   }
 
   private func dropWaiting() {
@@ -342,6 +373,9 @@ final class TransferLoop: @unchecked Sendable {
       return finish(transfer, .failure(transfer.deadlineFailure))
     }
     easy.setHop(for: transfer, timeoutMilliseconds: remaining)
+    transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
+    transfer.pausedForBandwidth = false
+    idleCheckDue = min(idleCheckDue, transfer.idleDeadline)
     active[easy.handle] = transfer
     curl_multi_add_handle(multi, easy.handle)
   }
