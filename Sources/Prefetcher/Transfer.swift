@@ -13,8 +13,10 @@ final class Transfer: @unchecked Sendable {
   /// When the whole download must be over, on the monotonic clock: set when the loop starts
   /// it, not while it waits for room in the limits.
   private var deadline: UInt64 = .max
-  /// The host the loop's per-host limit counts it against (its first hop's, for every hop).
-  let host: String
+  /// The origin (scheme, host and port) the loop's per-host limits, rate and back-off count
+  /// it against: its first hop's, for every hop. Keyed as libcurl and NSURLSession key their
+  /// connections, so that a stalling port of a host does not hold back another.
+  let origin: Origin
   /// Set before the transfer is queued; called once, on the loop thread, when it ends.
   var completion: (@Sendable (Result<DownloadResponse, DownloadFailure>) -> Void)?
   /// Set before the transfer is queued; asked on the loop thread when its turn to start comes.
@@ -114,7 +116,7 @@ final class Transfer: @unchecked Sendable {
     limit = Int(clamping: configuration.maxResponseSize)
     idleTimeout = request.timeout ?? configuration.timeout
     deadlineSeconds = configuration.deadline
-    host = request.url.host ?? ""
+    origin = Origin(request.url)
   }
 
   /// Starts the deadline's clock: the loop is sending the first request.

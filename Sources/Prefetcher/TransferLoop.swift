@@ -57,7 +57,7 @@ final class TransferLoop: @unchecked Sendable {
   private var waiting = StartQueue<Transfer>()
   /// Transfers under way (a redirect keeps its place between hops), in all and per host.
   private var running = 0
-  private var runningPerHost: [String: Int] = [:]
+  private var runningPerHost: [Origin: Int] = [:]
   private let maxRunning: Int
   /// Transfers at once to a host not known to multiplex: one a connection.
   private let maxRunningPerHost: Int
@@ -67,7 +67,7 @@ final class TransferLoop: @unchecked Sendable {
   private let maxStreamsPerHost: Int
   /// Whether each host's last answer came over HTTP/2 or later (`true`) or HTTP/1 (`false`);
   /// a host not here yet gets the lower of the two limits.
-  private var multiplexes: [String: Bool] = [:]
+  private var multiplexes: [Origin: Bool] = [:]
   private let maxPerUnknownHost: Int
   /// Set by the write callbacks when a perform delivered data: see ``stallGuardMilliseconds``.
   private let received = PerformActivity()
@@ -279,15 +279,15 @@ final class TransferLoop: @unchecked Sendable {
     if gated { gate.prune(at: now) }
     while running < maxRunning,
       let transfer = waiting.takeFirst(where: {
-        runningPerHost[$0.host, default: 0] < limit(for: $0.host)
-          && (!gated || gate.allows($0.host, at: now, wake: &wake))
+        runningPerHost[$0.origin, default: 0] < limit(for: $0.origin)
+          && (!gated || gate.allows($0.origin, at: now, wake: &wake))
       })
     {
       if let startsIf = transfer.startsIf, !startsIf() {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
       }
-      if gated { gate.started(transfer.host, at: now) }
+      if gated { gate.started(transfer.origin, at: now) }
       start(transfer)
       started = true
     }
@@ -295,9 +295,9 @@ final class TransferLoop: @unchecked Sendable {
     return started
   }
 
-  /// Transfers at once allowed to `host`.
-  private func limit(for host: String) -> Int {
-    switch multiplexes[host] {
+  /// Transfers at once allowed to `origin`.
+  private func limit(for origin: Origin) -> Int {
+    switch multiplexes[origin] {
     case true?: maxStreamsPerHost
     case false?: maxRunningPerHost
     case nil: maxPerUnknownHost
@@ -351,7 +351,7 @@ final class TransferLoop: @unchecked Sendable {
   private func start(_ transfer: Transfer) {
     transfer.phase = .running
     running += 1
-    runningPerHost[transfer.host, default: 0] += 1
+    runningPerHost[transfer.origin, default: 0] += 1
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received
@@ -422,18 +422,18 @@ final class TransferLoop: @unchecked Sendable {
     guard let easy = transfer.easy, !transfer.isolated else { return }
     let version = easy.info(CURLINFO_HTTP_VERSION)
     guard version != 0 else { return }
-    multiplexes[transfer.host] = version >= ic_http_version_2_0
+    multiplexes[transfer.origin] = version >= ic_http_version_2_0
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
     if case .running = transfer.phase {
       running -= 1
-      runningPerHost[transfer.host, default: 1] -= 1
+      runningPerHost[transfer.origin, default: 1] -= 1
       if case .failure(let failure) = result, failure.retryAfter != nil {
         // The host that answered (a redirect's target's, after a redirect).
-        let host = transfer.url.host ?? transfer.host
+        let origin = Origin(transfer.url)
         let now = DispatchTime.now().uptimeNanoseconds
-        backoffLog.withLock { gate.answered(host, failure, at: now, log: &$0) }
+        backoffLog.withLock { gate.answered(origin, failure, at: now, log: &$0) }
       }
     }
     transfer.phase = .finished
