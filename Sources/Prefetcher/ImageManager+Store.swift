@@ -12,7 +12,7 @@ extension ImageManager {
   func storeVariant(
     from original: Data, originalSource: CacheHitSource?, url: String, originalKey: String,
     key: String, paths: DiskCache.KeyPaths, context: ImageContext, in namespace: NamespaceState,
-    outcome: LoadOutcome
+    outcome: LoadOutcome, spilled: SpilledBody? = nil
   ) -> LoadResult {
     let cache = namespace.cache
     // An original read from the disk is not written there again.
@@ -44,7 +44,7 @@ extension ImageManager {
     }
     do {
       if originalStore != .none {
-        try cache.store(original, forKey: originalKey, cacheType: originalStore)
+        try cache.store(original, forKey: originalKey, cacheType: originalStore, spilled: spilled)
       }
       if let variantData {
         report.bytes = variantData.count
@@ -108,14 +108,16 @@ extension ImageManager {
     if key == originalKey {
       do {
         try cache.store(
-          response.body, forKey: key, cacheType: context.storeCacheType, paths: paths)
+          response.body, forKey: key, cacheType: context.storeCacheType, paths: paths,
+          spilled: response.spilledBody)
       } catch {
         return storeFailed(error)
       }
     } else {
       result = storeVariant(
         from: response.body, originalSource: nil, url: rawURL, originalKey: originalKey, key: key,
-        paths: paths, context: context, in: namespace, outcome: outcome)
+        paths: paths, context: context, in: namespace, outcome: outcome,
+        spilled: response.spilledBody)
       if case .failed = result.outcome { return result }
     }
     do {

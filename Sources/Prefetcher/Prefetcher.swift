@@ -11,8 +11,9 @@ public struct PrefetchItem: Sendable {
   public var source: String?
   /// `url` parsed, once: the manager's checks and the cache's file name reuse it.
   let parsedURL: URL?
-  /// The host the per-host limit counts against (parsed once: the scheduler asks often).
-  let host: String
+  /// The origin (scheme, host and port, as libcurl and NSURLSession key their connections)
+  /// the per-host limit counts against, parsed once: the scheduler asks often.
+  let origin: Origin?
   let priority: DownloadPriority
 
   /// The cache key the manager stores this URL under, or `nil` for a URL that does not parse.
@@ -31,7 +32,7 @@ public struct PrefetchItem: Sendable {
     self.context = context
     self.source = source
     parsedURL = URL(string: url)
-    host = parsedURL?.host ?? ""
+    origin = parsedURL.map(Origin.init)
     priority = DownloadPriority(options)
   }
 }

@@ -120,14 +120,9 @@ public enum FileSystem {
     let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
     let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
     let name = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
-    let temporary =
-      (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
-    var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-    if fd < 0 && errno == ENOENT && createsFolder {
-      try createDirectory(path: directory)
-      fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-    }
-    guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
+    let created = try createTemporaryFile(in: directory, for: name, createsFolder: createsFolder)
+    let temporary = created.path
+    var fd = created.descriptor
     do {
       try writeAll(data, to: fd, path: temporary)
       guard close(fd) == 0 else {
@@ -142,6 +137,25 @@ public enum FileSystem {
       unlink(temporary)
       throw error
     }
+  }
+
+  /// Creates a hidden temporary file in `directory` for one that will be renamed to `name`,
+  /// with the permissions of a new file (`0666` less the umask), open for reading and writing (a
+  /// spilled body is mapped from it) and closed on
+  /// exec; returns its descriptor and path. Missing directories are created, unless
+  /// `createsFolder` is false.
+  public static func createTemporaryFile(
+    in directory: String, for name: String, createsFolder: Bool = false
+  ) throws(FileSystemError) -> (descriptor: Int32, path: String) {
+    let temporary =
+      (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
+    var fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    if fd < 0 && errno == ENOENT && createsFolder {
+      try createDirectory(path: directory)
+      fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    }
+    guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
+    return (fd, temporary)
   }
 
   /// The name of a directory entry that `readdir(3)` returned, read in place up to its NUL.
