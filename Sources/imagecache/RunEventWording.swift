@@ -45,6 +45,10 @@ extension RunEvent {
       removed
         ? "migrate: removed \(path): every file in it was merged"
         : "migrate: kept \(path): it still holds files that were not merged"
+    case .noCleaningPasses(let job, let passes):
+      "\(job): limits: "
+        + (passes.isEmpty ? "no maintenance passes listed" : "no expire or trim pass listed")
+        + ": nothing is expired or trimmed (list them with maintenance: [expire, trim])"
     case .maintenanceLimits(let configuration, let expires, let trims):
       Self.limits(configuration, expires: expires, trims: trims)
     case .passAction(let action, let pass): Self.describe(action, in: pass)

@@ -130,7 +130,7 @@ final class JobTests: XCTestCase {
     XCTAssertEqual(job.name, "nightly")
     XCTAssertEqual(job.location, CacheLocation(directory: "/srv/c"))
     XCTAssertEqual(job.cleanup.maxDiskAge, 7 * 86_400)
-    XCTAssertEqual(job.passes, [.expire, .trim])
+    XCTAssertEqual(job.passes, [], "a job runs no pass it does not list")
     XCTAssertEqual(job.prefetch, PrefetchConfiguration())
   }
 

@@ -306,6 +306,17 @@ final class DeletionLimitTests: XCTestCase {
     XCTAssertTrue(result.stderr.contains("nothing to do"), result.stderr)
   }
 
+  func testAJobThatListsNoMaintenanceKeepsMonthOldFilesAndSaysNoPassIsListed() throws {
+    let job = temporary.appending("job.yaml")
+    try "cache:\n  directory: \(location.directory)\n".write(
+      toFile: job, atomically: true, encoding: .utf8)
+    let result = try ImageCacheBinary.run(["run", job, "--json"])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try builder.remainingFiles().count, 10, "month-old files were expired")
+    XCTAssertEqual(try RunReport.decode(Data(result.stdout.utf8)).maintenance.map(\.pass), [])
+    XCTAssertTrue(result.stderr.contains("no maintenance passes listed"), result.stderr)
+  }
+
   func testAJobThatListsExpireWithoutAnAgeUsesSDsSevenDaysAndSaysWhereTheyCameFrom() throws {
     let job = temporary.appending("job.yaml")
     try "cache:\n  directory: \(location.directory)\nmaintenance: [expire]\n".write(

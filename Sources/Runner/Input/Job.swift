@@ -39,8 +39,9 @@ public struct Job: Sendable {
   public var options = ImageOptions()
   public var context = ImageContext()
   public var prefetch = PrefetchConfiguration()
-  /// The passes to run: migrate before the prefetch, expire and trim after it.
-  public var passes: [JobPass] = [.expire, .trim]
+  /// The passes to run: migrate before the prefetch, expire and trim after it. None unless
+  /// the job lists them (SPEC section 6): a job that names no passes deletes nothing.
+  public var passes: [JobPass] = []
   /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
   public var migrateFrom: String?
   /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC), `{job}`,

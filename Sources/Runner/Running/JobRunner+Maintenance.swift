@@ -88,7 +88,11 @@ extension JobRunner {
   func clean(into writer: ReportWriter, stop: StopFlag) throws {
     let expires = job.passes.contains(.expire)
     let trims = job.passes.contains(.trim)
-    guard expires || trims else { return }
+    guard expires || trims else {
+      // A job file that lists no pass says so: its author may have expected SD's expiry.
+      if job.file != nil { console.report(.noCleaningPasses(job: job.name, passes: job.passes)) }
+      return
+    }
     var configuration = job.cleanup
     if !expires { configuration.maxDiskAge = -1 }
     if !trims { configuration.maxDiskSize = 0 }

@@ -54,6 +54,9 @@ public enum RunEvent: Sendable {
   case noLegacyFolder(path: String)
   /// What became of the merged legacy folder: removed once empty, else kept.
   case legacyFolderMerged(path: String, removed: Bool)
+  /// A job that lists neither expire nor trim: nothing is deleted, and the run says so, since
+  /// SD would have expired files after 7 days (`passes`: what the job lists, perhaps migrate).
+  case noCleaningPasses(job: String, passes: [JobPass])
   /// The limits the expire and trim passes run with, said before they start.
   case maintenanceLimits(CleanupConfiguration, expires: Bool, trims: Bool)
   /// One file a pass deletes or moves (or would): `--verbose`, or a dry run's plan.
@@ -74,7 +77,8 @@ public enum RunEvent: Sendable {
   public var severity: Severity {
     switch self {
     case .waitingForLock, .runStarted, .variantSkipped, .planned, .prefetchFinished,
-      .planFinished, .noLegacyFolder, .maintenanceLimits, .passAction, .reportWritten,
+      .planFinished, .noLegacyFolder, .noCleaningPasses, .maintenanceLimits, .passAction,
+      .reportWritten,
       .metricsWritten:
       .info
     case .legacyFolderMerged(_, let removed): removed ? .info : .notice
