@@ -43,11 +43,14 @@ extension FileSystem {
       }
       let type = info.st_mode & S_IFMT
       guard type == S_IFDIR else {
+        let why =
+          type == S_IFLNK
+          ? "imagecache never follows a link out of the cache, and read and wrote nothing "
+            + "(make it a real folder, or point --cache at the real one)"
+          : "imagecache read and wrote nothing"
         throw .refused(
           "use", path: path,
-          because: "\(describe(type)) where a cache folder is expected; imagecache never "
-            + "follows a link out of the cache, and read and wrote nothing (make it a real "
-            + "folder, or point --cache at the real one)")
+          because: "\(describe(type)) where a cache folder is expected; \(why)")
       }
     }
   }
