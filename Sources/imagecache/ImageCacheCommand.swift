@@ -230,10 +230,14 @@ extension RunOutcome {
   /// inputs failed, else 0 (SPEC sections 6 and 11). Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
+    if notManifests > 0 { throw ExitCode(ExitStatus.usage.rawValue) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
 
-  /// Some URLs failed and the job does not allow it (`--allow-url-failures`), or some whole
-  /// manifests or sitemaps failed (never allowed: that is not a URL's failure).
-  var failed: Bool { (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 }
+  /// Some URLs failed, or the blacklist refused every URL so that nothing was tried, and the
+  /// job does not allow it (`--allow-url-failures`); or some whole manifests or sitemaps
+  /// failed (never allowed: that is not a URL's failure).
+  var failed: Bool {
+    ((failedURLs > 0 || refusedEverything) && !urlFailuresAllowed) || failedInputs > 0
+  }
 }
