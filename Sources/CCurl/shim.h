@@ -56,6 +56,7 @@ static const long ic_global_all = CURL_GLOBAL_ALL;
 static const long ic_pipe_multiplex = CURLPIPE_MULTIPLEX;
 static const long ic_http_version_2tls = CURL_HTTP_VERSION_2TLS;
 static const long ic_http_version_2_0 = CURL_HTTP_VERSION_2_0;
+static const long ic_http_version_1_1 = CURL_HTTP_VERSION_1_1;
 static const int ic_error_size = CURL_ERROR_SIZE;
 static const CURLversion ic_curl_version_now = CURLVERSION_NOW;
 /// What a write callback returns to pause its transfer (the data is handed over again later).

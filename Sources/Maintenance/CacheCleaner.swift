@@ -230,9 +230,8 @@ public struct CacheCleaner: Sendable {
           expire.recordDelete(path: file.relativePath, bytes: size, date: Self.date(date))
           return true
         }
-        expire.recordError(
-          "\(FileSystemError("remove", path: diskCachePath + "/" + file.relativePath, errno: errno))"
-        )
+        expire.recordNotRemoved(
+          FileSystemError("remove", path: diskCachePath + "/" + file.relativePath, errno: errno))
         remainingBytes += size
         return true
       }

@@ -11,8 +11,8 @@ import Synchronization
 /// Brings caches written by older SD versions into the current layout without losing a file
 /// (SPEC section 4):
 ///
-/// - ``mergeDirectory(from:dryRun:now:)`` moves a legacy disk cache folder (SD 3/4:
-///   `<Caches>/default/com.hackemist.SDWebImageCache.<ns>`) into `<directory>/<ns>`;
+/// - ``mergeDirectory(from:dryRun:now:)`` moves a legacy disk cache folder (SD 3/4, one of
+///   ``legacyDirectories``) into `<directory>/<ns>`;
 /// - ``renameLegacyFileNames(keys:dryRun:now:)`` renames the files of the given keys from every
 ///   legacy naming scheme to the current name.
 ///
@@ -51,12 +51,19 @@ public struct CacheMigrator: Sendable {
     self.shard = shard
   }
 
-  /// Where SD 3.x and 4.x kept this namespace: beside the current directory, under
-  /// `default/com.hackemist.SDWebImageCache.<namespace>` (SD 5 migrates from there itself).
-  public var legacyDirectory: String {
+  /// Where SD 3.x and 4.x kept this namespace, beside the current directory (in `<Caches>`),
+  /// newest layout first (SD 5 migrates from the first itself):
+  /// - SD 3.7.3 to 4.4: `<Caches>/<ns>/com.hackemist.SDWebImageCache.<ns>`: `initWithNamespace:`
+  ///   made the folder `<Caches>/<ns>` (`makeDiskCachePath:`) and appended the full namespace;
+  /// - SD 3.0 to 3.7.2: `<Caches>/com.hackemist.SDWebImageCache.<ns>`: `makeDiskCachePath:` of
+  ///   the full namespace.
+  public var legacyDirectories: [String] {
     let caches = (location.directory as NSString).deletingLastPathComponent
-    return (caches as NSString).appendingPathComponent(
-      "default/com.hackemist.SDWebImageCache.\(location.namespace)")
+    let fullNamespace = "com.hackemist.SDWebImageCache.\(location.namespace)"
+    return [
+      (caches as NSString).appendingPathComponent(location.namespace + "/" + fullNamespace),
+      (caches as NSString).appendingPathComponent(fullNamespace),
+    ]
   }
 
   /// Moves every regular, non-hidden file of `source` to the same relative path under the disk
@@ -204,11 +211,13 @@ public struct CacheMigrator: Sendable {
     guard failure == EXDEV else {
       throw FileSystemError("move to \(to)", path: from, errno: failure)
     }
+    // The times first: reading the file sets its access time to now (relatime does when it
+    // is older than a day), and the copy keeps the times the file had.
     // Gone since the rename said EXDEV: another process moved or removed it.
-    let data = try FileSystem.existingContents(atPath: from)
     guard let attributes = try FileSystem.attributes(atPath: from) else {
       throw FileSystemError("read", path: from, errno: ENOENT)
     }
+    let data = try FileSystem.existingContents(atPath: from)
     try FileSystem.writeAtomically(data, toPath: to)
     try FileSystem.setTimes(
       path: to, accessTime: attributes.accessTime, modificationTime: attributes.modificationTime)

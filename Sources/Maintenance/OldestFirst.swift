@@ -319,7 +319,7 @@ struct OldestFirst {
   ) {
     let path = diskCachePath + "/" + relativePath
     if !dryRun && unlink(path) != 0 {
-      trim.recordError("\(FileSystemError("remove", path: path, errno: errno))")
+      trim.recordNotRemoved(FileSystemError("remove", path: path, errno: errno))
       return
     }
     trim.recordDelete(path: relativePath, bytes: size, date: CacheCleaner.date(date))

@@ -1,14 +1,23 @@
 import CCurl
 import Core
+import Foundation
 
 /// What each libcurl result code means in SD's terms (SPEC section 2): the one table that turns
 /// a `CURLcode` into the error a report shows and the blacklist judges. The transient classes
 /// (timedOut, cannotConnectToHost, cannotFindHost, networkConnectionLost) are retried and never
 /// blacklisted; every other class is, as SD 5 does for the `NSURLError` it stands for.
 enum CurlFailure {
-  /// SD's error for `code`, with curl's own message (`detail`: its error buffer) kept.
-  static func error(for code: CURLcode, detail: String) -> ImageCacheError {
-    let curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+  /// SD's error for `code`, with curl's own message (`detail`: its error buffer) kept. Out of
+  /// file descriptors (`osErrno`: `CURLINFO_OS_ERRNO`), the system's words are added, which
+  /// libcurl's message ("Couldn't connect to server") leaves out: they end the run.
+  static func error(for code: CURLcode, detail: String, osErrno: Int32 = 0) -> ImageCacheError {
+    var curlMessage = detail.isEmpty ? String(cString: curl_easy_strerror(code)) : detail
+    // libcurl keeps no errno when it cannot make a socket: whether one could be made now.
+    let osErrno =
+      osErrno == 0 && code == CURLE_COULDNT_CONNECT ? OpenFileLimit.probe() ?? 0 : osErrno
+    if OpenFileLimit.isExhausted(errno: osErrno) {
+      curlMessage += " (\(String(cString: strerror(osErrno))))"
+    }
     let failure = failureClass(of: code, detail: curlMessage)
     let message =
       switch failure {
@@ -20,11 +29,11 @@ enum CurlFailure {
       case .network(.networkConnectionLost) where code == CURLE_SSL_CONNECT_ERROR:
         "the connection was lost during the TLS handshake (\(curlMessage))"
       // The usual cause is an origin signed by an internal certificate authority: the way to
-      // trust it, rather than turning verification off. The URL is blacklisted (SD 5's rule),
-      // so the run that trusts it needs retryFailed.
+      // trust it, rather than turning verification off. Against the system's CAs the URL is
+      // blacklisted (SD 5's rule), so the run that trusts it needs retryFailed.
       case .network(.serverCertificateUntrusted):
         "\(curlMessage); to trust the certificate's issuer, give its CA certificate (PEM) with "
-          + "--cacert FILE (job: prefetch.caBundle) or SSL_CERT_FILE, and retry the blacklisted "
+          + "--cacert FILE (job: prefetch.caBundle) or SSL_CERT_FILE, and retry a blacklisted "
           + "URL with the retryFailed option"
       default: curlMessage
       }

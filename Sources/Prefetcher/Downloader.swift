@@ -23,6 +23,11 @@ public struct DownloadRequest: Sendable {
   /// Where a 2xx body goes: kept in memory for the response (`nil`: an image), or written to
   /// this open file (a document), whose descriptor stays the caller's.
   public var bodyFile: Int32?
+  /// Where a 2xx body kept for the response goes once it passes
+  /// ``Transfer/memoryBuffer``: a hidden temporary file made in this folder (the cache folder,
+  /// so that the store renames it into place), written as the bytes arrive. `nil`: the whole
+  /// body stays in memory.
+  public var spillFolder: String?
 
   public init(url: URL) {
     self.url = url
@@ -32,7 +37,11 @@ public struct DownloadRequest: Sendable {
 /// A finished download: a 2xx with its whole body, or a 304 answer to a conditional request.
 public struct DownloadResponse: Sendable {
   public var status: Int
+  /// The body: in memory, or the mapping of ``spilledBody``'s file.
   public var body: Data
+  /// The file holding the body when it passed the memory buffer (``DownloadRequest/spillFolder``):
+  /// moved into place by the store, removed when the response is dropped.
+  public var spilledBody: SpilledBody?
   public var etag: String?
   public var lastModified: String?
   /// The URL after redirects.

@@ -45,13 +45,13 @@ final class EasyHandle {
     ic_easy_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0)
     // curl(1)'s receive buffer: half the reads and write callbacks of the 16 KiB default.
     ic_easy_setopt_long(handle, CURLOPT_BUFFERSIZE, 100 * 1024)
-    ic_easy_setopt_long(handle, CURLOPT_HTTP_VERSION, ic_http_version_2tls)
     ic_easy_setopt_pointer(handle, CURLOPT_SHARE, cookies)
     if cookies != nil { ic_easy_setopt_string(handle, CURLOPT_COOKIEFILE, "") }
   }
 
   /// What every request sets, images and documents alike (SPEC sections 2 and 6): HTTP only,
-  /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds"),
+  /// the connect timeout and the idle timeout (as "under 1 byte/s for that many seconds": a
+  /// backstop, since that is a 5-second average; the loop ends an idle transfer on time),
   /// the size limit on a declared size (the streamed count is the write callback's, after
   /// decompression; "" accepts every encoding curl was built with), the CA certificates and
   /// proxy of `connection`, and the TLS option.
@@ -85,7 +85,10 @@ final class EasyHandle {
     ic_easy_setopt_long(handle, CURLOPT_TIMEOUT_MS, timeoutMilliseconds)
     // Over TLS, wait for a connection being set up to say whether it multiplexes (HTTP/2)
     // rather than opening another.
-    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, transfer.hop.isHTTPS ? 1 : 0)
+    let multiplexes = transfer.hop.isHTTPS && !transfer.isolated
+    ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, multiplexes ? 1 : 0)
+    ic_easy_setopt_long(
+      handle, CURLOPT_HTTP_VERSION, transfer.isolated ? ic_http_version_1_1 : ic_http_version_2tls)
     curl_slist_free_all(headerList)
     headerList = nil
     for line in transfer.headerLines() { headerList = curl_slist_append(headerList, line) }
@@ -125,8 +128,10 @@ private let receiveBody: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
   transfer.activity?.delivered = true
+  transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
   guard let data, length > 0 else { return length }
   if let bandwidth = transfer.bandwidth, !bandwidth.admit(length, for: transfer) {
+    transfer.pausedForBandwidth = true
     return ic_writefunc_pause
   }
   return transfer.receiveBody(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
@@ -136,7 +141,7 @@ private let receiveHeader: curl_write_callback = { data, size, count, context in
   let transfer = Unmanaged<Transfer>.fromOpaque(context!).takeUnretainedValue()
   let length = size * count
   transfer.activity?.delivered = true
+  transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
   guard let data, length > 0 else { return length }
-  transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length))
-  return length
+  return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
 }

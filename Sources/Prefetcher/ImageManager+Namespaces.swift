@@ -66,6 +66,8 @@ extension ImageManager {
     let name = namespace ?? defaultNamespace
     if let existing = states.withLock({ $0[name] }) { return existing }
     let location = CacheLocation(directory: directory, namespace: name)
+    // Before its lock and state are opened: nothing is read or written through a link.
+    try FileSystem.checkCacheFolders(location)
     let created = try NamespaceState(
       location: location, memory: memory,
       opened: try namespaces.open(location, timeToLive: configuration.blacklistTTL))

@@ -12,7 +12,7 @@ extension ImageManager {
   func storeVariant(
     from original: Data, originalSource: CacheHitSource?, url: String, originalKey: String,
     key: String, paths: DiskCache.KeyPaths, context: ImageContext, in namespace: NamespaceState,
-    outcome: LoadOutcome
+    outcome: LoadOutcome, spilled: SpilledBody? = nil
   ) -> LoadResult {
     let cache = namespace.cache
     // An original read from the disk is not written there again.
@@ -44,7 +44,7 @@ extension ImageManager {
     }
     do {
       if originalStore != .none {
-        try cache.store(original, forKey: originalKey, cacheType: originalStore)
+        try cache.store(original, forKey: originalKey, cacheType: originalStore, spilled: spilled)
       }
       if let variantData {
         report.bytes = variantData.count
@@ -108,14 +108,16 @@ extension ImageManager {
     if key == originalKey {
       do {
         try cache.store(
-          response.body, forKey: key, cacheType: context.storeCacheType, paths: paths)
+          response.body, forKey: key, cacheType: context.storeCacheType, paths: paths,
+          spilled: response.spilledBody)
       } catch {
         return storeFailed(error)
       }
     } else {
       result = storeVariant(
         from: response.body, originalSource: nil, url: rawURL, originalKey: originalKey, key: key,
-        paths: paths, context: context, in: namespace, outcome: outcome)
+        paths: paths, context: context, in: namespace, outcome: outcome,
+        spilled: response.spilledBody)
       if case .failed = result.outcome { return result }
     }
     do {
@@ -150,9 +152,13 @@ extension ImageManager {
     let errno = fileError?.errno ?? 0
     let folder = fileError.map { ($0.path as NSString).deletingLastPathComponent } ?? directory
     let reason =
-      errno == ENOENT || errno == ENOTDIR
-      ? "the cache folder \(folder) was removed or replaced during the run (\(error))"
-      : "\(error)"
+      if errno == ENOENT || errno == ENOTDIR {
+        "the cache folder \(folder) was removed or replaced during the run (\(error))"
+      } else if OpenFileLimit.isExhausted(errno: errno) {
+        "\(error); \(OpenFileLimit.advice(errno: errno))"
+      } else {
+        "\(error)"
+      }
     let failure = ImageCacheError.storeFailed(reason: reason, errno: errno)
     if failure.endsRun { endRun(failure) }
     return LoadResult(outcome: .failed(failure, blacklisted: false))
@@ -171,10 +177,28 @@ extension ImageManager {
     .stateFailed(reason: "\(error)")
   }
 
-  /// Records a failure, blacklisting the URL when SD 5 would.
+  /// Records a failure, blacklisting the URL when SD 5 would; never for a certificate that
+  /// the operator's own CA certificates did not verify: the fault may be theirs, and a URL
+  /// blacklisted for it would stay failed once they are fixed.
   func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState)
     -> LoadResult
   {
+    // Out of file descriptors: the machine's fault, not the URL's; every later URL would
+    // meet it too.
+    if error.endsRun {
+      let said = error.withOpenFileAdvice
+      endRun(said)
+      return LoadResult(outcome: .failed(said, blacklisted: false))
+    }
+    if case .network(.serverCertificateUntrusted, let message) = error,
+      configuration.connection.namesCertificateAuthorities
+    {
+      let said = ImageCacheError.network(
+        .serverCertificateUntrusted,
+        message: message + " (not blacklisted: the CA certificates are the run's own, from "
+          + "--cacert, prefetch.caBundle, CURL_CA_BUNDLE, SSL_CERT_FILE or SSL_CERT_DIR)")
+      return LoadResult(outcome: .failed(said, blacklisted: false))
+    }
     guard error.blacklistsURL else {
       return LoadResult(outcome: .failed(error, blacklisted: false))
     }

@@ -211,6 +211,7 @@ public final class ImageManager: Sendable {
     request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
     request.handleCookies = options.contains(.handleCookies)
     request.priority = DownloadPriority(options)
+    request.spillFolder = namespace.cache.disk.path
     if options.contains(.refreshCached) && cachedOnDisk {
       do {
         try namespace.flush()

@@ -5,7 +5,8 @@ import Foundation
 /// When each host may next be sent a download, kept by the transfer thread where downloads
 /// start: the per-host rate (``PrefetchConfiguration/requestsPerSecondPerHost``: starts to one
 /// host at least `1 / rate` apart, no burst) and the host-wide back-off after a 429 or 503 with
-/// `Retry-After` (``PrefetchConfiguration/hostBackoff``). A download held back waits in the
+/// `Retry-After` (``PrefetchConfiguration/hostBackoff``), each kept by origin (scheme, host and
+/// port), as libcurl keys its connections. A download held back waits in the
 /// loop's queue, where it already waits for room in the limits; other hosts go on.
 struct HostGate {
   /// Nanoseconds between two starts to one host; `nil`: no rate.
@@ -13,10 +14,11 @@ struct HostGate {
   /// The longest a host is held back: the cap on any wait.
   private let longestBackoff: TimeInterval
   private let backsOff: Bool
-  /// The earliest each host may be sent its next download, by the rate.
-  private var nextStart: [String: UInt64] = [:]
-  /// Hosts held back by a `Retry-After`, until when.
-  private var heldUntil: [String: UInt64] = [:]
+  /// The earliest each origin (scheme, host and port) may be sent its next download, by the
+  /// rate.
+  private var nextStart: [Origin: UInt64] = [:]
+  /// Origins held back by a `Retry-After`, until when.
+  private var heldUntil: [Origin: UInt64] = [:]
   /// What the report says of one host's back-offs.
   struct Record {
     var pauses = 0
@@ -40,7 +42,7 @@ struct HostGate {
   }
 
   /// Whether a download of `host` may start at `now`; when not, lowers `wake` to when it may.
-  func allows(_ host: String, at now: UInt64, wake: inout UInt64) -> Bool {
+  func allows(_ host: Origin, at now: UInt64, wake: inout UInt64) -> Bool {
     var earliest: UInt64 = 0
     if interval != nil, let next = nextStart[host] { earliest = next }
     if let held = heldUntil[host] { earliest = max(earliest, held) }
@@ -50,7 +52,7 @@ struct HostGate {
   }
 
   /// A download of `host` started at `now`: the next waits a whole interval from it.
-  mutating func started(_ host: String, at now: UInt64) {
+  mutating func started(_ host: Origin, at now: UInt64) {
     guard let interval else { return }
     nextStart[host] = now + interval
   }
@@ -59,14 +61,15 @@ struct HostGate {
   /// back until then, at most the cap on a wait (a longer wait fails the URL itself at once:
   /// its host is still spared for as long as the run waits for anything). Adds it to `log`.
   mutating func answered(
-    _ host: String, _ failure: DownloadFailure, at now: UInt64, log: inout [String: Record]
+    _ host: Origin, _ failure: DownloadFailure, at now: UInt64, log: inout [String: Record]
   ) {
     guard backsOff, let asked = failure.retryAfter, asked > 0,
       failure.error.httpStatus == 429 || failure.error.httpStatus == 503
     else { return }
     let until = now + UInt64(min(asked, longestBackoff) * 1e9)
     let previous = max(heldUntil[host] ?? 0, now)
-    var record = log[host, default: Record()]
+    // The report names hosts: two ports of one host that each asked to wait share a line.
+    var record = log[host.host, default: Record()]
     record.pauses += 1
     if until > previous {
       heldUntil[host] = until
@@ -74,7 +77,7 @@ struct HostGate {
       record.nanoseconds += until - previous
       record.until = until
     }
-    log[host] = record
+    log[host.host] = record
   }
 
   /// The back-offs so far, by host, each cut at `now` (the end of the run): a wait asked for

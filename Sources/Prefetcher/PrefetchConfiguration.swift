@@ -110,15 +110,51 @@ public struct Connection: Sendable, Equatable {
   /// The proxy schemes libcurl speaks; a proxy without a scheme is HTTP.
   public static let proxySchemes = ["http", "https", "socks4", "socks4a", "socks5", "socks5h"]
 
-  /// What is wrong with `path` as a CA bundle, if anything: it must be a readable file, checked
-  /// before the run, not found wanting by the first download.
+  /// What is wrong with `path` as a CA bundle, if anything: it must be a readable file of PEM
+  /// certificates, checked before the run, not found wanting by the first download (which
+  /// would fail every https URL as `serverCertificateUntrusted`).
   public static func caBundleProblem(_ path: String) -> String? {
     var isFolder: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
       return "\(path): no such file"
     }
-    guard !isFolder.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+    guard !isFolder.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
       return "\(path): not a readable file"
+    }
+    defer { try? handle.close() }
+    // A PEM bundle is text: its certificates' markers are found in what is read, whatever
+    // else the file holds (comments, explanatory text), as OpenSSL finds them.
+    let text = String(
+      decoding: (try? handle.read(upToCount: maxCABundleBytes)) ?? Data(), as: UTF8.self)
+    guard pemCertificateMarkers.contains(where: text.contains) else {
+      return "\(path): not a PEM bundle of CA certificates (no '-----BEGIN CERTIFICATE-----' "
+        + "line; a DER certificate converts with 'openssl x509 -inform der -in FILE -out "
+        + "FILE.pem')"
+    }
+    return nil
+  }
+
+  /// The lines that begin a certificate in a PEM file, as OpenSSL reads them.
+  static let pemCertificateMarkers = [
+    "-----BEGIN CERTIFICATE-----", "-----BEGIN TRUSTED CERTIFICATE-----",
+    "-----BEGIN X509 CERTIFICATE-----",
+  ]
+
+  /// How much of a CA bundle is read for its certificates: the system's whole bundle is
+  /// about 200 KB.
+  static let maxCABundleBytes = 64 << 20
+
+  /// What is wrong with `paths` (`SSL_CERT_DIR`: folders separated by `:`) as folders of CA
+  /// certificates, if anything: each must be a folder that can be read.
+  public static func caDirectoryProblem(_ paths: String) -> String? {
+    for path in paths.split(separator: ":").map(String.init) {
+      var isFolder: ObjCBool = false
+      guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+        return "\(path): no such folder"
+      }
+      guard isFolder.boolValue, FileManager.default.isReadableFile(atPath: path) else {
+        return "\(path): not a readable folder"
+      }
     }
     return nil
   }
@@ -146,6 +182,32 @@ public struct Connection: Sendable, Equatable {
       return "expected host names, comma-separated, without control characters"
     }
     return nil
+  }
+
+  /// Whether the run verifies servers against CA certificates the operator named (`--cacert`,
+  /// `prefetch.caBundle`, `CURL_CA_BUNDLE`, `SSL_CERT_FILE`, `SSL_CERT_DIR`) rather than the
+  /// system's: then a certificate that does not verify may be the configuration's fault, and
+  /// its URL is not blacklisted.
+  public var namesCertificateAuthorities: Bool { caBundle != nil || caDirectory != nil }
+
+  /// What is wrong with the CA certificates that ``trusting(environment:)`` would take from
+  /// `environment`, if anything: the variable, and its problem. Checked before the run, as
+  /// `--cacert` is.
+  public func environmentProblem(_ environment: [String: String]) -> ConfigurationError? {
+    guard !namesCertificateAuthorities else { return nil }
+    func problem(_ name: String, _ check: (String) -> String?) -> ConfigurationError? {
+      guard let text = environment[name], !text.isEmpty, let problem = check(text) else {
+        return nil
+      }
+      return ConfigurationError(
+        source: "environment variable \(name)",
+        message: problem + "; name a readable one, or unset it to use the system's")
+    }
+    if environment["CURL_CA_BUNDLE"].map({ !$0.isEmpty }) == true {
+      return problem("CURL_CA_BUNDLE", Self.caBundleProblem)
+    }
+    return problem("SSL_CERT_FILE", Self.caBundleProblem)
+      ?? problem("SSL_CERT_DIR", Self.caDirectoryProblem)
   }
 
   /// With the CA certificates that curl(1) takes from the environment when no flag names any:

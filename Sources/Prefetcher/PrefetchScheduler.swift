@@ -38,7 +38,7 @@ final class PrefetchScheduler {
   // this task to hear of it.
   private let queuedLimit: Int
   private let queuedPerHostLimit: Int
-  private var perHost: [String: Int] = [:]
+  private var perHost: [Origin?: Int] = [:]
   private var running = 0
   /// Downloads in flight (or waiting to retry), by slot number.
   private var slots: [Int: Slot] = [:]
@@ -107,9 +107,9 @@ final class PrefetchScheduler {
   /// Starts items of the window while the limits allow.
   func startWaiting() {
     while running < queuedLimit,
-      let item = window.takeFirst(where: { perHost[$0.host, default: 0] < queuedPerHostLimit })
+      let item = window.takeFirst(where: { perHost[$0.origin, default: 0] < queuedPerHostLimit })
     {
-      perHost[item.host, default: 0] += 1
+      perHost[item.origin, default: 0] += 1
       running += 1
       begin(item, slot: nil, attempts: 1)
     }
@@ -162,7 +162,7 @@ final class PrefetchScheduler {
   /// Gives back the place `item` took in the limits.
   private func release(_ item: PrefetchItem) {
     running -= 1
-    perHost[item.host, default: 1] -= 1
+    perHost[item.origin, default: 1] -= 1
   }
 
   /// Takes slot `id` out of the table, the load keys and the limits.

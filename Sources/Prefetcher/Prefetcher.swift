@@ -11,8 +11,9 @@ public struct PrefetchItem: Sendable {
   public var source: String?
   /// `url` parsed, once: the manager's checks and the cache's file name reuse it.
   let parsedURL: URL?
-  /// The host the per-host limit counts against (parsed once: the scheduler asks often).
-  let host: String
+  /// The origin (scheme, host and port, as libcurl and NSURLSession key their connections)
+  /// the per-host limit counts against, parsed once: the scheduler asks often.
+  let origin: Origin?
   let priority: DownloadPriority
 
   /// The cache key the manager stores this URL under, or `nil` for a URL that does not parse.
@@ -31,7 +32,7 @@ public struct PrefetchItem: Sendable {
     self.context = context
     self.source = source
     parsedURL = URL(string: url)
-    host = parsedURL?.host ?? ""
+    origin = parsedURL.map(Origin.init)
     priority = DownloadPriority(options)
   }
 }
@@ -79,7 +80,7 @@ public struct Prefetcher: Sendable {
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil,
     recorder: inout Recorder
   ) async -> PrefetchCounts where Items.Element == Result<PrefetchItem, ConfigurationError> {
-    let started = Date()
+    let clock = RunClock()
     var report = PrefetchCounts()
     var exhausted = false
     let scheduler = PrefetchScheduler(manager: manager, stop: stop, retries: configuration.retries)
@@ -91,7 +92,7 @@ public struct Prefetcher: Sendable {
     func recordFinished() {
       for finished in scheduler.takeFinished() {
         record(finished, into: &report, recorder: &recorder)
-        progress?.update(report, elapsed: Date().timeIntervalSince(started))
+        progress?.update(report, elapsed: clock.elapsed)
       }
     }
 
@@ -128,7 +129,7 @@ public struct Prefetcher: Sendable {
       recordFinished()
     }
     await feed.close()
-    report.durationSeconds = Date().timeIntervalSince(started)
+    report.durationSeconds = clock.elapsed
     report.hostBackoffs = manager.downloader.hostBackoffs
     progress?.finish(report, elapsed: report.durationSeconds)
     return report

@@ -13,8 +13,10 @@ final class Transfer: @unchecked Sendable {
   /// When the whole download must be over, on the monotonic clock: set when the loop starts
   /// it, not while it waits for room in the limits.
   private var deadline: UInt64 = .max
-  /// The host the loop's per-host limit counts it against (its first hop's, for every hop).
-  let host: String
+  /// The origin (scheme, host and port) the loop's per-host limits, rate and back-off count
+  /// it against: its first hop's, for every hop. Keyed as libcurl and NSURLSession key their
+  /// connections, so that a stalling port of a host does not hold back another.
+  let origin: Origin
   /// Set before the transfer is queued; called once, on the loop thread, when it ends.
   var completion: (@Sendable (Result<DownloadResponse, DownloadFailure>) -> Void)?
   /// Set before the transfer is queued; asked on the loop thread when its turn to start comes.
@@ -31,6 +33,11 @@ final class Transfer: @unchecked Sendable {
   var bandwidth: BandwidthBudget?
   /// Where the loop hears that a perform delivered data.
   var activity: PerformActivity?
+  /// When the current hop last received a byte (or was sent), on the monotonic clock: the
+  /// idle timeout counts from it.
+  var lastProgress: UInt64 = 0
+  /// Paused by the bandwidth cap: waiting for the run's budget, not for its server.
+  var pausedForBandwidth = false
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.
@@ -56,8 +63,17 @@ final class Transfer: @unchecked Sendable {
   /// Bytes of a non-2xx answer's body read and dropped (so that the connection can be reused).
   private var drained = 0
   private var abort: Abort?
-  /// Bytes of the body written to ``DownloadRequest/bodyFile``, when it goes there.
+  /// Bytes of the current answer's header lines, the status line included.
+  private var headerBytes = 0
+  /// Sent over HTTP/1.1 on a connection of its own: an HTTP/2 connection it was on failed in
+  /// libcurl's header handling, which takes every stream of the connection down with the one
+  /// at fault. Alone, the one at fault fails as ``Abort/headerTooLarge`` and the others are
+  /// fetched; the second request is not an attempt of the URL's (SPEC section 5).
+  private(set) var isolated = false
+  /// Bytes of the body written to ``DownloadRequest/bodyFile`` or to the spill file.
   private var written = 0
+  /// The temporary file the body went to once it passed ``memoryBuffer``, still open.
+  private var spill: (descriptor: Int32, body: SpilledBody)?
 
   private enum Abort: Equatable {
     /// The body passed the size limit.
@@ -66,10 +82,23 @@ final class Transfer: @unchecked Sendable {
     case drainedEnough
     /// The body could not be written to its file: why.
     case writeFailed(String)
+    /// The answer's header lines passed ``maxHeaderBytes``.
+    case headerTooLarge
   }
 
   /// The most of a redirect's or an error's body read to keep its connection.
   static let maxDrained = 64 * 1024
+
+  /// The most of a body held in memory when the request names a ``DownloadRequest/spillFolder``
+  /// (SPEC section 12): most images fit, and a larger body goes to its file as it arrives, so
+  /// that memory follows the number of transfers, not what origins send.
+  static let memoryBuffer = 256 * 1024
+
+  /// The most header bytes one answer may send: libcurl 7.88's limit on one HTTP/1.1 header
+  /// line, and under its 128 KiB for an HTTP/2 header block, past which nghttp2's session
+  /// fails with every stream on the connection. A block between the two is refused here, for
+  /// its stream alone; a larger one is told apart by ``isolated``.
+  static let maxHeaderBytes = 100 * 1024
 
   init(request: DownloadRequest, configuration: PrefetchConfiguration) {
     self.request = request
@@ -87,7 +116,7 @@ final class Transfer: @unchecked Sendable {
     limit = Int(clamping: configuration.maxResponseSize)
     idleTimeout = request.timeout ?? configuration.timeout
     deadlineSeconds = configuration.deadline
-    host = request.url.host ?? ""
+    origin = Origin(request.url)
   }
 
   /// Starts the deadline's clock: the loop is sending the first request.
@@ -100,6 +129,19 @@ final class Transfer: @unchecked Sendable {
     let now = DispatchTime.now().uptimeNanoseconds
     guard now < deadline else { return nil }
     return max(1, Int((deadline - now) / 1_000_000))
+  }
+
+  /// When the transfer is idle for its ``idleTimeout``, on the monotonic clock; `.max` while
+  /// the bandwidth cap holds it.
+  var idleDeadline: UInt64 {
+    pausedForBandwidth ? .max : lastProgress + UInt64(max(0, idleTimeout) * 1e9)
+  }
+
+  var idleFailure: DownloadFailure {
+    DownloadFailure(
+      .network(
+        .timedOut,
+        message: "no data from the server for \(idleTimeout) s (the idle timeout, --timeout)"))
   }
 
   var deadlineFailure: DownloadFailure {
@@ -119,6 +161,7 @@ final class Transfer: @unchecked Sendable {
   func resetResponse() {
     status = 0
     body = Data()
+    releaseSpill()
     etag = nil
     lastModified = nil
     retryAfter = nil
@@ -126,6 +169,7 @@ final class Transfer: @unchecked Sendable {
     drained = 0
     abort = nil
     written = 0
+    headerBytes = 0
   }
 
   /// A piece of the body; `false` stops the transfer.
@@ -138,27 +182,67 @@ final class Transfer: @unchecked Sendable {
       }
       return true
     }
-    guard (request.bodyFile == nil ? body.count : written) + bytes.count <= limit else {
+    // The count is of what the write callback gets: after decompression, as it is produced.
+    guard body.count + written + bytes.count <= limit else {
       abort = .tooLarge
       return false
     }
-    if let file = request.bodyFile {
-      do {
-        try FileSystem.writeAll(bytes, to: file, path: "temporary file of \(url.absoluteString)")
-      } catch {
-        abort = .writeFailed("\(error)")
-        return false
-      }
-      written += bytes.count
+    guard
+      request.bodyFile != nil || spill != nil
+        || (request.spillFolder != nil && body.count + bytes.count > Self.memoryBuffer)
+    else {
+      body.append(bytes.assumingMemoryBound(to: UInt8.self))
       return true
     }
-    body.append(bytes.assumingMemoryBound(to: UInt8.self))
+    do {
+      let file = try request.bodyFile ?? spillFile()
+      try FileSystem.writeAll(bytes, to: file, path: "temporary file of \(url.absoluteString)")
+    } catch {
+      abort = .writeFailed("\(error)")
+      return false
+    }
+    written += bytes.count
     return true
   }
 
-  /// One header line (the status line included) of the current answer. Parsed as bytes: it
-  /// runs for every header of every response, and only five names matter.
-  func receiveHeader(_ line: UnsafeRawBufferPointer) {
+  /// The spill file's descriptor, made at the first byte over the memory buffer with what the
+  /// buffer held written to it, and the buffer freed.
+  private func spillFile() throws(FileSystemError) -> Int32 {
+    if let spill { return spill.descriptor }
+    let (descriptor, path) = try FileSystem.createTemporaryFile(
+      in: request.spillFolder ?? ".", for: "download")
+    spill = (descriptor, SpilledBody(path: path))
+    try FileSystem.writeAll(body, to: descriptor, path: path)
+    written = body.count
+    body = Data()
+    return descriptor
+  }
+
+  /// Closes the spill file, which its body then removes unless a response kept it.
+  func releaseSpill() {
+    guard let spill else { return }
+    close(spill.descriptor)
+    self.spill = nil
+  }
+
+  /// The 2xx body for the response: the memory buffer, or the spill file closed and mapped.
+  private func finishedBody() throws(FileSystemError) -> (Data, SpilledBody?) {
+    guard let spill else { return (body, nil) }
+    defer { releaseSpill() }
+    let data = try SpilledBody.map(
+      descriptor: spill.descriptor, count: written, path: spill.body.path)
+    return (data, spill.body)
+  }
+
+  /// One header line (the status line included) of the current answer; `false` stops the
+  /// transfer, whose headers are over ``maxHeaderBytes``. Parsed as bytes: it runs for every
+  /// header of every response, and only five names matter.
+  func receiveHeader(_ line: UnsafeRawBufferPointer) -> Bool {
+    defer { headerBytes += line.count }
+    guard headerBytes + line.count <= Self.maxHeaderBytes else {
+      abort = .headerTooLarge
+      return false
+    }
     if line.starts(with: Self.statusPrefix) {
       // A new answer (after an interim 1xx, the final one): only its headers count.
       resetResponse()
@@ -167,12 +251,12 @@ final class Transfer: @unchecked Sendable {
       while let digit = digits.popFirst(), (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(digit) {
         status = status * 10 + Int(digit - UInt8(ascii: "0"))
       }
-      return
+      return true
     }
     guard let colon = line.firstIndex(of: UInt8(ascii: ":")),
       let header = Self.interesting.first(where: { Self.equalIgnoringCase(line[..<colon], $0.name) }
       )
-    else { return }
+    else { return true }
     let raw = line[(colon + 1)...].drop(while: Self.isBlank)
     let end = raw.lastIndex { !Self.isBlank($0) }.map { $0 + 1 } ?? raw.startIndex
     let value = String(decoding: raw[raw.startIndex..<end], as: UTF8.self)
@@ -183,11 +267,12 @@ final class Transfer: @unchecked Sendable {
     case .location: location = value
     case .contentLength:
       if (200...299).contains(status), request.bodyFile == nil, let declared = Int(value),
-        declared <= limit
+        declared <= (request.spillFolder == nil ? limit : Self.memoryBuffer)
       {
         body.reserveCapacity(declared)
       }
     }
+    return true
   }
 
   private static let statusPrefix = Array("HTTP/".utf8)
@@ -216,6 +301,8 @@ final class Transfer: @unchecked Sendable {
   enum Conclusion {
     /// Send the next hop.
     case redirect
+    /// Send the same hop again, ``isolated``.
+    case again
     case done(Result<DownloadResponse, DownloadFailure>)
   }
 
@@ -229,16 +316,33 @@ final class Transfer: @unchecked Sendable {
             .network(
               .responseTooLarge, message: "the body is over the \(limit)-byte limit"))))
     }
+    if abort == .headerTooLarge {
+      return .done(
+        .failure(
+          .init(
+            .network(
+              .responseHeaderTooLarge,
+              message: "the response's headers are over \(Self.maxHeaderBytes / 1024) KiB"))))
+    }
     if case .writeFailed(let reason) = abort {
       return .done(
         .failure(.init(.localFailure(reason: "cannot write a temporary file: \(reason)"))))
+    }
+    // nghttp2's session failed in a libcurl callback (a header block over libcurl's limit):
+    // which stream was at fault, libcurl does not say.
+    if !isolated, code == CURLE_RECV_ERROR || code == CURLE_HTTP2,
+      easy.errorMessage.contains("returned -902")
+    {
+      isolated = true
+      return .again
     }
     guard code == CURLE_OK || abort == .drainedEnough else {
       var message = easy.errorMessage
       if code == CURLE_OPERATION_TIMEDOUT && remainingMilliseconds == nil {
         message = deadlineFailure.error.message + " (\(message))"
       }
-      var error = CurlFailure.error(for: code, detail: message)
+      var error = CurlFailure.error(
+        for: code, detail: message, osErrno: Int32(easy.info(CURLINFO_OS_ERRNO)))
       if case .invalidURL(_, let reason) = error {
         error = .invalidURL(url.absoluteString, reason: reason)
       }
@@ -249,10 +353,17 @@ final class Transfer: @unchecked Sendable {
       return redirect(to: easy.stringInfo(CURLINFO_REDIRECT_URL) ?? location)
     }
     if (200...299).contains(status) || (status == 304 && request.validators != nil) {
+      let finished: (Data, SpilledBody?)
+      do {
+        finished = status == 304 ? (Data(), nil) : try finishedBody()
+      } catch {
+        return .done(
+          .failure(.init(.localFailure(reason: "cannot read a temporary file: \(error)"))))
+      }
       return .done(
         .success(
           DownloadResponse(
-            status: status, body: status == 304 ? Data() : body, etag: etag,
+            status: status, body: finished.0, spilledBody: finished.1, etag: etag,
             lastModified: lastModified, url: url)))
     }
     return .done(

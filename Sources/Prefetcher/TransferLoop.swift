@@ -57,7 +57,7 @@ final class TransferLoop: @unchecked Sendable {
   private var waiting = StartQueue<Transfer>()
   /// Transfers under way (a redirect keeps its place between hops), in all and per host.
   private var running = 0
-  private var runningPerHost: [String: Int] = [:]
+  private var runningPerHost: [Origin: Int] = [:]
   private let maxRunning: Int
   /// Transfers at once to a host not known to multiplex: one a connection.
   private let maxRunningPerHost: Int
@@ -67,7 +67,7 @@ final class TransferLoop: @unchecked Sendable {
   private let maxStreamsPerHost: Int
   /// Whether each host's last answer came over HTTP/2 or later (`true`) or HTTP/1 (`false`);
   /// a host not here yet gets the lower of the two limits.
-  private var multiplexes: [String: Bool] = [:]
+  private var multiplexes: [Origin: Bool] = [:]
   private let maxPerUnknownHost: Int
   /// Set by the write callbacks when a perform delivered data: see ``stallGuardMilliseconds``.
   private let received = PerformActivity()
@@ -82,6 +82,9 @@ final class TransferLoop: @unchecked Sendable {
   let backoffLog = Mutex<[String: HostGate.Record]>([:])
 
   private let idleWaitMilliseconds: Int32
+  /// The soonest a transfer under way can have been idle for its timeout: when the loop next
+  /// looks for idle ones (an earlier time than the true one only makes it look early).
+  private var idleCheckDue = UInt64.max
 
   /// The longest wait in `curl_multi_poll` after performs that delivered data. libcurl 7.88
   /// (Debian 12's) can leave HTTP/2 data it has already read from the socket unprocessed, with
@@ -210,6 +213,8 @@ final class TransferLoop: @unchecked Sendable {
       curl_multi_perform(multi, &stillRunning)
       let delivered = received.delivered
       collectFinished()
+      let now = DispatchTime.now().uptimeNanoseconds
+      if now >= idleCheckDue { endIdle(at: now) }
       // What ended made room: the next ones are sent by the next perform, before any wait.
       if startWaiting() { continue }
       // A perform that delivered data may have read more than it handed over (see
@@ -231,8 +236,9 @@ final class TransferLoop: @unchecked Sendable {
         deliveredSinceWait
         ? min(idleWaitMilliseconds, Self.stallGuardMilliseconds) : idleWaitMilliseconds
       deliveredSinceWait = false
-      // A transfer held back by the rate, a back-off or the bandwidth cap is due then.
-      let due = min(gateWake, unpaused ?? .max)
+      // A transfer held back by the rate, a back-off or the bandwidth cap is due then, and
+      // one under way may reach its idle timeout.
+      let due = min(gateWake, unpaused ?? .max, idleCheckDue)
       if due != .max {
         let now = DispatchTime.now().uptimeNanoseconds
         let untilDue = due > now ? (due - now + 999_999) / 1_000_000 : 0
@@ -273,15 +279,15 @@ final class TransferLoop: @unchecked Sendable {
     if gated { gate.prune(at: now) }
     while running < maxRunning,
       let transfer = waiting.takeFirst(where: {
-        runningPerHost[$0.host, default: 0] < limit(for: $0.host)
-          && (!gated || gate.allows($0.host, at: now, wake: &wake))
+        runningPerHost[$0.origin, default: 0] < limit(for: $0.origin)
+          && (!gated || gate.allows($0.origin, at: now, wake: &wake))
       })
     {
       if let startsIf = transfer.startsIf, !startsIf() {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
       }
-      if gated { gate.started(transfer.host, at: now) }
+      if gated { gate.started(transfer.origin, at: now) }
       start(transfer)
       started = true
     }
@@ -289,9 +295,9 @@ final class TransferLoop: @unchecked Sendable {
     return started
   }
 
-  /// Transfers at once allowed to `host`.
-  private func limit(for host: String) -> Int {
-    switch multiplexes[host] {
+  /// Transfers at once allowed to `origin`.
+  private func limit(for origin: Origin) -> Int {
+    switch multiplexes[origin] {
     case true?: maxStreamsPerHost
     case false?: maxRunningPerHost
     case nil: maxPerUnknownHost
@@ -309,8 +315,33 @@ final class TransferLoop: @unchecked Sendable {
         return active[easy.handle] === transfer
       },
       unpause: { transfer in
+        transfer.pausedForBandwidth = false
+        transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
         if let easy = transfer.easy { curl_easy_pause(easy.handle, ic_pause_cont) }
       })
+  }
+
+  /// Ends the transfers that received nothing for their idle timeout (`--timeout`, SPEC
+  /// section 5) as timed out, to within the loop's wake-up: libcurl's own low-speed check
+  /// averages over 5 seconds and fired up to 6 s late once bytes had flowed. Notes when the
+  /// next may be due.
+  private func endIdle(at now: UInt64) {
+    var soonest = UInt64.max
+    var idle: [(UnsafeMutableRawPointer, Transfer)] = []
+    for (handle, transfer) in active {
+      let deadline = transfer.idleDeadline
+      if deadline <= now {
+        idle.append((handle, transfer))
+      } else {
+        soonest = min(soonest, deadline)
+      }
+    }
+    idleCheckDue = soonest
+    for (handle, transfer) in idle {
+      active.removeValue(forKey: handle)
+      curl_multi_remove_handle(multi, handle)
+      finish(transfer, .failure(transfer.idleFailure))
+    }
   }
 
   private func dropWaiting() {
@@ -320,7 +351,7 @@ final class TransferLoop: @unchecked Sendable {
   private func start(_ transfer: Transfer) {
     transfer.phase = .running
     running += 1
-    runningPerHost[transfer.host, default: 0] += 1
+    runningPerHost[transfer.origin, default: 0] += 1
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received
@@ -342,6 +373,9 @@ final class TransferLoop: @unchecked Sendable {
       return finish(transfer, .failure(transfer.deadlineFailure))
     }
     easy.setHop(for: transfer, timeoutMilliseconds: remaining)
+    transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
+    transfer.pausedForBandwidth = false
+    idleCheckDue = min(idleCheckDue, transfer.idleDeadline)
     active[easy.handle] = transfer
     curl_multi_add_handle(multi, easy.handle)
   }
@@ -375,7 +409,7 @@ final class TransferLoop: @unchecked Sendable {
       guard let transfer = active.removeValue(forKey: handle) else { continue }
       learnProtocol(of: transfer)
       switch transfer.conclude(code) {
-      case .redirect: send(transfer)
+      case .redirect, .again: send(transfer)
       case .done(let result): finish(transfer, result)
       }
     }
@@ -384,24 +418,27 @@ final class TransferLoop: @unchecked Sendable {
   /// Notes whether the transfer's host answered over HTTP/2 (or later), which multiplexes,
   /// or over HTTP/1, which does not; a transfer that got no answer says nothing.
   private func learnProtocol(of transfer: Transfer) {
-    guard let easy = transfer.easy else { return }
+    // An isolated transfer's HTTP/1.1 says nothing of the host.
+    guard let easy = transfer.easy, !transfer.isolated else { return }
     let version = easy.info(CURLINFO_HTTP_VERSION)
     guard version != 0 else { return }
-    multiplexes[transfer.host] = version >= ic_http_version_2_0
+    multiplexes[transfer.origin] = version >= ic_http_version_2_0
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
     if case .running = transfer.phase {
       running -= 1
-      runningPerHost[transfer.host, default: 1] -= 1
+      runningPerHost[transfer.origin, default: 1] -= 1
       if case .failure(let failure) = result, failure.retryAfter != nil {
         // The host that answered (a redirect's target's, after a redirect).
-        let host = transfer.url.host ?? transfer.host
+        let origin = Origin(transfer.url)
         let now = DispatchTime.now().uptimeNanoseconds
-        backoffLog.withLock { gate.answered(host, failure, at: now, log: &$0) }
+        backoffLog.withLock { gate.answered(origin, failure, at: now, log: &$0) }
       }
     }
     transfer.phase = .finished
+    // A body that went to its file and ended in a failure or a cancel leaves nothing behind.
+    transfer.releaseSpill()
     if let easy = transfer.easy {
       easy.release()
       idle.append(easy)

@@ -106,11 +106,17 @@ public final class StateStore: Sendable {
 
   /// Opens one state file for reading only, or `nil` when it does not exist.
   ///
-  /// - Parameter leavingNoTrace: a read-only open of a WAL database still creates its `-wal`
-  ///   and `-shm` files beside it; a dry run must leave the state as it found it. So a state
-  ///   that no connection has open (no `-wal` file) is opened immutable, which creates
-  ///   nothing. Only under the run lock, where no run writes it meanwhile; where SQLite takes
-  ///   no URI file names, or a `-wal` file is there, the plain read-only open is used.
+  /// A read-only open of a WAL database still creates its `-wal` and `-shm` files beside it,
+  /// which it cannot where the folder is read-only (a read-only mount, a cache of another
+  /// user): SQLite then says `unable to open database file`. So a state that no connection has
+  /// open (no `-wal` file) is opened immutable, which creates nothing, when the folder cannot
+  /// be written and no run holds the state's lock (a run writing it through another mount
+  /// would hold it). Where SQLite takes no URI file names, or a `-wal` file is there, the
+  /// plain read-only open is used.
+  ///
+  /// - Parameter leavingNoTrace: a dry run must leave the state as it found it: opened
+  ///   immutable whenever it can be, not only in a read-only folder. Only under the run lock,
+  ///   where no run writes it meanwhile.
   public static func openForReading(path: String, leavingNoTrace: Bool = false) throws
     -> StateStore?
   {
@@ -119,7 +125,8 @@ public final class StateStore: Sendable {
     var configuration = Configuration()
     configuration.readonly = true
     configuration.busyMode = .timeout(10)
-    if leavingNoTrace, !FileManager.default.fileExists(atPath: path + "-wal"),
+    let immutable = leavingNoTrace || (!isFolderWritable(of: path) && !isWriterHolding(path))
+    if immutable, !FileManager.default.fileExists(atPath: path + "-wal"),
       let encoded = path.addingPercentEncoding(withAllowedCharacters: .urlPathAllowed),
       // Where SQLite refuses the URI, the plain open below is tried, and its error thrown.
       let queue = try? DatabaseQueue(
@@ -133,6 +140,27 @@ public final class StateStore: Sendable {
     } catch let error as DatabaseError {
       throw StateStoreError(path: path, operation: "open for reading", underlying: error)
     }
+  }
+
+  /// Whether the folder of `path` can be written (`access(2)` says `EROFS` on a read-only
+  /// mount, even to root).
+  private static func isFolderWritable(of path: String) -> Bool {
+    access((path as NSString).deletingLastPathComponent, W_OK) == 0
+  }
+
+  /// Whether a run holds the lock of the state file at `path` (`lock` for `state.sqlite`,
+  /// `lock.shard-K-of-N` for a shard's): it may be writing the file through a writable mount of
+  /// the same folder, so the file is not immutable. A lock that cannot be opened is no run's.
+  private static func isWriterHolding(_ path: String) -> Bool {
+    let name = (path as NSString).lastPathComponent
+    let suffix = name.dropFirst("state".count).dropLast(".sqlite".count)
+    let lock = ((path as NSString).deletingLastPathComponent as NSString)
+      .appendingPathComponent("lock" + suffix)
+    guard let fd = try? FileSystem.openOwnFile(lock, flags: O_RDONLY) else { return false }
+    defer { close(fd) }
+    var taken: Int32
+    repeat { taken = flock(fd, LOCK_SH | LOCK_NB) } while taken != 0 && errno == EINTR
+    return taken != 0 && errno == EWOULDBLOCK
   }
 
   /// Opens (creating and migrating as needed) the state file in `directory`.
@@ -164,12 +192,21 @@ public final class StateStore: Sendable {
   /// Records the start of a run and returns its id. A run still marked `running` died without
   /// finishing (kill -9, power loss: the caller holds the cache's lock, so none is alive) and
   /// is marked `abandoned` (SPEC section 8); `abandoned` says how many there were.
+  ///
+  /// A blacklist entry dated after `date` was written while the wall clock ran ahead (or has
+  /// been set back since): it is dated `date`, so that it ages from now and expires after its
+  /// time-to-live instead of staying active until the clock catches up, years later.
   public func beginRun(job: String, at date: Date) throws -> (id: Int64, abandoned: Int) {
     // Plain SQL, as for validators: the record API's first use in a process (its generic
     // look-ups and schema reads) cost more than the rest of a run's bookkeeping, at every start.
     try write { db in
       try db.execute(sql: "UPDATE runs SET status = 'abandoned' WHERE status = 'running'")
       let abandoned = db.changesCount
+      let now = Self.databaseText(date)
+      for column in ["firstFailedAt", "lastFailedAt"] {
+        try db.execute(
+          sql: "UPDATE blacklist SET \(column) = ? WHERE \(column) > ?", arguments: [now, now])
+      }
       try db.execute(
         sql: "INSERT INTO runs (job, startedAt, status) VALUES (?, ?, 'running')",
         arguments: [job, Self.databaseText(date)])

@@ -33,6 +33,7 @@ struct CacheOptions: ParsableArguments {
   /// (only `prefetch`, `run` and a real `migrate` create a cache): a typo in `--cache` is an
   /// error, never an empty cache or a new folder.
   func requireExistingCache() throws {
+    try FileSystem.checkCacheFolders(location)
     let path = location.diskCachePath
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
@@ -74,6 +75,19 @@ struct ShardOptions: ParsableArguments {
       valueName: "N|auto"))
   var shards: ShardCount?
 
+  @Option(
+    name: .long,
+    help: ArgumentHelp(
+      "With --shards N: the first task ID of the fleet's array, so that a rerun of some of its "
+        + "tasks (sbatch --array=2, qsub -t 3) runs exactly their shards (K = task ID - this).",
+      discussion: """
+        Grid Engine's arrays start at 1, so it is 1 unless given; a Slurm array may start at 0 \
+        or 1, so a rerun under Slurm needs it. Give it in the fleet's own command too: it is \
+        checked against the array there.
+        """,
+      valueName: "ID"))
+  var firstTask: Int?
+
   func validate() throws {
     _ = try resolved(environment: ProcessInfo.processInfo.environment)
   }
@@ -87,13 +101,19 @@ struct ShardOptions: ParsableArguments {
       }
       return value
     }
-    guard let shards else { return nil }
+    guard let shards else {
+      if firstTask != nil { throw ValidationError("--first-task goes with --shards N") }
+      return nil
+    }
+    if let firstTask, firstTask < 0 {
+      throw ValidationError("--first-task \(firstTask): a task ID is 0 or more")
+    }
     if case .fixed(let count) = shards, count < 1 {
       throw ValidationError("--shards must be at least 1")
     }
     let value: Shard?
     do {
-      value = try Shard.fromEnvironment(environment, count: shards)
+      value = try Shard.fromEnvironment(environment, count: shards, firstTask: firstTask)
     } catch {
       throw ValidationError(error.description)
     }
@@ -163,8 +183,8 @@ struct FleetOptions: ParsableArguments {
     name: .customLong("run-id"),
     help: ArgumentHelp(
       "The fleet run this shard is part of, written in its report for report merge (default: "
-        + "$SLURM_ARRAY_JOB_ID, else Grid Engine's $JOB_ID, else $JOB_NAME in a Kubernetes "
-        + "Indexed Job).",
+        + "$SLURM_ARRAY_JOB_ID, else Grid Engine's $JOB_ID, else $JOB_UID (the Job's UID, "
+        + "which deploy/k8s sets) or $JOB_NAME in a Kubernetes Indexed Job).",
       valueName: "id"))
   var runID: String?
 
@@ -182,9 +202,11 @@ struct FleetOptions: ParsableArguments {
   }
 
   /// The run ID an engine gives every worker of one run: Slurm's array job ID, else Grid
-  /// Engine's job ID in an array job, else the Kubernetes Job's name (`JOB_NAME`, which deploy/k8s sets from the pod's `job-name`
-  /// label), taken only in an Indexed Job (`JOB_COMPLETION_INDEX` set), where the name is the
-  /// Job's and not some other tool's.
+  /// Engine's job ID in an array job, else the Kubernetes Job's UID (`JOB_UID`, which
+  /// deploy/k8s sets from the pod's `controller-uid` label: new for every Job, where a name is
+  /// reused night after night), else its name (`JOB_NAME`, from the `job-name` label); the
+  /// Kubernetes ones taken only in an Indexed Job (`JOB_COMPLETION_INDEX` set), where they are
+  /// the Job's and not some other tool's.
   static func engineRunID(_ environment: [String: String]) -> String? {
     func value(_ name: String) -> String? {
       guard let text = environment[name], !text.isEmpty, !text.containsControlCharacter() else {
@@ -196,7 +218,9 @@ struct FleetOptions: ParsableArguments {
     if let task = environment["SGE_TASK_ID"], task != "undefined", let grid = value("JOB_ID") {
       return grid
     }
-    if environment["JOB_COMPLETION_INDEX"] != nil, let name = value("JOB_NAME") { return name }
+    if environment["JOB_COMPLETION_INDEX"] != nil, let job = value("JOB_UID") ?? value("JOB_NAME") {
+      return job
+    }
     return nil
   }
 }

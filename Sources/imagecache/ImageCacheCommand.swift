@@ -227,7 +227,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
 
 extension RunOutcome {
   /// 128 + the signal when interrupted, 1 when URLs (unless the job allows it) or whole
-  /// inputs failed, else 0 (SPEC sections 6 and 11). Skipped lines alone do not make it 1.
+  /// inputs failed or maintenance could not remove a file, else 0 (SPEC sections 6 and 11).
+  /// Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
     if notManifests > 0 { throw ExitCode(ExitStatus.usage.rawValue) }
@@ -236,8 +237,10 @@ extension RunOutcome {
 
   /// Some URLs failed, or the blacklist refused every URL so that nothing was tried, and the
   /// job does not allow it (`--allow-url-failures`); or some whole manifests or sitemaps
-  /// failed (never allowed: that is not a URL's failure).
+  /// failed, or files that maintenance meant to remove are still there (never allowed:
+  /// neither is a URL's failure).
   var failed: Bool {
     ((failedURLs > 0 || refusedEverything) && !urlFailuresAllowed) || failedInputs > 0
+      || filesNotRemoved > 0
   }
 }

@@ -10,8 +10,10 @@ struct MigrateCommand: AsyncParsableCommand {
     discussion: """
       Two steps, both without losing a file:
       1. Merge a legacy disk cache folder into the namespace: --from OLD_DIR, or, by default, \
-      SDWebImage 3/4's folder beside the cache directory \
-      (<parent>/default/com.hackemist.SDWebImageCache.<namespace>) when it exists.
+      SDWebImage 3/4's folders of the namespace beside the cache directory, each that exists: \
+      <parent>/<namespace>/com.hackemist.SDWebImageCache.<namespace> (SD 3.7.3 to 4.4) and \
+      <parent>/com.hackemist.SDWebImageCache.<namespace> (SD 3.0 to 3.7.2). Files keep their \
+      access and modification times, across file systems too.
       2. With --manifest, rename the files of the URLs it lists from legacy file names (no \
       extension; the raw string's extension, query included; the uncapped URL extension) to \
       the current name.

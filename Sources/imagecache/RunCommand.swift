@@ -28,7 +28,7 @@ struct RunCommand: AsyncParsableCommand {
       metrics: paths become K and N (all and 1 unsharded), so that no engine needs to \
       expand variables. A shard's report records its shard, the manifest entries it read \
       and the run ID (--run-id, else the engine's: $SLURM_ARRAY_JOB_ID, Grid Engine's \
-      $JOB_ID, or $JOB_NAME in an Indexed Job), which report merge checks.
+      $JOB_ID, or $JOB_UID or $JOB_NAME in an Indexed Job), which report merge checks.
 
       Examples:
         imagecache run jobs/example.yaml

@@ -126,6 +126,7 @@ extension RunEvent {
       summary =
         "\(verb("remove", "removed")) \(pass.filesRemoved) files, "
         + "\(verb("free", "freed")) \(formatBytes(pass.bytesFreed))"
+        + (pass.filesNotRemoved == 0 ? "" : ", could not remove \(pass.filesNotRemoved) files")
     }
     let errors = pass.errorCount == 0 ? "" : ", \(pass.errorCount) errors"
     return "\(pass.pass.rawValue)\(pass.dryRun ? " (dry run)" : ""): \(summary)\(errors)"

@@ -11,7 +11,8 @@ struct StatsCommand: ParsableCommand {
       Prints the number of files, their logical and allocated bytes, the oldest and newest \
       access and modification dates, and how many files still carry a legacy name (no \
       extension, or an extension with a query or a colon in it), on stdout. With --json, the \
-      same as JSON.
+      same as JSON. A state file that cannot be read leaves the blacklist's count unknown \
+      (never 0): stats says which, and exits 4.
 
       Example:
         imagecache stats --cache /var/cache/images --namespace avatars
@@ -27,10 +28,22 @@ struct StatsCommand: ParsableCommand {
     let stats = try CacheStatistics.collect(location: cacheOptions.location) {
       Console.standard.say("stats: \($0)")
     }
-    if json { return try Console.printJSON(stats) }
+    if json {
+      try Console.printJSON(stats)
+    } else {
+      print(stats)
+    }
+    // A count it could not make is not a success, though the rest is printed.
+    if !stats.unreadableStateFiles.isEmpty { throw ExitCode(ExitStatus.fatalIO.rawValue) }
+  }
+
+  private func print(_ stats: CacheStatistics) {
     func date(_ value: Date?) -> String {
       value.map { UTCTime($0).iso8601() } ?? "-"
     }
+    let blacklisted =
+      stats.blacklistedURLs.map { "\($0) URLs" }
+      ?? "unknown: could not read \(stats.unreadableStateFiles.joined(separator: ", "))"
     Console.standard.output(
       """
       cache:           \(stats.path)
@@ -41,7 +54,7 @@ struct StatsCommand: ParsableCommand {
       modified dates:  \(date(stats.oldestModification)) .. \(date(stats.newestModification))
       legacy names:    \(stats.legacyNames)
       temporary files: \(stats.temporaryFiles) (\(formatBytes(stats.temporaryBytes)))
-      blacklisted:     \(stats.blacklistedURLs) URLs (\(stats.stateFiles) state files)
+      blacklisted:     \(blacklisted) (\(stats.stateFiles) state files)
       """)
   }
 }

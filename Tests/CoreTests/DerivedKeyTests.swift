@@ -111,6 +111,19 @@ final class DerivedKeyTests: XCTestCase {
     XCTAssertEqual(
       try parse(##"{"tint": {"color": "#00ff00", "blendMode": "multiply"}}"##)?.first?.key,
       "SDImageTintTransformer(#ff00ff00,1)")
+    // CGBlendMode's raw values, in Apple's order (CGContext.h): SD writes the number in the
+    // key, so a name mapped to its neighbour's number is a key SD never asks for.
+    let cgBlendModes = [
+      "normal", "multiply", "screen", "overlay", "darken", "lighten", "colorDodge", "colorBurn",
+      "softLight", "hardLight", "difference", "exclusion", "hue", "saturation", "color",
+      "luminosity", "clear", "copy", "sourceIn", "sourceOut", "sourceAtop", "destinationOver",
+      "destinationIn", "destinationOut", "destinationAtop", "xor", "plusDarker", "plusLighter",
+    ]
+    for (raw, name) in cgBlendModes.enumerated() {
+      XCTAssertEqual(
+        try parse(##"{"tint": {"color": "#00ff00", "blendMode": "\##(name)"}}"##)?.first?.key,
+        "SDImageTintTransformer(#ff00ff00,\(raw))", name)
+    }
     XCTAssertNil(try parse("null"))
     XCTAssertThrowsError(try parse(##"{"filter": {"name": "CISepiaTone"}}"##)) { error in
       XCTAssertTrue("\(error)".contains("Core Image"), "\(error)")

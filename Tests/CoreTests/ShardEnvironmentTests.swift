@@ -99,4 +99,38 @@ final class ShardEnvironmentTests: XCTestCase {
     XCTAssertNil(try Shard.fromEnvironment(["SGE_TASK_ID": "undefined"], count: .auto))
     XCTAssertNil(try Shard.fromEnvironment([:], count: .fixed(2)))
   }
+
+  /// Issue 40: rerunning one shard the obvious way. With N given, an array of another size is a
+  /// rerun: K = task ID - the fleet's first task ID (Grid Engine's start at 1; a Slurm array's
+  /// must be given, as 0 and 1 are both common); with `auto`, one task is refused.
+  func testARerunOfOneTaskWithNGivenRunsExactlyThatShard() throws {
+    // qsub -t 3 of a fleet qsub -t 1-4: shard 2.
+    let grid = ["SGE_TASK_ID": "3", "SGE_TASK_FIRST": "3", "SGE_TASK_LAST": "3"]
+    XCTAssertEqual(try Shard.fromEnvironment(grid, count: .fixed(4)), Shard(index: 2, count: 4))
+    // sbatch --array=2 of a fleet --array=1-4 or --array=0-3.
+    let slurm = slurm(id: 2, min: 2, max: 2, step: 1, count: 1)
+    XCTAssertEqual(
+      try Shard.fromEnvironment(slurm, count: .fixed(4), firstTask: 1), Shard(index: 1, count: 4))
+    XCTAssertEqual(
+      try Shard.fromEnvironment(slurm, count: .fixed(4), firstTask: 0), Shard(index: 2, count: 4))
+    XCTAssertTrue(
+      problem(slurm, .fixed(4)).contains("give --first-task"), problem(slurm, .fixed(4)))
+    // A task past the fleet.
+    XCTAssertThrowsError(
+      try Shard.fromEnvironment(slurm, count: .fixed(2), firstTask: 0)
+    ) { error in
+      XCTAssertTrue("\(error)".contains("not a task of a fleet of 2 shards"), "\(error)")
+    }
+    // auto cannot tell a rerun from a fleet of one.
+    XCTAssertTrue(problem(slurm).contains("give --shards N"), problem(slurm))
+    XCTAssertTrue(problem(grid).contains("give --shards N"), problem(grid))
+    // The whole fleet's array with --first-task: checked against it.
+    XCTAssertEqual(
+      try Shard.fromEnvironment(
+        self.slurm(id: 4, min: 1, max: 4, step: 1, count: 4), count: .fixed(4), firstTask: 1),
+      Shard(index: 3, count: 4))
+    XCTAssertThrowsError(
+      try Shard.fromEnvironment(
+        self.slurm(id: 4, min: 1, max: 4, step: 1, count: 4), count: .fixed(4), firstTask: 0))
+  }
 }

@@ -83,6 +83,47 @@ final class CacheCleanerTests: XCTestCase {
     XCTAssertEqual(try builder.remainingFiles(), [])
   }
 
+  /// SD's `creationDate` is the birth time, which nothing after the file's creation changes;
+  /// the change time (ctime) moves with every metadata change, e.g. the access time a hit sets.
+  /// A file born two seconds ago and touched just now is past an age of one second by its birth.
+  func testCreationDateIsTheBirthTimeNotTheChangeTimeAHitMoves() throws {
+    let path = try builder.file("a", accessTime: 0, modificationTime: 0)
+    let born = try XCTUnwrap(FileSystem.attributes(atPath: path))
+    guard let birth = born.creationTime else {
+      throw XCTSkip("this file system reports no birth times")
+    }
+    XCTAssertTrue(
+      waitUntil("two seconds past the birth time") {
+        Int64(Date().timeIntervalSince1970 * 1e9) > birth + 2_000_000_000
+      })
+    // A hit: the access time set now, which sets the change time now too.
+    try FileSystem.setTimes(path: path, accessTime: 0, modificationTime: 0)
+    let touched = try XCTUnwrap(FileSystem.attributes(atPath: path))
+    XCTAssertGreaterThan(touched.changeTime, birth + 2_000_000_000)
+    _ = try clean(maxAge: 1, expireType: .creationDate, at: Date())
+    XCTAssertEqual(try builder.remainingFiles(), [], "born over a second ago")
+  }
+
+  /// SD sorts the files to trim by the date its `expireType` names (`cacheContentDateKey`):
+  /// by access date the file least recently read goes first, whatever its modification date,
+  /// and by modification date the reverse.
+  func testTrimGoesOldestFirstByTheExpireTypesDate() throws {
+    for (expireType, first) in [(ExpireType.accessDate, "written"), (.modificationDate, "read")] {
+      try builder.file("read", size: 4096, accessTime: now - 10, modificationTime: now - 1000)
+      try builder.file("written", size: 4096, accessTime: now - 1000, modificationTime: now - 10)
+      try builder.file("fresh", size: 4096, accessTime: now, modificationTime: now)
+      let each = try XCTUnwrap(
+        CacheScanner(root: builder.root).files().first?.attributes.allocatedSize)
+      // Three files over a limit of a little more than two: trimmed to below half of it, two
+      // go, oldest first.
+      let (_, trim) = try clean(maxAge: -1, maxSize: 2 * each + 2, expireType: expireType)
+      XCTAssertEqual(
+        trim.actions.map(\.path), [first, first == "read" ? "written" : "read"], "\(expireType)")
+      XCTAssertEqual(try builder.remainingFiles(), ["fresh"], "\(expireType)")
+      XCTAssertEqual(unlink(builder.root + "/fresh"), 0)
+    }
+  }
+
   func testNegativeAgeNeverExpiresAndZeroExpiresEverything() throws {
     try builder.file("a", accessTime: now - 10_000_000)
     try builder.file("b", accessTime: now)

@@ -14,7 +14,7 @@ final class CacheMigratorTests: XCTestCase {
     temporary = try TemporaryDirectory()
     location = CacheLocation(directory: temporary.appending("com.hackemist.SDImageCache"))
     cache = CacheBuilder(root: location.diskCachePath)
-    legacy = CacheBuilder(root: CacheMigrator(location: location).legacyDirectory)
+    legacy = CacheBuilder(root: CacheMigrator(location: location).legacyDirectories[0])
   }
 
   override func tearDown() {
@@ -23,10 +23,17 @@ final class CacheMigratorTests: XCTestCase {
 
   private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }
 
-  func testLegacyDirectoryIsTheSD4LayoutBesideTheCurrentOne() {
+  func testLegacyDirectoriesAreTheSD4AndSD3LayoutsOfTheNamespaceBesideTheCurrentOne() {
     XCTAssertEqual(
-      CacheMigrator(location: location).legacyDirectory,
+      CacheMigrator(location: location).legacyDirectories[0],
       temporary.appending("default/com.hackemist.SDWebImageCache.default"))
+    let avatars = CacheLocation(directory: location.directory, namespace: "avatars")
+    XCTAssertEqual(
+      CacheMigrator(location: avatars).legacyDirectories,
+      [
+        temporary.appending("avatars/com.hackemist.SDWebImageCache.avatars"),
+        temporary.appending("com.hackemist.SDWebImageCache.avatars"),
+      ])
   }
 
   func testMergeMovesEveryFileAndResolvesCollisionsKeepingTheNewer() throws {
@@ -40,7 +47,7 @@ final class CacheMigratorTests: XCTestCase {
 
     let migrator = CacheMigrator(location: location)
     let report = try migrator.mergeDirectory(
-      from: migrator.legacyDirectory, dryRun: false, now: now)
+      from: migrator.legacyDirectories[0], dryRun: false, now: now)
     XCTAssertEqual(try cache.remainingFiles(), ["a", "b", "c", "e", "sub/d"])
     XCTAssertEqual(contents(cache.root + "/b")?.count, 2, "the newer b won")
     XCTAssertEqual(contents(cache.root + "/c")?.count, 30, "the newer c stayed")
@@ -63,7 +70,7 @@ final class CacheMigratorTests: XCTestCase {
   func testMergeKeepsTimestamps() throws {
     try legacy.file("a", accessTime: 123, modificationTime: 456)
     let migrator = CacheMigrator(location: location)
-    _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    _ = try migrator.mergeDirectory(from: migrator.legacyDirectories[0], dryRun: false, now: now)
     let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: cache.root + "/a"))
     XCTAssertEqual(attributes.modificationTime, 456_000_000_000)
     XCTAssertEqual(attributes.accessTime, 123_000_000_000)
@@ -74,10 +81,12 @@ final class CacheMigratorTests: XCTestCase {
     try legacy.file("b", accessTime: 300)
     try cache.file("b", accessTime: 200)
     let migrator = CacheMigrator(location: location)
-    let plan = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: true, now: now)
+    let plan = try migrator.mergeDirectory(
+      from: migrator.legacyDirectories[0], dryRun: true, now: now)
     XCTAssertEqual(try legacy.remainingFiles(), ["a", "b"])
     XCTAssertEqual(try cache.remainingFiles(), ["b"])
-    let done = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    let done = try migrator.mergeDirectory(
+      from: migrator.legacyDirectories[0], dryRun: false, now: now)
     XCTAssertEqual(plan.actions, done.actions)
     XCTAssertTrue(plan.dryRun)
   }
@@ -85,9 +94,9 @@ final class CacheMigratorTests: XCTestCase {
   func testMergeTwiceChangesNothingTheSecondTime() throws {
     try legacy.file("a", accessTime: 100)
     let migrator = CacheMigrator(location: location)
-    _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    _ = try migrator.mergeDirectory(from: migrator.legacyDirectories[0], dryRun: false, now: now)
     let second = try migrator.mergeDirectory(
-      from: migrator.legacyDirectory, dryRun: false, now: now)
+      from: migrator.legacyDirectories[0], dryRun: false, now: now)
     XCTAssertEqual(second.actions, [])
     XCTAssertEqual(try cache.remainingFiles(), ["a"])
   }
@@ -96,7 +105,7 @@ final class CacheMigratorTests: XCTestCase {
     try legacy.file(".DS_Store", accessTime: 100)
     try legacy.file("a", accessTime: 100)
     let migrator = CacheMigrator(location: location)
-    _ = try migrator.mergeDirectory(from: migrator.legacyDirectory, dryRun: false, now: now)
+    _ = try migrator.mergeDirectory(from: migrator.legacyDirectories[0], dryRun: false, now: now)
     XCTAssertTrue(FileManager.default.fileExists(atPath: legacy.root + "/.DS_Store"))
     XCTAssertEqual(try cache.remainingFiles(), ["a"])
   }

@@ -12,6 +12,9 @@ final class PipelineTests: XCTestCase {
   var location: CacheLocation!
   var downloader: Downloader!
 
+  /// What `/modified.png` says, and the only validator it sends (no ETag).
+  static let lastModified = "Wed, 21 Oct 2015 07:28:00 GMT"
+
   static let truncatedJPEG = Fixtures.jpeg.prefix(Fixtures.jpeg.count - 200)
 
   override func setUpWithError() throws {
@@ -53,6 +56,15 @@ final class PipelineTests: XCTestCase {
             headers: [("ETag", etag), ("Content-Type", "image/png")], body: Fixtures.png)
       },
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
+      "/r307": { _ in .redirect(to: "/photo.jpg", status: 307) },
+      "/r308": { _ in .redirect(to: "/image.png", status: 308) },
+      "/modified.png": { request in
+        request.header("If-Modified-Since") == Self.lastModified
+          ? ServerResponse(status: 304, headers: [("Last-Modified", Self.lastModified)])
+          : ServerResponse(
+            headers: [("Last-Modified", Self.lastModified), ("Content-Type", "image/png")],
+            body: Fixtures.png)
+      },
       "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
     ])
     var configuration = PrefetchConfiguration()
@@ -216,6 +228,37 @@ final class PipelineTests: XCTestCase {
     XCTAssertEqual(attributes.modificationDate, old, "the cached file is kept")
     XCTAssertGreaterThan(attributes.accessDate, old, "and counts as used")
     XCTAssertEqual(FileManager.default.contents(atPath: path), Fixtures.png)
+  }
+
+  /// SD asks with `If-Modified-Since` when the server gave only `Last-Modified`: a 304 keeps
+  /// the file without its body being sent again.
+  func testRevalidationByLastModifiedAloneSendsIfModifiedSince() async throws {
+    let manager = try manager()
+    guard case .downloaded = try await load("/modified.png", manager: manager) else {
+      return XCTFail()
+    }
+    let outcome = try await load("/modified.png", [.refreshCached], manager: manager)
+    XCTAssertEqual(outcome, .notModified)
+    let second = try XCTUnwrap(server.requests("/modified.png").last)
+    XCTAssertEqual(second.header("If-Modified-Since"), Self.lastModified)
+    XCTAssertNil(second.header("If-None-Match"))
+    XCTAssertEqual(server.bodyBytesSent("/modified.png"), Fixtures.png.count, "one body only")
+  }
+
+  /// NSURLSession follows 307 and 308 as it follows 301 and 302; the image is stored under the
+  /// URL the manifest named.
+  func testTemporaryAndPermanentRedirects307And308AreFollowed() async throws {
+    for (path, target, size) in [
+      ("/r307", "/photo.jpg", Fixtures.jpeg.count), ("/r308", "/image.png", Fixtures.png.count),
+    ] {
+      guard case .downloaded(let bytes, _) = try await load(path) else {
+        return XCTFail(path)
+      }
+      XCTAssertEqual(bytes, size, path)
+      XCTAssertEqual(server.requestCount(target), 1, path)
+      let stored = DiskCache(location: location).cachePath(forKey: server.url(path))
+      XCTAssertEqual(FileManager.default.contents(atPath: stored)?.count, size, path)
+    }
   }
 
   func testBlacklistedURLIsRefusedNextRunAndFetchedWithRetryFailed() async throws {

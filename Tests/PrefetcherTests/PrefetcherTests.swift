@@ -137,6 +137,23 @@ final class PrefetcherTests: LoopbackTestCase {
     XCTAssertGreaterThanOrEqual(gapBetweenRequests("/two-seconds.png"), .milliseconds(1950))
   }
 
+  /// SPEC section 5: retries back off exponentially: the n-th waits `retryBaseDelay x 2^(n-1)`
+  /// with a jitter of +-50%, so with a base of 0.4 s the third waits at least 0.8 s, more than
+  /// any first wait can be.
+  func testEachRetryWaitsTwiceAsLongAsTheOneBefore() async throws {
+    let report = try await prefetcher {
+      $0.hostBackoff = false
+      $0.retries = 3
+      $0.retryBaseDelay = 0.4
+    }.run(items([server.url("/always-503.png")]))
+    XCTAssertEqual(report.failures.map(\.attempts), [4])
+    let arrivals = server.requests("/always-503.png").map(\.arrivedAt)
+    XCTAssertEqual(arrivals.count, 4)
+    guard arrivals.count == 4 else { return }
+    XCTAssertGreaterThanOrEqual(arrivals[2] - arrivals[1], .milliseconds(400))
+    XCTAssertGreaterThanOrEqual(arrivals[3] - arrivals[2], .milliseconds(800))
+  }
+
   func testARetryComesNoSoonerThanARetryAfterDate() async throws {
     let report = try await prefetcher { $0.hostBackoff = false }.run(
       items([server.url("/until-a-date.png")]))

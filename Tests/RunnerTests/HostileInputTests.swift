@@ -141,6 +141,23 @@ final class HostileInputTests: LoopbackTestCase {
     XCTAssertEqual(server.requestCount("/echo.png") + server.requestCount("/a.jpg"), 0)
   }
 
+  /// A line's `context.headers` are added to the job's (SPEC section 6: headers are merged,
+  /// the line's value winning for a name both give): the job's `Authorization` still goes.
+  func testALinesHeadersAreMergedWithTheJobsNotInPlaceOfThem() async throws {
+    let path = try write(
+      Array(
+        #"{"url": "\#(server.url("/echo.png"))", "context": {"headers": {"X-Line": "l", "X-Both": "line"}}}"#
+          .utf8), to: "headers.jsonl")
+    let (_, report) = try await prefetch([path]) {
+      $0.context.headers = ["Authorization": "Bearer job", "X-Both": "job"]
+    }
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    let request = try XCTUnwrap(server.requests("/echo.png").first)
+    XCTAssertEqual(request.header("Authorization"), "Bearer job")
+    XCTAssertEqual(request.header("X-Line"), "l")
+    XCTAssertEqual(request.header("X-Both"), "line")
+  }
+
   // MARK: Job files
 
   func testYAMLAliasesAreRefusedBeforeTheyExpand() throws {
@@ -218,6 +235,29 @@ final class HostileInputTests: LoopbackTestCase {
     XCTAssertEqual(
       try FileSystem.temporaryFiles(in: location.diskCachePath).count, 0,
       "the failed store's temporary file is gone")
+  }
+
+  /// A temporary file a killed run left while the wall clock ran ahead, dated 2036: a run
+  /// dates it now, so that it ages from now and is swept once it is an hour old, not in 2036.
+  func testATemporaryFileDatedInTheFutureAgesFromNowAndIsSwept() async throws {
+    let directory = location.diskCachePath
+    try FileSystem.createDirectory(path: directory)
+    let stale = directory + "/" + FileSystem.temporaryPrefix + "abc.jpg.x1"
+    XCTAssertTrue(FileManager.default.createFile(atPath: stale, contents: Data(count: 10)))
+    let in2036 = Date(timeIntervalSince1970: 2_082_758_400)
+    try FileSystem.setTimes(path: stale, access: in2036, modification: in2036)
+
+    var job = Job(name: "maintain", location: location)
+    job.passes = [.expire]
+    _ = try await JobRunner(job: job, console: RecordingConsole()).run()
+    let dated = try XCTUnwrap(try FileSystem.attributes(atPath: stale)).modificationDate
+    XCTAssertLessThanOrEqual(dated, Date(), "dated when the run saw it")
+
+    let anHourLater = dated.addingTimeInterval(JobRunner.staleTemporaryAge + 1)
+    let swept = try FileSystem.removeStaleTemporaries(
+      in: directory, olderThan: JobRunner.staleTemporaryAge, now: anHourLater, dryRun: false)
+    XCTAssertEqual(swept.count, 1)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
   }
 
   func testStaleTemporaryFilesAreRemovedAndCounted() async throws {

@@ -43,4 +43,33 @@ final class ReportMergeStatusTests: XCTestCase {
       XCTAssertEqual(written, worst, "\(statuses): the merged file")
     }
   }
+
+  /// Shards fetch different URLs: every count of the merged report is the sum of the shards',
+  /// bytes included, never the largest shard's.
+  func testEveryCountOfTheMergedReportIsTheSumOfTheShards() throws {
+    let paths = try [1, 1000].map { scale in
+      let path = temporary.appending("counts-\(scale).json")
+      let counts = Dictionary(
+        uniqueKeysWithValues: ReportFixture.countNames.enumerated().map { index, name in
+          (name, (index + 1) * scale)
+        })
+      XCTAssertTrue(
+        FileManager.default.createFile(
+          atPath: path, contents: try ReportFixture.json(counts: counts)))
+      return path
+    }
+    let output = temporary.appending("merged-counts.json")
+    _ = try ReportMerge.merge(paths, into: [output], standardOutput: false)
+    let merged = try XCTUnwrap(try RunReport.load(path: output).prefetch)
+    let expected = ReportFixture.countNames.enumerated().map { index, name in
+      "\(name) \((index + 1) * 1001)"
+    }
+    let written =
+      [
+        merged.total, merged.memoryHits, merged.diskHits, merged.downloaded, merged.notModified,
+        merged.failed, merged.blacklisted, merged.skipped, merged.derived,
+      ].map(Int64.init) + [Int64(merged.bytesDownloaded)]
+    XCTAssertEqual(
+      zip(ReportFixture.countNames, written).map { "\($0) \($1)" }, expected)
+  }
 }

@@ -27,6 +27,8 @@ final class ReportPageTests: XCTestCase {
     "shard file": "\u{0}<\u{0}iframe srcdoc=x>\u{0}",
     "maintenance error": "</textarea><textarea autofocus onfocus=alert(7)>",
     "warning": "]]><![CDATA[<b>x</b>]]>",
+    // `--run-id` and the engines' variables are the operator's, but a merged page shows them.
+    "run ID": "night-1\u{0600}<script>alert(11)</script>",
     "failure URL": "https://example.invalid/a.jpg?\u{0600}<img src=x onerror=alert(8)>",
     "failure name": "\u{0600}<a href=\"javascript:alert(9)\">name",
     "failure message": "<!-- <a href=x> --> &amp;lt;&\u{0600}<p title='x'>",
@@ -46,6 +48,7 @@ final class ReportPageTests: XCTestCase {
     report.status = .failed
     report.finishedAt = start + 60
     report.error = text("error")
+    report.runID = text("run ID")
     var shard = RunReport(job: "shard", location: CacheLocation(directory: "/c"), startedAt: start)
     shard.status = .interrupted
     report.mergedFrom = [RunReport.MergedReport(file: text("shard file"), report: shard)]

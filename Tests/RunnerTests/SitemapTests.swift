@@ -348,6 +348,22 @@ final class SitemapTests: XCTestCase {
       report.downloads.map(\.url), ["/d.jpg", "/c.gif", "/a.jpg", "/b.png"].map(server.url))
   }
 
+  /// W3C Datetime: `-05:00` is five hours behind UTC, so 05:00-05:00 is 10:00Z, newer than
+  /// 09:00Z.
+  func testOrderLastmodReadsAZoneBehindUTCAsLater() async throws {
+    let path = try write(
+      urlset([
+        (page: "/p1", images: ["/b.png"], lastmod: "2025-06-01T09:00:00Z"),
+        (page: "/p2", images: ["/a.jpg"], lastmod: "2025-06-01T05:00:00-05:00"),
+      ]), "zoned.xml")
+    let (_, report) = try await run(
+      job([path]) {
+        $0.sitemap.order = .lastmod
+        $0.prefetch.concurrency = 1
+      })
+    XCTAssertEqual(report.downloads.map(\.url), ["/a.jpg", "/b.png"].map(server.url))
+  }
+
   func testAFiftyThousandURLSitemapIsStreamed() throws {
     // Read through the manifest iterator: memory is measured by Benchmarks/sitemap.sh; here,
     // every entry arrives, in order, with its line.

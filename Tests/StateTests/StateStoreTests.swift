@@ -212,4 +212,23 @@ final class StateStoreTests: TemporaryFolderTestCase {
     try store.recordFailure(url: "u", code: 1001, name: "badImageData", reason: "r", at: now)
     XCTAssertEqual(try store.blacklist(now: now).count, 1)
   }
+
+  /// A URL that failed while the wall clock ran ten years ahead: once a run has started, it
+  /// ages from that start and leaves the blacklist when its time-to-live has passed, instead
+  /// of staying on it for ten years.
+  func testABlacklistEntryDatedInTheFutureExpiresAfterItsTimeToLive() throws {
+    let store = try StateStore(location: location)
+    let now = Date(timeIntervalSince1970: 1_763_870_400)
+    let tenYearsAhead = now.addingTimeInterval(10 * 365 * 86_400)
+    try store.recordFailure(
+      url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: tenYearsAhead)
+    _ = try store.beginRun(job: "nightly", at: now)
+    let entry = try XCTUnwrap(try store.blacklistEntry(url: "https://x/a.png", now: now))
+    XCTAssertEqual(entry.firstFailedAt, now)
+    XCTAssertEqual(entry.lastFailedAt, now)
+    XCTAssertNotNil(
+      try store.blacklistEntry(url: "https://x/a.png", now: now + 3599, timeToLive: 3600))
+    XCTAssertNil(
+      try store.blacklistEntry(url: "https://x/a.png", now: now + 3601, timeToLive: 3600))
+  }
 }

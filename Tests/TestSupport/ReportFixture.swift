@@ -13,7 +13,8 @@ public enum ReportFixture {
   /// `maintenance`, when given, is one expire pass with these figures over zeros.
   public static func json(
     schemaVersion: Any = 1, status: String = "completed", counts: [String: Any] = [:],
-    maintenance: [String: Any]? = nil, cache: String = "/srv/cache"
+    maintenance: [String: Any]? = nil, cache: String = "/srv/cache",
+    startedAt: String = "2026-01-01T00:00:00.000Z", finishedAt: String = "2026-01-01T00:01:00.000Z"
   ) throws -> Data {
     var prefetch: [String: Any] = Dictionary(uniqueKeysWithValues: countNames.map { ($0, 0) })
     prefetch["durationSeconds"] = 1.0
@@ -23,7 +24,7 @@ public enum ReportFixture {
     }
     var report: [String: Any] = [
       "schemaVersion": schemaVersion, "job": "nightly", "status": status,
-      "startedAt": "2026-01-01T00:00:00.000Z", "finishedAt": "2026-01-01T00:01:00.000Z",
+      "startedAt": startedAt, "finishedAt": finishedAt,
       "cache": ["path": cache, "namespace": "default"], "prefetch": prefetch,
       "maintenance": [Any](), "warnings": [Any](),
     ]

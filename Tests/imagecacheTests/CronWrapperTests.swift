@@ -15,7 +15,7 @@ final class CronWrapperTests: XCTestCase {
 
   override func setUpWithError() throws {
     temporary = try TemporaryDirectory()
-    // Writes the --report file and, like the real binary, the job's own `report:` with {date}
+    // Writes the --report file, if given, and, like the real binary, the job's own `report:` with {date}
     // and {time} filled in from FAKE_NOW (seconds, default now), `-2`, `-3`... before the
     // extension when the name is taken; prints what `run` prints, and exits with FAKE_STATUS.
     // Its arguments go one a line to FAKE_ARGS, when set.
@@ -24,8 +24,12 @@ final class CronWrapperTests: XCTestCase {
     #!/usr/bin/env bash
     [ -z "${FAKE_ARGS:-}" ] || printf '%s\\n' "$@" > "$FAKE_ARGS"
     job=$2
-    report=$4
-    echo '{}' > "$report"
+    report='' previous=''
+    for argument in "$@"; do
+      [ "$previous" != --report ] || report=$argument
+      previous=$argument
+    done
+    [ -z "$report" ] || echo '{}' > "$report"
     own=$(sed -n 's/^report:[[:space:]]*//p' "$job" | head -1 | sed 's/[[:space:]]*#.*//')
     if [ -n "$own" ]; then
       [[ $own == /* ]] || own=$(dirname "$job")/$own
@@ -81,9 +85,19 @@ final class CronWrapperTests: XCTestCase {
     for _ in 0..<5 {
       XCTAssertEqual(try wrap([job, state, "2"]).status, 0)
     }
-    XCTAssertEqual(files("state/reports").count, 2, "\(files("state/reports"))")
+    XCTAssertEqual(files("state/reports"), [], "one report a run: the job's own")
     XCTAssertEqual(files("state/logs").count, 2)
-    XCTAssertEqual(files("jobs/own").count, 2, "the job's own {date}-{time} reports too")
+    XCTAssertEqual(files("jobs/own").count, 2, "the job's own {date}-{time} reports")
+    XCTAssertTrue(files("state/logs").allSatisfy { $0.hasPrefix("nightly-") })
+  }
+
+  func testAJobWithoutAReportOfItsOwnKeepsTheNewestReportsInTheStateFolder() throws {
+    try "cache:\n  directory: /srv/c\n".write(toFile: job, atomically: true, encoding: .utf8)
+    let state = temporary.appending("state")
+    for _ in 0..<5 {
+      XCTAssertEqual(try wrap([job, state, "2"]).status, 0)
+    }
+    XCTAssertEqual(files("state/reports").count, 2, "\(files("state/reports"))")
     XCTAssertTrue(files("state/reports").allSatisfy { $0.hasPrefix("nightly-") })
   }
 
@@ -128,29 +142,30 @@ final class CronWrapperTests: XCTestCase {
     let europe = try writeJob("nightly-eu", report: "own/nightly-eu-{date}-{time}.json")
     for _ in 0..<3 { XCTAssertEqual(try wrap([europe, state, "3"]).status, 0) }
     let europes = history("nightly-eu-")
-    XCTAssertEqual(europes.count, 9)
+    XCTAssertEqual(europes.count, 6)
     for _ in 0..<5 { XCTAssertEqual(try wrap([job, state, "2"]).status, 0) }
     XCTAssertEqual(history("nightly-eu-"), europes)
-    XCTAssertEqual(history("nightly-2").count, 6, "two of each of nightly's own")
+    XCTAssertEqual(history("nightly-2").count, 4, "two of each of nightly's own")
   }
 
   func testAJobNamedLikeAGlobPrunesOnlyItsOwnFiles() throws {
     let state = temporary.appending("state")
     for _ in 0..<3 { XCTAssertEqual(try wrap([job, state, "3"]).status, 0) }
     let nightlys = history("nightly-")
-    XCTAssertEqual(nightlys.count, 9)
+    XCTAssertEqual(nightlys.count, 6)
     // As a glob, `nightl?` matches `nightly`.
     let glob = try writeJob("nightl?", report: "own/nightl?-{date}-{time}.json")
     for _ in 0..<5 { XCTAssertEqual(try wrap([glob, state, "2"]).status, 0) }
     XCTAssertEqual(history("nightly-"), nightlys)
-    XCTAssertEqual(history("nightl?-").count, 6)
+    XCTAssertEqual(history("nightl?-").count, 4)
   }
 
   func testTwoRunsInOneSecondKeepBothReports() throws {
     let state = temporary.appending("state")
     XCTAssertEqual(try wrap([job, state]).status, 0)
     XCTAssertEqual(try wrap([job, state]).status, 0)
-    XCTAssertEqual(files("state/reports").count, 2)
+    XCTAssertEqual(files("jobs/own").count, 2)
+    XCTAssertEqual(files("state/logs").count, 2)
   }
 
   func testAFailedRunMailsItsSummaryAndFailedURLsAndKeepsItsStatus() throws {

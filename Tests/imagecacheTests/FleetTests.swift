@@ -92,6 +92,108 @@ final class FleetTests: LoopbackTestCase {
     XCTAssertEqual(result.status, 4, "a fatal error is still exit 4: \(result.stderr)")
   }
 
+  /// Issue 40: an ordinary night (a 404) passes the merge's gate when the shards allowed failed
+  /// URLs (their reports say so) or the merge is told to; without either it is exit 1; the
+  /// merged report and its counts keep the failure either way.
+  func testAMergeOfShardsThatAllowedFailedURLsExitsZeroAndSaysSo() throws {
+    let urls = try manifest(["/a.jpg", "/b.png", "/c.gif", "/gone.jpg"])
+    func shards(_ name: String, _ extra: [String]) throws -> [String] {
+      try [0, 1].map { index in
+        let report = temporary.appending("\(name)-\(index).json")
+        let result = try ImageCacheBinary.run(
+          [
+            "prefetch", urls, "--cache", cache, "--shard", "\(index)/2", "--report", report,
+            "--run-id", name, "--retries", "0",
+          ] + extra)
+        XCTAssertTrue([0, 1].contains(result.status), result.stderr)
+        return report
+      }
+    }
+    let allowed = try shards("allowed", ["--allow-url-failures"])
+    XCTAssertEqual(try allowed.map { try RunReport.load(path: $0).allowURLFailures }, [true, true])
+    let gated = try merge(allowed)
+    XCTAssertEqual(gated.status, 0, gated.stderr)
+    let whole = try RunReport.load(path: temporary.appending("merged.json"))
+    XCTAssertEqual(whole.prefetch?.failed, 1)
+    XCTAssertEqual(whole.allowURLFailures, true)
+
+    let strict = try shards("strict", [])
+    XCTAssertEqual(try strict.map { try RunReport.load(path: $0).allowURLFailures }, [nil, nil])
+    XCTAssertEqual(try merge(strict).status, 1)
+    let forgiven = try merge(strict, ["--allow-url-failures"])
+    XCTAssertEqual(forgiven.status, 0, forgiven.stderr)
+    XCTAssertEqual(try RunReport.load(path: temporary.appending("merged.json")).prefetch?.failed, 1)
+  }
+
+  /// Issue 40: the run ID of a Kubernetes Indexed Job's shard is the Job's UID (deploy/k8s sets
+  /// `JOB_UID` from the pod's `controller-uid` label), new for every Job: a shard report left
+  /// by last night's Job of the same name is another run's, and the merge refuses the pair
+  /// naming both; without a UID, the Job's name serves as before.
+  func testAKubernetesShardsRunIDIsItsJobsUIDSoLastNightsReportNeverMerges() throws {
+    let urls = try manifest(["/a.jpg", "/b.png", "/c.gif"])
+    func shard(_ index: Int, uid: String?) throws -> String {
+      let report = temporary.appending("k8s-\(index)-\(uid ?? "none").json")
+      var environment = ProcessInfo.processInfo.environment
+      environment["JOB_COMPLETION_INDEX"] = "\(index)"
+      environment["JOB_NAME"] = "imagecache-prefetch"
+      environment["JOB_UID"] = uid
+      let result = try ImageCacheBinary.run(
+        ["prefetch", urls, "--cache", cache, "--shards", "2", "--report", report],
+        environment: environment)
+      XCTAssertEqual(result.status, 0, result.stderr)
+      return report
+    }
+    let lastNight = try shard(0, uid: "5c1d-last")
+    let tonight = try shard(1, uid: "9e2f-tonight")
+    XCTAssertEqual(try RunReport.load(path: tonight).runID, "9e2f-tonight")
+    let refused = try merge([lastNight, tonight])
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(
+      refused.stderr.contains("5c1d-last") && refused.stderr.contains("9e2f-tonight"),
+      refused.stderr)
+    XCTAssertEqual(try RunReport.load(path: try shard(0, uid: nil)).runID, "imagecache-prefetch")
+  }
+
+  /// `--allow-url-failures` forgives URLs, not inputs: a manifest that cannot be read at all
+  /// (here a manifest URL that answers 404, beside one that is read) still makes exit 1.
+  func testAllowURLFailuresNeverHidesAManifestThatFailedAsAWhole() throws {
+    let urls = try manifest(["/a.jpg"])
+    let result = try ImageCacheBinary.run([
+      "prefetch", urls, server.url("/urls-gone.txt"), "--cache", cache,
+      "--allow-url-failures", "--report", temporary.appending("inputs.json"),
+    ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let report = try RunReport.load(path: temporary.appending("inputs.json"))
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    XCTAssertEqual(report.prefetch?.inputsFailed, 1)
+  }
+
+  /// Every shard reads every line, but a line that is not a URL is one line of the night:
+  /// shard 0 alone counts and reports it, so the merged report has it once, and each shard's
+  /// total is its own share.
+  func testABadLineIsCountedOnceByTheWholeFleet() throws {
+    let urls = temporary.appending("bad-line.txt")
+    try (["/a.jpg", "/b.png", "/c.gif"].map { server.url($0) } + ["not a url"])
+      .joined(separator: "\n").write(toFile: urls, atomically: true, encoding: .utf8)
+    let reports = try [0, 1].map { index in
+      let report = temporary.appending("bad-\(index).json")
+      let result = try ImageCacheBinary.run([
+        "prefetch", urls, "--cache", cache, "--shard", "\(index)/2", "--report", report,
+        "--run-id", "night-2",
+      ])
+      XCTAssertTrue([0, 1].contains(result.status), result.stderr)
+      return report
+    }
+    let skipped = try reports.map { try RunReport.load(path: $0).prefetch?.skipped }
+    XCTAssertEqual(skipped, [1, 0])
+    _ = try merge(reports)
+    let whole = try XCTUnwrap(try RunReport.load(path: temporary.appending("merged.json")).prefetch)
+    XCTAssertEqual(whole.skipped, 1)
+    XCTAssertEqual(whole.lineErrors.count, 1)
+    XCTAssertEqual(whole.total, 4)
+    XCTAssertEqual(whole.downloaded, 3)
+  }
+
   // MARK: Complete merges (item 2)
 
   /// Runs shards `indices` of `count` of one manifest, each with `arguments`, and returns their
@@ -174,6 +276,10 @@ final class FleetTests: LoopbackTestCase {
     ] {
       let result = try merge(reports)
       XCTAssertEqual(result.status, exit, "\(reports): \(result.stderr)")
+      for report in reports where report != completed {
+        let named = "did not complete: \(report): \(report == failed ? "failed" : "interrupted")"
+        XCTAssertTrue(result.stderr.contains(named), "\(named) in \(result.stderr)")
+      }
       XCTAssertEqual(
         try RunReport.load(path: temporary.appending("merged.json")).status, status, "\(reports)")
     }

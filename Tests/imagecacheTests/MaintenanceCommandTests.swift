@@ -95,6 +95,27 @@ final class MaintenanceCommandTests: XCTestCase {
     XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
   }
 
+  /// A dry run reads what a run is changing: it takes the lock shared, so it refuses (exit 3)
+  /// while a run holds it, as a run does, for maintenance and prefetch alike.
+  func testADryRunWhileARunHoldsTheLockExitsThree() async throws {
+    let manifest = temporary.appending("urls.txt")
+    try "http://127.0.0.1:9/a.jpg\n".write(toFile: manifest, atomically: true, encoding: .utf8)
+    let results = try await RunLock.withLock(location: location, wait: false) {
+      [
+        try ImageCacheBinary.run([
+          "maintain", "--cache", location.directory, "--max-age", "1d", "--dry-run",
+        ]),
+        try ImageCacheBinary.run([
+          "prefetch", manifest, "--cache", location.directory, "--dry-run",
+        ]),
+      ]
+    }
+    for result in results {
+      XCTAssertEqual(result.status, 3, result.stderr)
+      XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
+    }
+  }
+
   func testWaitWaitsForTheLock() async throws {
     let (process, stdout, stderr) = try await RunLock.withLock(location: location, wait: false) {
       let started = try ImageCacheBinary.start([

@@ -177,4 +177,31 @@ final class NumberRangeCommandTests: LoopbackTestCase {
       }
     }
   }
+
+  /// A shard whose wall clock an NTP step set back an hour mid-run, as imagecache before
+  /// issue 38 reported it: it ended before it started, and its duration is negative. The
+  /// fleet's reports still merge and render; the step is said, and nothing negative is written.
+  func testReportMergeAndHtmlAcceptAShardWhoseClockSteppedBack() throws {
+    let good = temporary.appending("shard-0.json")
+    try ReportFixture.json(counts: ["total": 2]).write(to: URL(fileURLWithPath: good))
+    let stepped = temporary.appending("shard-1.json")
+    try ReportFixture.json(
+      counts: ["total": 3, "durationSeconds": -3540.0], startedAt: "2026-01-01T01:00:00.000Z",
+      finishedAt: "2026-01-01T00:01:00.000Z"
+    ).write(to: URL(fileURLWithPath: stepped))
+    let merged = temporary.appending("merged.json")
+    let merge = try run(["report", "merge", good, stepped, "--report", merged])
+    XCTAssertEqual(merge.status, 0, merge.stderr)
+    let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: merged)))
+    XCTAssertEqual(report.prefetch?.total, 5)
+    XCTAssertGreaterThanOrEqual(report.finishedAt, report.startedAt)
+    XCTAssertGreaterThanOrEqual(report.prefetch?.counts.durationSeconds ?? -1, 0)
+    XCTAssertTrue(
+      report.warnings.contains { $0.hasPrefix("\(stepped): clockStepped:") }, "\(report.warnings)")
+
+    let page = try run(["report", "html", stepped, "--output", temporary.appending("page.html")])
+    XCTAssertEqual(page.status, 0, page.stderr)
+    let html = try String(contentsOfFile: temporary.appending("page.html"), encoding: .utf8)
+    XCTAssertFalse(html.contains("-3540"), "no negative duration on the page")
+  }
 }

@@ -142,6 +142,62 @@ final class TLSAndProxyTests: LoopbackTestCase {
     XCTAssertTrue(result.stderr.contains(missing), result.stderr)
   }
 
+  func testACABundleThatIsNotPEMIsRefusedBeforeTheRunNamingIt() throws {
+    let urls = try manifest("urls.txt", [origin.url("/photo.jpg")])
+    let der = temporary.appending("ca.der")
+    try Data([0x30, 0x82, 0x01, 0x0A, 0x02, 0x82, 0x01, 0x01]).write(to: URL(fileURLWithPath: der))
+    let (result, report) = try prefetch([urls], ["--cacert", der])
+    XCTAssertEqual(result.status, 2, result.stderr)
+    XCTAssertTrue(result.stderr.contains("--cacert"), result.stderr)
+    XCTAssertTrue(result.stderr.contains("\(der): not a PEM bundle"), result.stderr)
+    XCTAssertNil(report, "refused before the run")
+  }
+
+  /// A CA variable that names no certificates would fail every https URL as untrusted, and
+  /// blacklist it: it is refused before the run, naming the variable, and once it is mended
+  /// the URL downloads.
+  func testACAVariableNamingNothingUsableIsRefusedBeforeTheRunAndBlacklistsNothing() throws {
+    let urls = try manifest("urls.txt", [origin.url("/photo.jpg")])
+    let cache = temporary.appending("cache")
+    let missing = temporary.appending("gone.pem")
+    for (name, value) in [
+      ("CURL_CA_BUNDLE", missing), ("SSL_CERT_FILE", missing),
+      ("SSL_CERT_DIR", temporary.appending("gone")),
+    ] {
+      let (result, report) = try imagecache(
+        ["prefetch", urls, "--cache", cache, "--retries", "0"], environment: [name: value])
+      XCTAssertEqual(result.status, 2, "\(name): \(result.stderr)")
+      XCTAssertTrue(result.stderr.contains("environment variable \(name)"), result.stderr)
+      XCTAssertTrue(result.stderr.contains(value), result.stderr)
+      XCTAssertNil(report, "\(name): refused before the run")
+    }
+    let (result, report) = try imagecache(
+      ["prefetch", urls, "--cache", cache, "--retries", "0"],
+      environment: ["SSL_CERT_FILE": authority.certificate])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(report?.prefetch?.downloaded, 1)
+  }
+
+  /// A certificate that CA certificates the operator named do not verify is their
+  /// configuration's fault as likely as the origin's: reported, never blacklisted, so that
+  /// the run with the right bundle downloads it.
+  func testAnUntrustedCertificateUnderTheOperatorsCAsIsNotBlacklisted() throws {
+    let urls = try manifest("urls.txt", [origin.url("/photo.jpg")])
+    let cache = temporary.appending("cache")
+    let arguments = ["prefetch", urls, "--cache", cache, "--retries", "0", "--cacert"]
+    let (wrong, failed) = try imagecache(arguments + [Fixtures.directory + "/tls/cert.pem"])
+    XCTAssertEqual(wrong.status, 1, wrong.stderr)
+    let failure = try XCTUnwrap(failed?.prefetch?.failures.first, wrong.stderr)
+    XCTAssertEqual(failure.name, "serverCertificateUntrusted")
+    XCTAssertFalse(failure.blacklisted)
+    XCTAssertTrue(failure.message.contains("not blacklisted"), failure.message)
+    XCTAssertEqual(failed?.prefetch?.blacklistedURLs, [])
+
+    let (right, report) = try imagecache(arguments + [authority.certificate])
+    XCTAssertEqual(right.status, 0, right.stderr)
+    XCTAssertEqual(report?.prefetch?.downloaded, 1)
+  }
+
   // MARK: Proxies
 
   private func startProxy() throws -> LoopbackProxy {

@@ -82,15 +82,23 @@ public struct ImageCache: Sendable {
 
   /// Stores `data` in the tiers `cacheType` names. With both, the memory tier records the
   /// image once the file is written, without a copy of its bytes.
+  /// - Parameter spilled: the file in the disk cache's folder that holds `data` (a download
+  ///   over the memory buffer): the disk tier renames it into place instead of writing a copy.
   public func store(
     _ data: Data, forKey key: String, cacheType: CacheType = .all,
-    paths: DiskCache.KeyPaths? = nil
+    paths: DiskCache.KeyPaths? = nil, spilled: SpilledBody? = nil
   ) throws {
     guard cacheType.includesDisk else {
       if cacheType.includesMemory { memory.setData(data, forKey: key) }
       return
     }
-    if let paths { try disk.store(data, at: paths) } else { try disk.store(data, forKey: key) }
+    if let spilled {
+      try spilled.moveIntoPlace(at: paths?.current ?? disk.cachePath(forKey: key))
+    } else if let paths {
+      try disk.store(data, at: paths)
+    } else {
+      try disk.store(data, forKey: key)
+    }
     if cacheType.includesMemory { memory.setOnDisk(forKey: key, cost: data.count) }
   }
 

@@ -86,11 +86,17 @@ extension Shard {
   /// - Grid Engine's task arrays (`qsub -t 1-4`): the same with `SGE_TASK_ID`, `_FIRST`,
   ///   `_LAST` and `_STEPSIZE` (`SGE_TASK_ID=undefined` outside an array job is none).
   ///
+  /// Rerunning shards of a fleet (issue 40): with N given (`.fixed`), an array of fewer
+  /// tasks (`sbatch --array=2`, `qsub -t 3`) is a rerun of some of the fleet's tasks,
+  /// and K = task ID - `firstTask`, the fleet array's first task ID (Grid Engine's start at 1,
+  /// so 1 unless given; Slurm's may start at 0 or 1, so it must be given). With `.auto`, an
+  /// array of one task is refused: it cannot tell a rerun from a whole fleet.
+  ///
   /// A variable that is not a whole number, or that contradicts another or `count`, is a
   /// ``ConfigurationError`` naming it and its value.
-  public static func fromEnvironment(_ environment: [String: String], count: ShardCount)
-    throws(ConfigurationError) -> Shard?
-  {
+  public static func fromEnvironment(
+    _ environment: [String: String], count: ShardCount, firstTask: Int? = nil
+  ) throws(ConfigurationError) -> Shard? {
     if let text = environment["JOB_COMPLETION_INDEX"] {
       guard case .fixed(let count) = count else {
         throw ConfigurationError(
@@ -108,7 +114,7 @@ extension Shard {
     }
     for engine in ArrayEngine.all {
       guard let id = environment[engine.id], id != "undefined" else { continue }
-      return try engine.shard(id: id, environment: environment, count: count)
+      return try engine.shard(id: id, environment: environment, count: count, firstTask: firstTask)
     }
     return nil
   }
@@ -121,20 +127,22 @@ extension Shard {
     var max: String
     var step: String
     var count: String?
+    /// The first task ID of an array when nothing says otherwise, if the engine has one.
+    var defaultFirstTask: Int?
 
     static let all = [
       ArrayEngine(
         name: "Slurm", id: "SLURM_ARRAY_TASK_ID", min: "SLURM_ARRAY_TASK_MIN",
         max: "SLURM_ARRAY_TASK_MAX", step: "SLURM_ARRAY_TASK_STEP",
-        count: "SLURM_ARRAY_TASK_COUNT"),
+        count: "SLURM_ARRAY_TASK_COUNT", defaultFirstTask: nil),
       ArrayEngine(
         name: "Grid Engine", id: "SGE_TASK_ID", min: "SGE_TASK_FIRST", max: "SGE_TASK_LAST",
-        step: "SGE_TASK_STEPSIZE", count: nil),
+        step: "SGE_TASK_STEPSIZE", count: nil, defaultFirstTask: 1),
     ]
 
-    func shard(id idText: String, environment: [String: String], count: ShardCount)
-      throws(ConfigurationError) -> Shard
-    {
+    func shard(
+      id idText: String, environment: [String: String], count: ShardCount, firstTask: Int?
+    ) throws(ConfigurationError) -> Shard {
       func fail(_ variable: String, _ message: String) -> ConfigurationError {
         ConfigurationError(source: "environment", field: variable, message: message)
       }
@@ -178,13 +186,53 @@ extension Shard {
           "\(given) tasks, but \(self.min)=\(min), \(self.max)=\(max) and \(self.step)=\(step) "
             + "make \(tasks): an array with gaps (such as 1,2,5) cannot be shards; use a range")
       }
-      if case .fixed(let expected) = count, expected != tasks {
+      switch count {
+      case .fixed(let expected) where expected < tasks:
         throw fail(
           self.max,
           "--shards \(expected), but the \(name) array has \(tasks) tasks (\(self.min)=\(min), "
             + "\(self.max)=\(max), \(self.step)=\(step)); give the same number, or --shards auto")
+      case .fixed(let expected) where expected > tasks:
+        return try rerun(id: id, of: expected, tasks: tasks, firstTask: firstTask)
+      case .fixed:
+        if let firstTask, firstTask != min {
+          throw fail(
+            self.min,
+            "\(min), but --first-task \(firstTask): the array of the whole fleet starts at its "
+              + "first task")
+        }
+      case .auto:
+        guard tasks > 1 else {
+          throw fail(
+            self.id,
+            "\(id) is an array of one task (\(self.min)=\(min), \(self.max)=\(max)), which "
+              + "cannot tell a rerun of one shard from a whole fleet: give --shards N (the "
+              + "fleet's number of shards), and --first-task (its array's first task ID)")
+        }
       }
       return Shard(index: (id - min) / step, count: tasks)!
+    }
+
+    /// Task `id` of an array of `tasks` that reruns some of the `count` shards of a fleet whose
+    /// array started at `firstTask`.
+    private func rerun(id: Int, of count: Int, tasks: Int, firstTask: Int?)
+      throws(ConfigurationError) -> Shard
+    {
+      guard let first = firstTask ?? defaultFirstTask else {
+        throw ConfigurationError(
+          source: "environment", field: self.id,
+          message: "the \(name) array has \(tasks) tasks, but --shards \(count): to rerun "
+            + "shards of the fleet, give --first-task with the first task ID of the fleet's "
+            + "array (0 for --array=0-\(count - 1), 1 for --array=1-\(count)), so that task \(id) "
+            + "names its shard; or give an array of \(count) tasks")
+      }
+      guard let shard = Shard(index: id - first, count: count) else {
+        throw ConfigurationError(
+          source: "environment", field: self.id,
+          message: "\(id) is not a task of a fleet of \(count) shards whose array starts at "
+            + "\(first) (tasks \(first) to \(first + count - 1))")
+      }
+      return shard
     }
   }
 }

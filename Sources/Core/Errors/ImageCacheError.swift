@@ -190,12 +190,33 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   /// read-only. It ends the run (SPEC section 2, step 7) instead of failing URL after URL.
   /// So does a cache folder removed or replaced by a file during the run (`ENOENT`,
   /// `ENOTDIR`: stores never create it once a run holds its lock), and any failure of the
-  /// state database.
+  /// state database, and running out of file descriptors (``OpenFileLimit``), whether a store
+  /// or a download met it.
   public var endsRun: Bool {
     switch self {
-    case .storeFailed(_, let errno): [ENOSPC, EDQUOT, EROFS, ENOENT, ENOTDIR].contains(errno)
+    case .storeFailed(_, let errno):
+      [ENOSPC, EDQUOT, EROFS, ENOENT, ENOTDIR].contains(errno)
+        || OpenFileLimit.isExhausted(errno: errno)
     case .stateFailed: true
+    case .network(_, let message), .localFailure(let message):
+      OpenFileLimit.isExhausted(message: message)
     default: false
+    }
+  }
+
+  /// This failure, with which limit was reached and how to raise it when it says the file
+  /// descriptors ran out (``OpenFileLimit``).
+  public var withOpenFileAdvice: ImageCacheError {
+    func advised(_ text: String) -> String {
+      let errno = text.contains(String(cString: strerror(ENFILE))) ? ENFILE : EMFILE
+      return "\(text); \(OpenFileLimit.advice(errno: errno))"
+    }
+    return switch self {
+    case .network(let failure, let message) where OpenFileLimit.isExhausted(message: message):
+      .network(failure, message: advised(message))
+    case .localFailure(let reason) where OpenFileLimit.isExhausted(message: reason):
+      .localFailure(reason: advised(reason))
+    default: self
     }
   }
 

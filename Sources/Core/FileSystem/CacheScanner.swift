@@ -48,7 +48,8 @@ public struct CacheScanner: Sendable {
     onError: (FileSystemError) -> Void = { _ in },
     _ visit: (ScannedFile) throws -> Bool
   ) throws {
-    let fd = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+    // Never through a link: a namespace linked out of the cache is not the cache.
+    let fd = open(root, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
     guard fd >= 0 else {
       if errno == ENOENT { return }
       throw FileSystemError("open directory", path: root, errno: errno)

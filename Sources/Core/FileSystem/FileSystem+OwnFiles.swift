@@ -28,6 +28,78 @@ extension FileSystem {
     return true
   }
 
+  /// Checks the folders below the cache directory that a command reads and writes: the
+  /// namespace folder and its `.imagecache/` (SPEC sections 1 and 12), when they exist. A
+  /// symbolic link, or anything but a folder, where one of them is expected is refused, naming
+  /// it (exit 2), before anything is read or written: following a namespace linked to
+  /// `/some/folder` would expire, trim and store in that folder instead. The cache directory
+  /// itself is the user's to place, and may be a link.
+  public static func checkCacheFolders(_ location: CacheLocation) throws(FileSystemError) {
+    for path in [location.diskCachePath, location.stateDirectory] {
+      var info = stat()
+      guard lstat(path, &info) == 0 else {
+        if errno == ENOENT { return }
+        throw FileSystemError("look at", path: path, errno: errno)
+      }
+      let type = info.st_mode & S_IFMT
+      guard type == S_IFDIR else {
+        throw .refused(
+          "use", path: path,
+          because: "\(describe(type)) where a cache folder is expected; imagecache never "
+            + "follows a link out of the cache, and read and wrote nothing (make it a real "
+            + "folder, or point --cache at the real one)")
+      }
+    }
+  }
+
+  /// The content of `path`, an input the user named (a report to merge or render), which must
+  /// be a regular file of at most `limit` bytes. It is opened without blocking (a FIFO with no
+  /// writer would hang the command) and looked at (`fstat`) before a byte is read: a FIFO, a
+  /// device (`/dev/zero` never ends), a socket or a folder is refused, and so is a file over
+  /// `limit` (or one that grows past it while read), naming it (exit 2). A missing file is
+  /// `ENOENT`.
+  public static func regularFileContents(atPath path: String, limit: Int)
+    throws(FileSystemError) -> Data
+  {
+    var fd: Int32
+    repeat {
+      fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+    } while fd < 0 && errno == EINTR
+    guard fd >= 0 else { throw FileSystemError("read", path: path, errno: errno) }
+    defer { close(fd) }
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
+    let type = info.st_mode & S_IFMT
+    guard type == S_IFREG else {
+      throw .refused("read", path: path, because: "\(describe(type)), not a regular file")
+    }
+    let tooLarge = FileSystemError.refused(
+      "read", path: path, because: "larger than \(limit) bytes, more than any input it can be")
+    guard info.st_size <= limit else { throw tooLarge }
+    _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
+    // One byte more than the limit, so that a file that grew past it shows.
+    var data = Data(count: Int(info.st_size) + 1)
+    var filled = 0
+    while true {
+      if filled == data.count {
+        guard data.count <= limit else { throw tooLarge }
+        data.count = min(limit + 1, data.count + max(data.count, 64 << 10))
+      }
+      let got = data.withUnsafeMutableBytes { buffer in
+        read(fd, buffer.baseAddress! + filled, buffer.count - filled)
+      }
+      if got < 0 {
+        if errno == EINTR { continue }
+        throw FileSystemError("read", path: path, errno: errno)
+      }
+      if got == 0 {
+        data.count = filled
+        return data
+      }
+      filled += got
+    }
+  }
+
   /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on
   /// exec, and never blocking on a FIFO planted there; refuses anything but a regular file.
   /// Returns `nil` when it does not exist and `flags` do not create it.
@@ -56,19 +128,23 @@ extension FileSystem {
   private static func ownEntryRefused(_ path: String, type: mode_t, isFolder: Bool)
     -> FileSystemError
   {
-    let found =
-      switch type {
-      case S_IFLNK: "a symbolic link"
-      case S_IFDIR: "a folder"
-      case S_IFIFO: "a FIFO"
-      case S_IFCHR, S_IFBLK: "a device"
-      case S_IFSOCK: "a socket"
-      default: "not a regular file"
-      }
-    return .refused(
+    .refused(
       "use", path: path,
-      because: "\(found) where imagecache keeps its own \(isFolder ? "folder" : "file"); "
+      because: "\(describe(type)) where imagecache keeps its own \(isFolder ? "folder" : "file"); "
         + "nothing was written through it (remove it, and imagecache makes its own)",
       usage: false)
+  }
+
+  /// What a file of type `type` (`st_mode & S_IFMT`) is, for an error.
+  private static func describe(_ type: mode_t) -> String {
+    switch type {
+    case S_IFLNK: "a symbolic link"
+    case S_IFDIR: "a folder"
+    case S_IFREG: "a file"
+    case S_IFIFO: "a FIFO"
+    case S_IFCHR, S_IFBLK: "a device"
+    case S_IFSOCK: "a socket"
+    default: "not a regular file"
+    }
   }
 }

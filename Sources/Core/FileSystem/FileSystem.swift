@@ -42,14 +42,18 @@ public enum FileSystem {
   }
 
   /// Sets the access and modification times of `path` (used by tests and migrations).
-  public static func setTimes(path: String, access: Date, modification: Date) throws {
+  public static func setTimes(path: String, access: Date, modification: Date)
+    throws(FileSystemError)
+  {
     try setTimes(
       path: path, accessTime: access.nanosecondsSince1970,
       modificationTime: modification.nanosecondsSince1970)
   }
 
   /// Sets the access and modification times of `path`, in nanoseconds since the epoch.
-  public static func setTimes(path: String, accessTime: Int64, modificationTime: Int64) throws {
+  public static func setTimes(path: String, accessTime: Int64, modificationTime: Int64)
+    throws(FileSystemError)
+  {
     var times = [timespec(nanoseconds: accessTime), timespec(nanoseconds: modificationTime)]
     guard utimensat(AT_FDCWD, path, &times, AT_SYMLINK_NOFOLLOW) == 0 else {
       throw FileSystemError("set times of", path: path, errno: errno)
@@ -116,14 +120,9 @@ public enum FileSystem {
     let slash = path.utf8.lastIndex(of: UInt8(ascii: "/"))
     let directory = slash.map { $0 == path.startIndex ? "/" : String(path[..<$0]) } ?? "."
     let name = slash.map { String(path[path.utf8.index(after: $0)...]) } ?? path
-    let temporary =
-      (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
-    var fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-    if fd < 0 && errno == ENOENT && createsFolder {
-      try createDirectory(path: directory)
-      fd = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
-    }
-    guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
+    let created = try createTemporaryFile(in: directory, for: name, createsFolder: createsFolder)
+    let temporary = created.path
+    var fd = created.descriptor
     do {
       try writeAll(data, to: fd, path: temporary)
       guard close(fd) == 0 else {
@@ -138,6 +137,25 @@ public enum FileSystem {
       unlink(temporary)
       throw error
     }
+  }
+
+  /// Creates a hidden temporary file in `directory` for one that will be renamed to `name`,
+  /// with the permissions of a new file (`0666` less the umask), open for reading and writing (a
+  /// spilled body is mapped from it) and closed on
+  /// exec; returns its descriptor and path. Missing directories are created, unless
+  /// `createsFolder` is false.
+  public static func createTemporaryFile(
+    in directory: String, for name: String, createsFolder: Bool = false
+  ) throws(FileSystemError) -> (descriptor: Int32, path: String) {
+    let temporary =
+      (directory == "/" ? "" : directory) + "/" + temporaryName(for: name, suffix: randomSuffix())
+    var fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    if fd < 0 && errno == ENOENT && createsFolder {
+      try createDirectory(path: directory)
+      fd = open(temporary, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0o666)
+    }
+    guard fd >= 0 else { throw FileSystemError("create", path: temporary, errno: errno) }
+    return (fd, temporary)
   }
 
   /// The name of a directory entry that `readdir(3)` returned, read in place up to its NUL.
@@ -177,17 +195,27 @@ public enum FileSystem {
     return found
   }
 
-  /// Removes the tool's temporary files in `directory` last modified before `cutoff`: what a
-  /// killed run left (a live store finishes within its download deadline). Returns how many
-  /// there were and their allocated bytes; with `dryRun`, only counts them.
+  /// Removes the tool's temporary files in `directory` last modified more than `age` before
+  /// `now`: what a killed run left (a live store finishes within its download deadline).
+  /// Returns how many there were and their allocated bytes; with `dryRun`, only counts them.
+  ///
+  /// One modified after `now` was written while the wall clock ran ahead: it is dated `now`
+  /// (not in a dry run), so that it ages from now and goes once `age` has passed, instead of
+  /// staying until the clock catches up, years later.
   public static func removeStaleTemporaries(
-    in directory: String, modifiedBefore cutoff: Date, dryRun: Bool
+    in directory: String, olderThan age: TimeInterval, now: Date, dryRun: Bool
   ) throws(FileSystemError) -> (count: Int, bytes: UInt64) {
+    let cutoff = now.addingTimeInterval(-age)
     var count = 0
     var bytes: UInt64 = 0
-    for (name, attributes) in try temporaryFiles(in: directory)
-    where attributes.modificationDate < cutoff {
-      if !dryRun { try removeFile(path: directory + "/" + name) }
+    for (name, attributes) in try temporaryFiles(in: directory) {
+      let path = directory + "/" + name
+      if attributes.modificationDate > now {
+        if !dryRun { try setTimes(path: path, access: now, modification: now) }
+        continue
+      }
+      guard attributes.modificationDate < cutoff else { continue }
+      if !dryRun { try removeFile(path: path) }
       count += 1
       bytes += attributes.allocatedSize
     }

@@ -64,6 +64,9 @@ public struct PassSummary: Sendable, Equatable {
   public var filesKeptAside = 0
   /// Allocated bytes of the removed files.
   public var bytesFreed: UInt64 = 0
+  /// Files the pass meant to remove and could not (`EPERM`, an immutable file...): each is
+  /// among the errors with its reason, and the run's exit code is 1.
+  public var filesNotRemoved = 0
   public var errorCount = 0
   /// The limits an expire or trim pass ran with.
   public var limits: CleanupLimits?
@@ -113,6 +116,12 @@ extension MaintenanceRecorder {
     keep(error: message)
   }
 
+  /// Records a file the pass meant to remove and could not; the pass goes on.
+  public mutating func recordNotRemoved(_ error: FileSystemError) {
+    summary.filesNotRemoved += 1
+    recordError("\(error)")
+  }
+
   /// Records a delete (or, in a dry run, a planned one).
   public mutating func recordDelete(path: String, bytes: UInt64, date: Date?) {
     record(MaintenanceAction(kind: .delete, path: path, bytes: bytes, date: date))
@@ -144,6 +153,9 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
   public var filesMoved = 0
   /// Allocated bytes of the removed files.
   public var bytesFreed: UInt64 = 0
+  /// Files the pass meant to remove and could not, each with its reason in `errors` (absent
+  /// from the reports of versions before it).
+  public var filesNotRemoved: Int?
   /// Per-file errors; the pass went on after each.
   public var errors: [String] = []
   /// Every action taken (or, in a dry run, planned), in order.
@@ -168,6 +180,7 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
       summary.filesMoved = filesMoved
       summary.filesKeptAside = actions.filter { $0.kind == .keptAside }.count
       summary.bytesFreed = bytesFreed
+      summary.filesNotRemoved = filesNotRemoved ?? 0
       summary.errorCount = errors.count
       summary.limits = limits
       summary.cacheBytesBefore = cacheBytesBefore
@@ -178,6 +191,7 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
       filesRemoved = newValue.filesRemoved
       filesMoved = newValue.filesMoved
       bytesFreed = newValue.bytesFreed
+      filesNotRemoved = newValue.filesNotRemoved
       limits = newValue.limits
       cacheBytesBefore = newValue.cacheBytesBefore
       cacheBytesAfter = newValue.cacheBytesAfter

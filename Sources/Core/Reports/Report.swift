@@ -36,6 +36,10 @@ public struct RunReport: Sendable, Codable, Equatable {
   /// The fleet run the report is part of (`--run-id`, else the engine's job ID): the same in
   /// every shard's report of one run.
   public var runID: String?
+  /// The run's exit policy: URLs that failed did not make its exit code 1
+  /// (`--allow-url-failures`, `allowURLFailures: true`). `report merge` of reports that all say
+  /// so exits as they did. Written only when true.
+  public var allowURLFailures: Bool?
   /// A shard's report: which shard of how many it was.
   public var shard: ShardIdentity?
   /// A shard's report: the manifest entries it read, all of them and its own.
@@ -115,6 +119,10 @@ extension RunReport {
   /// The largest count or byte figure a report holds: 2^53-1, the largest whole number that
   /// every JSON reader (JavaScript, jq) holds exactly. `report merge` refuses a sum past it.
   public static let largestCount = 9_007_199_254_740_991
+  /// The `durationSeconds` a report may hold: earlier imagecache versions measured it by the
+  /// wall clock, and wrote it negative when the clock stepped back during the run.
+  public static let durationRange = DurationRange(
+    lower: -DurationRange.longest, upper: DurationRange.longest)
   /// The schema versions this imagecache reads.
   public static let knownSchemaVersions = 1...1
 
@@ -146,10 +154,11 @@ extension RunReport {
       if let problem = check(counts.bytesDownloaded, "prefetch.bytesDownloaded") {
         return problem
       }
-      guard DurationRange.nonNegative.contains(counts.durationSeconds) else {
+      // Negative: an earlier imagecache's duration across a step of the wall clock.
+      guard Self.durationRange.contains(counts.durationSeconds) else {
         return (
           "prefetch.durationSeconds",
-          "\(counts.durationSeconds) is out of range: expected \(DurationRange.nonNegative)"
+          "\(counts.durationSeconds) is out of range: expected \(Self.durationRange)"
         )
       }
       for (index, backoff) in counts.hostBackoffs.enumerated() {
@@ -207,6 +216,26 @@ extension RunReport {
       }
     }
     return nil
+  }
+
+  /// Undoes what a step of the wall clock wrote into a report (SPEC section 12: a clock step
+  /// never makes a report invalid for our tools): a negative duration reads as 0, an end
+  /// before the start as the start, each with a `clockStepped` warning.
+  public mutating func absorbClockStep() {
+    var stepped = false
+    if finishedAt < startedAt {
+      finishedAt = startedAt
+      stepped = true
+    }
+    if let duration = prefetch?.counts.durationSeconds, duration < 0 {
+      prefetch?.counts.durationSeconds = 0
+      stepped = true
+    }
+    if stepped {
+      warnings.append(
+        "clockStepped: the system clock stepped back during the run; its negative duration "
+          + "is read as 0 and its end as its start")
+    }
   }
 
   /// Why a report of schema `version` is not read.

@@ -14,6 +14,12 @@ public enum ReportMerge {
     /// Distinct manifests and sitemaps that failed as a whole, in any shard.
     public var failedInputs = 0
     public var files: [String]
+    /// Every merged report was of a run that allowed failed URLs (`allowURLFailures`): the
+    /// merge exits as those runs did, 0 for failed URLs alone.
+    public var urlFailuresAllowed = false
+    /// The reports that did not complete, each as `shard K of N (file): status` (or the file
+    /// alone for an unsharded report), for the merge to name.
+    public var unfinished: [String] = []
   }
 
   /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`). Shard
@@ -35,8 +41,10 @@ public enum ReportMerge {
     var errors: [String] = []
     var sources: [RunReport.MergedReport] = []
     var members: [FleetMember] = []
+    var urlFailuresAllowed = true
     for path in paths {
       let report = try RunReport.load(path: path)
+      urlFailuresAllowed = urlFailuresAllowed && report.allowURLFailures == true
       sources.append(RunReport.MergedReport(file: path, report: report))
       members.append(FleetMember(path: path, report: report))
       if let first, first.cache != report.cache {
@@ -71,7 +79,8 @@ public enum ReportMerge {
     let cache = CacheLocation(directory: first.cache.path, namespace: first.cache.namespace)
     let writer = try ReportWriter(
       job: first.job, location: cache, startedAt: startedAt, files: files,
-      standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil)
+      standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil,
+      allowsURLFailures: urlFailuresAllowed)
 
     // Then the lists, one report at a time.
     var recorder = writer.prefetchRecorder
@@ -112,6 +121,9 @@ public enum ReportMerge {
           summary.filesMoved, pass.filesMoved, "\(field).filesMoved", adding: path)
         sink.summary.bytesFreed = try total(
           summary.bytesFreed, pass.bytesFreed, "\(field).bytesFreed", adding: path)
+        sink.summary.filesNotRemoved = try total(
+          summary.filesNotRemoved, pass.filesNotRemoved ?? 0, "\(field).filesNotRemoved",
+          adding: path)
         sink.summary.errorCount = try total(
           summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }
@@ -123,7 +135,8 @@ public enum ReportMerge {
       error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources)
     return Outcome(
       status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
-      files: writer.files)
+      files: writer.files, urlFailuresAllowed: urlFailuresAllowed,
+      unfinished: members.filter { $0.status != .completed }.map(\.described))
   }
 
   /// failed, then interrupted, then incomplete, then completed.
@@ -186,6 +199,12 @@ extension ReportMerge {
     var runID: String?
     var status: RunReport.Status
     var manifestEntries: Int?
+
+    /// `shard K of N (file): status`, or `file: status` for an unsharded report.
+    var described: String {
+      let name = shard.map { "shard \($0.index) of \($0.count) (\(path))" } ?? path
+      return "\(name): \(status.rawValue)"
+    }
 
     init(path: String, report: RunReport) {
       self.path = path
@@ -264,13 +283,17 @@ extension ReportMerge {
 }
 
 extension RunReport {
+  /// The largest report file `load(path:)` reads: far above a night's report with every URL
+  /// failed, and a bound on the memory a wrong path can take.
+  public static let maxFileSize = 1 << 30
+
   /// The report in the file at `path`; a file that cannot be read, is not a report, is of a
   /// schema this version does not know or holds a figure out of range is a
   /// ``ConfigurationError`` naming it (`report merge`, `report html`).
   public static func load(path: String) throws(ConfigurationError) -> RunReport {
     let data: Data
     do {
-      data = try FileSystem.existingContents(atPath: path)
+      data = try FileSystem.regularFileContents(atPath: path, limit: maxFileSize)
     } catch {
       throw ConfigurationError(source: path, message: "cannot read the report: \(error)")
     }
@@ -283,7 +306,7 @@ extension RunReport {
       throw ConfigurationError(
         source: path, field: "schemaVersion", message: unknownSchemaMessage(version))
     }
-    let report: RunReport
+    var report: RunReport
     do {
       report = try RunReport.decode(data)
     } catch {
@@ -292,6 +315,7 @@ extension RunReport {
     if let (field, message) = report.rangeProblem() {
       throw ConfigurationError(source: path, field: field, message: message)
     }
+    report.absorbClockStep()
     return report
   }
 }

@@ -43,6 +43,8 @@ public final class ReportWriter: Sendable {
   /// The fleet run and the shard the report is of (SPEC section 9), when there are.
   private let runID: String?
   private let shard: Shard?
+  /// Written as `allowURLFailures: true` when set.
+  private let allowsURLFailures: Bool
   /// Every file and buffer, behind one lock: the prefetcher records from its tasks.
   private let state: Mutex<State>
   /// The report files this writer writes.
@@ -55,15 +57,18 @@ public final class ReportWriter: Sendable {
   ///   - standardOutput: also print the report on stdout (`--json`).
   ///   - runID: the fleet run's identity, written as `runID`.
   ///   - shard: the shard of a sharded run, written as `shard`, with `manifestEntries`.
+  ///   - allowsURLFailures: the run's failed URLs do not make its exit code 1.
   public init(
     job: String, location: CacheLocation, startedAt: Date, files: [String],
-    standardOutput: Bool, runID: String? = nil, shard: Shard? = nil
+    standardOutput: Bool, runID: String? = nil, shard: Shard? = nil,
+    allowsURLFailures: Bool = false
   ) throws {
     self.job = job
     self.location = location
     self.startedAt = startedAt
     self.runID = runID
     self.shard = shard
+    self.allowsURLFailures = allowsURLFailures
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
     if standardOutput { outputs.append(ReportOutput()) }
@@ -189,6 +194,10 @@ public final class ReportWriter: Sendable {
     json.member("namespace", location.namespace)
     json.raw("}")
     if let runID { json.member("runID", runID) }
+    if allowsURLFailures {
+      json.member("allowURLFailures")
+      json.bool(true)
+    }
     if let shard {
       json.member("shard")
       json.raw("{")
@@ -277,6 +286,7 @@ public final class ReportWriter: Sendable {
       json.member("filesRemoved", pass.summary.filesRemoved)
       json.member("filesMoved", pass.summary.filesMoved)
       json.member("bytesFreed", pass.summary.bytesFreed)
+      json.member("filesNotRemoved", pass.summary.filesNotRemoved)
       if let limits = pass.summary.limits {
         json.member("limits")
         json.raw("{")

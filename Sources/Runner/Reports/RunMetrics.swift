@@ -10,8 +10,9 @@ public struct RunMetrics: Sendable {
   public var namespace: String
   public var shard: Shard?
   public var status: RunReport.Status
-  public var startedAt: Date
   public var finishedAt: Date
+  /// How long the run took, by the monotonic clock (``RunClock``).
+  public var durationSeconds: TimeInterval
   public var prefetch: PrefetchCounts?
   public var passes: [PassSummary]
   public var cache: DiskUsage?
@@ -53,7 +54,7 @@ public struct RunMetrics: Sendable {
     ).increment(by: Int64(clamping: counts.bytesDownloaded))
     gauge(
       name: "imagecache_run_duration_seconds", labels: labels, help: "Length of the last run"
-    ).set(finishedAt.timeIntervalSince(startedAt))
+    ).set(durationSeconds)
     gauge(
       name: "imagecache_last_run_timestamp_seconds", labels: labels,
       help: "When the last run ended (Unix time)"
@@ -80,6 +81,11 @@ public struct RunMetrics: Sendable {
         labels: with(("pass", pass.pass.rawValue)),
         help: "Bytes a maintenance pass of the last run freed"
       ).increment(by: Int64(clamping: pass.dryRun ? 0 : pass.bytesFreed))
+      counter(
+        name: "imagecache_maintenance_files_not_removed_total",
+        labels: with(("pass", pass.pass.rawValue)),
+        help: "Files a maintenance pass of the last run could not remove (EPERM, immutable...)"
+      ).increment(by: Int64(pass.dryRun ? 0 : pass.filesNotRemoved))
     }
     if let cache {
       gauge(

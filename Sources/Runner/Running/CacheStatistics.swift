@@ -20,11 +20,16 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
   public var temporaryBytes: UInt64 = 0
   /// State files: the unsharded one and each shard's (SPEC section 9).
   public var stateFiles = 0
-  /// URLs on the blacklist of any state file, each once.
-  public var blacklistedURLs = 0
+  /// URLs on the blacklist of any state file, each once; `nil` when a state file could not be
+  /// read: a count without it would say fewer than there are (0 for a cache whose one file
+  /// could not be opened).
+  public var blacklistedURLs: Int? = 0
+  /// The state files that could not be read.
+  public var unreadableStateFiles: [String] = []
 
   /// Walks the disk cache path of `location` once. Entries that cannot be read go to
-  /// `onError` and the walk goes on.
+  /// `onError` and the walk goes on; so do state files, which are then listed in
+  /// ``unreadableStateFiles``, leaving ``blacklistedURLs`` unknown.
   public static func collect(
     location: CacheLocation, onError: (FileSystemError) -> Void
   ) throws -> CacheStatistics {
@@ -38,10 +43,11 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
       stats.temporaryBytes += attributes.allocatedSize
     }
     stats.stateFiles = try StateStore.stateFiles(location: location).count
-    stats.blacklistedURLs = try StateStore.blacklistOfEveryStateFile(location: location) {
-      path, error in
+    let count = try StateStore.blacklistOfEveryStateFile(location: location) { path, error in
+      stats.unreadableStateFiles.append(path)
       onError(FileSystemError("read the blacklist of", path: path, underlying: error))
     }.count
+    stats.blacklistedURLs = stats.unreadableStateFiles.isEmpty ? count : nil
     return stats
   }
 

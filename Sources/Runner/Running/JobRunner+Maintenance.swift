@@ -38,14 +38,15 @@ extension JobRunner {
     console.report(.passFinished(pass.summary))
   }
 
-  /// The migrate pass (SPEC section 4): merge the legacy folder (`migrate.from`, else SD 3/4's
-  /// folder beside the cache) when it exists, then rename the legacy file names of the
-  /// manifests' keys.
+  /// The migrate pass (SPEC section 4): merge the legacy folder (`migrate.from`, else each of
+  /// SD 3/4's folders beside the cache) when it exists, then rename the legacy file names of
+  /// the manifests' keys.
   func migrate(into writer: ReportWriter, stop: StopFlag) async throws {
     let migrator = CacheMigrator(location: job.location, shard: job.shard)
     let now = Date()
-    let source = job.migrateFrom ?? migrator.legacyDirectory
-    if FileManager.default.fileExists(atPath: source) {
+    let sources = job.migrateFrom.map { [$0] } ?? migrator.legacyDirectories
+    let found = sources.filter { FileManager.default.fileExists(atPath: $0) }
+    for source in found where !stop.isStopped {
       let pass = try beginPass(.migrate, in: writer, listsActions: true)
       var recorder = pass
       try migrator.mergeDirectory(
@@ -58,10 +59,11 @@ extension JobRunner {
           .legacyFolderMerged(
             path: source, removed: !FileManager.default.fileExists(atPath: source)))
       }
-    } else if settings.verbose || job.migrateFrom != nil {
+    }
+    if found.isEmpty && (settings.verbose || job.migrateFrom != nil) {
       // A nightly job that lists migrate says nothing when there is nothing to migrate; a
       // rerun of a finished --from migration says so and succeeds.
-      console.report(.noLegacyFolder(path: source))
+      console.report(.noLegacyFolder(path: sources.joined(separator: " or ")))
     }
     guard !job.manifests.isEmpty, !stop.isStopped else { return }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)

@@ -59,6 +59,8 @@ public struct RunOutcome: Sendable, Equatable {
   /// The blacklist refused every URL: nothing was tried, a night's work silently not done.
   /// Exit 1 like failed URLs, and allowed with them (``Job/allowURLFailures``).
   public var refusedEverything = false
+  /// Files the maintenance passes meant to remove and could not (exit code 1).
+  public var filesNotRemoved = 0
   /// The job allows failed URLs (``Job/allowURLFailures``): they do not make the exit code 1.
   public var urlFailuresAllowed = false
   /// The report files written.
@@ -73,6 +75,9 @@ public struct JobRunner: Sendable {
   public var job: Job
   public var settings: RunSettings
   public var console: any RunConsole
+  /// A CA variable of the environment that names no usable certificates: refused before the
+  /// run, as `--cacert` is, since it would fail every https URL.
+  private let environmentProblem: ConfigurationError?
   /// Warnings about the run's settings, said when it starts: a fleet's per-host limit below
   /// its number of shards (each shard still takes one connection).
   private var setupWarnings: [RunWarning] {
@@ -88,6 +93,7 @@ public struct JobRunner: Sendable {
       job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
         ofFleet: fleet, shards: shards)
     }
+    environmentProblem = job.prefetch.connection.environmentProblem(settings.environment)
     job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)
     self.job = job
     self.settings = settings
@@ -100,6 +106,10 @@ public struct JobRunner: Sendable {
   public func run() async throws -> RunOutcome {
     // The command line checks them before any job runs; a library caller is checked here.
     try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
+    try FileSystem.checkCacheFolders(job.location)
+    if job.prefetchesManifests && !job.manifests.isEmpty, let environmentProblem {
+      throw environmentProblem
+    }
     if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
       throw MaintenanceError.trimOnShard
     }
@@ -113,25 +123,69 @@ public struct JobRunner: Sendable {
       console.report(
         .waitingForLock(job: job.name, holder: holder, timeout: settings.waitTimeout))
     }
-    return try await RunLock.withLock(
-      location: job.location, options: lockOptions, waiting: waiting
-    ) {
-      try await SignalScope.with { signals in
-        try await runLocked(signals: signals, createsCache: createsCache)
+    let clock = RunClock()
+    var started = false
+    do {
+      return try await RunLock.withLock(
+        location: job.location, options: lockOptions, waiting: waiting
+      ) {
+        started = true
+        return try await SignalScope.with { signals in
+          try await runLocked(signals: signals, createsCache: createsCache)
+        }
       }
+    } catch {
+      // Another run holding the lock is not this one failing: it writes its own report.
+      if !started && !(error is CancellationError) && !Self.isHeld(error) {
+        reportNotStarted(error, clock: clock)
+      }
+      throw error
+    }
+  }
+
+  private static func isHeld(_ error: any Error) -> Bool {
+    switch error as? RunLock.Failure {
+    case .held, .stillHeld: true
+    case .cannotOpen, nil: false
+    }
+  }
+
+  /// Writes the report and metrics of a run that could not start (the cache's lock could not
+  /// be opened: a read-only cache, a missing mount), marked `failed`, wherever they can be
+  /// written: the run-failed alert reads them (SPEC section 12). What cannot be written is
+  /// said on the console.
+  private func reportNotStarted(_ error: any Error, clock: RunClock) {
+    console.report(.runFailed(job: job.name, error: error))
+    let warnings = RunWarnings(console: console)
+    do {
+      let writer = try ReportWriter(
+        job: job.name, location: job.location, startedAt: clock.startedAt,
+        files: reportFiles(startedAt: clock.startedAt), standardOutput: settings.printsReport,
+        runID: job.runID, shard: job.shard)
+      let finish = finish(clock, warnings: warnings)
+      let metrics = stageMetrics(
+        writer: writer, status: .failed, finish: finish, counts: nil, warnings: warnings)
+      try writer.finish(
+        status: .failed, finishedAt: finish.finishedAt, prefetch: nil,
+        warnings: warnings.messages, error: "\(error)", metricsErrors: warnings.metricsErrors,
+        plan: nil)
+      putInPlace(metrics)
+    } catch let reportError {
+      console.report(.reportNotWritten(job: job.name, error: reportError))
     }
   }
 
   /// - Parameter createsCache: the cache did not exist before this run.
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
-    let startedAt = Date()
+    let clock = RunClock()
+    let startedAt = clock.startedAt
     // A metrics path that can never be written (a folder, a block device) fails the run before
     // it does any work, as a report path does when its writer opens it.
     for file in metricsFiles { _ = try OutputFile(path: file) }
     let writer = try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt,
       files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport,
-      runID: job.runID, shard: job.shard)
+      runID: job.runID, shard: job.shard, allowsURLFailures: job.allowURLFailures)
     let warnings = RunWarnings(console: console)
     for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
     for warning in setupWarnings { warnings.add(warning) }
@@ -174,12 +228,11 @@ public struct JobRunner: Sendable {
     } catch {
       console.report(.runFailed(job: job.name, error: error))
       do {
-        let finishedAt = Date()
+        let finish = finish(clock, warnings: warnings)
         let metrics = stageMetrics(
-          writer: writer, status: .failed, startedAt: startedAt, finishedAt: finishedAt,
-          counts: counts, warnings: warnings)
+          writer: writer, status: .failed, finish: finish, counts: counts, warnings: warnings)
         try writer.finish(
-          status: .failed, finishedAt: finishedAt, prefetch: counts,
+          status: .failed, finishedAt: finish.finishedAt, prefetch: counts,
           warnings: warnings.messages, error: "\(error)",
           metricsErrors: warnings.metricsErrors, plan: plan)
         putInPlace(metrics)
@@ -195,12 +248,11 @@ public struct JobRunner: Sendable {
       console.report(.prefetchFinished(job: job.name, counts: counts, refusal: refusal))
     }
     if let plan { console.report(.planFinished(job: job.name, plan: plan)) }
-    let finishedAt = Date()
+    let finish = finish(clock, warnings: warnings)
     let metrics = stageMetrics(
-      writer: writer, status: status, startedAt: startedAt, finishedAt: finishedAt, counts: counts,
-      warnings: warnings)
+      writer: writer, status: status, finish: finish, counts: counts, warnings: warnings)
     try writer.finish(
-      status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings.messages,
+      status: status, finishedAt: finish.finishedAt, prefetch: counts, warnings: warnings.messages,
       metricsErrors: warnings.metricsErrors, plan: plan)
     for file in writer.files { console.report(.reportWritten(job: job.name, path: file)) }
     putInPlace(metrics)
@@ -209,8 +261,16 @@ public struct JobRunner: Sendable {
       failedInputs: counts?.inputsFailed ?? plan?.inputsFailed ?? 0,
       notManifests: counts?.inputsNotManifests ?? 0,
       refusedEverything: refusal?.refusedEverything ?? false,
+      filesNotRemoved: writer.passSummaries.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved) },
       urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
+  }
+
+  /// The end of the run, with a warning in its report when the wall clock stepped.
+  private func finish(_ clock: RunClock, warnings: RunWarnings) -> RunClock.Finish {
+    let finish = clock.finish()
+    if let step = finish.clockStep { warnings.add(.clockStepped(seconds: step)) }
+    return finish
   }
 
   /// The metrics files of a run, on their way: written before the report is finished and put
@@ -228,7 +288,7 @@ public struct JobRunner: Sendable {
   /// be written (its folder missing and not creatable, or not writable) costs a warning, never
   /// the run's work or its exit status: the report, written next, says so (SPEC section 11).
   private func stageMetrics(
-    writer: ReportWriter, status: RunReport.Status, startedAt: Date, finishedAt: Date,
+    writer: ReportWriter, status: RunReport.Status, finish: RunClock.Finish,
     counts: PrefetchCounts?, warnings: RunWarnings
   ) -> StagedMetrics {
     var result = StagedMetrics()
@@ -244,7 +304,7 @@ public struct JobRunner: Sendable {
     }
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
-      startedAt: startedAt, finishedAt: finishedAt, prefetch: counts,
+      finishedAt: finish.finishedAt, durationSeconds: finish.durationSeconds, prefetch: counts,
       passes: writer.passSummaries, cache: usage)
     result.metrics = metrics
     for file in files {
@@ -302,8 +362,7 @@ public struct JobRunner: Sendable {
   > {
     Result { () throws(FileSystemError) in
       try FileSystem.removeStaleTemporaries(
-        in: job.location.diskCachePath,
-        modifiedBefore: startedAt.addingTimeInterval(-Self.staleTemporaryAge),
+        in: job.location.diskCachePath, olderThan: Self.staleTemporaryAge, now: startedAt,
         dryRun: settings.dryRun)
     }
   }

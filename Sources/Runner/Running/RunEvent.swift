@@ -118,6 +118,9 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   case overDeletionLimit(MaintenanceError)
   /// URLs the blacklist refused without a request; the summary line says it too.
   case blacklistRefused(BlacklistRefusal)
+  /// The wall clock stepped by `seconds` (negative: back) during the run: the duration is the
+  /// monotonic clock's, and an end before the start is written as the start plus it.
+  case clockStepped(seconds: TimeInterval)
 
   public var description: String {
     switch self {
@@ -140,6 +143,10 @@ public enum RunWarning: Sendable, CustomStringConvertible {
     case .metricsWithoutCacheSize(let error): "metrics without the cache's size: \(error)"
     case .overDeletionLimit(let refusal): "a real run would stop here: \(refusal)"
     case .blacklistRefused(let refusal): "\(refusal)"
+    case .clockStepped(let seconds):
+      "clockStepped: the system clock stepped \(seconds < 0 ? "back" : "forward") "
+        + "\(String(format: "%.1f", abs(seconds))) s during the run; the duration is measured "
+        + "by the monotonic clock"
     }
   }
 }

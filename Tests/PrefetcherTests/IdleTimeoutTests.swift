@@ -1,0 +1,41 @@
+import Core
+import Foundation
+import Prefetcher
+import TestSupport
+import XCTest
+
+/// Issue 38: `--timeout` is a true idle timeout. A server that sent bytes and then went silent
+/// is given up on once it has been silent for the timeout, not after libcurl's low-speed check
+/// (a 5-second average), which fired about 6 s after the last byte.
+final class IdleTimeoutTests: LoopbackTestCase {
+  override var routes: [String: Route] {
+    [
+      // 2,000 bytes of a 100,000-byte body over 2 s, then nothing on a live connection.
+      "/stalls.jpg": { _ in
+        ServerResponse(
+          headers: [("Content-Length", "100000")], body: Data(repeating: 0xFF, count: 2000),
+          dripInterval: .milliseconds(100), dripChunk: 100)
+      }
+    ]
+  }
+
+  func testATransferSilentForTheIdleTimeoutAfterBytesFlowedEndsWithinASecondOfIt() async throws {
+    var configuration = PrefetchConfiguration()
+    configuration.timeout = 1
+    configuration.deadline = 60
+    let downloader = Downloader(configuration: configuration)
+    let started = ContinuousClock.now
+    do {
+      _ = try await downloader.download(
+        DownloadRequest(url: URL(string: server.url("/stalls.jpg"))!))
+      XCTFail("a body that stops short cannot succeed")
+    } catch {
+      XCTAssertEqual(error.error.name, "timedOut", "\(error.error)")
+    }
+    let elapsed = ContinuousClock.now - started
+    await downloader.shutdown()
+    XCTAssertEqual(server.bodyBytesSent("/stalls.jpg"), 2000)
+    // The last byte leaves at about 2 s; the timeout is 1 s, and a second of slack.
+    XCTAssertLessThan(elapsed, .seconds(4), "gave up after \(elapsed)")
+  }
+}

@@ -1,0 +1,89 @@
+import Foundation
+import NIOCore
+import TestSupport
+import XCTest
+
+/// `cron/imagecache-cron` running the real binary under `env -i`, as cron starts it, against a
+/// loopback server (issues 38 and 39): it prunes only what its own run may, and the job's own
+/// reports named with `{job}` are written once a run and pruned.
+final class CronWrapperRunTests: LoopbackTestCase {
+  override var routes: [String: Route] {
+    Self.images.merging([
+      // Long enough for a second wrapper to meet the lock this run holds.
+      "/slow.jpg": { _ in .init(body: Fixtures.jpeg, headDelay: .seconds(4)) }
+    ]) { $1 }
+  }
+
+  private var state: String { temporary.appending("state") }
+
+  /// A job on a cache in the temporary folder, fetching `paths`; `extra` is added as it is.
+  private func writeJob(_ paths: [String], extra: String = "") throws -> String {
+    let manifest = try temporary.manifest(paths.map(server.url))
+    let job = temporary.appending("nightly.yaml")
+    try """
+    cache:
+      directory: \(temporary.appending("cache"))
+    manifests: [\(manifest)]
+    \(extra)
+    """.write(toFile: job, atomically: true, encoding: .utf8)
+    return job
+  }
+
+  /// The wrapper under `env -i`: only the PATH and the binary cron's line would give it.
+  private func startWrapper(_ arguments: [String]) throws -> (Process, Pipe, Pipe) {
+    try Command.start(
+      "/usr/bin/env",
+      [
+        "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "IMAGECACHE=\(ImageCacheBinary.path)",
+        "/bin/bash", CronWrapperTests.wrapper,
+      ] + arguments)
+  }
+
+  private func runWrapper(_ arguments: [String]) throws -> CommandResult {
+    let (process, stdout, stderr) = try startWrapper(arguments)
+    return ImageCacheBinary.finish(process, stdout, stderr)
+  }
+
+  private func files(_ folder: String) -> [String] {
+    ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
+  }
+
+  func testAWrapperLockedOutPrunesNothingAndTheRunningRunKeepsItsLog() throws {
+    let job = try writeJob(["/slow.jpg"])
+    let (first, firstOut, firstErr) = try startWrapper([job, state, "1"])
+    waitUntil(timeout: 30, "the first run to hold the cache") {
+      server.requestCount("/slow.jpg") == 1
+    }
+    let firstLog = try XCTUnwrap(files(state + "/logs").first)
+
+    let second = try runWrapper([job, state, "1"])
+    XCTAssertEqual(second.status, 3, second.stderr)
+    XCTAssertTrue(files(state + "/logs").contains(firstLog), "the running run's log stays")
+    // The mail of the run locked out points at its own log, which is there.
+    let secondLog = try XCTUnwrap(
+      second.stderr.split(separator: "\n").first { $0.hasPrefix("log: ") }?.dropFirst(5))
+    XCTAssertTrue(FileManager.default.fileExists(atPath: String(secondLog)), second.stderr)
+
+    let finished = ImageCacheBinary.finish(first, firstOut, firstErr)
+    XCTAssertEqual(finished.status, 0, finished.stderr)
+    let log = try String(contentsOfFile: state + "/logs/" + firstLog, encoding: .utf8)
+    XCTAssertTrue(log.contains("1 downloaded"), log)
+    XCTAssertTrue(
+      FileManager.default.fileExists(atPath: String(secondLog)),
+      "a run that started later is not pruned by an earlier one")
+  }
+
+  func testTheJobsOwnReportsNamedWithJobAreWrittenOnceARunAndPruned() throws {
+    // The README's job: its reports in the wrapper's state folder, named {job}-{date}.json.
+    let job = try writeJob(
+      ["/a.jpg"], extra: "name: nightly\nreport: \(state)/reports/{job}-{date}.json")
+    for _ in 0..<3 {
+      let result = try runWrapper([job, state, "1"])
+      XCTAssertEqual(result.status, 0, result.stderr)
+    }
+    let reports = files(state + "/reports")
+    XCTAssertEqual(reports.count, 1, "\(reports)")
+    XCTAssertTrue(reports.allSatisfy { $0.hasPrefix("nightly-2") }, "\(reports)")
+    XCTAssertEqual(files(state + "/logs").count, 1, "\(files(state + "/logs"))")
+  }
+}

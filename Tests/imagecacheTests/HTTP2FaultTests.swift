@@ -1,0 +1,29 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// Issue 38: a fault of one HTTP/2 stream stays with that stream. libcurl 7.88 fails the whole
+/// nghttp2 session on a header block over its limit, and every stream beside it with it.
+final class HTTP2FaultTests: TemporaryFolderTestCase {
+  func testAnOversizedHeaderBlockFailsItsURLAloneAndNotRetried() throws {
+    let server = try HTTP2LoopbackServer(
+      body: Fixtures.jpeg, delay: 0.3, root: temporary.appending("h2"),
+      oversizedHeaders: "/huge-headers.jpg")
+    defer { server.shutdown() }
+    let siblings = (0..<30).map { server.url("/img/\($0).jpg") }
+    let culprit = server.url("/huge-headers.jpg")
+    let result = try ImageCacheBinary.run(
+      [
+        "prefetch", try temporary.manifest(Array(siblings[..<10]) + [culprit] + siblings[10...]),
+        "--cache", temporary.appending("cache"), "--cacert", Fixtures.directory + "/tls/cert.pem",
+        "--json",
+      ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let prefetch = try XCTUnwrap(try RunReport.decode(Data(result.stdout.utf8)).prefetch)
+    XCTAssertEqual(prefetch.downloaded, 30, "every sibling is fetched")
+    XCTAssertEqual(prefetch.failures.map(\.url), [culprit])
+    XCTAssertEqual(prefetch.failures.first?.name, "responseHeaderTooLarge")
+    XCTAssertEqual(prefetch.failures.first?.attempts, 1, "not retried")
+  }
+}

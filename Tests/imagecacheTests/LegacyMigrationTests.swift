@@ -1,0 +1,83 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// End-to-end: `imagecache migrate` finds SD's legacy folder of any namespace where each SD
+/// version put it, and a merge from another file system keeps the files' times (issues 38, 41).
+final class LegacyMigrationTests: TemporaryFolderTestCase {
+  /// `<Caches>`: the folder that holds SD 5's cache directory and SD 3/4's folders.
+  private var caches: String { temporary.appending("Caches") }
+  private var directory: String { caches + "/com.hackemist.SDImageCache" }
+  /// Mount points to unmount in tearDown, last first.
+  private var mounts: [String] = []
+
+  override func tearDown() {
+    for mount in mounts.reversed() { Command.status("/bin/umount", [mount]) }
+    mounts = []
+    super.tearDown()
+  }
+
+  private let fileName = "e53566be7e08af71a1135ac4a1830724"
+
+  /// Puts a file in `legacy` (relative to `<Caches>`), runs `migrate` on namespace
+  /// `namespace` with no --from, and checks the file moved into the namespace's folder.
+  private func assertMigrated(
+    from legacy: String, namespace: String, file: StaticString = #filePath, line: UInt = #line
+  ) throws {
+    try CacheBuilder(root: caches + "/" + legacy).file(fileName, accessTime: 1_600_000_000)
+    let result = try ImageCacheBinary.run([
+      "migrate", "--cache", directory, "--namespace", namespace,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr, file: file, line: line)
+    let migrated = directory + "/" + namespace + "/" + fileName
+    XCTAssertTrue(
+      FileManager.default.fileExists(atPath: migrated), result.stderr, file: file, line: line)
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: caches + "/" + legacy), "the merged folder goes",
+      file: file, line: line)
+  }
+
+  func testMigrateFindsSD4sFolderOfANamespaceOtherThanDefault() throws {
+    try assertMigrated(
+      from: "avatars/com.hackemist.SDWebImageCache.avatars", namespace: "avatars")
+  }
+
+  func testMigrateFindsSD3sFolderOfANamespaceOtherThanDefault() throws {
+    try assertMigrated(from: "com.hackemist.SDWebImageCache.avatars", namespace: "avatars")
+  }
+
+  func testMigrateFindsSD3sFolderOfTheDefaultNamespace() throws {
+    try assertMigrated(from: "com.hackemist.SDWebImageCache.default", namespace: "default")
+  }
+
+  /// Mounts a small tmpfs at `name` in the temporary folder, or skips the test.
+  private func mountTmpfs(_ name: String) throws -> String {
+    let path = temporary.appending(name)
+    try FileSystem.createDirectory(path: path)
+    guard getuid() == 0,
+      Command.status("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", path]) == 0
+    else { throw XCTSkip("cannot mount a tmpfs here: the cross-file-system test is skipped") }
+    mounts.append(path)
+    return path
+  }
+
+  func testAMergeFromAnotherFileSystemKeepsEachFilesAccessAndModificationTimes() throws {
+    let device = try mountTmpfs("device")
+    let server = try mountTmpfs("server")
+    let legacy = device + "/com.hackemist.SDWebImageCache.default"
+    // 2020: older than a day and than its modification, so that relatime updates it on a read.
+    let accessTime: Int64 = 1_600_000_000
+    try CacheBuilder(root: legacy).file(
+      fileName, size: 5000, accessTime: accessTime, modificationTime: 1_600_000_100)
+    let result = try ImageCacheBinary.run([
+      "migrate", "--cache", server + "/cache", "--from", legacy,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let migrated = try XCTUnwrap(
+      FileSystem.attributes(atPath: server + "/cache/default/" + fileName), result.stderr)
+    XCTAssertEqual(migrated.accessTime, accessTime * 1_000_000_000)
+    XCTAssertEqual(migrated.modificationTime, 1_600_000_100 * 1_000_000_000)
+    XCTAssertEqual(migrated.size, 5000)
+  }
+}
