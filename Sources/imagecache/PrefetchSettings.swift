@@ -150,10 +150,10 @@ struct PrefetchSettings: ParsableArguments {
   var rate: RequestRate?
 
   @Option(
-    name: .customLong("max-bandwidth"),
+    name: [.customLong("max-bandwidth"), .customLong("limit-rate")],
     help: ArgumentHelp(
       "Bytes a second that all downloads together receive, at most: 10MB/s, 500KiB/s (from "
-        + "1KB/s; default: no cap).",
+        + "1KB/s; default: no cap). --limit-rate is curl's and wget's name for it.",
       valueName: "size/s"))
   var maxBandwidth: Bandwidth?
 

@@ -74,7 +74,8 @@ final class RunFaultTests: LoopbackTestCase {
     let metrics = try String(contentsOfFile: metricsFile, encoding: .utf8)
     XCTAssertTrue(
       metrics.contains(
-        "imagecache_run_status{job=\"prefetch\",namespace=\"default\",status=\"failed\"} 1"),
+        "imagecache_last_run_status{imagecache_job=\"prefetch\",namespace=\"default\",status=\"failed\"} 1"
+      ),
       metrics)
     XCTAssertEqual(server.requestCount("/a.jpg"), 0)
   }
@@ -107,7 +108,7 @@ final class RunFaultTests: LoopbackTestCase {
     let metrics = try String(contentsOfFile: metricsFile, encoding: .utf8)
     XCTAssertTrue(
       metrics.contains(
-        "imagecache_maintenance_files_not_removed_total{job=\"maintain\",namespace=\"default\","
-          + "pass=\"expire\"} 1"), metrics)
+        "imagecache_last_run_not_removed_files{imagecache_job=\"maintain\","
+          + "namespace=\"default\",pass=\"expire\"} 1"), metrics)
   }
 }

@@ -54,6 +54,11 @@ public struct RunOutcome: Sendable, Equatable {
   public var failedURLs: Int
   /// Manifests and sitemaps that failed as a whole.
   public var failedInputs = 0
+  /// Inputs that are no manifest at all (an image, binary data): a usage error, exit 2.
+  public var notManifests = 0
+  /// The blacklist refused every URL: nothing was tried, a night's work silently not done.
+  /// Exit 1 like failed URLs, and allowed with them (``Job/allowURLFailures``).
+  public var refusedEverything = false
   /// Files the maintenance passes meant to remove and could not (exit code 1).
   public var filesNotRemoved = 0
   /// The job allows failed URLs (``Job/allowURLFailures``): they do not make the exit code 1.
@@ -188,6 +193,7 @@ public struct JobRunner: Sendable {
       .runStarted(job: job.name, cachePath: job.location.diskCachePath, created: createsCache))
 
     var counts: PrefetchCounts?
+    var refusal: BlacklistRefusal?
     var plan: PrefetchPlanCounts?
     do {
       // The sweep of what killed runs left reads the whole cache folder (a million files take
@@ -197,14 +203,15 @@ public struct JobRunner: Sendable {
       var failure: Error?
       do {
         if job.passes.contains(.migrate) { try await migrate(into: writer, stop: signals.stop) }
-        if job.prefetchesManifests && settings.dryRun && !job.manifests.isEmpty
+        if job.prefetchesManifests && settings.dryRun && job.hasURLs
           && signals.signal == nil
         {
           plan = try await planPrefetch(into: writer, stop: signals.stop, warnings: warnings)
-        } else if job.prefetchesManifests && !job.manifests.isEmpty && signals.signal == nil {
+        } else if job.prefetchesManifests && job.hasURLs && signals.signal == nil {
           let prefetched = try await prefetch(
             into: writer, startedAt: startedAt, signals: signals, warnings: warnings)
           counts = prefetched.counts
+          refusal = prefetched.refusal
           if let failure = prefetched.runEndingFailure { throw RunEndingError(failure: failure) }
         }
       } catch {
@@ -237,7 +244,9 @@ public struct JobRunner: Sendable {
 
     let status: RunReport.Status = signals.signal == nil ? .completed : .interrupted
     if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
-    if let counts { console.report(.prefetchFinished(job: job.name, counts: counts)) }
+    if let counts {
+      console.report(.prefetchFinished(job: job.name, counts: counts, refusal: refusal))
+    }
     if let plan { console.report(.planFinished(job: job.name, plan: plan)) }
     let finish = finish(clock, warnings: warnings)
     let metrics = stageMetrics(
@@ -250,6 +259,8 @@ public struct JobRunner: Sendable {
     return RunOutcome(
       status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
       failedInputs: counts?.inputsFailed ?? plan?.inputsFailed ?? 0,
+      notManifests: counts?.inputsNotManifests ?? 0,
+      refusedEverything: refusal?.refusedEverything ?? false,
       filesNotRemoved: writer.passSummaries.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved) },
       urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)
