@@ -201,5 +201,8 @@ extension RunOutcome {
 
   /// Some URLs failed and the job does not allow it (`--allow-url-failures`), or some whole
   /// manifests or sitemaps failed (never allowed: that is not a URL's failure).
-  var failed: Bool { (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 }
+  /// A run its time limit stopped did not get through its URLs: not a success either.
+  var failed: Bool {
+    (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 || timeLimitReached
+  }
 }
