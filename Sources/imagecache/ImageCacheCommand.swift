@@ -238,9 +238,10 @@ extension RunOutcome {
   /// Some URLs failed, or the blacklist refused every URL so that nothing was tried, and the
   /// job does not allow it (`--allow-url-failures`); or some whole manifests or sitemaps
   /// failed, or files that maintenance meant to remove are still there (never allowed:
-  /// neither is a URL's failure).
+  /// neither is a URL's failure); or the run's time limit stopped it before it got through
+  /// its URLs (not a success either).
   var failed: Bool {
     ((failedURLs > 0 || refusedEverything) && !urlFailuresAllowed) || failedInputs > 0
-      || filesNotRemoved > 0
+      || filesNotRemoved > 0 || timeLimitReached
   }
 }

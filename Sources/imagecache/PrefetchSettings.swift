@@ -115,6 +115,14 @@ struct PrefetchSettings: ParsableArguments {
   var blacklistTTL: Duration?
 
   @Option(
+    name: .customLong("max-run-time"),
+    help: ArgumentHelp(
+      "Stop the run this long after it starts, as a signal stops it, and mark its report "
+        + "interrupted (exit 1; 1ms to 36500d; default: no limit).",
+      valueName: "duration"))
+  var maxRunTime: Duration?
+
+  @Option(
     name: [.customLong("cacert"), .customLong("ca-bundle")],
     help: ArgumentHelp(
       "Verify servers against the CA certificates in this PEM file, as curl --cacert does: "
@@ -184,6 +192,7 @@ struct PrefetchSettings: ParsableArguments {
     try timeout.check(.timeout)
     try deadline.check(.deadline)
     try blacklistTTL?.check(.blacklistTTL)
+    try maxRunTime?.check(.maxRunTime)
     try maxResponseSize.check("--max-response-size")
     try rate?.check("--rate")
     try maxBandwidth?.check("--max-bandwidth")
@@ -218,6 +227,7 @@ struct PrefetchSettings: ParsableArguments {
     job.prefetch.validation = validation
     job.prefetch.maxPixels = maxPixels
     job.prefetch.blacklistTTL = blacklistTTL?.seconds
+    job.prefetch.maxRunTime = maxRunTime?.seconds
     try applyConnection(to: &job.prefetch.connection)
     job.prefetch.requestsPerSecondPerHost = rate?.perSecond
     job.prefetch.maxBytesPerSecond = maxBandwidth?.bytesPerSecond

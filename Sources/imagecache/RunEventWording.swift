@@ -57,6 +57,9 @@ extension RunEvent {
     case .passFinished(let pass): Self.describe(pass)
     case .interrupted(let job, let signal):
       "\(job): interrupted by signal \(signal): stopped after the work in hand"
+    case .timeLimitReached(let job, let seconds):
+      "\(job): interrupted: the run's time limit (\(Int(seconds)) s, maxRunTime) was reached; "
+        + "stopped after the work in hand, URLs not started are left for the next run"
     case .runFailed(let job, let error): "\(job): failed: \(error)"
     case .reportNotWritten(let job, let error): "\(job): could not write the report: \(error)"
     case .reportWritten(let job, let path): "\(job): report written to \(path)"

@@ -71,7 +71,7 @@ extension JobRunner {
         failure = failure ?? .stateFailed(reason: "\(error)")
       }
       let status: RunReport.Status =
-        failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
+        failure != nil ? .failed : signals.interrupted ? .interrupted : .completed
       do {
         try store.finishRun(
           id: runID, at: Date(), status: status.rawValue,

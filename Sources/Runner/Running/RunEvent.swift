@@ -68,6 +68,8 @@ public enum RunEvent: Sendable {
 
   // The end of the run.
   case interrupted(job: String, signal: Int32)
+  /// The run's `maxRunTime` stopped it.
+  case timeLimitReached(job: String, seconds: TimeInterval)
   /// The error that ended the run; the report, marked failed, says it too.
   case runFailed(job: String, error: any Error)
   /// The report of a failed run could not be written either.
@@ -85,7 +87,7 @@ public enum RunEvent: Sendable {
     case .prefetchFinished(_, _, let refusal): refusal == nil ? .info : .warning
     case .legacyFolderMerged(_, let removed): removed ? .info : .notice
     case .furtherFailuresInReportOnly, .certificateHint: .notice
-    case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted: .warning
+    case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted, .timeLimitReached: .warning
     case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
     case .inputFailed, .urlFailed, .passError, .runFailed, .reportNotWritten: .error
     }

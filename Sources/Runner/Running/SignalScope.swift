@@ -34,6 +34,7 @@ public final class SignalScope: Sendable {
 
   public let stop = StopFlag()
   private let received = Mutex<Int32?>(nil)
+  private let timeLimit = Mutex(false)
   private let signals: AsyncStream<Int32>
   private let continuation: AsyncStream<Int32>.Continuation
 
@@ -43,6 +44,23 @@ public final class SignalScope: Sendable {
 
   /// The first signal received in the scope, if any.
   public var signal: Int32? { received.withLock { $0 } }
+
+  /// Whether the run's time limit (``PrefetchConfiguration/maxRunTime``) stopped it.
+  public var timeLimitReached: Bool { timeLimit.withLock { $0 } }
+
+  /// Whether a signal or the time limit stopped the run: its report is marked interrupted.
+  public var interrupted: Bool { signal != nil || timeLimitReached }
+
+  /// Stops the run as a signal does, for its time limit.
+  public func stopForTimeLimit() {
+    let first = timeLimit.withLock { reached in
+      defer { reached = true }
+      return !reached && signal == nil
+    }
+    guard first else { return }
+    stop.stop()
+    continuation.yield(0)
+  }
 
   /// Runs `body` with the signals handled; restores them when it returns or throws. Throws
   /// ``AlreadyActive``, without running `body`, while another scope is active.
