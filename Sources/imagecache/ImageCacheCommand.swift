@@ -43,9 +43,10 @@ struct ImageCacheCommand: AsyncParsableCommand {
 
       Exit codes: 0 success, 1 some URLs failed (0 with --allow-url-failures on run and \
       prefetch) or some manifests or sitemaps failed as a whole (not fetched, not readable, \
-      refused; skipped lines alone do not make it 1), 2 usage or configuration error, 3 \
-      another run holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) \
-      interrupted.
+      refused; skipped lines alone do not make it 1) or maintenance could not remove a file, \
+      2 usage or configuration error, 3 another run holds the cache lock, 4 fatal I/O error \
+      (disk full, out of file descriptors, the lock cannot be opened: the report is still \
+      written where it can be), 130/143 (128 + the signal) interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).
@@ -62,6 +63,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func main() async {
     // A closed pipe on stdout or stderr is a failed write, never the end of the run.
     signal(SIGPIPE, SIG_IGN)
+    // Before any thread allocates: a thread's arena is chosen at its first allocation.
+    ProcessMemory.capArenas()
     ProcessMemory.keepFreedMemory()
     var command: ParsableCommand
     do {
