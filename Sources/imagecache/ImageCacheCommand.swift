@@ -43,10 +43,12 @@ struct ImageCacheCommand: AsyncParsableCommand {
 
       Exit codes: 0 success, 1 some URLs failed or the blacklist refused every URL (0 with \
       --allow-url-failures on run and prefetch) or some manifests or sitemaps failed as a \
-      whole (not fetched, not readable, refused; skipped lines alone do not make it 1), 2 \
-      usage or configuration error (an image or binary file given as a manifest too), 3 \
-      another run holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) \
-      interrupted.
+      whole (not fetched, not readable, refused; skipped lines alone do not make it 1) or \
+      maintenance could not remove a file or the run reached --max-run-time, 2 usage or \
+      configuration error (an image or binary file given as a manifest too), 3 another run \
+      holds the cache lock, 4 fatal I/O error (disk full, out of file descriptors, the lock \
+      cannot be opened: the report is still written where it can be), 130/143 (128 + the \
+      signal) interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).
@@ -64,6 +66,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func main() async {
     // A closed pipe on stdout or stderr is a failed write, never the end of the run.
     signal(SIGPIPE, SIG_IGN)
+    // Before any thread allocates: a thread's arena is chosen at its first allocation.
+    ProcessMemory.capArenas()
     ProcessMemory.keepFreedMemory()
     var command: ParsableCommand
     // `-V`, as curl, wget and rsync spell `--version`.

@@ -130,7 +130,9 @@ struct PrefetchSettings: ParsableArguments {
         + "prefetch.caBundle).",
       discussion: """
         Without it, as for curl: $CURL_CA_BUNDLE, else $SSL_CERT_FILE and $SSL_CERT_DIR, else \
-        the system's certificates.
+        the system's certificates. The file (or the variable's file or folder) is checked \
+        before the run: missing, or with no PEM certificate, is exit 2. A certificate that \
+        these CA certificates do not verify fails its URL without blacklisting it.
         """, valueName: "file"))
   var caBundle: String?
 
