@@ -42,10 +42,7 @@ extension RunEvent {
         + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
         + "; nothing requested or written"
     case .noLegacyFolder(let path): "migrate: no legacy folder at \(path): nothing to merge"
-    case .legacyFolderMerged(let path, let removed):
-      removed
-        ? "migrate: removed \(path): every file in it was merged"
-        : "migrate: kept \(path): it still holds files that were not merged"
+    case .legacyFolderMerged(let path): "migrate: removed \(path): every file in it was merged"
     case .noCleaningPasses(let job, let passes):
       "\(job): limits: "
         + (passes.isEmpty ? "no maintenance passes listed" : "no expire or trim pass listed")

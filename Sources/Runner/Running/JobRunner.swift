@@ -202,7 +202,9 @@ public struct JobRunner: Sendable {
       async let swept = staleTemporaries(startedAt: startedAt)
       var failure: Error?
       do {
-        if job.passes.contains(.migrate) { try await migrate(into: writer, stop: signals.stop) }
+        if job.passes.contains(.migrate) {
+          try await migrate(into: writer, stop: signals.stop, warnings: warnings)
+        }
         if job.prefetchesManifests && settings.dryRun && job.hasURLs
           && signals.signal == nil
         {
