@@ -175,6 +175,12 @@ public struct JobRunner: Sendable {
     }
   }
 
+  /// For the report of a prefetch that did not get through its URLs: how many its manifests
+  /// list, so that the report says how many were not tried.
+  private var urlsListedUnfinished: Int? {
+    job.prefetchesManifests && !settings.dryRun && job.hasURLs ? Self.urlsListed(by: job) : nil
+  }
+
   /// - Parameter createsCache: the cache did not exist before this run.
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
     let clock = RunClock()
@@ -236,7 +242,7 @@ public struct JobRunner: Sendable {
         try writer.finish(
           status: .failed, finishedAt: finish.finishedAt, prefetch: counts,
           warnings: warnings.messages, error: "\(error)",
-          metricsErrors: warnings.metricsErrors, plan: plan)
+          metricsErrors: warnings.metricsErrors, plan: plan, urlsListed: urlsListedUnfinished)
         putInPlace(metrics)
       } catch let reportError {
         console.report(.reportNotWritten(job: job.name, error: reportError))
@@ -255,7 +261,8 @@ public struct JobRunner: Sendable {
       writer: writer, status: status, finish: finish, counts: counts, warnings: warnings)
     try writer.finish(
       status: status, finishedAt: finish.finishedAt, prefetch: counts, warnings: warnings.messages,
-      metricsErrors: warnings.metricsErrors, plan: plan)
+      metricsErrors: warnings.metricsErrors, plan: plan,
+      urlsListed: status == .interrupted ? urlsListedUnfinished : nil)
     for file in writer.files { console.report(.reportWritten(job: job.name, path: file)) }
     putInPlace(metrics)
     return RunOutcome(
