@@ -11,8 +11,13 @@ extension RunEvent {
     case .waitingForLock(let job, let holder, let timeout):
       "\(job): waiting for \(holder?.description ?? "another run") to finish"
         + (timeout.map { " (at most \(Int($0)) s)" } ?? "")
-    case .runStarted(let job, let cachePath, let created):
-      "\(job): cache \(cachePath)" + (created ? " (new: it did not exist and was created)" : "")
+    case .runStarted(let job, let cachePath, let created, let dryRun):
+      "\(job): cache \(cachePath)"
+        + (!created
+          ? ""
+          : dryRun
+            ? " (new: it does not exist yet; a real run creates it)"
+            : " (new: it did not exist and was created)")
     case .warning(let warning): "warning: \(warning)"
     case .staleTemporariesSwept(let job, let count, let bytes, let dryRun):
       "\(job): \(RunWarning.staleTemporaries(count: count, bytes: bytes, dryRun: dryRun))"

@@ -89,6 +89,8 @@ final class LegacyMigrationTests: TemporaryFolderTestCase {
     ])
     XCTAssertEqual(result.status, 0, result.stderr)
     XCTAssertTrue(result.stdout.contains(fileName), result.stdout)
+    XCTAssertTrue(
+      result.stderr.contains("(new: it does not exist yet; a real run creates it)"), result.stderr)
     XCTAssertFalse(FileManager.default.fileExists(atPath: directory), "a dry run creates nothing")
     XCTAssertTrue(FileManager.default.fileExists(atPath: legacy + "/" + fileName))
   }

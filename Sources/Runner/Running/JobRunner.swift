@@ -113,9 +113,9 @@ public struct JobRunner: Sendable {
     if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
       throw MaintenanceError.trimOnShard
     }
-    // Taking the lock creates the cache's folders: whether it is new is decided before.
-    let createsCache =
-      !settings.dryRun && !FileManager.default.fileExists(atPath: job.location.diskCachePath)
+    // Taking the lock creates the cache's folders: whether it is new is decided before. A dry
+    // run creates nothing, but says the cache is new: a typo in --cache shows.
+    let createsCache = !FileManager.default.fileExists(atPath: job.location.diskCachePath)
     let lockOptions = RunLock.Options(
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun,
       shard: job.shard)
@@ -181,7 +181,7 @@ public struct JobRunner: Sendable {
     job.prefetchesManifests && !settings.dryRun && job.hasURLs ? Self.urlsListed(by: job) : nil
   }
 
-  /// - Parameter createsCache: the cache did not exist before this run.
+  /// - Parameter createsCache: the cache did not exist before this run (a dry run leaves it so).
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
     let clock = RunClock()
     let startedAt = clock.startedAt
@@ -196,7 +196,9 @@ public struct JobRunner: Sendable {
     for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
     for warning in setupWarnings { warnings.add(warning) }
     console.report(
-      .runStarted(job: job.name, cachePath: job.location.diskCachePath, created: createsCache))
+      .runStarted(
+        job: job.name, cachePath: job.location.diskCachePath, created: createsCache,
+        dryRun: settings.dryRun))
 
     var counts: PrefetchCounts?
     var refusal: BlacklistRefusal?

@@ -23,8 +23,9 @@ public enum RunEvent: Sendable {
 
   /// Another run holds the cache's lock and this one waits for it (`--wait`).
   case waitingForLock(job: String, holder: RunLock.Holder?, timeout: TimeInterval?)
-  /// The run holds the lock and starts on its cache; `created`: the folder did not exist.
-  case runStarted(job: String, cachePath: String, created: Bool)
+  /// The run holds the lock and starts on its cache; `created`: the folder did not exist (and
+  /// unless `dryRun`, was created).
+  case runStarted(job: String, cachePath: String, created: Bool, dryRun: Bool = false)
   /// A warning of the run, also in its report unless said otherwise (``RunWarnings``).
   case warning(RunWarning)
   /// What killed runs left behind was removed (or, in a dry run, would be): the report's
