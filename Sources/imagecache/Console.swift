@@ -122,7 +122,15 @@ final class ConsoleProgress: PrefetchProgress, Sendable {
 
   private var total: Int? { counted.withLock { $0 } }
 
+  /// When the run last had nothing but hits (and refusals) done: the download rate is
+  /// measured from there, since hits go by in microseconds and a resumed run's first hour of
+  /// them says nothing about how long its downloads take.
+  private let hitsOnlyUntil = Mutex<TimeInterval>(0)
+
   func update(_ counts: PrefetchCounts, elapsed: TimeInterval) {
+    if counts.downloaded + counts.notModified + counts.failed == 0 {
+      hitsOnlyUntil.withLock { $0 = elapsed }
+    }
     let interval: TimeInterval = isTerminal ? 0.2 : 5
     let now = Date()
     let due = lastPrinted.withLock { lastPrinted in
@@ -147,6 +155,8 @@ final class ConsoleProgress: PrefetchProgress, Sendable {
     var importance: Int
   }
 
+  /// The status's fields. Hits are never the first dropped: without them the counts on a
+  /// narrow terminal do not add up to the done count.
   private func fields(_ counts: PrefetchCounts, elapsed: TimeInterval) -> [Field] {
     let done = counts.total
     let total = total
@@ -154,18 +164,30 @@ final class ConsoleProgress: PrefetchProgress, Sendable {
     let bytesPerSecond = elapsed > 0 ? Double(counts.bytesDownloaded) / elapsed : 0
     var fields = [
       Field(text: "\(done)\(total.map { "/\($0)" } ?? "") done", importance: 9),
-      Field(text: "\(counts.memoryHits + counts.diskHits) hits", importance: 3),
-      Field(text: "\(counts.downloaded) downloaded", importance: 5),
+      Field(text: "\(counts.memoryHits + counts.diskHits) hits", importance: 7),
+      Field(text: "\(counts.downloaded) downloaded", importance: 6),
       Field(text: "\(counts.notModified) not modified", importance: 1),
       Field(text: "\(counts.failed) failed", importance: 8),
       Field(text: "\(counts.blacklisted) blacklisted", importance: 2),
-      Field(text: "\(Int(rate)) URLs/s", importance: 7),
-      Field(text: "\(formatBytes(UInt64(bytesPerSecond)))/s", importance: 6),
+      Field(text: "\(Int(rate)) URLs/s", importance: 4),
+      Field(text: "\(formatBytes(UInt64(bytesPerSecond)))/s", importance: 3),
     ]
-    if let total, rate > 0 && total > done {
-      fields.append(Field(text: "ETA \(Int(Double(total - done) / rate))s", importance: 4))
+    if let total, total > done, let eta = secondsLeft(counts, toGo: total - done, elapsed: elapsed)
+    {
+      fields.append(Field(text: "ETA \(eta)s", importance: 5))
     }
     return fields
+  }
+
+  /// The time the `toGo` URLs take at the rate of the URLs that went to the network
+  /// (downloaded, not modified, failed) since hits stopped being all there was: what is left
+  /// of a resumed or mostly cached run is what was not in the cache. `nil` while only hits
+  /// have gone by, when there is no rate to tell.
+  private func secondsLeft(_ counts: PrefetchCounts, toGo: Int, elapsed: TimeInterval) -> Int? {
+    let fetched = counts.downloaded + counts.notModified + counts.failed
+    let since = hitsOnlyUntil.withLock { $0 }
+    guard fetched > 0, elapsed > since else { return nil }
+    return Int((Double(toGo) * (elapsed - since) / Double(fetched)).rounded(.up))
   }
 
   /// The fields that fit in `width` columns, the least important dropped first; cut short
@@ -190,7 +212,9 @@ final class ConsoleProgress: PrefetchProgress, Sendable {
       // wrap, and the next `\r` would then go back to the wrong row.
       statusLine.show(Self.fitting(fields, width: statusLine.columns - 1), final: final)
     } else {
-      console.say(fields.map(\.text).joined(separator: ", "))
+      // A log has no clock of its own: each line says when, so that a night's log shows
+      // when the run slowed.
+      console.say(UTCTime(Date()).iso8601() + " " + fields.map(\.text).joined(separator: ", "))
     }
   }
 }

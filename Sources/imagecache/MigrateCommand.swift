@@ -19,9 +19,12 @@ struct MigrateCommand: AsyncParsableCommand {
       the current name.
       On a name collision the newer file takes the name and the other is moved to \
       .imagecache/collisions/ and reported. The merged folder is removed once every file in it \
-      has moved (a folder that still holds anything is kept, and the run says so). Running it \
-      twice changes nothing: a --from folder that is gone is nothing to merge (exit 0). A dry \
-      run reports exactly what the real run then does, steps 1 and 2 together.
+      has moved (a folder that still holds anything is kept, and the run says how many files \
+      and bytes are left in it and why). Without --manifest, the run says how many files keep \
+      a legacy name that SD 5 does not look up: give their URLs with --manifest to rename them. \
+      Running it twice changes nothing: a --from folder that is gone is nothing to merge (exit \
+      0). A dry run reports exactly what the real run then does, steps 1 and 2 together, into \
+      a cache that does not exist yet too (the real run creates it).
 
       Examples:
         imagecache migrate --cache ~/.cache/com.hackemist.SDImageCache --dry-run
@@ -68,8 +71,6 @@ struct MigrateCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    // A real migration may fill a new cache; a dry run never writes, so it needs one.
-    if dryRun { try cacheOptions.requireExistingCache() }
     var job = Job(name: "migrate", location: cacheOptions.location)
     job.passes = [.migrate]
     job.migrateFrom = from

@@ -11,8 +11,13 @@ extension RunEvent {
     case .waitingForLock(let job, let holder, let timeout):
       "\(job): waiting for \(holder?.description ?? "another run") to finish"
         + (timeout.map { " (at most \(Int($0)) s)" } ?? "")
-    case .runStarted(let job, let cachePath, let created):
-      "\(job): cache \(cachePath)" + (created ? " (new: it did not exist and was created)" : "")
+    case .runStarted(let job, let cachePath, let created, let dryRun):
+      "\(job): cache \(cachePath)"
+        + (!created
+          ? ""
+          : dryRun
+            ? " (new: it does not exist yet; a real run creates it)"
+            : " (new: it did not exist and was created)")
     case .warning(let warning): "warning: \(warning)"
     case .staleTemporariesSwept(let job, let count, let bytes, let dryRun):
       "\(job): \(RunWarning.staleTemporaries(count: count, bytes: bytes, dryRun: dryRun))"
@@ -42,10 +47,7 @@ extension RunEvent {
         + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
         + "; nothing requested or written"
     case .noLegacyFolder(let path): "migrate: no legacy folder at \(path): nothing to merge"
-    case .legacyFolderMerged(let path, let removed):
-      removed
-        ? "migrate: removed \(path): every file in it was merged"
-        : "migrate: kept \(path): it still holds files that were not merged"
+    case .legacyFolderMerged(let path): "migrate: removed \(path): every file in it was merged"
     case .noCleaningPasses(let job, let passes):
       "\(job): limits: "
         + (passes.isEmpty ? "no maintenance passes listed" : "no expire or trim pass listed")

@@ -72,4 +72,31 @@ final class ReportMergeStatusTests: XCTestCase {
     XCTAssertEqual(
       zip(ReportFixture.countNames, written).map { "\($0) \($1)" }, expected)
   }
+
+  /// A fleet run one shard of which was interrupted: the merged report lists the URLs of every
+  /// shard (the interrupted one's as it counted them, a finished one's as it did them), so
+  /// that its page says how many were not tried.
+  func testAMergeOfAnInterruptedShardSaysHowManyURLsTheShardsList() throws {
+    let paths = try [("completed", 100, nil), ("interrupted", 40, 120)].enumerated().map {
+      index, shard in
+      var json =
+        try JSONSerialization.jsonObject(
+          with: ReportFixture.json(status: shard.0, counts: ["downloaded": shard.1]))
+        as! [String: Any]
+      var prefetch = json["prefetch"] as! [String: Any]
+      prefetch["total"] = shard.1
+      json["prefetch"] = prefetch
+      if let listed = shard.2 { json["urlsListed"] = listed }
+      let path = temporary.appending("shard-\(index).json")
+      try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
+      return path
+    }
+    let output = temporary.appending("merged.json")
+    _ = try ReportMerge.merge(paths, into: [output], standardOutput: false, partial: true)
+    let merged = try RunReport.load(path: output)
+    XCTAssertEqual(merged.urlsListed, 220)
+    XCTAssertEqual(merged.prefetch?.total, 140)
+    XCTAssertTrue(
+      ReportPage.render([("merged.json", merged)]).contains("80 of 220 URLs not tried"))
+  }
 }

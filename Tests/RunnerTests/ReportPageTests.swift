@@ -132,13 +132,17 @@ final class ReportPageTests: XCTestCase {
   }
 
   /// Each start tag as (tag, attribute, value) triples; numbers (coordinates and widths in the
-  /// charts, which depend on how URLs group) as `#`, since no number comes from text.
+  /// charts, which depend on how URLs group) as `#`, since no number comes from text; a
+  /// `title`'s value as `text`: it is a cell's whole text, shown on hover, so it holds input
+  /// by design (as text: an attribute made from it would be a triple of its own).
   private func markup(_ page: ParsedPage) -> Set<[String]> {
     var triples: Set<[String]> = []
     for tag in page.tags {
       triples.insert([tag.tag])
       for attribute in tag.attributes {
-        let value = attribute[1].allSatisfy(\.isNumber) ? "#" : attribute[1]
+        let value =
+          attribute[0] == "title"
+          ? "text" : attribute[1].allSatisfy(\.isNumber) ? "#" : attribute[1]
         triples.insert([tag.tag, attribute[0], value])
       }
     }
@@ -253,7 +257,93 @@ final class ReportPageTests: XCTestCase {
       "https://b.example/1.jpg",
     ].map(position)
     XCTAssertEqual(order, order.sorted(), "by host, then by error, then by URL")
-    XCTAssertTrue(page.contains("table.failures{table-layout:fixed;width:100%}"))
-    XCTAssertTrue(page.contains(#"<colgroup><col style="width:50%">"#), "the URL column")
+    XCTAssertTrue(page.contains("table.failures{table-layout:fixed;width:100%"))
+    XCTAssertTrue(page.contains(#"<colgroup><col style="width:36%">"#), "the URL column")
+  }
+
+  func testAnInterruptedRunIsRedAndSaysHowManyURLsWereNotTried() throws {
+    var interrupted = run(.interrupted, failed: 0, of: 2484)
+    interrupted.urlsListed = 5000
+    let page = ReportPage.render([("r.json", interrupted)])
+    XCTAssertTrue(
+      page.contains(#"<b class="interrupted">interrupted: 2,516 of 5,000 URLs not tried</b>"#),
+      page)
+    XCTAssertTrue(page.contains(".interrupted,.failed{color:#b3261e}"), "red, as failed is")
+    XCTAssertFalse(page.contains(".interrupted,.incomplete,.warning{color:#9a6700}"), "not amber")
+  }
+
+  func testFailureRowsStayOneLineWithTheWholeTextOnHover() throws {
+    let url =
+      "https://cdn.example/" + String(repeating: "very-long-path-segment/", count: 8) + "a.jpg"
+    let message = "the server answered 404 Not Found " + String(repeating: "and more ", count: 20)
+    var failure = FailureReport(
+      url: url, code: 2001, name: "invalidDownloadStatusCode", httpStatus: 404,
+      message: message, attempts: 1, blacklisted: false)
+    failure.source = "/srv/manifests/" + String(repeating: "nightly-", count: 10) + "urls.txt:12"
+    let page = ReportPage.render([
+      ("r.json", run(.completed, failed: 1, of: 1, failures: [failure]))
+    ])
+    XCTAssertTrue(page.contains("table.failures td{white-space:nowrap;overflow:hidden;"), page)
+    for text in [url, message, failure.source!] {
+      XCTAssertTrue(page.contains("<td title=\"\(ReportPage.escape(text))\">"), text)
+    }
+  }
+
+  func testFailureRowsSortNumbersInURLsByValue() throws {
+    let failures = [10, 2, 1, 100].map {
+      FailureReport(
+        url: "https://a.example/img-\($0).jpg", code: 1001, name: "badImageData", httpStatus: nil,
+        message: "m", attempts: 1, blacklisted: false)
+    }
+    let page = ReportPage.render([("r.json", run(.completed, failed: 4, of: 4, failures: failures))]
+    )
+    let positions = try [1, 2, 10, 100].map {
+      try XCTUnwrap(page.range(of: "<code>https://a.example/img-\($0).jpg</code>")).lowerBound
+    }
+    XCTAssertEqual(positions, positions.sorted(), "img-1, img-2, img-10, img-100")
+  }
+
+  /// The page as a browser lays it out, at a desktop's 1280 px and a phone's 390 px: headless
+  /// Chromium takes a screenshot of each into the test's folder (for a person to look at; the
+  /// test checks that both were made). Skipped without Chromium, except where CI requires it.
+  func testThePageRendersInChromiumAtDesktopAndPhoneWidths() throws {
+    guard
+      let chromium = ["/usr/bin/chromium", "/usr/bin/chromium-browser"].first(where: {
+        FileManager.default.isExecutableFile(atPath: $0)
+      })
+    else {
+      if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
+        return XCTFail("IMAGECACHE_REQUIRE_ENGINES=1 but chromium is missing")
+      }
+      throw XCTSkip("chromium is not installed: apt-get install chromium")
+    }
+    let failures = (1...12).map { index in
+      var failure = FailureReport(
+        url: "https://cdn-\(index % 3).example/images/products/2026/\(index)/"
+          + "a-rather-long-file-name-for-product-\(index)-front-view.jpg?w=1200&h=900",
+        code: 2001, name: "invalidDownloadStatusCode", httpStatus: 404,
+        message: "the server answered 404 Not Found for this URL after a redirect",
+        attempts: 3, blacklisted: index % 4 == 0)
+      failure.source = "/srv/manifests/nightly-products.txt:\(index * 17)"
+      return failure
+    }
+    var report = run(.interrupted, failed: 12, of: 2484, failures: failures)
+    report.urlsListed = 5000
+    let page = temporary.appending("report.html")
+    try ReportPage.render([("nightly.json", report)]).write(
+      toFile: page, atomically: true, encoding: .utf8)
+    for (name, width) in [("desktop", 1280), ("phone", 390)] {
+      let screenshot = temporary.appending("\(name).png")
+      let result = try Command.run(
+        chromium,
+        [
+          "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+          "--user-data-dir=" + temporary.appending("chromium-\(name)"),
+          "--screenshot=" + screenshot, "--window-size=\(width),2000", "file://" + page,
+        ])
+      XCTAssertEqual(result.status, 0, result.stderr)
+      let size = try XCTUnwrap(FileSystem.attributes(atPath: screenshot), result.stderr).size
+      XCTAssertGreaterThan(size, 10_000, "a screenshot of the page at \(width) px")
+    }
   }
 }

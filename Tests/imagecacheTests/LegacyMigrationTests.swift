@@ -80,4 +80,42 @@ final class LegacyMigrationTests: TemporaryFolderTestCase {
     XCTAssertEqual(migrated.modificationTime, 1_600_000_100 * 1_000_000_000)
     XCTAssertEqual(migrated.size, 5000)
   }
+
+  func testADryRunPlansAMergeIntoACacheThatDoesNotExistYetAndCreatesNothing() throws {
+    let legacy = temporary.appending("device/com.hackemist.SDWebImageCache.default")
+    try CacheBuilder(root: legacy).file(fileName, accessTime: 1_600_000_000)
+    let result = try ImageCacheBinary.run([
+      "migrate", "--cache", directory, "--from", legacy, "--dry-run",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertTrue(result.stdout.contains(fileName), result.stdout)
+    XCTAssertTrue(
+      result.stderr.contains("(new: it does not exist yet; a real run creates it)"), result.stderr)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: directory), "a dry run creates nothing")
+    XCTAssertTrue(FileManager.default.fileExists(atPath: legacy + "/" + fileName))
+  }
+
+  func testAMigrationWithoutAManifestSaysHowManyFilesKeepALegacyNameAndWhatRenamesThem() throws {
+    let legacy = temporary.appending("device/com.hackemist.SDWebImageCache.default")
+    // SD 3.7.3 and SD 4.0 names: no extension, and the raw string's extension with its query.
+    try CacheBuilder(root: legacy).file(fileName, accessTime: 1_600_000_000)
+    try CacheBuilder(root: legacy).file(
+      "4d71d9e1d36571b22d5dd89b751927a9.jpg?size=large", accessTime: 1_600_000_000)
+    let result = try ImageCacheBinary.run(["migrate", "--cache", directory, "--from", legacy])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertTrue(result.stderr.contains("2 file(s)"), result.stderr)
+    XCTAssertTrue(result.stderr.contains("legacy names"), result.stderr)
+    XCTAssertTrue(result.stderr.contains("--manifest"), result.stderr)
+  }
+
+  func testAKeptLegacyFolderSaysHowMuchIsLeftInItAndWhy() throws {
+    let legacy = temporary.appending("device/com.hackemist.SDWebImageCache.default")
+    try CacheBuilder(root: legacy).file(fileName, accessTime: 1_600_000_000)
+    try CacheBuilder(root: legacy).file(".DS_Store", size: 1500, accessTime: 1_600_000_000)
+    let result = try ImageCacheBinary.run(["migrate", "--cache", directory, "--from", legacy])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertTrue(FileManager.default.fileExists(atPath: legacy + "/.DS_Store"))
+    XCTAssertTrue(
+      result.stderr.contains("kept \(legacy): 1 file(s) (1.5 KB) remain: 1 hidden"), result.stderr)
+  }
 }

@@ -18,7 +18,7 @@ final class OperationsTests: LoopbackTestCase {
     let missing = temporary.appending("typo/cache")
     for command in [
       ["stats"], ["blacklist", "list"], ["blacklist", "clear"], ["maintain"],
-      ["maintain", "--dry-run"], ["migrate", "--dry-run"],
+      ["maintain", "--dry-run"],
     ] {
       let result = try run(command + ["--cache", missing])
       XCTAssertEqual(result.status, 2, "\(command): \(result.stderr)")

@@ -186,6 +186,8 @@ final class PrefetchCommandTests: LoopbackTestCase {
     let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
     XCTAssertEqual(report.status, .interrupted)
     XCTAssertLessThan(report.prefetch?.downloaded ?? 99, 20)
+    // The URLs listed: the report (and its page) can say how many were not tried.
+    XCTAssertEqual(report.urlsListed, 20)
     // Whatever is in the cache is whole: nothing partial under a cache name.
     for file in try CacheScanner(root: location.diskCachePath).files() {
       XCTAssertEqual(

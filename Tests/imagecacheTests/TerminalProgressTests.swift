@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import NIOCore
 import TestSupport
@@ -9,6 +10,8 @@ import XCTest
 final class TerminalProgressTests: LoopbackTestCase {
   static let failing = 4
   static let succeeding = 16
+  /// The downloads of a resumed run, slower than its thousands of hits.
+  static let slow = 12
 
   override var routes: [String: Route] {
     var routes: [String: Route] = [:]
@@ -18,6 +21,13 @@ final class TerminalProgressTests: LoopbackTestCase {
         ServerResponse(
           headers: [("Content-Type", "image/jpeg")], body: Fixtures.largeJPEG,
           headDelay: .milliseconds(150))
+      }
+    }
+    for index in 0..<Self.slow {
+      routes["/slow-\(index).jpg"] = { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/jpeg")], body: Fixtures.largeJPEG,
+          headDelay: .milliseconds(400))
       }
     }
     for index in 0..<Self.failing {
@@ -202,6 +212,80 @@ final class TerminalProgressTests: LoopbackTestCase {
     let status = try checkProgress(columns: 200)
     for field in ["hits", "downloaded", "not modified", "4 failed", "blacklisted", "URLs/s"] {
       XCTAssertTrue(status.contains(field), "\(field) in \(status)")
+    }
+  }
+
+  /// A resumed run: thousands of hits go by in a moment, then a few slow downloads. At 80
+  /// columns every status still says the hits (the counts add up), no ETA shows while only
+  /// hits have gone by, and the ETA is the downloads' time, not the hits' rate.
+  func testAResumedRunAtEightyColumnsKeepsItsHitsAndTakesItsETAFromTheDownloads() throws {
+    guard (try? Command.run("/usr/bin/env", ["tmux", "-V"]))?.status == 0 else {
+      return XCTFail("tmux is needed for this test: apt-get install tmux")
+    }
+    let cache = temporary.appending("cache")
+    let cached = (0..<3000).map { server.url("/cached-\($0).jpg") }
+    let builder = CacheBuilder(root: cache + "/default")
+    let now = Int64(Date().timeIntervalSince1970)
+    for url in cached { try builder.file(CacheFileName.fileName(forKey: url), accessTime: now) }
+    let urls = cached + (0..<Self.slow).map { server.url("/slow-\($0).jpg") }
+    let manifest = temporary.appending("urls.txt")
+    try urls.joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let command = [
+      ImageCacheBinary.path, "prefetch", manifest, "--cache", cache, "--concurrency", "2",
+    ].map { "'\($0)'" }.joined(separator: " ")
+    let statusFile = temporary.appending("status")
+    let tmux = try Tmux(in: temporary)
+    defer { tmux.stop() }
+    try tmux.start(columns: 80, command: "\(command); echo $? > '\(statusFile)'")
+
+    var statusesSeen: Set<String> = []
+    let ended = try waitUntil(timeout: 60, "the prefetch to end", every: 0.05) {
+      let dead = try tmux.paneDead
+      if let status = try tmux.capture().first(where: { $0.contains(" done") }) {
+        statusesSeen.insert(status)
+      }
+      return dead && FileManager.default.fileExists(atPath: statusFile)
+    }
+    guard ended else { return }
+    // The total shows once the lines are counted.
+    let pattern = #"^(\d+)(?:/(\d+))? done, (\d+) hits, (\d+) downloaded"#
+    var etasSeen = 0
+    for status in statusesSeen {
+      guard let match = status.firstMatch(of: try Regex(pattern)),
+        let done = Int(match[1].substring ?? ""), let downloaded = Int(match[4].substring ?? "")
+      else {
+        XCTFail("the done, hits and downloaded counts in every status: \(status)")
+        continue
+      }
+      guard let eta = status.firstMatch(of: try Regex(#"ETA (\d+)s"#)),
+        let total = Int(match[2].substring ?? "")
+      else { continue }
+      XCTAssertGreaterThan(downloaded, 0, "no ETA while only hits have gone by: \(status)")
+      // The downloads take 400 ms each, two at a time: at most 5 a second.
+      let seconds = Int(eta[1].substring ?? "") ?? 0
+      XCTAssertGreaterThanOrEqual(
+        seconds * 10, total - done, "an ETA at the downloads' rate: \(status)")
+      etasSeen += 1
+    }
+    XCTAssertGreaterThan(etasSeen, 0, "an ETA while the downloads ran: \(statusesSeen)")
+  }
+
+  /// Without a terminal (a log, a pipe), each progress line starts with the UTC time it was
+  /// written, so that a night's log says when the run slowed.
+  func testProgressLinesWrittenToALogStartWithTheirTime() throws {
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/ok-0.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let result = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", temporary.appending("cache"),
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let lines = result.stderr.components(separatedBy: "\n").filter { $0.contains(" done, ") }
+    XCTAssertFalse(lines.isEmpty, result.stderr)
+    for line in lines {
+      XCTAssertNotNil(
+        line.range(
+          of: #"^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\dZ 1(/1)? done, "#, options: .regularExpression),
+        line)
     }
   }
 }

@@ -86,6 +86,19 @@ public enum CacheFileName {
     return true
   }
 
+  /// A name SD 5 would not write: an MD5 with no extension (readable through SD's fallback, but
+  /// the current name carries the URL's extension when it has one), or an extension holding
+  /// query text or a colon.
+  public static func isLegacyName(_ name: String) -> Bool {
+    let digest = name.prefix(32)
+    guard digest.count == 32, digest.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
+      return false
+    }
+    if name.count == 32 { return true }
+    let ext = name.dropFirst(33)
+    return ext.contains("?") || ext.contains(":") || ext.contains("&") || ext.contains("=")
+  }
+
   /// Every distinct legacy name of `key` that differs from its current name.
   public static func legacyFileNames(forKey key: String) -> [String] {
     let current = fileName(forKey: key)

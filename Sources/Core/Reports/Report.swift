@@ -46,6 +46,11 @@ public struct RunReport: Sendable, Codable, Equatable {
   public var manifestEntries: ManifestEntries?
   /// A dry run's prefetch plan, in place of `prefetch`.
   public var plan: PrefetchPlan?
+  /// The URLs the run's manifests list (a shard's: its own share), counted at the end of a run
+  /// that did not get through them (`interrupted`, `failed`): with `prefetch.total`, how many
+  /// were not tried. Absent when they cannot be counted without fetching (sitemaps, manifests
+  /// named by URL, standard input).
+  public var urlsListed: Int?
 
   /// Shard `index` (from 0) of `count`.
   public struct ShardIdentity: Sendable, Codable, Equatable {

@@ -42,6 +42,10 @@ public enum ReportMerge {
     var sources: [RunReport.MergedReport] = []
     var members: [FleetMember] = []
     var urlFailuresAllowed = true
+    // The URLs the shards' manifests list: a shard that got through its own listed what it
+    // did. Written when a shard that did not finish counted them, for the URLs not tried.
+    var urlsListed = 0
+    var countsListed = false
     for path in paths {
       let report = try RunReport.load(path: path)
       urlFailuresAllowed = urlFailuresAllowed && report.allowURLFailures == true
@@ -60,6 +64,9 @@ public enum ReportMerge {
       if let prefetch = report.prefetch {
         counts = try sum(counts ?? PrefetchCounts(), prefetch.counts, adding: path)
       }
+      countsListed = countsListed || report.urlsListed != nil
+      urlsListed = try total(
+        urlsListed, report.urlsListed ?? report.prefetch?.total ?? 0, "urlsListed", adding: path)
       warnings += report.warnings.map { "\(path): \($0)" }
       if let error = report.error { errors.append("\(path): \(error)") }
     }
@@ -132,7 +139,8 @@ public enum ReportMerge {
     counts?.inputsFailed = inputFailures.count
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
-      error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources)
+      error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources,
+      urlsListed: countsListed ? urlsListed : nil)
     return Outcome(
       status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
       files: writer.files, urlFailuresAllowed: urlFailuresAllowed,

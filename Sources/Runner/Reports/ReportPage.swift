@@ -30,11 +30,14 @@ public enum ReportPage {
       h1,h2,h3{font-weight:600} table{border-collapse:collapse;margin:.5em 0}
       td,th{border:1px solid #ccc;padding:.2em .5em;text-align:left;vertical-align:top}
       td.n,th.n{text-align:right} code{word-break:break-all}
-      .completed{color:#17692b}.interrupted,.incomplete,.warning{color:#9a6700}
-      .failed{color:#b3261e}
-      table.failures{table-layout:fixed;width:100%}
-      table.failures td{overflow-wrap:anywhere}
+      .completed{color:#17692b}.incomplete,.warning{color:#9a6700}
+      .interrupted,.failed{color:#b3261e}
+      .wide{overflow-x:auto;max-width:100%}
+      svg{max-width:100%;height:auto}
+      table.failures{table-layout:fixed;width:100%;min-width:60em}
+      table.failures td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
       table.failures tr.host th{background:#f3f3f3;font-weight:600}
+      @media (max-width:600px){body{margin:.5em}}
       </style></head><body>
       <h1>imagecache report</h1>
 
@@ -65,10 +68,11 @@ public enum ReportPage {
     if let error = report.error { html += row("error", escape(error)) }
     html += "</table>\n"
     if let shards = report.mergedFrom {
-      html += "<h3>Shards (\(shards.count))</h3>\n<table>\n<tr><th>report</th><th>status</th>"
+      html += "<h3>Shards (\(shards.count))</h3>\n<div class=\"wide\"><table>\n"
+      html += "<tr><th>report</th><th>status</th>"
       html +=
         "<th>started</th><th>finished</th><th>URLs</th><th>downloaded</th><th>failed</th></tr>\n"
-      for shard in shards {
+      for shard in shards.sorted(by: { precedes([$0.file], [$1.file]) }) {
         html += "<tr><td><code>\(escape(shard.file))</code></td>"
         html += "<td class=\"\(shard.status.rawValue)\">\(shard.status.rawValue)</td>"
         html += "<td>\(escape(shard.startedAt.formatted(.iso8601)))</td>"
@@ -76,7 +80,7 @@ public enum ReportPage {
         html += "<td class=\"n\">\(shard.total)</td><td class=\"n\">\(shard.downloaded)</td>"
         html += "<td class=\"n\">\(shard.failed)</td></tr>\n"
       }
-      html += "</table>\n"
+      html += "</table></div>\n"
     }
     if let prefetch = report.prefetch { html += self.prefetch(prefetch) }
     if !report.maintenance.isEmpty { html += maintenance(report.maintenance) }
@@ -115,12 +119,18 @@ public enum ReportPage {
     return html + blacklist(prefetch)
   }
 
-  /// The run's status as a person should read it: `completed` is green only when nothing
-  /// failed; with failed URLs it says what share failed, in the warning colour, since a job
-  /// that lost 7% of its URLs every night needs looking at.
+  /// The run's status as a person should read it, coloured by severity: `completed` is green
+  /// only when nothing failed; with failed URLs it says what share failed, in amber, since a
+  /// job that lost 7% of its URLs every night needs looking at; `interrupted` and `failed` are
+  /// red, a night's work not done, with the URLs not tried when the report lets them be
+  /// counted.
   static func status(of report: RunReport) -> (text: String, style: String) {
     var text = report.status.rawValue
-    var style = report.status.rawValue
+    let style = report.status.rawValue
+    if let notTried = notTried(report) {
+      text += ": \(grouped(notTried)) of \(grouped(notTried + (report.prefetch?.total ?? 0)))"
+      text += " URLs not tried"
+    }
     if report.status == .incomplete {
       text += ": a partial merge (shards missing, repeated or from other runs; see the warnings)"
     }
@@ -133,11 +143,44 @@ public enum ReportPage {
       text += ", \(counts.inputsFailed) manifest\(counts.inputsFailed == 1 ? "" : "s") failed"
     }
     if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0) {
-      style = "warning"
+      return (text, "warning")
     }
     return (text, style)
   }
 
+  /// The URLs a run that did not finish never tried: those its manifests list (``RunReport/urlsListed``,
+  /// counted when it stopped) less those it got to; `nil` when they could not be counted.
+  static func notTried(_ report: RunReport) -> Int? {
+    guard report.status == .interrupted || report.status == .failed,
+      let listed = report.urlsListed
+    else { return nil }
+    let done = report.prefetch?.total ?? 0
+    return listed > done ? listed - done : nil
+  }
+
+  /// `5,000`: a count as people read it, grouped by thousands whatever the locale.
+  static func grouped(_ number: Int) -> String {
+    let digits = String(number.magnitude)
+    var text = ""
+    for (index, digit) in digits.enumerated() {
+      if index > 0 && (digits.count - index) % 3 == 0 { text += "," }
+      text.append(digit)
+    }
+    return (number < 0 ? "-" : "") + text
+  }
+
+  /// Orders text as people do, numbers within it by value (`img-2` before `img-10`): the page
+  /// has no script to sort a table, so its rows are written in this order.
+  static func precedes(_ left: [String], _ right: [String]) -> Bool {
+    for (a, b) in zip(left, right) {
+      switch a.compare(b, options: [.numeric]) {
+      case .orderedAscending: return true
+      case .orderedDescending: return false
+      case .orderedSame: continue
+      }
+    }
+    return left.count < right.count
+  }
   /// `part` of `whole` as a whole percentage, rounded down so that a run is never shown as
   /// 100% failed with a URL that succeeded; `under 1%` rather than 0% for a failure.
   static func percentage(_ part: Int, of whole: Int) -> String {
@@ -147,19 +190,21 @@ public enum ReportPage {
   }
 
   /// The failed URLs grouped by host (a heading row each, with its count), then by error
-  /// within a host: the page allows no script to sort a table, so it comes sorted. The URL
-  /// column takes most of the width and long URLs wrap.
+  /// within a host: the page allows no script to sort a table, so it comes sorted, numbers in
+  /// names by value. Each row is one line: a long URL, source or message is cut short with an
+  /// ellipsis and shows whole on hover (`title`), never wrapped into a tower of short lines;
+  /// on a narrow screen the table scrolls sideways.
   static func failureTable(_ failures: [FailureReport]) -> String {
     let keyed = failures.map { (host: host($0), error: error($0), failure: $0) }
     let perHost = Dictionary(grouping: keyed, by: \.host).mapValues(\.count)
     let sorted = keyed.sorted {
-      ($0.host, $0.error, $0.failure.url) < ($1.host, $1.error, $1.failure.url)
+      precedes([$0.host, $0.error, $0.failure.url], [$1.host, $1.error, $1.failure.url])
     }
-    var html = "<h3>Failures (\(failures.count)), by host and error</h3>\n"
-    // Half the page for the URL; the narrow columns just fit their headings at 1280 px.
-    html += "<table class=\"failures\">\n<colgroup><col style=\"width:50%\">"
-    html += "<col style=\"width:16%\"><col style=\"width:7%\"><col style=\"width:8%\">"
-    html += "<col style=\"width:8%\"><col style=\"width:11%\"></colgroup>\n"
+    var html = "<h3>Failures (\(failures.count)), by host and error</h3>\n<div class=\"wide\">\n"
+    // The URL takes the most room; the narrow columns just fit their headings at 1280 px.
+    html += "<table class=\"failures\">\n<colgroup><col style=\"width:36%\">"
+    html += "<col style=\"width:19%\"><col style=\"width:7%\"><col style=\"width:8%\">"
+    html += "<col style=\"width:12%\"><col style=\"width:18%\"></colgroup>\n"
     html += "<tr><th>URL</th><th>error</th><th class=\"n\">attempts</th><th>blacklisted</th>"
     html += "<th>source</th><th>message</th></tr>\n"
     var currentHost: String?
@@ -171,12 +216,17 @@ public enum ReportPage {
         html += "failure\(count == 1 ? "" : "s")</th></tr>\n"
       }
       let failure = entry.failure
-      html += "<tr><td><code>\(escape(failure.url))</code></td><td>\(escape(entry.error))</td>"
+      html += "<tr>\(cell(failure.url, code: true))\(cell(entry.error))"
       html += "<td class=\"n\">\(failure.attempts)</td><td>\(failure.blacklisted ? "yes" : "")</td>"
-      html += "<td><code>\(escape(failure.source ?? ""))</code></td>"
-      html += "<td>\(escape(failure.message))</td></tr>\n"
+      html += "\(cell(failure.source ?? "", code: true))\(cell(failure.message))</tr>\n"
     }
-    return html + "</table>\n"
+    return html + "</table>\n</div>\n"
+  }
+
+  /// A one-line cell whose whole text is its `title`, shown on hover when the cell cuts it.
+  static func cell(_ text: String, code: Bool = false) -> String {
+    let content = code ? "<code>\(escape(text))</code>" : escape(text)
+    return "<td title=\"\(escape(text))\">\(content)</td>"
   }
 
   /// The host a failure is grouped under.
@@ -191,7 +241,8 @@ public enum ReportPage {
 
   /// The passes, each with the limits it ran with and the cache's size before and after it.
   static func maintenance(_ passes: [MaintenancePassReport]) -> String {
-    var html = "<h3>Maintenance</h3>\n<table>\n<tr><th>pass</th><th>dry run</th><th>limits</th>"
+    var html =
+      "<h3>Maintenance</h3>\n<div class=\"wide\"><table>\n<tr><th>pass</th><th>dry run</th><th>limits</th>"
     html += "<th class=\"n\">cache before</th><th class=\"n\">cache after</th>"
     html += "<th class=\"n\">files removed</th><th class=\"n\">files moved</th>"
     html += "<th class=\"n\">bytes freed</th><th>errors</th></tr>\n"
@@ -205,7 +256,7 @@ public enum ReportPage {
       html += "<td class=\"n\">\(escape(formatBytes(pass.bytesFreed)))</td>"
       html += "<td>\(pass.errors.prefix(20).map(escape).joined(separator: "<br>"))</td></tr>\n"
     }
-    return html + "</table>\n"
+    return html + "</table></div>\n"
   }
 
   /// What a pass's limits meant, in words: `files whose accessDate is more than 7d old`.
@@ -239,12 +290,15 @@ public enum ReportPage {
 
   /// Horizontal bars, largest first, as inline SVG.
   static func chart(_ groups: [String: Int]) -> String {
-    let bars = groups.sorted { $0.value != $1.value ? $0.value > $1.value : $0.key < $1.key }
-      .prefix(maxBars)
+    let bars = groups.sorted {
+      $0.value != $1.value ? $0.value > $1.value : precedes([$0.key], [$1.key])
+    }
+    .prefix(maxBars)
     let largest = max(1, bars.first?.value ?? 1)
     let height = 22
     var svg =
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"720\" height=\"\(bars.count * height + 4)\" "
+      + "viewBox=\"0 0 720 \(bars.count * height + 4)\" "
       + "role=\"img\" font-family=\"sans-serif\" font-size=\"12\">\n"
     for (index, bar) in bars.enumerated() {
       let y = index * height + 2

@@ -154,11 +154,12 @@ public final class ReportWriter: Sendable {
   /// Puts the report together and writes it to every destination: report files are renamed
   /// into place, stdout gets the same bytes. A write to stdout that fails (a closed pipe) is
   /// not an error: the report files are what must not be lost. A dry run gives its `plan` in
-  /// place of the `prefetch` counts.
+  /// place of the `prefetch` counts. `urlsListed`: the URLs the manifests list, for a run
+  /// that did not get through them.
   public func finish(
     status: RunReport.Status, finishedAt: Date, prefetch: PrefetchCounts?, warnings: [String],
     error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil,
-    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil
+    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil, urlsListed: Int? = nil
   ) throws {
     try state.withLock { state in
       if let writeError = state.writeError { throw writeError }
@@ -166,7 +167,7 @@ public final class ReportWriter: Sendable {
         try write(
           to: output, state: state, status: status, finishedAt: finishedAt, prefetch: prefetch,
           warnings: warnings, error: error, mergedFrom: mergedFrom, metricsErrors: metricsErrors,
-          plan: plan)
+          plan: plan, urlsListed: urlsListed)
         try output.commit()
       }
     }
@@ -175,7 +176,8 @@ public final class ReportWriter: Sendable {
   private func write(
     to output: ReportOutput, state: State, status: RunReport.Status, finishedAt: Date,
     prefetch: PrefetchCounts?, warnings: [String], error: String?,
-    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String], plan: PrefetchPlanCounts?
+    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String], plan: PrefetchPlanCounts?,
+    urlsListed: Int?
   ) throws {
     var json = JSONOutput()
     json.raw("{")
@@ -216,6 +218,7 @@ public final class ReportWriter: Sendable {
       }
     }
     if let error { json.member("error", error) }
+    if let urlsListed { json.member("urlsListed", urlsListed) }
     if let mergedFrom {
       json.member("mergedFrom")
       json.raw("[")

@@ -66,19 +66,6 @@ public struct CacheStatistics: Sendable, Codable, Equatable {
       oldestModification ?? attributes.modificationDate, attributes.modificationDate)
     newestModification = max(
       newestModification ?? attributes.modificationDate, attributes.modificationDate)
-    if Self.isLegacyName(file.name) { legacyNames += 1 }
-  }
-
-  /// A name SD 5 would not write: an MD5 with no extension (readable through SD's fallback, but
-  /// the current name carries the URL's extension when it has one), or an extension holding
-  /// query text or a colon.
-  public static func isLegacyName(_ name: String) -> Bool {
-    let digest = name.prefix(32)
-    guard digest.count == 32, digest.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
-      return false
-    }
-    if name.count == 32 { return true }
-    let ext = name.dropFirst(33)
-    return ext.contains("?") || ext.contains(":") || ext.contains("&") || ext.contains("=")
+    if CacheFileName.isLegacyName(file.name) { legacyNames += 1 }
   }
 }

@@ -41,7 +41,7 @@ extension JobRunner {
   /// The migrate pass (SPEC section 4): merge the legacy folder (`migrate.from`, else each of
   /// SD 3/4's folders beside the cache) when it exists, then rename the legacy file names of
   /// the manifests' keys.
-  func migrate(into writer: ReportWriter, stop: StopFlag) async throws {
+  func migrate(into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings) async throws {
     let migrator = CacheMigrator(location: job.location, shard: job.shard)
     let now = Date()
     let sources = job.migrateFrom.map { [$0] } ?? migrator.legacyDirectories
@@ -53,11 +53,14 @@ extension JobRunner {
         from: source, dryRun: settings.dryRun, now: now, into: &recorder,
         stop: { stop.isStopped })
       endPass(pass, in: writer)
-      // The merged folder goes only once it is empty; either way, say what became of it.
+      // The merged folder goes only once it is empty; either way, say what became of it, and
+      // of a kept one, what is still in it and why.
       if !settings.dryRun {
-        console.report(
-          .legacyFolderMerged(
-            path: source, removed: !FileManager.default.fileExists(atPath: source)))
+        if FileManager.default.fileExists(atPath: source) {
+          warnings.add(.legacyFolderKept(path: source, leftovers: migrator.leftovers(in: source)))
+        } else {
+          console.report(.legacyFolderMerged(path: source))
+        }
       }
     }
     if found.isEmpty && (settings.verbose || job.migrateFrom != nil) {
@@ -65,7 +68,18 @@ extension JobRunner {
       // rerun of a finished --from migration says so and succeeds.
       console.report(.noLegacyFolder(path: sources.joined(separator: " or ")))
     }
-    guard !job.manifests.isEmpty, !stop.isStopped else { return }
+    guard !stop.isStopped else { return }
+    guard !job.manifests.isEmpty else {
+      // Without the URLs no legacy name can be renamed: SD 5 looks for the current names, so
+      // say how many files keep a legacy one, and what gives them SD 5's names.
+      let count = try migrator.legacyNameCount(mergedFrom: found, dryRun: settings.dryRun)
+      if count > 0 {
+        warnings.add(
+          .legacyNamesLeft(
+            count: count, path: job.location.diskCachePath, dryRun: settings.dryRun))
+      }
+      return
+    }
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
     // One downloader for the pass's sitemaps and manifest URLs (their connections reused, the
     // host's limits kept across them), stopped before the pass ends.

@@ -5,6 +5,23 @@ import Prefetcher
 import State
 
 extension JobRunner {
+  /// The URLs `job`'s manifests list, or `nil` when that cannot be known without fetching
+  /// (sitemaps, manifests by URL). A shard's total is its own share: the entries whose key
+  /// hashes to it (and the bad lines, for shard 0, which alone reports them), as its `total`
+  /// counts them. It reads every manifest: off the run's path, or once the run is over.
+  static func urlsListed(by job: Job) -> Int? {
+    guard let shard = job.shard else {
+      return ManifestItems.lineCount(of: job.manifests).map { $0 + job.urls.count }
+    }
+    let items = job.manifestItems
+    return ManifestItems.lineCount(of: job.manifests) { line in
+      switch items.item(from: line) {
+      case .success(let item): Prefetcher.belongs(item, to: shard)
+      case .failure: shard.index == 0
+      }
+    }
+  }
+
   /// Prefetches the job's manifests; returns the counts and the store failure that ended the
   /// prefetch early, if one did.
   func prefetch(
@@ -21,20 +38,7 @@ extension JobRunner {
     if abandoned > 0 { warnings.add(.abandonedRuns(count: abandoned)) }
     var items = job.manifestItems
     items.stop = signals.stop
-    // A shard's total is its own share: the entries whose key hashes to it (and the bad
-    // lines, for shard 0, which alone reports them), as its `total` counts them.
-    let progress = console.progress(total: { [manifests = job.manifests, job] in
-      guard let shard = job.shard else {
-        return ManifestItems.lineCount(of: manifests).map { $0 + job.urls.count }
-      }
-      let items = job.manifestItems
-      return ManifestItems.lineCount(of: manifests) { line in
-        switch items.item(from: line) {
-        case .success(let item): Prefetcher.belongs(item, to: shard)
-        case .failure: shard.index == 0
-        }
-      }
-    })
+    let progress = console.progress(total: { [job] in Self.urlsListed(by: job) })
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
 

@@ -115,9 +115,9 @@ public struct JobRunner: Sendable {
     if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
       throw MaintenanceError.trimOnShard
     }
-    // Taking the lock creates the cache's folders: whether it is new is decided before.
-    let createsCache =
-      !settings.dryRun && !FileManager.default.fileExists(atPath: job.location.diskCachePath)
+    // Taking the lock creates the cache's folders: whether it is new is decided before. A dry
+    // run creates nothing, but says the cache is new: a typo in --cache shows.
+    let createsCache = !FileManager.default.fileExists(atPath: job.location.diskCachePath)
     let lockOptions = RunLock.Options(
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun,
       shard: job.shard)
@@ -177,7 +177,13 @@ public struct JobRunner: Sendable {
     }
   }
 
-  /// - Parameter createsCache: the cache did not exist before this run.
+  /// For the report of a prefetch that did not get through its URLs: how many its manifests
+  /// list, so that the report says how many were not tried.
+  private var urlsListedUnfinished: Int? {
+    job.prefetchesManifests && !settings.dryRun && job.hasURLs ? Self.urlsListed(by: job) : nil
+  }
+
+  /// - Parameter createsCache: the cache did not exist before this run (a dry run leaves it so).
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
     let clock = RunClock()
     let startedAt = clock.startedAt
@@ -200,7 +206,9 @@ public struct JobRunner: Sendable {
     for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
     for warning in setupWarnings { warnings.add(warning) }
     console.report(
-      .runStarted(job: job.name, cachePath: job.location.diskCachePath, created: createsCache))
+      .runStarted(
+        job: job.name, cachePath: job.location.diskCachePath, created: createsCache,
+        dryRun: settings.dryRun))
 
     var counts: PrefetchCounts?
     var refusal: BlacklistRefusal?
@@ -212,7 +220,9 @@ public struct JobRunner: Sendable {
       async let swept = staleTemporaries(startedAt: startedAt)
       var failure: Error?
       do {
-        if job.passes.contains(.migrate) { try await migrate(into: writer, stop: signals.stop) }
+        if job.passes.contains(.migrate) {
+          try await migrate(into: writer, stop: signals.stop, warnings: warnings)
+        }
         if job.prefetchesManifests && settings.dryRun && job.hasURLs
           && !signals.interrupted
         {
@@ -244,7 +254,7 @@ public struct JobRunner: Sendable {
         try writer.finish(
           status: .failed, finishedAt: finish.finishedAt, prefetch: counts,
           warnings: warnings.messages, error: "\(error)",
-          metricsErrors: warnings.metricsErrors, plan: plan)
+          metricsErrors: warnings.metricsErrors, plan: plan, urlsListed: urlsListedUnfinished)
         putInPlace(metrics)
       } catch let reportError {
         console.report(.reportNotWritten(job: job.name, error: reportError))
@@ -266,7 +276,8 @@ public struct JobRunner: Sendable {
       writer: writer, status: status, finish: finish, counts: counts, warnings: warnings)
     try writer.finish(
       status: status, finishedAt: finish.finishedAt, prefetch: counts, warnings: warnings.messages,
-      metricsErrors: warnings.metricsErrors, plan: plan)
+      metricsErrors: warnings.metricsErrors, plan: plan,
+      urlsListed: status == .interrupted ? urlsListedUnfinished : nil)
     for file in writer.files { console.report(.reportWritten(job: job.name, path: file)) }
     putInPlace(metrics)
     return RunOutcome(

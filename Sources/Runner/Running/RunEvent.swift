@@ -23,8 +23,9 @@ public enum RunEvent: Sendable {
 
   /// Another run holds the cache's lock and this one waits for it (`--wait`).
   case waitingForLock(job: String, holder: RunLock.Holder?, timeout: TimeInterval?)
-  /// The run holds the lock and starts on its cache; `created`: the folder did not exist.
-  case runStarted(job: String, cachePath: String, created: Bool)
+  /// The run holds the lock and starts on its cache; `created`: the folder did not exist (and
+  /// unless `dryRun`, was created).
+  case runStarted(job: String, cachePath: String, created: Bool, dryRun: Bool = false)
   /// A warning of the run, also in its report unless said otherwise (``RunWarnings``).
   case warning(RunWarning)
   /// What killed runs left behind was removed (or, in a dry run, would be): the report's
@@ -53,8 +54,9 @@ public enum RunEvent: Sendable {
   // The maintenance passes.
   /// The legacy folder the migrate pass reads is not there (said when it was asked for).
   case noLegacyFolder(path: String)
-  /// What became of the merged legacy folder: removed once empty, else kept.
-  case legacyFolderMerged(path: String, removed: Bool)
+  /// The merged legacy folder, removed once empty (a kept one is a warning,
+  /// ``RunWarning/legacyFolderKept(path:leftovers:)``).
+  case legacyFolderMerged(path: String)
   /// A job that lists neither expire nor trim: nothing is deleted, and the run says so, since
   /// SD would have expired files after 7 days (`passes`: what the job lists, perhaps migrate).
   case noCleaningPasses(job: String, passes: [JobPass])
@@ -80,12 +82,12 @@ public enum RunEvent: Sendable {
   public var severity: Severity {
     switch self {
     case .waitingForLock, .runStarted, .variantSkipped, .planned, .planFinished, .noLegacyFolder,
+      .legacyFolderMerged,
       .noCleaningPasses, .maintenanceLimits, .passAction,
       .reportWritten,
       .metricsWritten:
       .info
     case .prefetchFinished(_, _, let refusal): refusal == nil ? .info : .warning
-    case .legacyFolderMerged(_, let removed): removed ? .info : .notice
     case .furtherFailuresInReportOnly, .certificateHint: .notice
     case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted, .timeLimitReached: .warning
     case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
@@ -123,6 +125,11 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   /// The wall clock stepped by `seconds` (negative: back) during the run: the duration is the
   /// monotonic clock's, and an end before the start is written as the start plus it.
   case clockStepped(seconds: TimeInterval)
+  /// A merged legacy folder that still holds files, kept: what is left in it and why.
+  case legacyFolderKept(path: String, leftovers: MigrationLeftovers)
+  /// Files of the namespace under legacy names after a migration without manifests: SD 5
+  /// looks for the current names, which only the URLs give.
+  case legacyNamesLeft(count: Int, path: String, dryRun: Bool)
 
   public var description: String {
     switch self {
@@ -145,6 +152,12 @@ public enum RunWarning: Sendable, CustomStringConvertible {
     case .metricsWithoutCacheSize(let error): "metrics without the cache's size: \(error)"
     case .overDeletionLimit(let refusal): "a real run would stop here: \(refusal)"
     case .blacklistRefused(let refusal): "\(refusal)"
+    case .legacyFolderKept(let path, let leftovers):
+      "migrate: kept \(path): \(leftovers)"
+    case .legacyNamesLeft(let count, let path, let dryRun):
+      "migrate: \(count) file(s) in \(path) \(dryRun ? "would keep" : "keep") legacy names "
+        + "(no extension, or query text in it) that SD 5 does not look up; give their URLs "
+        + "with --manifest FILE (a job's manifests) to rename them to SD 5's names"
     case .clockStepped(let seconds):
       "clockStepped: the system clock stepped \(seconds < 0 ? "back" : "forward") "
         + "\(String(format: "%.1f", abs(seconds))) s during the run; the duration is measured "
