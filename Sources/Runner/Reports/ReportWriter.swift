@@ -45,6 +45,8 @@ public final class ReportWriter: Sendable {
   private let shard: Shard?
   /// Written as `allowURLFailures: true` when set.
   private let allowsURLFailures: Bool
+  /// The earlier attempts of this shard of this run, written as `previousAttempts`.
+  private let previousAttempts: [RunReport.Attempt]
   /// Every file and buffer, behind one lock: the prefetcher records from its tasks.
   private let state: Mutex<State>
   /// The report files this writer writes.
@@ -58,10 +60,12 @@ public final class ReportWriter: Sendable {
   ///   - runID: the fleet run's identity, written as `runID`.
   ///   - shard: the shard of a sharded run, written as `shard`, with `manifestEntries`.
   ///   - allowsURLFailures: the run's failed URLs do not make its exit code 1.
+  ///   - previousAttempts: the earlier attempts of this shard of this run
+  ///     (``RunReport/previousAttempts(in:runID:shard:)``).
   public init(
     job: String, location: CacheLocation, startedAt: Date, files: [String],
     standardOutput: Bool, runID: String? = nil, shard: Shard? = nil,
-    allowsURLFailures: Bool = false
+    allowsURLFailures: Bool = false, previousAttempts: [RunReport.Attempt] = []
   ) throws {
     self.job = job
     self.location = location
@@ -69,6 +73,7 @@ public final class ReportWriter: Sendable {
     self.runID = runID
     self.shard = shard
     self.allowsURLFailures = allowsURLFailures
+    self.previousAttempts = previousAttempts
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
     if standardOutput { outputs.append(ReportOutput()) }
@@ -154,11 +159,11 @@ public final class ReportWriter: Sendable {
   /// Puts the report together and writes it to every destination: report files are renamed
   /// into place, stdout gets the same bytes. A write to stdout that fails (a closed pipe) is
   /// not an error: the report files are what must not be lost. A dry run gives its `plan` in
-  /// place of the `prefetch` counts.
+  /// place of the `prefetch` counts; a merge gives the `night` of its shards' attempts.
   public func finish(
     status: RunReport.Status, finishedAt: Date, prefetch: PrefetchCounts?, warnings: [String],
     error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil,
-    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil
+    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil, night: RunReport.Night? = nil
   ) throws {
     try state.withLock { state in
       if let writeError = state.writeError { throw writeError }
@@ -166,7 +171,7 @@ public final class ReportWriter: Sendable {
         try write(
           to: output, state: state, status: status, finishedAt: finishedAt, prefetch: prefetch,
           warnings: warnings, error: error, mergedFrom: mergedFrom, metricsErrors: metricsErrors,
-          plan: plan)
+          plan: plan, night: night)
         try output.commit()
       }
     }
@@ -175,7 +180,8 @@ public final class ReportWriter: Sendable {
   private func write(
     to output: ReportOutput, state: State, status: RunReport.Status, finishedAt: Date,
     prefetch: PrefetchCounts?, warnings: [String], error: String?,
-    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String], plan: PrefetchPlanCounts?
+    mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String], plan: PrefetchPlanCounts?,
+    night: RunReport.Night?
   ) throws {
     var json = JSONOutput()
     json.raw("{")
@@ -215,6 +221,23 @@ public final class ReportWriter: Sendable {
         json.raw("}")
       }
     }
+    if !previousAttempts.isEmpty {
+      json.member("previousAttempts")
+      json.raw("[")
+      for (index, attempt) in previousAttempts.enumerated() {
+        json.raw(index > 0 ? ",{" : "{")
+        json.key("status")
+        json.string(attempt.status.rawValue)
+        json.member("startedAt")
+        json.date(attempt.startedAt)
+        json.member("finishedAt")
+        json.date(attempt.finishedAt)
+        json.member("downloaded", attempt.downloaded)
+        json.member("bytesDownloaded", attempt.bytesDownloaded)
+        json.raw("}")
+      }
+      json.raw("]")
+    }
     if let error { json.member("error", error) }
     if let mergedFrom {
       json.member("mergedFrom")
@@ -231,9 +254,19 @@ public final class ReportWriter: Sendable {
         json.member("total", entry.total)
         json.member("downloaded", entry.downloaded)
         json.member("failed", entry.failed)
+        if let attempts = entry.attempts { json.member("attempts", attempts) }
         json.raw("}")
       }
       json.raw("]")
+    }
+    if let night {
+      json.member("night")
+      json.raw("{")
+      json.key("attempts")
+      json.integer(night.attempts)
+      json.member("downloaded", night.downloaded)
+      json.member("bytesDownloaded", night.bytesDownloaded)
+      json.raw("}")
     }
     /// `,"key":[...]`, the array's entries copied from its temporary file.
     func array(_ key: StaticString, _ entries: SpillFile) throws(FileSystemError) {
