@@ -226,12 +226,8 @@ public final class ReportWriter: Sendable {
       json.raw("[")
       for (index, attempt) in previousAttempts.enumerated() {
         json.raw(index > 0 ? ",{" : "{")
-        json.key("status")
-        json.string(attempt.status.rawValue)
-        json.member("startedAt")
-        json.date(attempt.startedAt)
-        json.member("finishedAt")
-        json.date(attempt.finishedAt)
+        Self.writeSpan(
+          attempt.status, attempt.startedAt, attempt.finishedAt, following: false, to: &json)
         json.member("downloaded", attempt.downloaded)
         json.member("bytesDownloaded", attempt.bytesDownloaded)
         json.raw("}")
@@ -246,11 +242,7 @@ public final class ReportWriter: Sendable {
         json.raw(index > 0 ? ",{" : "{")
         json.key("file")
         json.string(entry.file)
-        json.member("status", entry.status.rawValue)
-        json.member("startedAt")
-        json.date(entry.startedAt)
-        json.member("finishedAt")
-        json.date(entry.finishedAt)
+        Self.writeSpan(entry.status, entry.startedAt, entry.finishedAt, following: true, to: &json)
         json.member("total", entry.total)
         json.member("downloaded", entry.downloaded)
         json.member("failed", entry.failed)
@@ -342,6 +334,20 @@ public final class ReportWriter: Sendable {
     if !metricsErrors.isEmpty { json.member("metricsErrors", strings: metricsErrors) }
     json.raw("}\n")
     try output.write(&json)
+  }
+
+  /// `"status":...,"startedAt":...,"finishedAt":...` of a shard's report or attempt, after an
+  /// earlier member of its object when `following`.
+  private static func writeSpan(
+    _ status: RunReport.Status, _ startedAt: Date, _ finishedAt: Date, following: Bool,
+    to json: inout JSONOutput
+  ) {
+    if following { json.member("status") } else { json.key("status") }
+    json.string(status.rawValue)
+    json.member("startedAt")
+    json.date(startedAt)
+    json.member("finishedAt")
+    json.date(finishedAt)
   }
 
   private static func writeCounts(_ counts: PrefetchCounts, to json: inout JSONOutput) {
