@@ -72,6 +72,12 @@ struct ReportCommand: ParsableCommand {
         with the status incomplete (exit 1, or worse when a shard failed or was \
         interrupted). Unsharded reports are merged as they are.
 
+        A shard rerun with the same run ID and report path counts its earlier attempts \
+        (previousAttempts in its report): the merged report's counts and URLs are each \
+        shard's last attempt's, its night the traffic of every attempt (attempts, \
+        downloaded, bytesDownloaded), and each shard that ran more than once is named on \
+        stderr with its number of attempts.
+
         Example:
           imagecache report merge shard-*.json --report run.json
         """)
@@ -107,6 +113,9 @@ struct ReportCommand: ParsableCommand {
         Console.standard.say(
           "merged \(reports.count) reports (\(outcome.status.rawValue), "
             + "\(outcome.failedURLs) failed URLs) into \(report!)")
+      }
+      for report in outcome.rerun {
+        Console.standard.say("rerun: \(report)")
       }
       for report in outcome.unfinished {
         Console.standard.say("warning: did not complete: \(report)", severity: .warning)

@@ -20,6 +20,15 @@ final class DeployTests: XCTestCase {
     return try XCTUnwrap((pod["containers"] as? [[String: Any]])?.first)
   }
 
+  /// The pods' shell script: the shard, then the finish (issue 40, item 6).
+  static func podScript(_ job: [String: Any]) throws -> String {
+    let spec = try XCTUnwrap(job["spec"] as? [String: Any])
+    let pod = try XCTUnwrap((spec["template"] as? [String: Any])?["spec"] as? [String: Any])
+    let container = try XCTUnwrap((pod["containers"] as? [[String: Any]])?.first)
+    XCTAssertEqual(container["command"] as? [String], ["/bin/sh", "-c"])
+    return try XCTUnwrap((container["args"] as? [String])?.first)
+  }
+
   func testTheIndexedJobRunsAsManyShardsAsItHasCompletions() throws {
     let job = try load("deploy/k8s/prefetch-job.yaml")
     XCTAssertEqual(job["kind"] as? String, "Job")
@@ -27,21 +36,40 @@ final class DeployTests: XCTestCase {
     XCTAssertEqual(spec["completionMode"] as? String, "Indexed")
     let completions = try XCTUnwrap(spec["completions"] as? Int)
     XCTAssertEqual(spec["parallelism"] as? Int, completions)
-    let arguments = try XCTUnwrap(try container(job)["args"] as? [String])
-    let shards = try XCTUnwrap(arguments.firstIndex(of: "--shards")).advanced(by: 1)
-    XCTAssertEqual(Int(arguments[shards]), completions, "completions = parallelism = --shards")
-    XCTAssertTrue(arguments.contains { $0.contains("shard-{shard}.json") })
-    XCTAssertTrue(arguments.contains("--allow-url-failures"), "404s must not fail the pods")
-
-    let finish = try load("deploy/k8s/finish-job.yaml")
-    let script = try XCTUnwrap((try container(finish)["args"] as? [String])?.first)
-    XCTAssertTrue(script.contains("imagecache report merge /cache/reports/shard-*.json"), script)
-    XCTAssertTrue(script.contains("imagecache maintain"), script)
+    let script = try Self.podScript(job)
+    XCTAssertTrue(script.contains("--shards \(completions) "), "completions = --shards: \(script)")
+    XCTAssertTrue(script.contains("| grep -qx \(completions) "), "the finish counts N reports")
+    XCTAssertTrue(script.contains("shard-{shard}.json"))
+    XCTAssertTrue(script.contains("--allow-url-failures"), "404s must not fail the pods")
 
     let readme = try String(
       contentsOf: Self.repository.appendingPathComponent("README.md"), encoding: .utf8)
     XCTAssertTrue(readme.contains("completions: \(completions)"), "the README names the same N")
     XCTAssertTrue(readme.contains("--shards \(completions)"))
+  }
+
+  /// Issue 40, item 6: a shard that fails is retried alone; exit 2 and 3, which a retry would
+  /// meet again, fail its index at once; an eviction is not a failure.
+  func testAFailedShardIsRetriedAloneButNeverOnExit2Or3() throws {
+    let job = try load("deploy/k8s/prefetch-job.yaml")
+    let spec = try XCTUnwrap(job["spec"] as? [String: Any])
+    XCTAssertGreaterThan(try XCTUnwrap(spec["backoffLimitPerIndex"] as? Int), 0)
+    XCTAssertNil(spec["backoffLimit"], "per index, not one budget that one shard can use up")
+    let pod = try XCTUnwrap((spec["template"] as? [String: Any])?["spec"] as? [String: Any])
+    XCTAssertEqual(pod["restartPolicy"] as? String, "Never", "podFailurePolicy needs Never")
+    let containerName = try XCTUnwrap(try container(job)["name"] as? String)
+    let rules = try XCTUnwrap(
+      (spec["podFailurePolicy"] as? [String: Any])?["rules"] as? [[String: Any]])
+    let failing = rules.filter { ["FailIndex", "FailJob"].contains($0["action"] as? String) }
+    let codes = failing.compactMap { $0["onExitCodes"] as? [String: Any] }
+    XCTAssertEqual(codes.count, 1, "\(rules)")
+    XCTAssertEqual(codes.first?["operator"] as? String, "In")
+    XCTAssertEqual(Set(codes.first?["values"] as? [Int] ?? []), [2, 3])
+    XCTAssertEqual(codes.first?["containerName"] as? String, containerName)
+    let ignored = rules.filter { $0["action"] as? String == "Ignore" }
+      .flatMap { $0["onPodConditions"] as? [[String: Any]] ?? [] }
+      .compactMap { $0["type"] as? String }
+    XCTAssertEqual(ignored, ["DisruptionTarget"], "an evicted pod is not a failed shard")
   }
 
   func testTheContainerRecipeBuildsOnTheSwiftImageAndRunsOnSlimDebian() throws {
@@ -245,5 +273,10 @@ final class DeployTests: XCTestCase {
     let started = try XCTUnwrap((spec["jobTemplate"] as? [String: Any])?["spec"] as? NSDictionary)
     let job = try XCTUnwrap(try load("deploy/k8s/prefetch-job.yaml")["spec"] as? NSDictionary)
     XCTAssertEqual(started, job, "the CronJob's Job is prefetch-job.yaml's, not a drifted copy")
+    let folder = Self.repository.appendingPathComponent("deploy/k8s")
+    XCTAssertEqual(
+      try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted(),
+      ["nightly-cronjob.yaml", "prefetch-job.yaml"],
+      "the finish is the Job's last step: no other Job waits to be started by hand")
   }
 }

@@ -449,6 +449,94 @@ final class FleetTests: LoopbackTestCase {
       Self.slowImages)
   }
 
+  // MARK: Reruns count every attempt (issue 40, items 4 and 5)
+
+  func testARerunShardCountsItsKilledAttemptInTheNightsTraffic() throws {
+    // Eight slow URLs of shard 1 and four of shard 0, whatever the server's port.
+    let candidates = (0..<400).map { "/slow/0.jpg?v=\($0)" }
+    let own = { (index: Int) in
+      candidates.filter { Shard(index: index, count: 2)!.owns(cacheKey: self.server.url($0)) }
+    }
+    let urls = try manifest(Array(own(1).prefix(8) + own(0).prefix(4)))
+    let reports = temporary.appending("reports")
+    let shard = { (index: Int) in
+      [
+        "prefetch", urls, "--cache", self.cache, "--shard", "\(index)/2", "--run-id", "night-1",
+        "--concurrency", "1", "--retries", "0", "--report", reports + "/shard-{shard}.json",
+      ]
+    }
+    let stored = { () -> Int in
+      let files = try? FileManager.default.contentsOfDirectory(atPath: self.cache + "/default")
+      return (files ?? []).filter { !$0.hasPrefix(".") }.count
+    }
+
+    // Shard 1's first attempt is stopped midway, as a drained node stops a pod.
+    let (process, stdout, stderr) = try ImageCacheBinary.start(shard(1))
+    waitUntil(timeout: 20, "two images of shard 1 stored") { stored() >= 2 }
+    kill(process.processIdentifier, SIGTERM)
+    let killed = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(killed.status, 143, killed.stderr)
+    let first = try RunReport.load(path: reports + "/shard-1.json")
+    XCTAssertEqual(first.status, .interrupted)
+    let firstDownloads = try XCTUnwrap(first.prefetch?.downloaded)
+    XCTAssertLessThan(firstDownloads, 8, "stopped midway")
+
+    // The rerun, with the same run ID and report path, and the other shard.
+    let rerun = try ImageCacheBinary.run(shard(1))
+    XCTAssertEqual(rerun.status, 0, rerun.stderr)
+    let second = try RunReport.load(path: reports + "/shard-1.json")
+    XCTAssertEqual(second.previousAttempts, [RunReport.Attempt(of: first)])
+    XCTAssertEqual(
+      firstDownloads + (second.prefetch?.downloaded ?? 0), 8, "each URL downloaded once")
+    let other = try ImageCacheBinary.run(shard(0))
+    XCTAssertEqual(other.status, 0, other.stderr)
+    let zero = try RunReport.load(path: reports + "/shard-0.json")
+    XCTAssertNil(zero.previousAttempts, "a first attempt has none")
+
+    let merged = reports + "/run.json"
+    let merge = try ImageCacheBinary.run([
+      "report", "merge", reports + "/shard-0.json", reports + "/shard-1.json", "--report", merged,
+    ])
+    XCTAssertEqual(merge.status, 0, merge.stderr)
+    XCTAssertTrue(
+      merge.stderr.contains("rerun: shard 1 of 2 (\(reports)/shard-1.json): 2 attempts"),
+      merge.stderr)
+    let night = try RunReport.load(path: merged)
+    XCTAssertEqual(night.mergedFrom?.map(\.attempts), [1, 2])
+    XCTAssertEqual(night.night?.attempts, 3)
+    XCTAssertEqual(night.night?.downloaded, 12, "every image fetched this night, once")
+    XCTAssertEqual(
+      night.night?.bytesDownloaded,
+      [zero, first, second].reduce(0) { $0 + ($1.prefetch?.bytesDownloaded ?? 0) },
+      "both attempts' bytes")
+    XCTAssertEqual(
+      night.prefetch?.downloaded,
+      (zero.prefetch?.downloaded ?? 0) + (second.prefetch?.downloaded ?? 0),
+      "the URLs' outcomes are the last attempt's")
+    XCTAssertEqual(night.prefetch?.diskHits, firstDownloads, "the rerun found the first's images")
+    for file in [reports + "/shard-1.json", merged] {
+      let data = try XCTUnwrap(FileManager.default.contents(atPath: file))
+      XCTAssertEqual(
+        SchemaValidator.validate(
+          try JSONSerialization.jsonObject(with: data), against: try SchemaValidator.reportSchema()),
+        [], file)
+    }
+  }
+
+  func testARerunOfAnotherRunStartsItsOwnCount() throws {
+    let urls = try manifest(["/a.jpg"])
+    let report = temporary.appending("shard.json")
+    for run in ["night-1", "night-2"] {
+      let result = try ImageCacheBinary.run([
+        "prefetch", urls, "--cache", cache, "--shard", "0/1", "--run-id", run, "--report", report,
+      ])
+      XCTAssertEqual(result.status, 0, result.stderr)
+    }
+    let written = try RunReport.load(path: report)
+    XCTAssertEqual(written.runID, "night-2")
+    XCTAssertNil(written.previousAttempts, "last night's report is not this night's attempt")
+  }
+
   func testAShardsProgressCountsItsOwnShare() throws {
     // Three URLs of each shard, whatever the server's port.
     let shard = Shard(index: 0, count: 2)!

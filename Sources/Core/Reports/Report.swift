@@ -51,6 +51,43 @@ public struct RunReport: Sendable, Codable, Equatable {
   /// were not tried. Absent when they cannot be counted without fetching (sitemaps, manifests
   /// named by URL, standard input).
   public var urlsListed: Int?
+  /// A shard's report: the earlier attempts of the same shard of the same run (its report at
+  /// the same path, with the same `runID`), oldest first. Their traffic is the night's too;
+  /// the URLs' outcomes are this attempt's.
+  public var previousAttempts: [Attempt]?
+  /// A merged report: the traffic of every attempt of every shard, reruns included (the
+  /// counts in `prefetch` are each shard's last attempt's).
+  public var night: Night?
+
+  /// One attempt of a shard, in brief: what it fetched.
+  public struct Attempt: Sendable, Codable, Equatable {
+    public var status: Status
+    public var startedAt: Date
+    public var finishedAt: Date
+    public var downloaded: Int
+    public var bytesDownloaded: UInt64
+
+    /// The attempt that wrote `report`.
+    public init(of report: RunReport) {
+      status = report.status
+      startedAt = report.startedAt
+      finishedAt = report.finishedAt
+      downloaded = report.prefetch?.downloaded ?? 0
+      bytesDownloaded = report.prefetch?.bytesDownloaded ?? 0
+    }
+  }
+
+  /// Every attempt of a merged run's shards together.
+  public struct Night: Sendable, Codable, Equatable {
+    public var attempts = 0
+    public var downloaded = 0
+    public var bytesDownloaded: UInt64 = 0
+
+    public init() {}
+  }
+
+  /// Every attempt this report counts: the earlier ones, then its own.
+  public var attempts: [Attempt] { (previousAttempts ?? []) + [Attempt(of: self)] }
 
   /// Shard `index` (from 0) of `count`.
   public struct ShardIdentity: Sendable, Codable, Equatable {
@@ -84,6 +121,8 @@ public struct RunReport: Sendable, Codable, Equatable {
     public var total: Int
     public var downloaded: Int
     public var failed: Int
+    /// The shard's attempts: 1, or more after a rerun with the same run ID.
+    public var attempts: Int?
 
     public init(file: String, report: RunReport) {
       self.file = file
@@ -93,6 +132,7 @@ public struct RunReport: Sendable, Codable, Equatable {
       total = report.prefetch?.total ?? 0
       downloaded = report.prefetch?.downloaded ?? 0
       failed = report.prefetch?.failed ?? 0
+      attempts = report.attempts.count
     }
   }
 
@@ -211,6 +251,21 @@ extension RunReport {
           return problem
         }
       }
+    }
+    for (index, attempt) in (previousAttempts ?? []).enumerated() {
+      let field = "previousAttempts[\(index)]"
+      if let problem = check(attempt.downloaded, "\(field).downloaded")
+        ?? check(attempt.bytesDownloaded, "\(field).bytesDownloaded")
+      {
+        return problem
+      }
+    }
+    if let night,
+      let problem = check(night.attempts, "night.attempts")
+        ?? check(night.downloaded, "night.downloaded")
+        ?? check(night.bytesDownloaded, "night.bytesDownloaded")
+    {
+      return problem
     }
     for (index, shard) in (mergedFrom ?? []).enumerated() {
       let field = "mergedFrom[\(index)]"

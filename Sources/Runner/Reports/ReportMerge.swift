@@ -20,6 +20,11 @@ public enum ReportMerge {
     /// The reports that did not complete, each as `shard K of N (file): status` (or the file
     /// alone for an unsharded report), for the merge to name.
     public var unfinished: [String] = []
+    /// The reports of shards that ran more than once, each as `shard K of N (file): M
+    /// attempts`, for the merge to name.
+    public var rerun: [String] = []
+    /// Every attempt of every shard: the night's traffic.
+    public var night = RunReport.Night()
   }
 
   /// Merges the reports at `paths` into `files` (and stdout with `standardOutput`). Shard
@@ -46,8 +51,17 @@ public enum ReportMerge {
     // did. Written when a shard that did not finish counted them, for the URLs not tried.
     var urlsListed = 0
     var countsListed = false
+    // Every attempt's traffic; the counts above are each shard's last attempt's.
+    var night = RunReport.Night()
     for path in paths {
       let report = try RunReport.load(path: path)
+      for attempt in report.attempts {
+        night.attempts = try total(night.attempts, 1, "night.attempts", adding: path)
+        night.downloaded = try total(
+          night.downloaded, attempt.downloaded, "night.downloaded", adding: path)
+        night.bytesDownloaded = try total(
+          night.bytesDownloaded, attempt.bytesDownloaded, "night.bytesDownloaded", adding: path)
+      }
       urlFailuresAllowed = urlFailuresAllowed && report.allowURLFailures == true
       sources.append(RunReport.MergedReport(file: path, report: report))
       members.append(FleetMember(path: path, report: report))
@@ -140,11 +154,16 @@ public enum ReportMerge {
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
       error: errors.isEmpty ? nil : errors.joined(separator: "; "), mergedFrom: sources,
-      urlsListed: countsListed ? urlsListed : nil)
+      urlsListed: countsListed ? urlsListed : nil,
+      night: counts == nil ? nil : night)
     return Outcome(
       status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
       files: writer.files, urlFailuresAllowed: urlFailuresAllowed,
-      unfinished: members.filter { $0.status != .completed }.map(\.described))
+      unfinished: members.filter { $0.status != .completed }.map(\.described),
+      rerun: zip(members, sources).compactMap { member, source in
+        guard let attempts = source.attempts, attempts > 1 else { return nil }
+        return "\(member.name): \(attempts) attempts"
+      }, night: night)
   }
 
   /// failed, then interrupted, then incomplete, then completed.
@@ -208,11 +227,11 @@ extension ReportMerge {
     var status: RunReport.Status
     var manifestEntries: Int?
 
+    /// `shard K of N (file)`, or `file` for an unsharded report.
+    var name: String { shard.map { "shard \($0.index) of \($0.count) (\(path))" } ?? path }
+
     /// `shard K of N (file): status`, or `file: status` for an unsharded report.
-    var described: String {
-      let name = shard.map { "shard \($0.index) of \($0.count) (\(path))" } ?? path
-      return "\(name): \(status.rawValue)"
-    }
+    var described: String { "\(name): \(status.rawValue)" }
 
     init(path: String, report: RunReport) {
       self.path = path
@@ -325,5 +344,27 @@ extension RunReport {
     }
     report.absorbClockStep()
     return report
+  }
+}
+
+extension RunReport {
+  /// The attempts before this one of shard `shard` of the fleet run `runID` (issue 40, items 4
+  /// and 5): a rerun with the same run ID writes its report where the earlier attempt wrote
+  /// its, so a report found at one of `files` that is of the same shard of the same run is an
+  /// earlier attempt, carried forward with its own earlier ones. Without a run ID or a shard
+  /// nothing is: a report of another run (last night's), or one that is not a report at all, is
+  /// replaced as before, not counted.
+  public static func previousAttempts(in files: [String], runID: String?, shard: Shard?)
+    -> [Attempt]
+  {
+    guard let runID, let shard else { return [] }
+    for file in files {
+      // Not found, not a regular file, not a report: nothing to carry, and the run replaces it.
+      guard let report = try? load(path: file), report.runID == runID,
+        report.shard == ShardIdentity(shard)
+      else { continue }
+      return report.attempts
+    }
+    return []
   }
 }

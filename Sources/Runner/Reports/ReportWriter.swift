@@ -45,6 +45,8 @@ public final class ReportWriter: Sendable {
   private let shard: Shard?
   /// Written as `allowURLFailures: true` when set.
   private let allowsURLFailures: Bool
+  /// The earlier attempts of this shard of this run, written as `previousAttempts`.
+  private let previousAttempts: [RunReport.Attempt]
   /// Every file and buffer, behind one lock: the prefetcher records from its tasks.
   private let state: Mutex<State>
   /// The report files this writer writes.
@@ -58,10 +60,12 @@ public final class ReportWriter: Sendable {
   ///   - runID: the fleet run's identity, written as `runID`.
   ///   - shard: the shard of a sharded run, written as `shard`, with `manifestEntries`.
   ///   - allowsURLFailures: the run's failed URLs do not make its exit code 1.
+  ///   - previousAttempts: the earlier attempts of this shard of this run
+  ///     (``RunReport/previousAttempts(in:runID:shard:)``).
   public init(
     job: String, location: CacheLocation, startedAt: Date, files: [String],
     standardOutput: Bool, runID: String? = nil, shard: Shard? = nil,
-    allowsURLFailures: Bool = false
+    allowsURLFailures: Bool = false, previousAttempts: [RunReport.Attempt] = []
   ) throws {
     self.job = job
     self.location = location
@@ -69,6 +73,7 @@ public final class ReportWriter: Sendable {
     self.runID = runID
     self.shard = shard
     self.allowsURLFailures = allowsURLFailures
+    self.previousAttempts = previousAttempts
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
     if standardOutput { outputs.append(ReportOutput()) }
@@ -155,11 +160,12 @@ public final class ReportWriter: Sendable {
   /// into place, stdout gets the same bytes. A write to stdout that fails (a closed pipe) is
   /// not an error: the report files are what must not be lost. A dry run gives its `plan` in
   /// place of the `prefetch` counts. `urlsListed`: the URLs the manifests list, for a run
-  /// that did not get through them.
+  /// that did not get through them; a merge gives the `night` of its shards' attempts.
   public func finish(
     status: RunReport.Status, finishedAt: Date, prefetch: PrefetchCounts?, warnings: [String],
     error: String? = nil, mergedFrom: [RunReport.MergedReport]? = nil,
-    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil, urlsListed: Int? = nil
+    metricsErrors: [String] = [], plan: PrefetchPlanCounts? = nil, urlsListed: Int? = nil,
+    night: RunReport.Night? = nil
   ) throws {
     try state.withLock { state in
       if let writeError = state.writeError { throw writeError }
@@ -167,7 +173,7 @@ public final class ReportWriter: Sendable {
         try write(
           to: output, state: state, status: status, finishedAt: finishedAt, prefetch: prefetch,
           warnings: warnings, error: error, mergedFrom: mergedFrom, metricsErrors: metricsErrors,
-          plan: plan, urlsListed: urlsListed)
+          plan: plan, urlsListed: urlsListed, night: night)
         try output.commit()
       }
     }
@@ -177,7 +183,7 @@ public final class ReportWriter: Sendable {
     to output: ReportOutput, state: State, status: RunReport.Status, finishedAt: Date,
     prefetch: PrefetchCounts?, warnings: [String], error: String?,
     mergedFrom: [RunReport.MergedReport]?, metricsErrors: [String], plan: PrefetchPlanCounts?,
-    urlsListed: Int?
+    urlsListed: Int?, night: RunReport.Night?
   ) throws {
     var json = JSONOutput()
     json.raw("{")
@@ -217,6 +223,19 @@ public final class ReportWriter: Sendable {
         json.raw("}")
       }
     }
+    if !previousAttempts.isEmpty {
+      json.member("previousAttempts")
+      json.raw("[")
+      for (index, attempt) in previousAttempts.enumerated() {
+        json.raw(index > 0 ? ",{" : "{")
+        Self.writeSpan(
+          attempt.status, attempt.startedAt, attempt.finishedAt, following: false, to: &json)
+        json.member("downloaded", attempt.downloaded)
+        json.member("bytesDownloaded", attempt.bytesDownloaded)
+        json.raw("}")
+      }
+      json.raw("]")
+    }
     if let error { json.member("error", error) }
     if let urlsListed { json.member("urlsListed", urlsListed) }
     if let mergedFrom {
@@ -226,17 +245,23 @@ public final class ReportWriter: Sendable {
         json.raw(index > 0 ? ",{" : "{")
         json.key("file")
         json.string(entry.file)
-        json.member("status", entry.status.rawValue)
-        json.member("startedAt")
-        json.date(entry.startedAt)
-        json.member("finishedAt")
-        json.date(entry.finishedAt)
+        Self.writeSpan(entry.status, entry.startedAt, entry.finishedAt, following: true, to: &json)
         json.member("total", entry.total)
         json.member("downloaded", entry.downloaded)
         json.member("failed", entry.failed)
+        if let attempts = entry.attempts { json.member("attempts", attempts) }
         json.raw("}")
       }
       json.raw("]")
+    }
+    if let night {
+      json.member("night")
+      json.raw("{")
+      json.key("attempts")
+      json.integer(night.attempts)
+      json.member("downloaded", night.downloaded)
+      json.member("bytesDownloaded", night.bytesDownloaded)
+      json.raw("}")
     }
     /// `,"key":[...]`, the array's entries copied from its temporary file.
     func array(_ key: StaticString, _ entries: SpillFile) throws(FileSystemError) {
@@ -312,6 +337,20 @@ public final class ReportWriter: Sendable {
     if !metricsErrors.isEmpty { json.member("metricsErrors", strings: metricsErrors) }
     json.raw("}\n")
     try output.write(&json)
+  }
+
+  /// `"status":...,"startedAt":...,"finishedAt":...` of a shard's report or attempt, after an
+  /// earlier member of its object when `following`.
+  private static func writeSpan(
+    _ status: RunReport.Status, _ startedAt: Date, _ finishedAt: Date, following: Bool,
+    to json: inout JSONOutput
+  ) {
+    if following { json.member("status") } else { json.key("status") }
+    json.string(status.rawValue)
+    json.member("startedAt")
+    json.date(startedAt)
+    json.member("finishedAt")
+    json.date(finishedAt)
   }
 
   private static func writeCounts(_ counts: PrefetchCounts, to json: inout JSONOutput) {

@@ -160,10 +160,12 @@ public struct JobRunner: Sendable {
     console.report(.runFailed(job: job.name, error: error))
     let warnings = RunWarnings(console: console)
     do {
+      let files = reportFiles(startedAt: clock.startedAt)
       let writer = try ReportWriter(
-        job: job.name, location: job.location, startedAt: clock.startedAt,
-        files: reportFiles(startedAt: clock.startedAt), standardOutput: settings.printsReport,
-        runID: job.runID, shard: job.shard)
+        job: job.name, location: job.location, startedAt: clock.startedAt, files: files,
+        standardOutput: settings.printsReport, runID: job.runID, shard: job.shard,
+        previousAttempts: RunReport.previousAttempts(
+          in: files, runID: job.runID, shard: job.shard))
       let finish = finish(clock, warnings: warnings)
       let metrics = stageMetrics(
         writer: writer, status: .failed, finish: finish, counts: nil, warnings: warnings)
@@ -198,10 +200,12 @@ public struct JobRunner: Sendable {
     // A metrics path that can never be written (a folder, a block device) fails the run before
     // it does any work, as a report path does when its writer opens it.
     for file in metricsFiles { _ = try OutputFile(path: file) }
+    let files = reportFiles(startedAt: startedAt)
     let writer = try ReportWriter(
-      job: job.name, location: job.location, startedAt: startedAt,
-      files: reportFiles(startedAt: startedAt), standardOutput: settings.printsReport,
-      runID: job.runID, shard: job.shard, allowsURLFailures: job.allowURLFailures)
+      job: job.name, location: job.location, startedAt: startedAt, files: files,
+      standardOutput: settings.printsReport, runID: job.runID, shard: job.shard,
+      allowsURLFailures: job.allowURLFailures,
+      previousAttempts: RunReport.previousAttempts(in: files, runID: job.runID, shard: job.shard))
     let warnings = RunWarnings(console: console)
     for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
     for warning in setupWarnings { warnings.add(warning) }

@@ -1,0 +1,82 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+import Yams
+
+/// deploy/k8s's night as its pods run it (issue 40, item 6): the pods' own shell script, taken
+/// from prefetch-job.yaml, with the real binary on a loopback server. Plain Kubernetes starts
+/// no Job after another, so the finish (merge, then trim) is the Job's last step: the pod whose
+/// shard completes the night's set of reports runs it, and no other.
+final class KubernetesNightTests: LoopbackTestCase {
+  override var routes: [String: Route] {
+    var routes = Self.images
+    routes["/gone.jpg"] = { _ in ServerResponse(status: 404, body: Data("gone".utf8)) }
+    return routes
+  }
+
+  private var cache: String { temporary.appending("cache") }
+  private var reports: String { temporary.appending("cache/reports") }
+
+  /// prefetch-job.yaml's pod script with the pod's folders (the volume at /cache, the
+  /// ConfigMap at /etc/imagecache) moved into the temporary folder.
+  private func podScript() throws -> String {
+    let text = try String(
+      contentsOf: DeployTests.repository.appendingPathComponent("deploy/k8s/prefetch-job.yaml"),
+      encoding: .utf8)
+    let job = try XCTUnwrap(try Yams.load(yaml: text) as? [String: Any])
+    return try DeployTests.podScript(job)
+      .replacingOccurrences(of: "/etc/imagecache", with: temporary.appending("job"))
+      .replacingOccurrences(of: "/cache", with: cache)
+  }
+
+  /// The pod of index `index` of the Job whose UID is `uid`, run to its end.
+  private func pod(_ index: Int, of uid: String, script: String) throws -> CommandResult {
+    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
+    return try Command.run(
+      "/bin/sh", ["-c", script],
+      environment: [
+        "PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path,
+        "JOB_COMPLETION_INDEX": "\(index)", "JOB_UID": uid, "JOB_NAME": "imagecache-prefetch",
+      ])
+  }
+
+  private var runReport: String { reports + "/run.json" }
+
+  func testThePodWhoseShardCompletesTheNightMergesAndTrims() throws {
+    try FileManager.default.createDirectory(
+      atPath: temporary.appending("job"), withIntermediateDirectories: true)
+    let manifest = temporary.appending("job/urls.txt")
+    try ["/a.jpg", "/b.png", "/c.gif", "/gone.jpg"].map { server.url($0) }
+      .joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+    try """
+    name: nightly
+    cache: {directory: \(cache)}
+    manifests: [\(manifest)]
+    prefetch: {retries: 0}
+    """.write(toFile: temporary.appending("job/nightly.yaml"), atomically: true, encoding: .utf8)
+    let script = try podScript()
+    let shards = 4
+
+    for night in ["uid-night-1", "uid-night-2"] {
+      let before = try? RunReport.load(path: runReport)
+      for index in 0..<shards {
+        let result = try pod(index, of: night, script: script)
+        XCTAssertEqual(result.status, 0, "\(night) pod \(index): \(result.stderr)")
+        guard index < shards - 1 else { break }
+        // A night not yet whole is not merged, whatever the reports of the night before say.
+        XCTAssertEqual(
+          try? RunReport.load(path: runReport), before,
+          "\(night): merged after \(index + 1) of \(shards) shards")
+      }
+      let merged = try RunReport.load(path: runReport)
+      XCTAssertEqual(merged.runID, night)
+      XCTAssertEqual(merged.status, .completed)
+      XCTAssertEqual(merged.mergedFrom?.count, shards)
+      XCTAssertEqual(merged.prefetch?.counts.failed, 1, "the night's 404 is in the merged report")
+      let trim = try RunReport.load(path: reports + "/trim.json")
+      XCTAssertEqual(trim.maintenance.map(\.pass), [.trim])
+      XCTAssertGreaterThanOrEqual(trim.startedAt, merged.finishedAt, "the trim runs after")
+    }
+  }
+}
