@@ -83,7 +83,11 @@ struct ImageCacheCommand: AsyncParsableCommand {
     do {
       command = try parseAsRoot()
     } catch {
-      if let unknown = unknownSubcommand() ?? unknownOption() {
+      // `--version` (`--verbose` too, which only the subcommands declare) is argument-parser's
+      // to print.
+      if !CommandLine.arguments.dropFirst().contains("--version"),
+        let unknown = unknownSubcommand() ?? unknownOption()
+      {
         Console.standard.say(unknown, severity: .error)
         Foundation.exit(ExitStatus.usage.rawValue)
       }

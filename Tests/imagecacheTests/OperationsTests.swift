@@ -175,7 +175,8 @@ final class OperationsTests: LoopbackTestCase {
       plain.stdout)
     let verbose = try run(["--version", "--verbose"])
     XCTAssertEqual(verbose.status, 0)
-    XCTAssertTrue(verbose.stdout.hasPrefix(plain.stdout.trimmingCharacters(in: .newlines)), verbose.stdout)
+    XCTAssertTrue(
+      verbose.stdout.hasPrefix(plain.stdout.trimmingCharacters(in: .newlines)), verbose.stdout)
     XCTAssertTrue(verbose.stdout.contains("built without scripts/build-release"), verbose.stdout)
   }
 
