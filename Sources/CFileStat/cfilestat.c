@@ -39,6 +39,10 @@ void ic_keep_freed_memory(size_t trim_threshold, size_t top_pad, size_t mmap_thr
   mallopt(M_MMAP_THRESHOLD, (int)mmap_threshold);
 }
 
+void ic_cap_malloc_arenas(int count) {
+  mallopt(M_ARENA_MAX, count);
+}
+
 int ic_set_thread_name(const char *name) {
   return pthread_setname_np(pthread_self(), name);
 }

@@ -81,15 +81,15 @@ public final class ImageManager: Sendable {
   /// Every blacklisted URL of the default namespace, after the run.
   public func blacklistedURLs() throws -> [String] {
     var urls: [String] = []
-    try forEachBlacklistedURL { urls.append($0) }
+    try forEachBlacklisted { urls.append($0.url) }
     return urls
   }
 
-  /// Calls `body` with each blacklisted URL of the default namespace, one at a time.
-  public func forEachBlacklistedURL(_ body: (String) throws -> Void) throws {
+  /// Calls `body` with each blacklist entry of the default namespace, one at a time, oldest
+  /// first failure first.
+  public func forEachBlacklisted(_ body: (BlacklistEntry) throws -> Void) throws {
     try state(for: nil).blacklistStore.forEachBlacklisted(
-      now: Date(), timeToLive: configuration.blacklistTTL
-    ) { try body($0.url) }
+      now: Date(), timeToLive: configuration.blacklistTTL, body)
   }
 
   /// Loads one URL once (no retries: that is the prefetcher's job), through the prefetcher's

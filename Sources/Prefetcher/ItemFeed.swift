@@ -57,12 +57,10 @@ final class ItemFeed: Sendable {
     self.capacity = max(1, capacity)
     self.wake = wake
     let context = ProducerContext(cancellation: cancellation) { [self] in sourceWillWait() }
-    let thread = Thread { [self] in
-      ThreadName.set("ic-items")
+    OwnThread.start(name: "ic-items") { [self] in
       ProducerContext.$current.withValue(context) { read(items, stop: stop) }
       readerExited()
     }
-    thread.start()
   }
 
   /// The reader is about to wait on its source: the loop, if it waits for items, goes on

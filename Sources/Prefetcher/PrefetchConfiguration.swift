@@ -38,6 +38,10 @@ public struct PrefetchConfiguration: Sendable, Equatable {
   /// A blacklisted URL counts as blacklisted for this long after its last failure; `nil`:
   /// forever.
   public var blacklistTTL: TimeInterval?
+  /// The longest a whole run may take, from when it holds the cache's lock: then it stops as a
+  /// signal stops it (the work in hand finished or discarded, nothing new started) and its
+  /// report is marked interrupted, so that a night's run fits its window; `nil`: no limit.
+  public var maxRunTime: TimeInterval?
   public var userAgent = "imagecache/\(ImageCacheVersion.current)"
   /// Take only this shard's URLs (SPEC section 9); `nil`: every URL.
   public var shard: Shard?

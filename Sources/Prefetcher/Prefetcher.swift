@@ -151,6 +151,7 @@ public struct Prefetcher: Sendable {
     case .failure(let error) where error.wholeInput:
       // Every shard lost the input's URLs: each says so (a merge counts it once).
       report.inputsFailed += 1
+      if error.notAManifest { report.inputsNotManifests += 1 }
       recorder.recordInputFailure(error.description)
     case .failure(let error):
       // Every shard reads every line: shard 0 alone reports a bad one.

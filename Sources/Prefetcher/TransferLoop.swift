@@ -117,11 +117,7 @@ final class TransferLoop: @unchecked Sendable {
     ic_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, maxStreamsPerHost)
     cookies = curl_share_init()
     ic_share_setopt_long(cookies, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
-    let thread = Thread { [self] in
-      ThreadName.set("ic-transfers")
-      run()
-    }
-    thread.start()
+    OwnThread.start(name: "ic-transfers") { [self] in run() }
   }
 
   /// Queues `command` for the loop thread. A transfer started after ``stop()`` fails as

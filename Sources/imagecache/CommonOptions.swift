@@ -169,7 +169,8 @@ struct FleetOptions: ParsableArguments {
   @Flag(
     name: .customLong("allow-url-failures"),
     help: ArgumentHelp(
-      "Exit 0, not 1, when the run finished with some URLs failed (job: allowURLFailures).",
+      "Exit 0, not 1, when the run finished with some URLs failed, or with every URL "
+        + "refused by the blacklist (job: allowURLFailures).",
       discussion: """
         For engines that hold back what follows a worker that exits non-zero (Slurm's \
         afterok, a Kubernetes Job's completion). The failures stay in the report and the \

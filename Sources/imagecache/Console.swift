@@ -113,13 +113,11 @@ final class ConsoleProgress: PrefetchProgress, Sendable {
   /// read, and the downloads start meanwhile (the total shows once it is known).
   init(total count: @escaping @Sendable () -> Int?, console: Console) {
     self.console = console
-    let thread = Thread { [self] in
-      ThreadName.set("ic-line-count")
+    OwnThread.start(name: "ic-line-count") { [self] in
       let total = count()
       counted.withLock { $0 = total }
       countDone.signal()
     }
-    thread.start()
   }
 
   private var total: Int? { counted.withLock { $0 } }

@@ -54,17 +54,21 @@ struct ImageCacheCommand: AsyncParsableCommand {
       (default "default"). What a command exists to print goes to stdout (blacklist list, \
       stats, key, --json, a dry run's plan); progress, warnings and summaries go to stderr. \
       The JSON report goes to --report FILE or, with --json, to stdout. A misspelt command or \
-      option is named with a suggestion (exit 2).
+      option (long or short) is named with a suggestion (exit 2). -V is --version.
 
-      Exit codes: 0 success, 1 some URLs failed (0 with --allow-url-failures on run and \
-      prefetch) or some manifests or sitemaps failed as a whole (not fetched, not readable, \
-      refused; skipped lines alone do not make it 1), 2 usage or configuration error, 3 \
-      another run holds the cache lock, 4 fatal I/O error, 130/143 (128 + the signal) \
-      interrupted.
+      Exit codes: 0 success, 1 some URLs failed or the blacklist refused every URL (0 with \
+      --allow-url-failures on run and prefetch) or some manifests or sitemaps failed as a \
+      whole (not fetched, not readable, refused; skipped lines alone do not make it 1) or \
+      maintenance could not remove a file or the run reached --max-run-time, 2 usage or \
+      configuration error (an image or binary file given as a manifest too), 3 another run \
+      holds the cache lock, 4 fatal I/O error (disk full, out of file descriptors, the lock \
+      cannot be opened: the report is still written where it can be), 130/143 (128 + the \
+      signal) interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).
     version: CommandLine.arguments.dropFirst().contains("--version")
+      || CommandLine.arguments.dropFirst().first == "-V"
       ? versionText(verbose: CommandLine.arguments.dropFirst().contains("--verbose"))
       : versionLine,
     subcommands: [
@@ -78,15 +82,20 @@ struct ImageCacheCommand: AsyncParsableCommand {
   static func main() async {
     // A closed pipe on stdout or stderr is a failed write, never the end of the run.
     signal(SIGPIPE, SIG_IGN)
+    // Before any thread allocates: a thread's arena is chosen at its first allocation.
+    ProcessMemory.capArenas()
     ProcessMemory.keepFreedMemory()
     var command: ParsableCommand
+    // `-V`, as curl, wget and rsync spell `--version`.
+    let arguments = CommandLine.arguments.dropFirst()
+    let parsed = arguments.first == "-V" && arguments.count == 1 ? ["--version"] : Array(arguments)
     do {
-      command = try parseAsRoot()
+      command = try parseAsRoot(parsed)
     } catch {
       // `--version` (`--verbose` too, which only the subcommands declare) is argument-parser's
       // to print.
-      if !CommandLine.arguments.dropFirst().contains("--version"),
-        let unknown = unknownSubcommand() ?? unknownOption()
+      if !parsed.contains("--version"),
+        let unknown = unknownSubcommand(parsed) ?? unknownOption(parsed)
       {
         Console.standard.say(unknown, severity: .error)
         Foundation.exit(ExitStatus.usage.rawValue)
@@ -147,20 +156,49 @@ struct ImageCacheCommand: AsyncParsableCommand {
       path.append(argument)
     }
     let known =
-      (command["arguments"] as? [[String: Any]] ?? []).flatMap {
-        ($0["names"] as? [[String: Any]] ?? []).compactMap { name in
-          name["kind"] as? String == "short" ? nil : name["name"] as? String
-        }
-      } + ["help", "version", "experimental-dump-help", "generate-completion-script"]
+      names(of: command, kind: "long")
+      + ["help", "version", "experimental-dump-help", "generate-completion-script"]
+    let usage = "(see '\(path.joined(separator: " ")) --help')"
+    if let short = unknownShortOption(arguments, known: names(of: command, kind: "short") + ["h"]) {
+      // The habits of other tools: make's and xargs' -j, aria2's and GNU parallel's -c.
+      let habit = ["c": "concurrency", "j": "concurrency"][short].flatMap {
+        known.contains($0) ? ", did you mean '--\($0)'?" : nil
+      }
+      return "imagecache: unknown option '-\(short)'\(habit ?? "") \(usage)"
+    }
     for argument in arguments.prefix(while: { $0 != "--" }) where argument.hasPrefix("--") {
       let name = String(argument.dropFirst(2).prefix { $0 != "=" })
       guard !known.contains(name) else { continue }
-      let usage = "(see '\(path.joined(separator: " ")) --help')"
       let nearest = known.map { ($0, editDistance(name.lowercased(), $0)) }.min { $0.1 < $1.1 }
       guard let (match, distance) = nearest, distance <= max(2, name.count / 3) else {
         return "imagecache: unknown option '--\(name)' \(usage)"
       }
       return "imagecache: unknown option '--\(name)', did you mean '--\(match)'? \(usage)"
+    }
+    return nil
+  }
+
+  /// The names of `kind` (`long`, `short`) of a command as argument-parser describes it.
+  private static func names(of command: [String: Any], kind: String) -> [String] {
+    (command["arguments"] as? [[String: Any]] ?? []).flatMap {
+      ($0["names"] as? [[String: Any]] ?? []).compactMap { name in
+        name["kind"] as? String == kind ? name["name"] as? String : nil
+      }
+    }
+  }
+
+  /// The first letter of a short option (`-c`, or one of a cluster such as `-vq`) that is not
+  /// in `known`. Without this, argument-parser takes `-c 8`'s value for a manifest, and says
+  /// "manifest 8: no such file". `-` (standard input) and negative numbers (`--max-age -1`)
+  /// are values, not options.
+  static func unknownShortOption(_ arguments: [String], known: [String]) -> String? {
+    for argument in arguments.prefix(while: { $0 != "--" })
+    where argument.hasPrefix("-") && !argument.hasPrefix("--") && argument.count > 1 {
+      let letters = argument.dropFirst()
+      if letters.first?.isNumber == true || letters.first == "." { continue }
+      if let unknown = letters.first(where: { !known.contains(String($0)) }) {
+        return String(unknown)
+      }
     }
     return nil
   }
@@ -217,13 +255,17 @@ extension RunOutcome {
   /// Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
+    if notManifests > 0 { throw ExitCode(ExitStatus.usage.rawValue) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
 
-  /// Some URLs failed and the job does not allow it (`--allow-url-failures`), or some whole
-  /// manifests or sitemaps failed, or files that maintenance meant to remove are still there
-  /// (never allowed: neither is a URL's failure).
+  /// Some URLs failed, or the blacklist refused every URL so that nothing was tried, and the
+  /// job does not allow it (`--allow-url-failures`); or some whole manifests or sitemaps
+  /// failed, or files that maintenance meant to remove are still there (never allowed:
+  /// neither is a URL's failure); or the run's time limit stopped it before it got through
+  /// its URLs (not a success either).
   var failed: Bool {
-    (failedURLs > 0 && !urlFailuresAllowed) || failedInputs > 0 || filesNotRemoved > 0
+    ((failedURLs > 0 || refusedEverything) && !urlFailuresAllowed) || failedInputs > 0
+      || filesNotRemoved > 0 || timeLimitReached
   }
 }

@@ -16,9 +16,10 @@ struct PrefetchCommand: AsyncParsableCommand {
       manifest may be a file, an http(s) URL, or - for standard input (a pipe or FIFO is read \
       once, as it comes); it is read as needed, never loaded whole.
 
-      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed (0 with \
-      --allow-url-failures: the report and metrics still count them) or a manifest or \
-      sitemap failed as a whole (not fetched, not readable, refused), 2 usage error, 3 \
+      Exit codes: 0 all URLs done (skipped lines alone still 0), 1 some URLs failed or the \
+      blacklist refused every URL (0 with --allow-url-failures: the report and metrics \
+      still count them) or a manifest or sitemap failed as a whole (not fetched, not \
+      readable, refused), 2 usage error (a manifest that is an image or binary data too), 3 \
       another run holds the cache lock, 4 fatal I/O error, 130/143 interrupted (the report \
       is still written, marked interrupted).
 
@@ -29,6 +30,7 @@ struct PrefetchCommand: AsyncParsableCommand {
 
       Examples:
         imagecache prefetch urls.txt --cache /var/cache/images --concurrency 32
+        imagecache prefetch --url https://cdn.example.com/a.jpg --cache /srv/c
         imagecache prefetch a.jsonl b.txt --cache /srv/c --option retryFailed \\
           --report out.json
         imagecache prefetch https://example.com/sitemap.xml.gz --cache /srv/c \\
@@ -41,7 +43,15 @@ struct PrefetchCommand: AsyncParsableCommand {
   @Argument(
     help: ArgumentHelp(
       "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"))
-  var manifests: [String]
+  var manifests: [String] = []
+
+  @Option(
+    name: .customLong("url"),
+    help: ArgumentHelp(
+      "An image URL to prefetch, as a manifest's line (repeatable), as wget and aria2 take "
+        + "URLs.",
+      valueName: "url"))
+  var urls: [String] = []
 
   @OptionGroup var cacheOptions: CacheOptions
   @OptionGroup var reportOptions: ReportOptions
@@ -66,6 +76,10 @@ struct PrefetchCommand: AsyncParsableCommand {
   var verbose = false
 
   func validate() throws {
+    if manifests.isEmpty && urls.isEmpty {
+      throw ValidationError(
+        "give a manifest (a file, an http(s) URL, or - for standard input) or --url URL")
+    }
     for path in manifests {
       try asUsageError { () throws(ConfigurationError) in
         try Job.checkManifest(path, what: "manifest")
@@ -89,6 +103,7 @@ struct PrefetchCommand: AsyncParsableCommand {
     if dryRun { try cacheOptions.requireExistingCache() }
     var job = Job(name: "prefetch", location: cacheOptions.location)
     job.manifests = manifests
+    job.urls = urls
     job.passes = []
     try settings.apply(to: &job)
     try shardOptions.apply(to: &job)

@@ -115,6 +115,14 @@ struct PrefetchSettings: ParsableArguments {
   var blacklistTTL: Duration?
 
   @Option(
+    name: .customLong("max-run-time"),
+    help: ArgumentHelp(
+      "Stop the run this long after it starts, as a signal stops it, and mark its report "
+        + "interrupted (exit 1; 1ms to 36500d; default: no limit).",
+      valueName: "duration"))
+  var maxRunTime: Duration?
+
+  @Option(
     name: [.customLong("cacert"), .customLong("ca-bundle")],
     help: ArgumentHelp(
       "Verify servers against the CA certificates in this PEM file, as curl --cacert does: "
@@ -122,7 +130,9 @@ struct PrefetchSettings: ParsableArguments {
         + "prefetch.caBundle).",
       discussion: """
         Without it, as for curl: $CURL_CA_BUNDLE, else $SSL_CERT_FILE and $SSL_CERT_DIR, else \
-        the system's certificates.
+        the system's certificates. The file (or the variable's file or folder) is checked \
+        before the run: missing, or with no PEM certificate, is exit 2. A certificate that \
+        these CA certificates do not verify fails its URL without blacklisting it.
         """, valueName: "file"))
   var caBundle: String?
 
@@ -150,10 +160,10 @@ struct PrefetchSettings: ParsableArguments {
   var rate: RequestRate?
 
   @Option(
-    name: .customLong("max-bandwidth"),
+    name: [.customLong("max-bandwidth"), .customLong("limit-rate")],
     help: ArgumentHelp(
       "Bytes a second that all downloads together receive, at most: 10MB/s, 500KiB/s (from "
-        + "1KB/s; default: no cap).",
+        + "1KB/s; default: no cap). --limit-rate is curl's and wget's name for it.",
       valueName: "size/s"))
   var maxBandwidth: Bandwidth?
 
@@ -184,6 +194,7 @@ struct PrefetchSettings: ParsableArguments {
     try timeout.check(.timeout)
     try deadline.check(.deadline)
     try blacklistTTL?.check(.blacklistTTL)
+    try maxRunTime?.check(.maxRunTime)
     try maxResponseSize.check("--max-response-size")
     try rate?.check("--rate")
     try maxBandwidth?.check("--max-bandwidth")
@@ -218,6 +229,7 @@ struct PrefetchSettings: ParsableArguments {
     job.prefetch.validation = validation
     job.prefetch.maxPixels = maxPixels
     job.prefetch.blacklistTTL = blacklistTTL?.seconds
+    job.prefetch.maxRunTime = maxRunTime?.seconds
     try applyConnection(to: &job.prefetch.connection)
     job.prefetch.requestsPerSecondPerHost = rate?.perSecond
     job.prefetch.maxBytesPerSecond = maxBandwidth?.bytesPerSecond

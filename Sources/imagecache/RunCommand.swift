@@ -17,7 +17,8 @@ struct RunCommand: AsyncParsableCommand {
       job, and --json prints one JSON array of their reports. See imagecache-job(5) or docs/jobs.md for the job file reference and jobs/example.yaml for an \
       example.
 
-      Exit codes: 0 every job done, 1 URLs failed in some job (0 with --allow-url-failures \
+      Exit codes: 0 every job done, 1 URLs failed in some job, or the blacklist refused all \
+      of its URLs (0 with --allow-url-failures \
       or allowURLFailures: true in the job: the report and metrics still count them), 2 \
       usage or job file error, 3 another run holds the lock, 4 fatal I/O error, 130/143 \
       interrupted.

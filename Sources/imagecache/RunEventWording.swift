@@ -26,13 +26,14 @@ extension RunEvent {
     case .variantSkipped(let url, let reason): "  no variant for \(url): \(reason)"
     case .planned(let planned):
       "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? "")
-    case .prefetchFinished(let job, let counts):
+    case .prefetchFinished(let job, let counts, let refusal):
       "\(job): \(counts.total) URLs: \(counts.downloaded) downloaded, "
         + "\(counts.memoryHits + counts.diskHits) hits, \(counts.notModified) not modified, "
         + "\(counts.failed) failed, \(counts.blacklisted) blacklisted, \(counts.skipped) skipped, "
         + (counts.inputsFailed > 0 ? "\(counts.inputsFailed) inputs failed, " : "")
         + (counts.derived > 0 ? "\(counts.derived) variants, " : "")
         + "\(formatBytes(counts.bytesDownloaded)) in \(Int(counts.durationSeconds * 1000)) ms"
+        + (refusal.map { "; \($0)" } ?? "")
     case .planFinished(let job, let plan):
       "\(job) (dry run): \(plan.total) URLs: \(plan.hit) hits, \(plan.download) would "
         + "download, \(plan.revalidate) would revalidate, \(plan.blacklisted) blacklisted, "
@@ -56,6 +57,9 @@ extension RunEvent {
     case .passFinished(let pass): Self.describe(pass)
     case .interrupted(let job, let signal):
       "\(job): interrupted by signal \(signal): stopped after the work in hand"
+    case .timeLimitReached(let job, let seconds):
+      "\(job): interrupted: the run's time limit (\(Int(seconds)) s, maxRunTime) was reached; "
+        + "stopped after the work in hand, URLs not started are left for the next run"
     case .runFailed(let job, let error): "\(job): failed: \(error)"
     case .reportNotWritten(let job, let error): "\(job): could not write the report: \(error)"
     case .reportWritten(let job, let path): "\(job): report written to \(path)"

@@ -19,23 +19,39 @@ final class IdleTimeoutTests: LoopbackTestCase {
     ]
   }
 
-  func testATransferSilentForTheIdleTimeoutAfterBytesFlowedEndsWithinASecondOfIt() async throws {
+  /// How long a download of `url` with a 1 s idle timeout took to fail, which must be as
+  /// timed out.
+  private func timeToGiveUp(_ url: String) async throws -> Duration {
     var configuration = PrefetchConfiguration()
     configuration.timeout = 1
     configuration.deadline = 60
     let downloader = Downloader(configuration: configuration)
+    var request = DownloadRequest(url: try XCTUnwrap(URL(string: url)))
+    request.allowInvalidSSLCertificates = true
     let started = ContinuousClock.now
     do {
-      _ = try await downloader.download(
-        DownloadRequest(url: URL(string: server.url("/stalls.jpg"))!))
+      _ = try await downloader.download(request)
       XCTFail("a body that stops short cannot succeed")
     } catch {
       XCTAssertEqual(error.error.name, "timedOut", "\(error.error)")
     }
     let elapsed = ContinuousClock.now - started
     await downloader.shutdown()
+    return elapsed
+  }
+
+  func testATransferSilentForTheIdleTimeoutAfterBytesFlowedEndsWithinASecondOfIt() async throws {
+    let elapsed = try await timeToGiveUp(server.url("/stalls.jpg"))
     XCTAssertEqual(server.bodyBytesSent("/stalls.jpg"), 2000)
     // The last byte leaves at about 2 s; the timeout is 1 s, and a second of slack.
+    XCTAssertLessThan(elapsed, .seconds(4), "gave up after \(elapsed)")
+  }
+
+  func testAnHTTP2StreamSilentForTheIdleTimeoutEndsWithinASecondOfIt() async throws {
+    let http2 = try HTTP2LoopbackServer(
+      body: Fixtures.jpeg, delay: 0, root: temporary.appending("h2"), stalls: "/stalls.jpg")
+    defer { http2.shutdown() }
+    let elapsed = try await timeToGiveUp(http2.url("/stalls.jpg"))
     XCTAssertLessThan(elapsed, .seconds(4), "gave up after \(elapsed)")
   }
 }

@@ -109,6 +109,7 @@ final class JobRunnerTests: LoopbackTestCase {
     try builder.file("old", accessTime: 1_000)
     var job = Job(name: "nightly", location: location)
     job.manifests = [try manifest(["/a.jpg"])]
+    job.passes = [.expire, .trim]
     let (outcome, report) = try await run(job, dryRun: true)
     XCTAssertEqual(outcome.status, .completed)
     XCTAssertNil(report.prefetch)
@@ -160,7 +161,8 @@ final class JobRunnerTests: LoopbackTestCase {
 
   func testAHeldLockFailsTheRunBeforeItDoesAnything() async throws {
     try builder.file("old", accessTime: 1_000)
-    let job = Job(name: "blocked", location: location)
+    var job = Job(name: "blocked", location: location)
+    job.passes = [.expire]
     try await RunLock.withLock(location: location, wait: false) {
       do {
         _ = try await JobRunner(job: job, console: RecordingConsole()).run()
@@ -177,6 +179,7 @@ final class JobRunnerTests: LoopbackTestCase {
       try builder.file("f\(index)", size: 10, accessTime: 10_000 + Int64(index))
     }
     var job = Job(name: "trim", location: location)
+    job.passes = [.expire, .trim]
     job.cleanup = CleanupConfiguration(maxDiskAge: -1, maxDiskSize: 1)
     let sent = Atomic<Bool>(false)
     let console = RecordingConsole { event in

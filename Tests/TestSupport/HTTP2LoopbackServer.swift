@@ -8,7 +8,9 @@ import Foundation
 ///
 /// `oversizedHeaders` names a path whose answer carries 200 KB of header lines: over the
 /// limits of libcurl 7.88, whose HTTP/2 session then fails with every stream on it. A client
-/// that asks for HTTP/1.1 by ALPN gets the same answers over HTTP/1.1.
+/// that asks for HTTP/1.1 by ALPN gets the same answers over HTTP/1.1. `stalls` names a path
+/// whose answer sends its headers and 2,000 of its 100,000 bytes over 2 s, then nothing
+/// (over HTTP/2 only).
 public final class HTTP2LoopbackServer: Sendable {
   public let port: Int
   private let process: Process
@@ -26,7 +28,8 @@ public final class HTTP2LoopbackServer: Sendable {
   }
 
   public init(
-    body: Data, delay: TimeInterval, root: String, oversizedHeaders: String = ""
+    body: Data, delay: TimeInterval, root: String, oversizedHeaders: String = "",
+    stalls: String = ""
   ) throws {
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     let bodyPath = root + "/body"
@@ -36,7 +39,7 @@ public final class HTTP2LoopbackServer: Sendable {
       import asyncio, json, os, ssl, sys
       import h2.config, h2.connection, h2.events
       body_path, certs, delay, stats_path = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-      oversized = sys.argv[5]
+      oversized, stalls = sys.argv[5], sys.argv[6]
       body = open(body_path, "rb").read()
       stats = {"requests": 0, "mostOpen": 0, "connections": 0, "paths": {}}
       open_streams = 0
@@ -94,6 +97,12 @@ public final class HTTP2LoopbackServer: Sendable {
                   return
               if path == oversized:
                   connection.send_headers(stream, headers_for(path), end_stream=True)
+              elif path == stalls:
+                  connection.send_headers(stream, [(":status", "200"), ("content-length", "100000")])
+                  for _ in range(20):
+                      connection.send_data(stream, b"\\xff" * 100)
+                      writer.write(connection.data_to_send())
+                      await asyncio.sleep(0.1)
               else:
                   connection.send_headers(stream, headers_for(path))
                   connection.send_data(stream, body, end_stream=True)
@@ -134,6 +143,7 @@ public final class HTTP2LoopbackServer: Sendable {
       script,
       arguments: [
         bodyPath, Fixtures.directory + "/tls", String(delay), statsPath, oversizedHeaders,
+        stalls,
       ],
       python: "/usr/bin/python3")
   }

@@ -34,7 +34,10 @@ final class CronWrapperTests: XCTestCase {
     if [ -n "$own" ]; then
       [[ $own == /* ]] || own=$(dirname "$job")/$own
       now=${FAKE_NOW:-$(date +%s)}
-      path=${own//"{date}"/$(date -u -d "@$now" +%Y-%m-%d)}
+      name=$(basename "${job%.*}")
+      path=${own//"{job}"/$name}
+      path=${path//"{shard}"/all}
+      path=${path//"{date}"/$(date -u -d "@$now" +%Y-%m-%d)}
       path=${path//"{time}"/$(date -u -d "@$now" +%H%M%S)}
       mkdir -p "$(dirname "$path")"
       if [ "$path" != "$own" ]; then
@@ -135,6 +138,15 @@ final class CronWrapperTests: XCTestCase {
     ["state/reports", "state/logs", "jobs/own"].flatMap { folder in
       files(folder).filter { $0.hasPrefix(prefix) }.map { folder + "/" + $0 }
     }
+  }
+
+  func testTheJobsOwnReportsNamedWithJobAndShardArePruned() throws {
+    let job = try writeJob("weekly", report: "own/{job}-{shard}-{date}-{time}.json")
+    let state = temporary.appending("state")
+    for _ in 0..<5 { XCTAssertEqual(try wrap([job, state, "2"]).status, 0) }
+    XCTAssertEqual(history("weekly-").count, 4, "two logs and two reports: \(history("weekly-"))")
+    XCTAssertTrue(
+      files("jobs/own").allSatisfy { $0.hasPrefix("weekly-all-2") }, "\(files("jobs/own"))")
   }
 
   func testJobsWhoseNamesShareAPrefixKeepTheirOwnReportsAndLogs() throws {

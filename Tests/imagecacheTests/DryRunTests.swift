@@ -48,7 +48,7 @@ final class DryRunTests: LoopbackTestCase {
     let metrics = temporary.appending("nightly.prom")
     try #"{"status": "completed", "prefetch": {"failed": 16}}"#.write(
       toFile: report, atomically: true, encoding: .utf8)
-    try "imagecache_urls_total{outcome=\"failed\"} 16\n".write(
+    try "imagecache_last_run_urls{outcome=\"failed\"} 16\n".write(
       toFile: metrics, atomically: true, encoding: .utf8)
     let job = temporary.appending("nightly.yaml")
     try """
@@ -73,7 +73,7 @@ final class DryRunTests: LoopbackTestCase {
       #"{"status": "completed", "prefetch": {"failed": 16}}"#)
     XCTAssertEqual(
       try String(contentsOfFile: metrics, encoding: .utf8),
-      "imagecache_urls_total{outcome=\"failed\"} 16\n")
+      "imagecache_last_run_urls{outcome=\"failed\"} 16\n")
     XCTAssertFalse(FileManager.default.fileExists(atPath: location.stateDirectory))
     XCTAssertEqual(requests, 0)
   }

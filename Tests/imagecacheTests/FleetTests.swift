@@ -57,7 +57,7 @@ final class FleetTests: LoopbackTestCase {
     XCTAssertEqual(written.prefetch?.failed, 1, "the failure stays in the report")
     XCTAssertEqual(written.prefetch?.failures.first?.httpStatus, 404)
     XCTAssertEqual(
-      try sample(metrics, ["imagecache_urls_total", "outcome=\"failed\""]), 1,
+      try sample(metrics, ["imagecache_last_run_urls", "outcome=\"failed\""]), 1,
       "and in the metrics, where the failure-ratio alert reads it")
 
     let strict = try ImageCacheBinary.run([

@@ -48,7 +48,7 @@ final class MetricsTests: LoopbackTestCase {
       try XCTUnwrap(FileManager.default.contents(atPath: reportFile)))
     let prefetch = try XCTUnwrap(report.prefetch)
     let samples = try parse(metricsFile)
-    let labels = "job=\"prefetch\",namespace=\"default\",shard=\"0/1\""
+    let labels = "imagecache_job=\"prefetch\",namespace=\"default\",shard=\"0/1\""
     func value(_ name: String, _ extra: String? = nil) -> Double? {
       let all = ([extra].compactMap { $0 } + [labels]).joined(separator: ",")
       // The parser sorts labels by name.
@@ -61,13 +61,13 @@ final class MetricsTests: LoopbackTestCase {
       ("blacklisted", prefetch.blacklisted),
     ] {
       XCTAssertEqual(
-        value("imagecache_urls_total", "outcome=\"\(outcome)\""), Double(count), outcome)
+        value("imagecache_last_run_urls", "outcome=\"\(outcome)\""), Double(count), outcome)
     }
     XCTAssertEqual(prefetch.downloaded, 2)
     XCTAssertEqual(
-      value("imagecache_bytes_downloaded_total"), Double(prefetch.bytesDownloaded))
-    XCTAssertEqual(value("imagecache_run_status", "status=\"completed\""), 1)
-    XCTAssertEqual(value("imagecache_run_status", "status=\"failed\""), 0)
+      value("imagecache_last_run_downloaded_bytes"), Double(prefetch.bytesDownloaded))
+    XCTAssertEqual(value("imagecache_last_run_status", "status=\"completed\""), 1)
+    XCTAssertEqual(value("imagecache_last_run_status", "status=\"failed\""), 0)
     XCTAssertEqual(value("imagecache_cache_files"), 2)
     let finished = report.finishedAt.timeIntervalSince1970
     XCTAssertEqual(
@@ -81,17 +81,83 @@ final class MetricsTests: LoopbackTestCase {
       "--max-age", "1s",
     ])
     let after = try parse(metricsFile)
-    let maintainLabels = "job=\"maintain\",namespace=\"default\""
+    let maintainLabels = "imagecache_job=\"maintain\",namespace=\"default\""
     if maintain.status == 2 {
       // No birth times on this file system: the run failed before its passes.
-      XCTAssertEqual(after["imagecache_run_status{\(maintainLabels),status=\"failed\"}"], 1)
+      XCTAssertEqual(after["imagecache_last_run_status{\(maintainLabels),status=\"failed\"}"], 1)
       XCTAssertEqual(
         try XCTUnwrap(after["imagecache_last_success_timestamp_seconds{\(maintainLabels)}"]),
         finished, accuracy: 1)
     } else {
-      XCTAssertEqual(after["imagecache_run_status{\(maintainLabels),status=\"completed\"}"], 1)
+      XCTAssertEqual(after["imagecache_last_run_status{\(maintainLabels),status=\"completed\"}"], 1)
       XCTAssertNotNil(
-        after["imagecache_maintenance_files_removed_total{\(maintainLabels),pass=\"expire\"}"])
+        after["imagecache_last_run_removed_files{\(maintainLabels),pass=\"expire\"}"])
+    }
+  }
+
+  /// Issue 39, item 5: by Prometheus' conventions. The last run's values are gauges named
+  /// `imagecache_last_run_*` with their unit, labelled `imagecache_job`, never `job`, which
+  /// the scrape's own label would overwrite; no series is a counter that resets every run.
+  func testTheLastRunsValuesAreGaugesLabelledWithOurOwnJobLabel() throws {
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let metricsFile = temporary.appending("imagecache.prom")
+    let result = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", temporary.appending("cache"), "--metrics", metricsFile,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let text = try String(contentsOfFile: metricsFile, encoding: .utf8)
+    let types = text.split(separator: "\n").filter { $0.hasPrefix("# TYPE ") }
+    XCTAssertFalse(types.isEmpty, text)
+    for type in types { XCTAssertTrue(type.hasSuffix(" gauge"), String(type)) }
+    let samples = try parse(metricsFile)
+    XCTAssertFalse(samples.isEmpty)
+    for name in samples.keys {
+      XCTAssertTrue(name.contains("imagecache_job=\"prefetch\""), name)
+      XCTAssertFalse(name.contains("{job=") || name.contains(",job="), name)
+    }
+    XCTAssertEqual(
+      samples[
+        "imagecache_last_run_urls{imagecache_job=\"prefetch\",namespace=\"default\","
+          + "outcome=\"downloaded\"}"], 1)
+    XCTAssertNotNil(
+      samples[
+        "imagecache_last_run_duration_seconds{imagecache_job=\"prefetch\","
+          + "namespace=\"default\"}"])
+  }
+
+  /// The alerting rules load, pass their unit tests (`cron/imagecache.rules.test.yml`, series
+  /// as a scrape stores them) and read only metrics that a run writes.
+  func testTheAlertRulesPassTheirUnitTestsAndReadWhatARunWrites() throws {
+    let promtool = "/usr/bin/promtool"
+    guard FileManager.default.isExecutableFile(atPath: promtool) else {
+      if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
+        return XCTFail("IMAGECACHE_REQUIRE_ENGINES=1 but promtool (Debian: prometheus) is missing")
+      }
+      throw XCTSkip("promtool is not installed (Debian: prometheus)")
+    }
+    let cron = CronWrapperTests.repository.appendingPathComponent("cron").path
+    let check = try Command.run(
+      promtool, ["check", "rules", "imagecache.rules.yml"], directory: cron)
+    XCTAssertEqual(check.status, 0, check.stdout + check.stderr)
+    let tests = try Command.run(
+      promtool, ["test", "rules", "imagecache.rules.test.yml"], directory: cron)
+    XCTAssertEqual(tests.status, 0, tests.stdout + tests.stderr)
+
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let metricsFile = temporary.appending("imagecache.prom")
+    _ = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", temporary.appending("cache"), "--metrics", metricsFile,
+    ])
+    let written = try String(contentsOfFile: metricsFile, encoding: .utf8)
+    let rules = try String(contentsOfFile: cron + "/imagecache.rules.yml", encoding: .utf8)
+    let read = Set(
+      rules.matches(of: /imagecache_[a-z_]+/).map { String($0.output) }
+        .filter { !$0.hasPrefix("imagecache_job") })
+    XCTAssertFalse(read.isEmpty)
+    for name in read {
+      XCTAssertTrue(written.contains("\n\(name){"), "\(name) is read by a rule: \(written)")
     }
   }
 
@@ -164,7 +230,7 @@ final class MetricsTests: LoopbackTestCase {
     XCTAssertEqual(runReport.metricsErrors?.count, 1)
     XCTAssertTrue(runReport.metricsErrors?.first?.contains(uncreatable) == true)
     XCTAssertTrue(
-      try String(contentsOfFile: writable, encoding: .utf8).contains("imagecache_urls_total"))
+      try String(contentsOfFile: writable, encoding: .utf8).contains("imagecache_last_run_urls"))
   }
 
   func testTheHTMLPageEscapesHostileURLs() throws {

@@ -158,10 +158,12 @@ final class OperationsTests: LoopbackTestCase {
   }
 
   func testVersionNamesTheLibraries() throws {
-    let result = try run(["--version"])
-    XCTAssertEqual(result.status, 0)
-    for library in ["imagecache ", "libcurl ", "libjpeg-turbo ", "libpng ", "libxml2 "] {
-      XCTAssertTrue(result.stdout.contains(library), result.stdout)
+    for flag in ["--version", "-V"] {
+      let result = try run([flag])
+      XCTAssertEqual(result.status, 0, "\(flag): \(result.stderr)")
+      for library in ["imagecache ", "libcurl ", "libjpeg-turbo ", "libpng ", "libxml2 "] {
+        XCTAssertTrue(result.stdout.contains(library), "\(flag): \(result.stdout)")
+      }
     }
   }
 

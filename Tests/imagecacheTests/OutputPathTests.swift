@@ -102,7 +102,7 @@ final class OutputPathTests: LoopbackTestCase {
     XCTAssertTrue(try String(contentsOfFile: target, encoding: .utf8).contains("\"completed\""))
     XCTAssertTrue(
       try String(contentsOfFile: temporary.appending("reports/next-real.json"), encoding: .utf8)
-        .contains("imagecache_urls_total"))
+        .contains("imagecache_last_run_urls"))
   }
 
   func testAFolderNamedAsAnOutputIsRefusedBeforeTheRunNamingIt() throws {

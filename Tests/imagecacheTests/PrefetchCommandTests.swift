@@ -249,6 +249,56 @@ final class PrefetchCommandTests: LoopbackTestCase {
     XCTAssertEqual(missing.status, 2)
     XCTAssertTrue(missing.stderr.contains("nope.txt"), missing.stderr)
   }
+
+  /// Issue 39, item 3: what a user who meant "fetch this image" is told.
+  private func assertNotAManifest(
+    _ result: CommandResult, saying what: String, file: StaticString = #filePath,
+    line: UInt = #line
+  ) throws {
+    XCTAssertEqual(result.status, 2, result.stderr, file: file, line: line)
+    for said in [what, "echo URL | imagecache prefetch -", "imagecache prefetch --url URL"] {
+      XCTAssertTrue(
+        result.stderr.contains(said), "\(said) in: \(result.stderr)", file: file, line: line)
+    }
+    XCTAssertFalse(result.stderr.contains("UTF-8"), result.stderr, file: file, line: line)
+    let stored = (try? FileManager.default.contentsOfDirectory(atPath: location.diskCachePath))?
+      .filter { !$0.hasPrefix(".") }
+    XCTAssertEqual(stored ?? [], [], "nothing stored", file: file, line: line)
+  }
+
+  func testAnImageFileGivenAsTheManifestIsAUsageErrorSayingHowToFetchOneURL() throws {
+    let image = temporary.appending("photo.jpg")
+    try Fixtures.jpeg.write(to: URL(fileURLWithPath: image))
+    let result = try ImageCacheBinary.run(["prefetch", image, "--cache", location.directory])
+    try assertNotAManifest(result, saying: "\(image): this is an image (JPEG), not a manifest")
+  }
+
+  func testABinaryFileGivenAsTheManifestIsAUsageError() throws {
+    let binary = temporary.appending("urls.db")
+    try Data("SQLite format 3\u{0}\u{0}\u{1}https://x/a.jpg\n".utf8).write(
+      to: URL(fileURLWithPath: binary))
+    let result = try ImageCacheBinary.run(["prefetch", binary, "--cache", location.directory])
+    try assertNotAManifest(result, saying: "\(binary): this is binary data")
+  }
+
+  func testURLsGivenWithURLArePrefetchedWithoutAManifest() throws {
+    let prefetch = try prefetchJSON(
+      "--url", server.url("/photo.jpg"), "--url", server.url("/image.png"), "--url",
+      "cdn.example.com/a.jpg")
+    XCTAssertEqual(
+      Set(prefetch.downloads.map(\.url)), [server.url("/photo.jpg"), server.url("/image.png")])
+    XCTAssertEqual(
+      prefetch.lineErrors, ["--url:3: no scheme: did you mean https://cdn.example.com/a.jpg?"])
+  }
+
+  func testAManifestURLThatServesAnImageIsAUsageErrorAndFetchesNothingMore() throws {
+    let result = try ImageCacheBinary.run([
+      "prefetch", server.url("/image.png"), "--cache", location.directory,
+    ])
+    try assertNotAManifest(
+      result, saying: "\(server.url("/image.png")): this is an image (PNG), not a manifest")
+    XCTAssertEqual(server.requestCount("/image.png"), 1, "fetched once, as the manifest")
+  }
 }
 
 final class SchemaValidatorTests: XCTestCase {

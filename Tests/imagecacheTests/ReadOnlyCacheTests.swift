@@ -16,10 +16,12 @@ final class ReadOnlyCacheTests: TemporaryFolderTestCase {
     super.tearDown()
   }
 
-  /// A cache with three blacklisted URLs, its state closed as a finished run leaves it.
+  /// A cache with three blacklisted URLs, its state closed and its lock released as a finished
+  /// run leaves them.
   private func makeCache(in directory: String) throws {
     location = CacheLocation(directory: directory + "/cache")
     try CacheBuilder(root: location.diskCachePath).file("a", accessTime: 1_000_000_000)
+    try RunLock.acquire(location: location).release()
     do {
       let store = try StateStore(location: location)
       for name in ["a", "b", "c"] {

@@ -74,7 +74,8 @@ final class RunFaultTests: LoopbackTestCase {
     let metrics = try String(contentsOfFile: metricsFile, encoding: .utf8)
     XCTAssertTrue(
       metrics.contains(
-        "imagecache_run_status{job=\"prefetch\",namespace=\"default\",status=\"failed\"} 1"),
+        "imagecache_last_run_status{imagecache_job=\"prefetch\",namespace=\"default\",status=\"failed\"} 1"
+      ),
       metrics)
     XCTAssertEqual(server.requestCount("/a.jpg"), 0)
   }
@@ -107,7 +108,62 @@ final class RunFaultTests: LoopbackTestCase {
     let metrics = try String(contentsOfFile: metricsFile, encoding: .utf8)
     XCTAssertTrue(
       metrics.contains(
-        "imagecache_maintenance_files_not_removed_total{job=\"maintain\",namespace=\"default\","
-          + "pass=\"expire\"} 1"), metrics)
+        "imagecache_last_run_not_removed_files{imagecache_job=\"maintain\","
+          + "namespace=\"default\",pass=\"expire\"} 1"), metrics)
+  }
+
+  /// Under a small address space (`ulimit -v 250000`), glibc's per-thread arenas could not be
+  /// reserved: runs died of SIGSEGV or SIGABRT, or hung holding the cache's lock. Every run now
+  /// ends, with exit 0 or 4, never with a signal, within a deadline.
+  func testRunsInASmallAddressSpaceEndWithAnExitCodeNeverASignal() throws {
+    let urls = try manifest(count: 60)
+    for round in 0..<6 {
+      let (process, stdout, stderr) = try Command.start(
+        "/bin/bash",
+        [
+          "-c", "ulimit -v 250000; exec \"$0\" \"$@\"", ImageCacheBinary.path, "prefetch", urls,
+          "--cache", temporary.appending("cache-\(round)"),
+        ])
+      if !waitUntil(timeout: 60, "run \(round) to end", every: 0.05, { !process.isRunning }) {
+        kill(process.processIdentifier, SIGKILL)
+      }
+      let result = ImageCacheBinary.finish(process, stdout, stderr)
+      XCTAssertEqual(process.terminationReason, .exit, "round \(round): \(result.stderr)")
+      XCTAssertTrue([0, 4].contains(result.status), "round \(round): \(result.stderr)")
+    }
+  }
+
+  /// Whether process `pid` has a handler for SIGTERM (`SigCgt` in its status): the run's
+  /// signal handling is in place.
+  private func catchesSIGTERM(_ pid: Int32) -> Bool {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8),
+      let line = status.split(separator: "\n").first(where: { $0.hasPrefix("SigCgt:") }),
+      let mask = UInt64(line.dropFirst(7).trimmingCharacters(in: .whitespaces), radix: 16)
+    else { return false }
+    return mask & (1 << (UInt64(SIGTERM) - 1)) != 0
+  }
+
+  /// A run that cannot stop on its own (its report is a FIFO nobody reads, so writing it
+  /// blocks) still ends within 2 s of SIGTERM, with 143, and frees the cache's lock.
+  func testSIGTERMEndsARunThatCannotStopOnItsOwnWithinTwoSeconds() throws {
+    let fifo = temporary.appending("report.fifo")
+    XCTAssertEqual(mkfifo(fifo, 0o600), 0)
+    let cache = temporary.appending("cache")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "prefetch", try manifest(count: 1), "--cache", cache, "--report", fifo,
+    ])
+    waitUntil(timeout: 20, "the run to handle signals") {
+      catchesSIGTERM(process.processIdentifier)
+    }
+    let signalled = ContinuousClock.now
+    kill(process.processIdentifier, SIGTERM)
+    let ended = waitUntil(timeout: 10, "the run to end", every: 0.02) { !process.isRunning }
+    let elapsed = ContinuousClock.now - signalled
+    if !ended { kill(process.processIdentifier, SIGKILL) }
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(process.terminationReason, .exit, result.stderr)
+    XCTAssertEqual(result.status, 128 + SIGTERM, result.stderr)
+    XCTAssertLessThan(elapsed, .seconds(3), "2 s, and the time to see it end")
+    XCTAssertFalse(LockHolder.isLocked(cache + "/default/.imagecache/lock"))
   }
 }

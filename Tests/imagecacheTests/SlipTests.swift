@@ -42,6 +42,39 @@ final class SlipTests: LoopbackTestCase {
     XCTAssertEqual(server.requestCount("/a.jpg"), 0)
   }
 
+  /// Issue 39, item 11: the short options of make, xargs and aria2 are named as unknown
+  /// options, not taken for a manifest named by their value.
+  func testAnUnknownShortOptionIsNamedAsAnUnknownOption() throws {
+    let urls = try write(server.url("/a.jpg") + "\n", to: "urls.txt")
+    for short in ["-c", "-j"] {
+      let result = try ImageCacheBinary.run([
+        "prefetch", urls, "--cache", location.directory, short, "8",
+      ])
+      XCTAssertEqual(result.status, 2, result.stderr)
+      XCTAssertTrue(
+        result.stderr.contains("unknown option '\(short)', did you mean '--concurrency'?"),
+        result.stderr)
+      XCTAssertFalse(result.stderr.contains("no such file"), result.stderr)
+    }
+    let cluster = try ImageCacheBinary.run(["maintain", "--cache", location.directory, "-vx"])
+    XCTAssertEqual(cluster.status, 2, cluster.stderr)
+    XCTAssertTrue(cluster.stderr.contains("unknown option '-x'"), cluster.stderr)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0)
+  }
+
+  func testLimitRateIsMaxBandwidthUnderCurlsAndWgetsName() throws {
+    let urls = try write(server.url("/a.jpg") + "\n", to: "urls.txt")
+    let result = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--limit-rate", "500KiB/s", "--json",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try RunReport.decode(Data(result.stdout.utf8)).prefetch?.downloaded, 1)
+    let tooSlow = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--limit-rate", "10",
+    ])
+    XCTAssertEqual(tooSlow.status, 2, "checked as --max-bandwidth is: \(tooSlow.stderr)")
+  }
+
   func testAJobFileGivenToPrefetchIsRecognisedAndNothingIsBlacklisted() throws {
     let yaml = try write(
       """

@@ -30,6 +30,10 @@ int ic_touch_access_time(const char *path);
 /// `ProcessMemory.keepFreedMemory()`.
 void ic_keep_freed_memory(size_t trim_threshold, size_t top_pad, size_t mmap_threshold);
 
+/// Caps glibc's malloc arenas at `count` (mallopt's M_ARENA_MAX): see
+/// `ProcessMemory.capArenas()`.
+void ic_cap_malloc_arenas(int count);
+
 /// Names the calling thread for the kernel (`pthread_setname_np`, a GNU extension Swift's Glibc
 /// module does not import); `name` is at most 15 bytes. See `ThreadName.set(_:)`.
 int ic_set_thread_name(const char *name);

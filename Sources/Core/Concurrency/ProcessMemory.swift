@@ -12,4 +12,13 @@ public enum ProcessMemory {
   public static func keepFreedMemory() {
     ic_keep_freed_memory(256 << 20, 16 << 20, 8 << 20)
   }
+
+  /// Caps glibc's malloc at 2 arenas. By default each thread that allocates may get an arena
+  /// of its own, up to 8 per core, and each reserves 64 MiB of address space: under a small
+  /// `ulimit -v` (250 MB) the reservations fail, and runs hung before their first download or
+  /// died of SIGSEGV or SIGABRT (issue 38). Two arenas keep the main thread's heap and one
+  /// shared by the others; the threads' allocations are short and few.
+  public static func capArenas() {
+    ic_cap_malloc_arenas(2)
+  }
 }

@@ -10,16 +10,20 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
   /// A whole input (a manifest or sitemap) that could not be read to its end, not one line of
   /// it: a failure of the run that its exit code shows (SPEC section 11), not a skipped line.
   public var wholeInput: Bool
+  /// A whole input that is no manifest at all (an image, binary data): the command was given
+  /// the wrong thing, a usage error (exit 2) rather than an input that failed.
+  public var notAManifest: Bool
 
   public init(
     source: String, line: Int? = nil, field: String? = nil, message: String,
-    wholeInput: Bool = false
+    wholeInput: Bool = false, notAManifest: Bool = false
   ) {
     self.source = source
     self.line = line
     self.field = field
     self.message = message
     self.wholeInput = wholeInput
+    self.notAManifest = notAManifest
   }
 
   public var description: String {

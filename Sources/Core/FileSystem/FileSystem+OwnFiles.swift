@@ -43,11 +43,14 @@ extension FileSystem {
       }
       let type = info.st_mode & S_IFMT
       guard type == S_IFDIR else {
+        let why =
+          type == S_IFLNK
+          ? "imagecache never follows a link out of the cache, and read and wrote nothing "
+            + "(make it a real folder, or point --cache at the real one)"
+          : "imagecache read and wrote nothing"
         throw .refused(
           "use", path: path,
-          because: "\(describe(type)) where a cache folder is expected; imagecache never "
-            + "follows a link out of the cache, and read and wrote nothing (make it a real "
-            + "folder, or point --cache at the real one)")
+          because: "\(describe(type)) where a cache folder is expected; \(why)")
       }
     }
   }
@@ -73,31 +76,15 @@ extension FileSystem {
     guard type == S_IFREG else {
       throw .refused("read", path: path, because: "\(describe(type)), not a regular file")
     }
-    let tooLarge = FileSystemError.refused(
-      "read", path: path, because: "larger than \(limit) bytes, more than any input it can be")
-    guard info.st_size <= limit else { throw tooLarge }
+    guard info.st_size <= limit else { throw tooLarge(path, limit: limit) }
     _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK)
-    // One byte more than the limit, so that a file that grew past it shows.
-    var data = Data(count: Int(info.st_size) + 1)
-    var filled = 0
-    while true {
-      if filled == data.count {
-        guard data.count <= limit else { throw tooLarge }
-        data.count = min(limit + 1, data.count + max(data.count, 64 << 10))
-      }
-      let got = data.withUnsafeMutableBytes { buffer in
-        read(fd, buffer.baseAddress! + filled, buffer.count - filled)
-      }
-      if got < 0 {
-        if errno == EINTR { continue }
-        throw FileSystemError("read", path: path, errno: errno)
-      }
-      if got == 0 {
-        data.count = filled
-        return data
-      }
-      filled += got
-    }
+    return try readToEnd(fd, path: path, size: Int(info.st_size), limit: limit)
+  }
+
+  /// `path` refused for holding more than `limit` bytes.
+  static func tooLarge(_ path: String, limit: Int) -> FileSystemError {
+    .refused(
+      "read", path: path, because: "larger than \(limit) bytes, more than any input it can be")
   }
 
   /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on

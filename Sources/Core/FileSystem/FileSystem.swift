@@ -84,13 +84,27 @@ public enum FileSystem {
     defer { close(fd) }
     var info = stat()
     guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
-    // Read straight into the result, sized by the file (one byte more, so that the end shows
-    // in the same read). The size is a hint (a file may grow or shrink meanwhile): the read
-    // goes on to the end, growing the buffer if it must.
-    var data = Data(count: max(Int(info.st_size), 0) + 1)
+    return try readToEnd(fd, path: path, size: Int(info.st_size), limit: nil)
+  }
+
+  /// Reads `fd` to its end, straight into the result, sized by `size` (one byte more,
+  /// so that the end shows in the same read). The size is a hint (a file may grow or shrink
+  /// meanwhile): the read goes on to the end, growing the buffer if it must, but with a
+  /// `limit` never past it: more is refused, naming `path`.
+  static func readToEnd(_ fd: Int32, path: String, size: Int, limit: Int?)
+    throws(FileSystemError) -> Data
+  {
+    var data = Data(count: max(size, 0) + 1)
     var filled = 0
     while true {
-      if filled == data.count { data.count += max(data.count, 64 << 10) }
+      if filled == data.count {
+        var grown = data.count + max(data.count, 64 << 10)
+        if let limit {
+          guard data.count <= limit else { throw tooLarge(path, limit: limit) }
+          grown = min(limit + 1, grown)
+        }
+        data.count = grown
+      }
       let got = data.withUnsafeMutableBytes { buffer in
         read(fd, buffer.baseAddress! + filled, buffer.count - filled)
       }

@@ -87,6 +87,9 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   /// Manifests and sitemaps that failed as a whole (not fetched, not opened, refused, broken):
   /// inputs, not URLs, so not in `total`; any makes the exit code 1.
   public var inputsFailed = 0
+  /// Of `inputsFailed`, those that are no manifest at all (an image, binary data): the
+  /// command was given the wrong thing, so the exit code is 2. Not in the report.
+  public var inputsNotManifests = 0
   /// Variants stored under derived keys (thumbnails, transformed images).
   public var derived = 0
   /// In a sharded run, manifest entries that belong to other shards: not in `total`, so that

@@ -25,6 +25,9 @@ public struct Job: Sendable {
   public var cleanup = CleanupConfiguration()
   /// Manifest files, or http(s) URLs of manifests and sitemaps.
   public var manifests: [String] = []
+  /// Image URLs given one by one (`prefetch --url`, as wget and aria2 take them), read before
+  /// the manifests as the lines of one would be.
+  public var urls: [String] = []
   /// How sitemap manifests are read.
   public var sitemap = SitemapSettings()
   /// Run as one shard of N (SPEC section 9): only the URLs and files whose cache key hashes to

@@ -149,7 +149,7 @@ struct JobParser {
         "concurrency", "perHostConcurrency", "perHostStreams", "timeout", "deadline",
         "maxResponseSize", "retries",
         "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
-        "noProxy", "rate", "maxBandwidth", "hostBackoff",
+        "noProxy", "rate", "maxBandwidth", "hostBackoff", "maxRunTime",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -181,6 +181,9 @@ struct JobParser {
     }
     if let value = mapping["maxPixels"] {
       limits.maxPixels = try count(value, .maxPixels)
+    }
+    if let value = mapping["maxRunTime"] {
+      limits.maxRunTime = try duration(value, .maxRunTime)
     }
     if let value = mapping["blacklistTTL"] {
       limits.blacklistTTL = try duration(value, .blacklistTTL)

@@ -32,6 +32,8 @@ public struct ManifestLineError: Error, Sendable, Equatable, CustomStringConvert
   public var field: String?
   public var message: String
   public var wholeInput = false
+  /// A whole input that is no manifest at all (an image, binary data): a usage error.
+  public var notAManifest = false
 
   public var description: String {
     "\(file):\(line): " + (field.map { "field '\($0)': " } ?? "") + message
@@ -78,15 +80,11 @@ public struct ManifestReader: Sequence {
             ManifestLineError(
               file: path, line: number, field: nil, message: Self.controlCharacterMessage))
         }
-        let entry =
-          line.hasPrefix("{")
-          ? Self.parseJSON(line, file: path, line: number)
-          : .success(ManifestEntry(url: line, file: path, line: number))
-        if case .success(let found) = entry, let problem = Self.missingScheme(found.url) {
+        guard line.hasPrefix("{") else { return Self.entry(line, file: path, line: number) }
+        let entry = Self.parseJSON(line, file: path, line: number)
+        if case .success(let found) = entry, let problem = Self.notAURL(found.url) {
           return .failure(
-            ManifestLineError(
-              file: path, line: number, field: line.hasPrefix("{") ? "url" : nil,
-              message: problem))
+            ManifestLineError(file: path, line: number, field: "url", message: problem))
         }
         return entry
       }
@@ -98,6 +96,46 @@ public struct ManifestReader: Sequence {
       }
       return nil
     }
+
+    /// The entry of a plain-text line (or a `--url`): the URL, or why it cannot be one.
+    static func entry(_ url: String, file: String, line: Int) -> Result<
+      ManifestEntry, ManifestLineError
+    > {
+      if let problem = notAURL(url) {
+        return .failure(ManifestLineError(file: file, line: line, field: nil, message: problem))
+      }
+      return .success(ManifestEntry(url: url, file: file, line: line))
+    }
+
+    /// Why `url` is text that cannot be a URL, or `nil`: quoted (`"https://..."`, copied
+    /// from code or a spreadsheet), holding a space (two URLs on a line, a file name), without
+    /// a scheme, an http(s) URL without a host, or text no URL parser reads. Such a line is a
+    /// line error naming the file and line, never requested nor blacklisted: SD would blacklist
+    /// it for good as `invalidURL`, and every later run would refuse it without a word.
+    static func notAURL(_ url: String) -> String? {
+      let text = url.trimmingWhitespace()
+      if let first = text.first, let last = text.last,
+        Self.quotes.contains(first) || Self.quotes.contains(last)
+      {
+        return "not a URL: it is quoted; write the URL alone, without quotes"
+      }
+      if text.contains(where: \.isWhitespace) {
+        return "not a URL: it holds a space (one URL a line; a space in a URL is written %20)"
+      }
+      if let problem = missingScheme(text) { return problem }
+      guard let parsed = URL(string: text), let scheme = parsed.scheme?.lowercased() else {
+        return "not a URL"
+      }
+      if scheme == "http" || scheme == "https", parsed.host?.isEmpty ?? true {
+        return "not a URL: no host after \(scheme)://"
+      }
+      return nil
+    }
+
+    /// Quotation marks a copied URL comes wrapped in: ASCII, typographic and angle brackets.
+    static let quotes: Set<Character> = [
+      "\"", "'", "`", "\u{201C}", "\u{201D}", "\u{2018}", "\u{2019}", "<", ">",
+    ]
 
     /// Why `url` is a typo rather than a URL, or `nil`: it has no scheme (`cdn.example.com/a.jpg`,
     /// `//cdn.example.com/a.jpg`, `localhost:8080/a.jpg`). Such a line is skipped as a line

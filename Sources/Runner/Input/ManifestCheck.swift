@@ -1,6 +1,10 @@
 import Core
 import Foundation
 
+#if canImport(Glibc)
+  import Glibc
+#endif
+
 extension Job {
   /// Refuses the job's manifests before anything runs (exit 2): one that is missing, a folder
   /// or unreadable, a URL that is not one, or a stream (standard input, a pipe, a FIFO) that
@@ -31,6 +35,14 @@ extension Job {
     }
     guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: manifest) else {
       throw ConfigurationError(source: "\(what) \(manifest)", message: "not a readable file")
+    }
+    // A stream's first bytes are the run's to read; a file's can be looked at now.
+    guard !ManifestItems.isStream(manifest) else { return }
+    let descriptor = open(manifest, O_RDONLY | O_CLOEXEC)
+    guard descriptor >= 0 else { return }
+    defer { close(descriptor) }
+    if let problem = ManifestItems.notAManifest(ManifestItems.head(of: descriptor)) {
+      throw ConfigurationError(source: "\(what) \(manifest)", message: problem)
     }
   }
 

@@ -12,6 +12,8 @@ import Synchronization
 /// field; UI-only options become warnings.
 public struct ManifestItems: Sequence, Sendable {
   public let paths: [String]
+  /// URLs given one by one (``Job/urls``), read before the manifests.
+  public let urls: [String]
   public let defaultOptions: ImageOptions
   public let defaultContext: ImageContext
   private let warningsBox = WarningList()
@@ -26,11 +28,12 @@ public struct ManifestItems: Sequence, Sendable {
   public var downloader: Downloader?
 
   public init(
-    paths: [String], defaultOptions: ImageOptions = ImageOptions(),
+    paths: [String], urls: [String] = [], defaultOptions: ImageOptions = ImageOptions(),
     defaultContext: ImageContext = ImageContext(), sitemap: SitemapSettings = SitemapSettings(),
     configuration: PrefetchConfiguration = PrefetchConfiguration()
   ) {
     self.paths = paths
+    self.urls = urls
     self.defaultOptions = defaultOptions
     self.defaultContext = defaultContext
     self.sitemap = sitemap
@@ -81,10 +84,7 @@ public struct ManifestItems: Sequence, Sendable {
   /// Whether a file holds XML (after an optional byte order mark and white space) or gzip,
   /// which manifests are only as sitemaps.
   static func looksLikeXML(_ descriptor: Int32) -> Bool {
-    var head = [UInt8](repeating: 0, count: 512)
-    let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
-    guard count > 0 else { return false }
-    return looksLikeXML(head[0..<count])
+    looksLikeXML(head(of: descriptor))
   }
 
   /// Whether the first bytes of a manifest are XML or gzip.
@@ -94,6 +94,35 @@ public struct ManifestItems: Sequence, Sendable {
     if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes = bytes.dropFirst(3) }
     let first = bytes.first { ![0x20, 0x09, 0x0A, 0x0D].contains($0) }
     return first == UInt8(ascii: "<")
+  }
+
+  /// Why a manifest whose first bytes are `head` is none, or `nil` (SPEC section 10): an image
+  /// (the wget habit, `prefetch https://cdn/x.jpg`, or an image file's path) or other binary
+  /// data (NUL bytes, over 1% of the first block), whose "lines" would be counted as URLs and
+  /// fail. A stray NUL in text stays that line's error (SPEC section 10). Gzip is a compressed
+  /// sitemap; SVG is XML, which the sitemap reader refuses itself.
+  public static func notAManifest(_ head: ArraySlice<UInt8>) -> String? {
+    guard !head.isEmpty, !head.starts(with: [0x1F, 0x8B]) else { return nil }
+    let what: String
+    if let format = ImageFormat.detect(Data(head)), format != .svg {
+      what = "this is an image (\(format.rawValue.uppercased())), not a manifest"
+    } else if head.count(where: { $0 == 0 }) * 100 > head.count {
+      what = "this is binary data (it holds NUL bytes), not a manifest"
+    } else {
+      return nil
+    }
+    return what + ": a manifest lists image URLs, one a line. To fetch one URL: "
+      + "imagecache prefetch --url URL, or echo URL | imagecache prefetch -"
+  }
+
+  /// How much of a manifest ``notAManifest(_:)`` looks at.
+  static let headSize = 4096
+
+  /// The first bytes of the file open as `descriptor`, read without moving its offset.
+  static func head(of descriptor: Int32) -> ArraySlice<UInt8> {
+    var head = [UInt8](repeating: 0, count: headSize)
+    let count = head.withUnsafeMutableBytes { pread(descriptor, $0.baseAddress, $0.count, 0) }
+    return head[0..<Swift.max(count, 0)]
   }
 
   /// The fetch of a sitemap or manifest URL, with the job's headers, trusted origins and TLS
@@ -125,6 +154,7 @@ public struct ManifestItems: Sequence, Sendable {
 
   public struct Iterator: IteratorProtocol {
     let owner: ManifestItems
+    var urlIndex = 0
     var pathIndex = 0
     var current: Lines?
     let visited = VisitedSitemaps()
@@ -151,6 +181,12 @@ public struct ManifestItems: Sequence, Sendable {
     }
 
     public mutating func next() -> Result<PrefetchItem, ConfigurationError>? {
+      if urlIndex < owner.urls.count {
+        urlIndex += 1
+        return owner.item(
+          from: ManifestReader.Iterator.entry(
+            owner.urls[urlIndex - 1], file: "--url", line: urlIndex))
+      }
       while true {
         if current == nil {
           guard pathIndex < owner.paths.count else { return nil }
@@ -168,9 +204,11 @@ public struct ManifestItems: Sequence, Sendable {
     /// Opens a manifest: a local file, standard input (`-`) or an http(s) URL, a sitemap (by
     /// its content) or lines. What cannot be opened fails as a whole input.
     func open(_ manifest: String) -> Lines {
-      func failed(_ name: String, _ message: String) -> Lines {
+      func failed(_ name: String, _ message: String, notAManifest: Bool = false) -> Lines {
         .failed(
-          ManifestLineError(file: name, line: 0, field: nil, message: message, wholeInput: true))
+          ManifestLineError(
+            file: name, line: 0, field: nil, message: message, wholeInput: true,
+            notAManifest: notAManifest))
       }
       let descriptor: Int32
       if ManifestItems.isRemote(manifest) {
@@ -198,7 +236,12 @@ public struct ManifestItems: Sequence, Sendable {
           return stream(descriptor, name: manifest)
         }
       }
-      guard ManifestItems.looksLikeXML(descriptor) else {
+      let head = ManifestItems.head(of: descriptor)
+      if let problem = ManifestItems.notAManifest(head) {
+        close(descriptor)
+        return failed(manifest, problem, notAManifest: true)
+      }
+      guard ManifestItems.looksLikeXML(head) else {
         return .text(
           ManifestReader.Iterator(path: manifest, lines: LineReader(descriptor: descriptor)))
       }
@@ -213,6 +256,12 @@ public struct ManifestItems: Sequence, Sendable {
     /// needs the bytes already looked at to tell it from lines.
     func stream(_ descriptor: Int32, name: String) -> Lines {
       let lines = LineReader(descriptor: descriptor, stop: owner.stop ?? StopFlag())
+      if let problem = ManifestItems.notAManifest(lines.peek()) {
+        return .failed(
+          ManifestLineError(
+            file: name, line: 0, field: nil, message: problem, wholeInput: true,
+            notAManifest: true))
+      }
       guard !ManifestItems.looksLikeXML(lines.peek()) else {
         return .failed(
           ManifestLineError(
@@ -234,7 +283,7 @@ public struct ManifestItems: Sequence, Sendable {
       return .failure(
         ConfigurationError(
           source: error.file, line: error.line > 0 ? error.line : nil, field: error.field,
-          message: error.message, wholeInput: error.wholeInput))
+          message: error.message, wholeInput: error.wholeInput, notAManifest: error.notAManifest))
     }
     do {
       let (options, warnings) = try ImageOptions.parse(
@@ -261,10 +310,14 @@ final class WarningList: Sendable {
 }
 
 extension Job {
+  /// Whether the job names any URL to prefetch: a manifest or a `--url`.
+  public var hasURLs: Bool { !manifests.isEmpty || !urls.isEmpty }
+
   /// The job's manifests, read lazily, with its options and context as every line's defaults.
   public var manifestItems: ManifestItems {
     ManifestItems(
-      paths: manifests, defaultOptions: options, defaultContext: context, sitemap: sitemap,
+      paths: manifests, urls: urls, defaultOptions: options, defaultContext: context,
+      sitemap: sitemap,
       configuration: prefetch)
   }
 }

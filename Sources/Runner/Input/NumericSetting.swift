@@ -17,6 +17,7 @@ public enum NumericSetting: Sendable, CaseIterable {
   case timeout
   case deadline
   case blacklistTTL
+  case maxRunTime
   case maxDiskAge
 
   /// What values a setting takes.
@@ -31,7 +32,7 @@ public enum NumericSetting: Sendable, CaseIterable {
       .count(PrefetchConfiguration.concurrencyRange)
     case .retries: .count(PrefetchConfiguration.retriesRange)
     case .maxPixels: .count(PrefetchConfiguration.maxPixelsRange)
-    case .timeout, .deadline, .blacklistTTL: .duration(.positive)
+    case .timeout, .deadline, .blacklistTTL, .maxRunTime: .duration(.positive)
     case .maxDiskAge: .duration(.age)
     }
   }
@@ -48,6 +49,7 @@ public enum NumericSetting: Sendable, CaseIterable {
     case .timeout: "prefetch.timeout"
     case .deadline: "prefetch.deadline"
     case .blacklistTTL: "prefetch.blacklistTTL"
+    case .maxRunTime: "prefetch.maxRunTime"
     case .maxDiskAge: "cache.maxDiskAge"
     }
   }
@@ -64,6 +66,7 @@ public enum NumericSetting: Sendable, CaseIterable {
     case .timeout: "--timeout"
     case .deadline: "--deadline"
     case .blacklistTTL: "--blacklist-ttl"
+    case .maxRunTime: "--max-run-time"
     case .maxDiskAge: "--max-age"
     }
   }

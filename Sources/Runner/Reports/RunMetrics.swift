@@ -2,9 +2,13 @@ import Core
 import Foundation
 import Prometheus
 
-/// The run's figures for node_exporter's textfile collector (SPEC section 6): Prometheus text
-/// format, written atomically with swift-prometheus' encoder. Every series is labelled with
-/// `job`, `namespace` and, when sharded, `shard`.
+/// The run's figures for node_exporter's textfile collector (SPEC sections 6 and 12): Prometheus
+/// text format, written atomically with swift-prometheus' encoder, by Prometheus' naming
+/// conventions. The file holds the last run's values, rewritten by each run, so every series is
+/// a gauge named `imagecache_last_run_*` (a counter that starts again at each run would read as
+/// a reset to `rate()` and `increase()`), with its unit as a suffix (`_seconds`, `_bytes`).
+/// Every series is labelled with `imagecache_job` (a scrape's own `job` label would overwrite
+/// or rename a `job` of ours), `namespace` and, when sharded, `shard`.
 public struct RunMetrics: Sendable {
   public var job: String
   public var namespace: String
@@ -21,18 +25,15 @@ public struct RunMetrics: Sendable {
   /// time, kept when this run did not succeed.
   public func exposition(lastSuccess: Date?) -> String {
     let registry = PrometheusCollectorRegistry()
-    var labels = [("job", job), ("namespace", namespace)]
+    var labels = [("imagecache_job", job), ("namespace", namespace)]
     if let shard { labels.append(("shard", shard.description)) }
     func with(_ extra: (String, String)) -> [(String, String)] { labels + [extra] }
-    // The full name as the metric's base name and no unit: the names stay as documented.
-    func descriptor(_ name: String, _ help: String) -> MetricNameDescriptor {
-      MetricNameDescriptor(metricName: name, unitName: "", helpText: help)
-    }
-    func counter(name: String, labels: [(String, String)], help: String) -> Counter {
-      registry.makeCounter(descriptor: descriptor(name, help), labels: labels)
-    }
-    func gauge(name: String, labels: [(String, String)], help: String) -> Gauge {
-      registry.makeGauge(descriptor: descriptor(name, help), labels: labels)
+    func gauge(_ name: String, _ labels: [(String, String)], _ help: String, _ value: Double) {
+      // The full name as the metric's base name and no unit: the names stay as documented.
+      registry.makeGauge(
+        descriptor: MetricNameDescriptor(metricName: name, unitName: "", helpText: help),
+        labels: labels
+      ).set(value)
     }
 
     let counts = prefetch ?? PrefetchCounts()
@@ -43,58 +44,51 @@ public struct RunMetrics: Sendable {
       ("skipped", counts.skipped),
     ]
     for (outcome, value) in outcomes {
-      counter(
-        name: "imagecache_urls_total", labels: with(("outcome", outcome)),
-        help: "URLs of the last run, by outcome"
-      ).increment(by: Int64(value))
+      gauge(
+        "imagecache_last_run_urls", with(("outcome", outcome)),
+        "URLs of the last run, by outcome", Double(value))
     }
-    counter(
-      name: "imagecache_bytes_downloaded_total", labels: labels,
-      help: "Bytes downloaded by the last run"
-    ).increment(by: Int64(clamping: counts.bytesDownloaded))
     gauge(
-      name: "imagecache_run_duration_seconds", labels: labels, help: "Length of the last run"
-    ).set(durationSeconds)
+      "imagecache_last_run_downloaded_bytes", labels, "Bytes the last run downloaded",
+      Double(counts.bytesDownloaded))
     gauge(
-      name: "imagecache_last_run_timestamp_seconds", labels: labels,
-      help: "When the last run ended (Unix time)"
-    ).set(finishedAt.timeIntervalSince1970)
+      "imagecache_last_run_duration_seconds", labels, "How long the last run took",
+      durationSeconds)
+    gauge(
+      "imagecache_last_run_timestamp_seconds", labels, "When the last run ended (Unix time)",
+      finishedAt.timeIntervalSince1970)
     let success = status == .completed ? finishedAt : lastSuccess
     gauge(
-      name: "imagecache_last_success_timestamp_seconds", labels: labels,
-      help: "When the last run that completed ended (Unix time; 0: none yet)"
-    ).set(success?.timeIntervalSince1970 ?? 0)
+      "imagecache_last_success_timestamp_seconds", labels,
+      "When the last run that completed ended (Unix time; 0: none yet)",
+      success?.timeIntervalSince1970 ?? 0)
     for candidate in [RunReport.Status.completed, .interrupted, .failed, .incomplete] {
       gauge(
-        name: "imagecache_run_status", labels: with(("status", candidate.rawValue)),
-        help: "1 for the last run's status"
-      ).set(candidate == status ? 1.0 : 0.0)
+        "imagecache_last_run_status", with(("status", candidate.rawValue)),
+        "1 for the last run's status, 0 for the others", candidate == status ? 1 : 0)
     }
     for pass in passes {
-      counter(
-        name: "imagecache_maintenance_files_removed_total",
-        labels: with(("pass", pass.pass.rawValue)),
-        help: "Files a maintenance pass of the last run removed"
-      ).increment(by: Int64(pass.dryRun ? 0 : pass.filesRemoved))
-      counter(
-        name: "imagecache_maintenance_bytes_freed_total",
-        labels: with(("pass", pass.pass.rawValue)),
-        help: "Bytes a maintenance pass of the last run freed"
-      ).increment(by: Int64(clamping: pass.dryRun ? 0 : pass.bytesFreed))
-      counter(
-        name: "imagecache_maintenance_files_not_removed_total",
-        labels: with(("pass", pass.pass.rawValue)),
-        help: "Files a maintenance pass of the last run could not remove (EPERM, immutable...)"
-      ).increment(by: Int64(pass.dryRun ? 0 : pass.filesNotRemoved))
+      let labels = with(("pass", pass.pass.rawValue))
+      gauge(
+        "imagecache_last_run_removed_files", labels,
+        "Files a maintenance pass of the last run removed",
+        Double(pass.dryRun ? 0 : pass.filesRemoved))
+      gauge(
+        "imagecache_last_run_freed_bytes", labels,
+        "Bytes a maintenance pass of the last run freed",
+        Double(pass.dryRun ? 0 : pass.bytesFreed))
+      gauge(
+        "imagecache_last_run_not_removed_files", labels,
+        "Files a maintenance pass of the last run could not remove (EPERM, immutable...)",
+        Double(pass.dryRun ? 0 : pass.filesNotRemoved))
     }
     if let cache {
       gauge(
-        name: "imagecache_cache_files", labels: labels, help: "Files in the cache after the run"
-      ).set(Double(cache.fileCount))
+        "imagecache_cache_files", labels, "Files in the cache after the run",
+        Double(cache.fileCount))
       gauge(
-        name: "imagecache_cache_bytes", labels: labels,
-        help: "Allocated bytes of the cache after the run"
-      ).set(Double(cache.allocatedBytes))
+        "imagecache_cache_bytes", labels, "Allocated bytes of the cache after the run",
+        Double(cache.allocatedBytes))
     }
     var buffer: [UInt8] = []
     registry.emit(into: &buffer)

@@ -9,7 +9,9 @@ extension JobRunner {
   /// prefetch early, if one did.
   func prefetch(
     into writer: ReportWriter, startedAt: Date, signals: SignalScope, warnings: RunWarnings
-  ) async throws -> (counts: PrefetchCounts, runEndingFailure: ImageCacheError?) {
+  ) async throws -> (
+    counts: PrefetchCounts, runEndingFailure: ImageCacheError?, refusal: BlacklistRefusal?
+  ) {
     // libcurl's set-up (about 0.7 ms) runs on another processor while the state opens, instead
     // of in front of the first download. Awaited before this returns or throws.
     async let libraryPrepared: Void = Downloader.prepareLibrary()
@@ -22,7 +24,9 @@ extension JobRunner {
     // A shard's total is its own share: the entries whose key hashes to it (and the bad
     // lines, for shard 0, which alone reports them), as its `total` counts them.
     let progress = console.progress(total: { [manifests = job.manifests, job] in
-      guard let shard = job.shard else { return ManifestItems.lineCount(of: manifests) }
+      guard let shard = job.shard else {
+        return ManifestItems.lineCount(of: manifests).map { $0 + job.urls.count }
+      }
       let items = job.manifestItems
       return ManifestItems.lineCount(of: manifests) { line in
         switch items.item(from: line) {
@@ -35,7 +39,7 @@ extension JobRunner {
     recorder.verbose = settings.verbose
 
     await libraryPrepared
-    let (counts, failure, stateWarnings) = try await Downloader.withDownloader(
+    let (counts, failure, stateWarnings, oldestFailure) = try await Downloader.withDownloader(
       configuration: job.prefetch
     ) { downloader in
       let manager = try ImageManager(
@@ -55,14 +59,19 @@ extension JobRunner {
       // A state that cannot be written now ends the run as failed, keeping every URL's
       // outcome for the report, instead of throwing them away with the error.
       var failure = manager.runEndingFailure
+      // Oldest first: the first entry says how old the blacklist is.
+      var oldestFailure: Date?
       do {
         try manager.flush()
-        try manager.forEachBlacklistedURL { writer.recordBlacklisted($0) }
+        try manager.forEachBlacklisted { entry in
+          oldestFailure = oldestFailure ?? entry.firstFailedAt
+          writer.recordBlacklisted(entry.url)
+        }
       } catch {
         failure = failure ?? .stateFailed(reason: "\(error)")
       }
       let status: RunReport.Status =
-        failure != nil ? .failed : signals.signal == nil ? .completed : .interrupted
+        failure != nil ? .failed : signals.interrupted ? .interrupted : .completed
       do {
         try store.finishRun(
           id: runID, at: Date(), status: status.rawValue,
@@ -71,12 +80,16 @@ extension JobRunner {
       } catch {
         failure = failure ?? .stateFailed(reason: "\(error)")
       }
-      return (counts, failure, manager.warnings)
+      return (counts, failure, manager.warnings, oldestFailure)
     }
     for warning in stateWarnings { warnings.add(.stateFile(warning)) }
     for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
     for backoff in counts.hostBackoffs { warnings.add(.hostBackoff(backoff)) }
-    return (counts, failure)
+    let refusal = BlacklistRefusal(
+      counts: counts, oldestFailure: oldestFailure, location: job.location)
+    // The summary line says it on the console; the report keeps it among its warnings.
+    if let refusal { warnings.keep(.blacklistRefused(refusal)) }
+    return (counts, failure, refusal)
   }
 
   /// Prefetches until done or until a signal, which cancels the loads in flight (stores are

@@ -50,10 +50,17 @@ public struct RunOutcome: Sendable, Equatable {
   public var status: RunReport.Status
   /// The signal that interrupted the run.
   public var signal: Int32?
+  /// The run's time limit stopped it (``PrefetchConfiguration/maxRunTime``).
+  public var timeLimitReached = false
   /// URLs that failed (not counting blacklisted or skipped ones).
   public var failedURLs: Int
   /// Manifests and sitemaps that failed as a whole.
   public var failedInputs = 0
+  /// Inputs that are no manifest at all (an image, binary data): a usage error, exit 2.
+  public var notManifests = 0
+  /// The blacklist refused every URL: nothing was tried, a night's work silently not done.
+  /// Exit 1 like failed URLs, and allowed with them (``Job/allowURLFailures``).
+  public var refusedEverything = false
   /// Files the maintenance passes meant to remove and could not (exit code 1).
   public var filesNotRemoved = 0
   /// The job allows failed URLs (``Job/allowURLFailures``): they do not make the exit code 1.
@@ -174,6 +181,14 @@ public struct JobRunner: Sendable {
   private func runLocked(signals: SignalScope, createsCache: Bool) async throws -> RunOutcome {
     let clock = RunClock()
     let startedAt = clock.startedAt
+    // The run's time limit stops it as a signal does, from when it holds the lock.
+    let timeLimit = job.prefetch.maxRunTime.map { limit in
+      Task {
+        try? await Task.sleep(for: .seconds(limit))
+        if !Task.isCancelled { signals.stopForTimeLimit() }
+      }
+    }
+    defer { timeLimit?.cancel() }
     // A metrics path that can never be written (a folder, a block device) fails the run before
     // it does any work, as a report path does when its writer opens it.
     for file in metricsFiles { _ = try OutputFile(path: file) }
@@ -188,6 +203,7 @@ public struct JobRunner: Sendable {
       .runStarted(job: job.name, cachePath: job.location.diskCachePath, created: createsCache))
 
     var counts: PrefetchCounts?
+    var refusal: BlacklistRefusal?
     var plan: PrefetchPlanCounts?
     do {
       // The sweep of what killed runs left reads the whole cache folder (a million files take
@@ -197,14 +213,15 @@ public struct JobRunner: Sendable {
       var failure: Error?
       do {
         if job.passes.contains(.migrate) { try await migrate(into: writer, stop: signals.stop) }
-        if job.prefetchesManifests && settings.dryRun && !job.manifests.isEmpty
-          && signals.signal == nil
+        if job.prefetchesManifests && settings.dryRun && job.hasURLs
+          && !signals.interrupted
         {
           plan = try await planPrefetch(into: writer, stop: signals.stop, warnings: warnings)
-        } else if job.prefetchesManifests && !job.manifests.isEmpty && signals.signal == nil {
+        } else if job.prefetchesManifests && job.hasURLs && !signals.interrupted {
           let prefetched = try await prefetch(
             into: writer, startedAt: startedAt, signals: signals, warnings: warnings)
           counts = prefetched.counts
+          refusal = prefetched.refusal
           if let failure = prefetched.runEndingFailure { throw RunEndingError(failure: failure) }
         }
       } catch {
@@ -217,7 +234,7 @@ public struct JobRunner: Sendable {
       case .failure(let error): throw error
       }
       if let failure { throw failure }
-      if signals.signal == nil { try clean(into: writer, stop: signals.stop) }
+      if !signals.interrupted { try clean(into: writer, stop: signals.stop) }
     } catch {
       console.report(.runFailed(job: job.name, error: error))
       do {
@@ -235,9 +252,14 @@ public struct JobRunner: Sendable {
       throw error
     }
 
-    let status: RunReport.Status = signals.signal == nil ? .completed : .interrupted
+    let status: RunReport.Status = signals.interrupted ? .interrupted : .completed
     if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
-    if let counts { console.report(.prefetchFinished(job: job.name, counts: counts)) }
+    if signals.timeLimitReached, let limit = job.prefetch.maxRunTime {
+      console.report(.timeLimitReached(job: job.name, seconds: limit))
+    }
+    if let counts {
+      console.report(.prefetchFinished(job: job.name, counts: counts, refusal: refusal))
+    }
     if let plan { console.report(.planFinished(job: job.name, plan: plan)) }
     let finish = finish(clock, warnings: warnings)
     let metrics = stageMetrics(
@@ -248,8 +270,11 @@ public struct JobRunner: Sendable {
     for file in writer.files { console.report(.reportWritten(job: job.name, path: file)) }
     putInPlace(metrics)
     return RunOutcome(
-      status: status, signal: signals.signal, failedURLs: counts?.failed ?? 0,
+      status: status, signal: signals.signal, timeLimitReached: signals.timeLimitReached,
+      failedURLs: counts?.failed ?? 0,
       failedInputs: counts?.inputsFailed ?? plan?.inputsFailed ?? 0,
+      notManifests: counts?.inputsNotManifests ?? 0,
+      refusedEverything: refusal?.refusedEverything ?? false,
       filesNotRemoved: writer.passSummaries.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved) },
       urlFailuresAllowed: job.allowURLFailures,
       reportFiles: writer.files)

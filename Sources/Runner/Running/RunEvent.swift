@@ -46,7 +46,8 @@ public enum RunEvent: Sendable {
   case variantSkipped(url: String, reason: String)
   /// A dry run's plan for one URL: the command's output.
   case planned(PlannedURL)
-  case prefetchFinished(job: String, counts: PrefetchCounts)
+  /// The prefetch's summary; `refusal`: URLs the blacklist refused, said in the same line.
+  case prefetchFinished(job: String, counts: PrefetchCounts, refusal: BlacklistRefusal?)
   case planFinished(job: String, plan: PrefetchPlanCounts)
 
   // The maintenance passes.
@@ -67,6 +68,8 @@ public enum RunEvent: Sendable {
 
   // The end of the run.
   case interrupted(job: String, signal: Int32)
+  /// The run's `maxRunTime` stopped it.
+  case timeLimitReached(job: String, seconds: TimeInterval)
   /// The error that ended the run; the report, marked failed, says it too.
   case runFailed(job: String, error: any Error)
   /// The report of a failed run could not be written either.
@@ -76,14 +79,15 @@ public enum RunEvent: Sendable {
 
   public var severity: Severity {
     switch self {
-    case .waitingForLock, .runStarted, .variantSkipped, .planned, .prefetchFinished,
-      .planFinished, .noLegacyFolder, .noCleaningPasses, .maintenanceLimits, .passAction,
+    case .waitingForLock, .runStarted, .variantSkipped, .planned, .planFinished, .noLegacyFolder,
+      .noCleaningPasses, .maintenanceLimits, .passAction,
       .reportWritten,
       .metricsWritten:
       .info
+    case .prefetchFinished(_, _, let refusal): refusal == nil ? .info : .warning
     case .legacyFolderMerged(_, let removed): removed ? .info : .notice
     case .furtherFailuresInReportOnly, .certificateHint: .notice
-    case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted: .warning
+    case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted, .timeLimitReached: .warning
     case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
     case .inputFailed, .urlFailed, .passError, .runFailed, .reportNotWritten: .error
     }
@@ -114,6 +118,8 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   case metricsWithoutCacheSize(error: any Error)
   /// A dry run over the deletion limit (`maxDelete`): the real run would refuse to start.
   case overDeletionLimit(MaintenanceError)
+  /// URLs the blacklist refused without a request; the summary line says it too.
+  case blacklistRefused(BlacklistRefusal)
   /// The wall clock stepped by `seconds` (negative: back) during the run: the duration is the
   /// monotonic clock's, and an end before the start is written as the start plus it.
   case clockStepped(seconds: TimeInterval)
@@ -138,6 +144,7 @@ public enum RunWarning: Sendable, CustomStringConvertible {
       "metrics not written to \(path): \(error); the run's work and exit status are unaffected"
     case .metricsWithoutCacheSize(let error): "metrics without the cache's size: \(error)"
     case .overDeletionLimit(let refusal): "a real run would stop here: \(refusal)"
+    case .blacklistRefused(let refusal): "\(refusal)"
     case .clockStepped(let seconds):
       "clockStepped: the system clock stepped \(seconds < 0 ? "back" : "forward") "
         + "\(String(format: "%.1f", abs(seconds))) s during the run; the duration is measured "
@@ -181,5 +188,69 @@ final class RunWarnings: Sendable {
         }
       }
     }
+  }
+}
+
+/// URLs of a run that the failed-URL blacklist refused without a request (SPEC section 12: a
+/// summary says when the blacklist refused URLs). A blacklist outlives the problem that filled
+/// it (a certificate since fixed, a manifest line since corrected), so the run says how many,
+/// how old the blacklist is, and how to try them again, instead of a quiet count.
+public struct BlacklistRefusal: Sendable, Equatable, CustomStringConvertible {
+  /// URLs refused up front, the report's `prefetch.blacklisted`.
+  public var count: Int
+  /// When the blacklist's oldest entry first failed, if the blacklist could be read.
+  public var oldestFailure: Date?
+  /// Nothing else happened: no hit, no download, no failure. The run did no work at all.
+  public var refusedEverything: Bool
+  /// The cache whose blacklist it is, for the command that clears it.
+  public var location: CacheLocation
+  /// When the sentence is said, for the oldest entry's age.
+  public var now = Date()
+
+  public init(
+    count: Int, oldestFailure: Date?, refusedEverything: Bool, location: CacheLocation
+  ) {
+    self.count = count
+    self.oldestFailure = oldestFailure
+    self.refusedEverything = refusedEverything
+    self.location = location
+  }
+
+  /// The refusal for a run's counts, or `nil` when the blacklist refused nothing.
+  public init?(counts: PrefetchCounts, oldestFailure: Date?, location: CacheLocation) {
+    guard counts.blacklisted > 0 else { return nil }
+    let worked =
+      counts.memoryHits + counts.diskHits + counts.downloaded + counts.notModified + counts.failed
+    self.init(
+      count: counts.blacklisted, oldestFailure: oldestFailure, refusedEverything: worked == 0,
+      location: location)
+  }
+
+  /// The command that empties this cache's blacklist.
+  public var clearCommand: String {
+    "imagecache blacklist clear --cache \(location.directory)"
+      + (location.namespace == CacheLocation.defaultNamespace
+        ? "" : " --namespace \(location.namespace)")
+  }
+
+  public var description: String {
+    let age = oldestFailure.map {
+      "; its oldest entry first failed \(Self.age(now.timeIntervalSince($0))) ago"
+    }
+    return (refusedEverything ? "nothing was tried: " : "")
+      + "\(count) URL(s) refused by the blacklist without a request (they failed in an earlier "
+      + "run\(age ?? "")); to try them again: --option retryFailed (options: [retryFailed] "
+      + "in a job), or \(clearCommand)"
+  }
+
+  /// An age as a person says it: `12 days`, `5 hours`, `3 minutes`, `40 seconds`.
+  static func age(_ seconds: TimeInterval) -> String {
+    let seconds = max(0, seconds)
+    for (unit, size) in [("day", 86_400.0), ("hour", 3600), ("minute", 60)] where seconds >= size {
+      let count = Int(seconds / size)
+      return "\(count) \(unit)\(count == 1 ? "" : "s")"
+    }
+    let count = Int(seconds)
+    return "\(count) second\(count == 1 ? "" : "s")"
   }
 }

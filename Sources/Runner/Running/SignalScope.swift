@@ -32,8 +32,15 @@ public final class SignalScope: Sendable {
   /// The signals that stop a run; SIGHUP (a closed terminal) is treated like SIGTERM.
   public static let stopSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
 
+  /// How long a run has to stop after the first signal before the process exits anyway with
+  /// 128 + the signal, without its report (issue 38): a run whose threads are stuck (an
+  /// allocator out of address space, a thread that could not start) still ends, and frees
+  /// the cache's lock. The alarm is the kernel's, so it fires whatever the process's threads do.
+  public static let stopDeadlineSeconds: UInt32 = 2
+
   public let stop = StopFlag()
   private let received = Mutex<Int32?>(nil)
+  private let timeLimit = Mutex(false)
   private let signals: AsyncStream<Int32>
   private let continuation: AsyncStream<Int32>.Continuation
 
@@ -43,6 +50,23 @@ public final class SignalScope: Sendable {
 
   /// The first signal received in the scope, if any.
   public var signal: Int32? { received.withLock { $0 } }
+
+  /// Whether the run's time limit (``PrefetchConfiguration/maxRunTime``) stopped it.
+  public var timeLimitReached: Bool { timeLimit.withLock { $0 } }
+
+  /// Whether a signal or the time limit stopped the run: its report is marked interrupted.
+  public var interrupted: Bool { signal != nil || timeLimitReached }
+
+  /// Stops the run as a signal does, for its time limit.
+  public func stopForTimeLimit() {
+    let first = timeLimit.withLock { reached in
+      defer { reached = true }
+      return !reached && signal == nil
+    }
+    guard first else { return }
+    stop.stop()
+    continuation.yield(0)
+  }
 
   /// Runs `body` with the signals handled; restores them when it returns or throws. Throws
   /// ``AlreadyActive``, without running `body`, while another scope is active.
@@ -84,6 +108,9 @@ public final class SignalScope: Sendable {
     private let source: any DispatchSourceRead
     private let descriptors: (read: Int32, write: Int32)
     private let previous: Mutex<[Int32: sigaction]>
+    /// SIGALRM's disposition before the scope, back when it ends (not after the first signal:
+    /// the alarm is the stop deadline).
+    private var previousAlarm = sigaction()
 
     init(scope: SignalScope) throws(FileSystemError) {
       var fds: [Int32] = [-1, -1]
@@ -102,6 +129,12 @@ public final class SignalScope: Sendable {
         action.__sigaction_handler.sa_handler = { number in
           var byte = UInt8(truncatingIfNeeded: number)
           _ = write(signalPipeWriteDescriptor.load(ordering: .relaxed), &byte, 1)
+          // Only async-signal-safe calls: a lock-free atomic and alarm(2).
+          if firstStopSignal.compareExchange(expected: 0, desired: number, ordering: .relaxed)
+            .exchanged
+          {
+            alarm(SignalScope.stopDeadlineSeconds)
+          }
         }
         action.sa_flags = SA_RESTART
         sigemptyset(&action.sa_mask)
@@ -110,6 +143,16 @@ public final class SignalScope: Sendable {
         saved[number] = old
       }
       previous = Mutex(saved)
+      var deadline = sigaction()
+      deadline.__sigaction_handler.sa_handler = { _ in
+        // A static string: nothing is allocated here (the allocator may be what is stuck).
+        let message: StaticString =
+          "imagecache: the run did not stop within 2 s of the signal; exiting without its report\n"
+        _ = write(STDERR_FILENO, message.utf8Start, message.utf8CodeUnitCount)
+        _exit(128 + firstStopSignal.load(ordering: .relaxed))
+      }
+      sigemptyset(&deadline.sa_mask)
+      sigaction(SIGALRM, &deadline, &previousAlarm)
       source = DispatchSource.makeReadSource(fileDescriptor: fds[0], queue: .global())
       let readDescriptor = fds[0]
       source.setEventHandler { [weak scope, weak self] in
@@ -132,6 +175,9 @@ public final class SignalScope: Sendable {
     }
 
     func remove() {
+      alarm(0)
+      sigaction(SIGALRM, &previousAlarm, nil)
+      firstStopSignal.store(0, ordering: .relaxed)
       restoreDispositions()
       source.cancel()
       close(descriptors.read)
@@ -139,6 +185,9 @@ public final class SignalScope: Sendable {
     }
   }
 }
+
+/// The first stop signal of the active scope (0: none yet), for the deadline's exit status.
+private let firstStopSignal = Atomic<Int32>(0)
 
 /// Whether a ``SignalScope`` is active in the process.
 private let scopeActive = Atomic<Bool>(false)
