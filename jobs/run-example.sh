@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${IMAGECACHE:-.build/release/imagecache}
-[ -x "$BIN" ] || swift build -c release --product imagecache
+[ -x "$BIN" ] || swift build -c release --product imagecache --static-swift-stdlib
 python3 jobs/serve.py jobs 18089 &
 server=$!
 trap 'kill $server 2>/dev/null || true' EXIT

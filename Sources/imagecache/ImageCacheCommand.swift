@@ -20,12 +20,27 @@ enum ExitStatus: Int32 {
   case fatalIO = 4
 }
 
-/// `--version`: ours, then the libraries that do the work, as this build loads them.
-let versionText = """
-  imagecache \(ImageCacheVersion.current)
-  \(Downloader.libcurlVersion)
-  \(ImageValidator.libraryVersions), \(sitemapLibraryVersions)
-  """
+/// The first line of `--version`: "imagecache 0.1.0 (4a4bfc9, built 2026-11-29T06:00:00Z)", or
+/// "(unknown commit)" from a build without scripts/build-release.
+let versionLine =
+  "imagecache \(ImageCacheVersion.current) (\(BuildStamp.commit)"
+  + (BuildStamp.date.isEmpty ? "" : ", built \(BuildStamp.date)") + ")"
+
+/// `--version`: ours, then the libraries that do the work, as this build loads them; with
+/// `--verbose`, what the release was built from (its BUILD-INFO).
+func versionText(verbose: Bool) -> String {
+  let loaded = """
+    \(versionLine)
+    \(Downloader.libcurlVersion)
+    \(ImageValidator.libraryVersions), \(sitemapLibraryVersions)
+    """
+  guard verbose else { return loaded }
+  let built =
+    BuildStamp.buildInfo.isEmpty
+    ? "built without scripts/build-release: no record of the package versions"
+    : BuildStamp.buildInfo
+  return loaded + "\n\n" + built
+}
 
 @main
 struct ImageCacheCommand: AsyncParsableCommand {
@@ -54,7 +69,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
     // start: asked for only when `--version` is given (any text shows the flag in the help).
     version: CommandLine.arguments.dropFirst().contains("--version")
       || CommandLine.arguments.dropFirst().first == "-V"
-      ? versionText : "imagecache \(ImageCacheVersion.current)",
+      ? versionText(verbose: CommandLine.arguments.dropFirst().contains("--verbose"))
+      : versionLine,
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
       StatsCommand.self, BlacklistCommand.self, ReportCommand.self, KeyCommand.self,
@@ -76,7 +92,11 @@ struct ImageCacheCommand: AsyncParsableCommand {
     do {
       command = try parseAsRoot(parsed)
     } catch {
-      if let unknown = unknownSubcommand(parsed) ?? unknownOption(parsed) {
+      // `--version` (`--verbose` too, which only the subcommands declare) is argument-parser's
+      // to print.
+      if !parsed.contains("--version"),
+        let unknown = unknownSubcommand(parsed) ?? unknownOption(parsed)
+      {
         Console.standard.say(unknown, severity: .error)
         Foundation.exit(ExitStatus.usage.rawValue)
       }

@@ -14,7 +14,7 @@ final class InstalledDocsTests: XCTestCase {
     CronWrapperTests.repository.appendingPathComponent(relative).path
   }
 
-  static let pages = ["man/imagecache.1", "man/imagecache-job.5"]
+  static let pages = ["man/imagecache.1", "man/imagecache-cron.1", "man/imagecache-job.5"]
 
   /// Whether `tool` is installed.
   private func available(_ tool: String) -> Bool {
@@ -107,7 +107,8 @@ final class InstalledDocsTests: XCTestCase {
       Set(
         [
           "bin/imagecache", "bin/imagecache-cron",
-          "share/man/man1/imagecache.1", "share/man/man5/imagecache-job.5",
+          "share/man/man1/imagecache.1", "share/man/man1/imagecache-cron.1",
+          "share/man/man5/imagecache-job.5",
           "share/bash-completion/completions/imagecache", "share/zsh/site-functions/_imagecache",
           "share/fish/vendor_completions.d/imagecache.fish",
           "lib/systemd/system/imagecache-nightly.service",

@@ -167,6 +167,21 @@ final class OperationsTests: LoopbackTestCase {
     }
   }
 
+  /// Issue 42: the first line names the commit scripts/build-release stamped in, or says a plain
+  /// `swift build` (as the tests use) knows none; `--verbose` adds what it was built from.
+  func testVersionNamesTheCommitAndVerboseTheBuildInfo() throws {
+    let plain = try run(["--version"])
+    XCTAssertEqual(plain.status, 0)
+    XCTAssertTrue(
+      plain.stdout.hasPrefix("imagecache \(ImageCacheVersion.current) (unknown commit)\n"),
+      plain.stdout)
+    let verbose = try run(["--version", "--verbose"])
+    XCTAssertEqual(verbose.status, 0)
+    XCTAssertTrue(
+      verbose.stdout.hasPrefix(plain.stdout.trimmingCharacters(in: .newlines)), verbose.stdout)
+    XCTAssertTrue(verbose.stdout.contains("built without scripts/build-release"), verbose.stdout)
+  }
+
   func testAJobFileMistakeHasNoUsageBlock() throws {
     let job = temporary.appending("bad.yaml")
     try "cache:\n  directory: c\nprefetch:\n  concurrency: zero\n".write(
