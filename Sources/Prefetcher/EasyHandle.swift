@@ -37,6 +37,8 @@ final class EasyHandle {
     ic_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
     ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
     ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+    ic_easy_setopt_opensocket_function(handle, openSocket)
+    ic_easy_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, context)
     Self.setLimits(
       handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit, connection: connection,
       allowInvalidSSLCertificates: transfer.request.allowInvalidSSLCertificates)
@@ -144,4 +146,23 @@ private let receiveHeader: curl_write_callback = { data, size, count, context in
   transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
   guard let data, length > 0 else { return length }
   return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+}
+
+/// Every connection libcurl opens, to an origin or a proxy, on every hop: the resolved address
+/// is checked against the run's ``AddressRules`` before the socket exists. A refused address
+/// is kept for the transfer's failure and libcurl is told that no socket could be made (it
+/// tries the name's next address, if any, and otherwise fails as it cannot connect).
+private let openSocket: curl_opensocket_callback = { context, _, address in
+  guard let context, let address else { return ic_socket_bad }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  var bytes = [UInt8](repeating: 0, count: 16)
+  let length = Int(ic_sockaddr_bytes(address, &bytes))
+  if length > 0 {
+    let ip = Array(bytes.prefix(length))
+    if let rule = transfer.addressRules.rule(refusing: ip) {
+      transfer.deniedAddress = (AddressRange.text(of: ip), rule)
+      return ic_socket_bad
+    }
+  }
+  return ic_open_socket(address)
 }
