@@ -36,6 +36,16 @@ static inline CURLcode ic_easy_setopt_xferinfo_function(CURL *handle,
   return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback);
 }
 
+static inline CURLcode ic_easy_setopt_prereq_function(CURL *handle,
+                                                      curl_prereq_callback callback) {
+  return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback);
+}
+
+static inline CURLcode ic_easy_setopt_debug_function(CURL *handle,
+                                                     curl_debug_callback callback) {
+  return curl_easy_setopt(handle, CURLOPT_DEBUGFUNCTION, callback);
+}
+
 static inline CURLcode ic_easy_setopt_opensocket_function(CURL *handle,
                                                           curl_opensocket_callback callback) {
   return curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, callback);
@@ -63,6 +73,8 @@ static inline curl_socket_t ic_open_socket(const struct curl_sockaddr *address) 
 }
 
 static const curl_socket_t ic_socket_bad = CURL_SOCKET_BAD;
+static const int ic_prereq_ok = CURL_PREREQFUNC_OK;
+static const int ic_prereq_abort = CURL_PREREQFUNC_ABORT;
 
 static inline CURLcode ic_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
   return curl_easy_getinfo(handle, info, value);

@@ -158,7 +158,7 @@ struct PrefetchSettings: ParsableArguments {
       "Never connect to these addresses, checked after names resolve, for images, sitemaps, "
         + "manifests and every redirect: comma-separated private, loopback, link-local or "
         + "blocks such as 10.0.0.0/8 (job: prefetch.denyAddresses). Link-local is refused "
-        + "anyway.",
+        + "unless --allow-link-local.",
       discussion: """
         private is 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 and fc00::/7; \
         loopback is 127.0.0.0/8 and ::1; link-local is 169.254.0.0/16 and fe80::/10, where \
