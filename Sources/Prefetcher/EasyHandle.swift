@@ -179,8 +179,11 @@ private let openSocket: curl_opensocket_callback = { context, _, address in
   return ic_open_socket(address)
 }
 
-/// libcurl's words when it is about to resend a request whose stream was refused
-/// (`Curl_retry_request`, 7.88), only ever said as verbose text.
+/// libcurl's words when it is about to resend a request whose stream was refused on a
+/// connection of its own (`Curl_retry_request`, 7.88), only ever said as verbose text. A
+/// stream refused on a connection it shared is resent once as "Connection died", as are the
+/// streams of a session that failed (a header block over libcurl's limit): that resend is
+/// left to libcurl, which cannot tell the two apart, and the next refusal is stopped here.
 private let refusedStreamText = Array("REFUSED_STREAM".utf8)
 
 private let noticeRefusedStream: curl_debug_callback = { _, type, text, size, context in
