@@ -134,7 +134,9 @@ public struct AddressRange: Sendable, Equatable {
   static func text(of address: [UInt8]) -> String {
     var buffer = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN))
     let family = address.count == 4 ? AF_INET : AF_INET6
-    _ = address.withUnsafeBytes { inet_ntop(family, $0.baseAddress, &buffer, socklen_t(buffer.count)) }
+    _ = address.withUnsafeBytes {
+      inet_ntop(family, $0.baseAddress, &buffer, socklen_t(buffer.count))
+    }
     return String(cString: buffer)
   }
 }
