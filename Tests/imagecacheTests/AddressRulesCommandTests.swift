@@ -53,6 +53,21 @@ final class AddressRulesCommandTests: LoopbackTestCase {
     XCTAssertEqual(server.allRequests.count, 0, "nothing reached the server")
   }
 
+  func testThroughAProxyTheProxysAddressIsChecked() throws {
+    let proxy = try LoopbackProxy(folder: temporary.appending("proxy"))
+    defer { proxy.shutdown() }
+    let result = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest([server.url("/a.jpg")]), "--cache",
+      temporary.appending("cache"), "--json", "--proxy", proxy.url, "--deny-addresses",
+      "127.0.0.1",
+    ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let failure = try XCTUnwrap(try report(result).failures.first, result.stderr)
+    XCTAssertEqual(failure.name, "addressDenied")
+    XCTAssertEqual(proxy.requestLines, [], "nothing reached the proxy")
+    XCTAssertEqual(server.allRequests.count, 0)
+  }
+
   func testAnUnknownRuleIsAUsageError() throws {
     let result = try ImageCacheBinary.run([
       "prefetch", try temporary.manifest([server.url("/a.jpg")]), "--cache",
