@@ -1,6 +1,9 @@
 // libcurl, with typed wrappers for its variadic setopt and getinfo calls, which Swift cannot
 // call directly. Nothing but Prefetcher's Downloader imports this module.
 #include <curl/curl.h>
+#include <netinet/in.h>
+#include <string.h>
+#include <sys/socket.h>
 
 static inline CURLcode ic_easy_setopt_long(CURL *handle, CURLoption option, long value) {
   return curl_easy_setopt(handle, option, value);
@@ -32,6 +35,46 @@ static inline CURLcode ic_easy_setopt_xferinfo_function(CURL *handle,
                                                        curl_xferinfo_callback callback) {
   return curl_easy_setopt(handle, CURLOPT_XFERINFOFUNCTION, callback);
 }
+
+static inline CURLcode ic_easy_setopt_prereq_function(CURL *handle,
+                                                      curl_prereq_callback callback) {
+  return curl_easy_setopt(handle, CURLOPT_PREREQFUNCTION, callback);
+}
+
+static inline CURLcode ic_easy_setopt_debug_function(CURL *handle,
+                                                     curl_debug_callback callback) {
+  return curl_easy_setopt(handle, CURLOPT_DEBUGFUNCTION, callback);
+}
+
+static inline CURLcode ic_easy_setopt_opensocket_function(CURL *handle,
+                                                          curl_opensocket_callback callback) {
+  return curl_easy_setopt(handle, CURLOPT_OPENSOCKETFUNCTION, callback);
+}
+
+/// The IP address of a socket libcurl is about to open, copied into `bytes` (room for 16), in
+/// network order: returns 4 or 16, or 0 for a family that is neither IPv4 nor IPv6.
+static inline int ic_sockaddr_bytes(const struct curl_sockaddr *address, unsigned char *bytes) {
+  if (address->family == AF_INET) {
+    const struct sockaddr_in *in = (const struct sockaddr_in *)&address->addr;
+    memcpy(bytes, &in->sin_addr, 4);
+    return 4;
+  }
+  if (address->family == AF_INET6) {
+    const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)&address->addr;
+    memcpy(bytes, &in6->sin6_addr, 16);
+    return 16;
+  }
+  return 0;
+}
+
+/// Opens the socket libcurl asked for, as libcurl does when no callback is set.
+static inline curl_socket_t ic_open_socket(const struct curl_sockaddr *address) {
+  return socket(address->family, address->socktype, address->protocol);
+}
+
+static const curl_socket_t ic_socket_bad = CURL_SOCKET_BAD;
+static const int ic_prereq_ok = CURL_PREREQFUNC_OK;
+static const int ic_prereq_abort = CURL_PREREQFUNC_ABORT;
 
 static inline CURLcode ic_easy_getinfo_long(CURL *handle, CURLINFO info, long *value) {
   return curl_easy_getinfo(handle, info, value);

@@ -57,6 +57,9 @@ public struct DownloadFailure: Error, Sendable {
   /// Ended before its first request was sent: the downloader was shut down, or the download
   /// waited for room in its limits when it was cancelled or its start condition said no.
   public var notStarted = false
+  /// The server refused the HTTP/2 stream before answering (RST_STREAM REFUSED_STREAM): its
+  /// host is held back for ``retryAfter`` as after a 429.
+  public var refusedStream = false
 
   public init(_ error: ImageCacheError, retryAfter: TimeInterval? = nil) {
     self.error = error

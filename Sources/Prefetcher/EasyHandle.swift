@@ -37,6 +37,18 @@ final class EasyHandle {
     ic_easy_setopt_pointer(handle, CURLOPT_WRITEDATA, context)
     ic_easy_setopt_write_function(handle, CURLOPT_HEADERFUNCTION, receiveHeader)
     ic_easy_setopt_pointer(handle, CURLOPT_HEADERDATA, context)
+    ic_easy_setopt_opensocket_function(handle, openSocket)
+    ic_easy_setopt_pointer(handle, CURLOPT_OPENSOCKETDATA, context)
+    // libcurl 7.88 resends a request whose HTTP/2 stream the server refused, up to five times
+    // at once on fresh connections, with no back-off: only its verbose text says so. The
+    // transfer is stopped at the resend instead (no new socket; on a connection it has, before
+    // the request is sent), and the refusal is one attempt of the URL's, retried after a
+    // back-off.
+    ic_easy_setopt_long(handle, CURLOPT_VERBOSE, 1)
+    ic_easy_setopt_debug_function(handle, noticeRefusedStream)
+    ic_easy_setopt_pointer(handle, CURLOPT_DEBUGDATA, context)
+    ic_easy_setopt_prereq_function(handle, stopRefusedResend)
+    ic_easy_setopt_pointer(handle, CURLOPT_PREREQDATA, context)
     Self.setLimits(
       handle, idleTimeout: transfer.idleTimeout, limit: transfer.limit, connection: connection,
       allowInvalidSSLCertificates: transfer.request.allowInvalidSSLCertificates)
@@ -144,4 +156,51 @@ private let receiveHeader: curl_write_callback = { data, size, count, context in
   transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
   guard let data, length > 0 else { return length }
   return transfer.receiveHeader(UnsafeRawBufferPointer(start: data, count: length)) ? length : 0
+}
+
+/// Every connection libcurl opens, to an origin or a proxy, on every hop: the resolved address
+/// is checked against the run's ``AddressRules`` before the socket exists. A refused address
+/// is kept for the transfer's failure and libcurl is told that no socket could be made (it
+/// tries the name's next address, if any, and otherwise fails as it cannot connect).
+private let openSocket: curl_opensocket_callback = { context, _, address in
+  guard let context, let address else { return ic_socket_bad }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  // libcurl's own resend of a refused stream: not on a new connection.
+  if transfer.refusedStream { return ic_socket_bad }
+  var bytes = [UInt8](repeating: 0, count: 16)
+  let length = Int(ic_sockaddr_bytes(address, &bytes))
+  if length > 0 {
+    let ip = Array(bytes.prefix(length))
+    if let rule = transfer.addressRules.rule(refusing: ip) {
+      transfer.deniedAddress = (AddressRange.text(of: ip), rule)
+      return ic_socket_bad
+    }
+  }
+  return ic_open_socket(address)
+}
+
+/// libcurl's words when it is about to resend a request whose stream was refused on a
+/// connection of its own (`Curl_retry_request`, 7.88), only ever said as verbose text. A
+/// stream refused on a connection it shared is resent once as "Connection died", as are the
+/// streams of a session that failed (a header block over libcurl's limit): that resend is
+/// left to libcurl, which cannot tell the two apart, and the next refusal is stopped here.
+private let refusedStreamText = Array("REFUSED_STREAM".utf8)
+
+private let noticeRefusedStream: curl_debug_callback = { _, type, text, size, context in
+  guard type == CURLINFO_TEXT, let text, let context, size >= refusedStreamText.count else {
+    return 0
+  }
+  let bytes = UnsafeRawBufferPointer(start: text, count: refusedStreamText.count)
+  if bytes.elementsEqual(refusedStreamText) {
+    Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue().refusedStream = true
+  }
+  return 0
+}
+
+/// Aborts a transfer that libcurl is resending after a refused stream, before the request
+/// goes out on a connection it already has (a new one is refused in ``openSocket``).
+private let stopRefusedResend: curl_prereq_callback = { context, _, _, _, _ in
+  guard let context else { return ic_prereq_ok }
+  let transfer = Unmanaged<Transfer>.fromOpaque(context).takeUnretainedValue()
+  return transfer.refusedStream ? ic_prereq_abort : ic_prereq_ok
 }

@@ -57,7 +57,8 @@ struct HostGate {
     nextStart[host] = now + interval
   }
 
-  /// `host` answered `failure`: a 429 or 503 with `Retry-After` holds every download of it
+  /// `host` answered `failure`: a 429 or 503 with `Retry-After`, or a refused HTTP/2 stream
+  /// (a short jittered wait), holds every download of it
   /// back until then, at most the cap on a wait (a longer wait fails the URL itself at once:
   /// its host is still spared for as long as the run waits for anything). Adds it to `log`.
   mutating func answered(
@@ -65,6 +66,7 @@ struct HostGate {
   ) {
     guard backsOff, let asked = failure.retryAfter, asked > 0,
       failure.error.httpStatus == 429 || failure.error.httpStatus == 503
+        || failure.refusedStream
     else { return }
     let until = now + UInt64(min(asked, longestBackoff) * 1e9)
     let previous = max(heldUntil[host] ?? 0, now)

@@ -108,6 +108,9 @@ public struct Connection: Sendable, Equatable {
   /// Hosts reached without a proxy, comma-separated (`*`: all; job: `prefetch.noProxy`), in
   /// place of `NO_PROXY`.
   public var noProxy: String?
+  /// The addresses no connection may be opened to, checked after the name is resolved
+  /// (link-local unless allowed): through a proxy, the proxy's own address.
+  public var addressRules = AddressRules()
 
   public init() {}
 

@@ -17,6 +17,10 @@ final class Transfer: @unchecked Sendable {
   /// it against: its first hop's, for every hop. Keyed as libcurl and NSURLSession key their
   /// connections, so that a stalling port of a host does not hold back another.
   let origin: Origin
+  /// The addresses its connections may not be opened to.
+  let addressRules: AddressRules
+  /// How long, about, a host that refused a stream is held back (the first retry's wait).
+  private let refusalBackoff: TimeInterval
   /// Set before the transfer is queued; called once, on the loop thread, when it ends.
   var completion: (@Sendable (Result<DownloadResponse, DownloadFailure>) -> Void)?
   /// Set before the transfer is queued; asked on the loop thread when its turn to start comes.
@@ -38,6 +42,11 @@ final class Transfer: @unchecked Sendable {
   var lastProgress: UInt64 = 0
   /// Paused by the bandwidth cap: waiting for the run's budget, not for its server.
   var pausedForBandwidth = false
+  /// The server refused the current hop's HTTP/2 stream (RST_STREAM REFUSED_STREAM) before
+  /// answering: libcurl's immediate resend is stopped, and the hop ends as a refusal.
+  var refusedStream = false
+  /// The address a connection of the current hop was refused, and the rule that refused it.
+  var deniedAddress: (address: String, rule: String)?
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.
@@ -117,6 +126,8 @@ final class Transfer: @unchecked Sendable {
     idleTimeout = request.timeout ?? configuration.timeout
     deadlineSeconds = configuration.deadline
     origin = Origin(request.url)
+    addressRules = configuration.connection.addressRules
+    refusalBackoff = configuration.retryBaseDelay
   }
 
   /// Starts the deadline's clock: the loop is sending the first request.
@@ -170,6 +181,8 @@ final class Transfer: @unchecked Sendable {
     abort = nil
     written = 0
     headerBytes = 0
+    deniedAddress = nil
+    refusedStream = false
   }
 
   /// A piece of the body; `false` stops the transfer.
@@ -335,6 +348,27 @@ final class Transfer: @unchecked Sendable {
     {
       isolated = true
       return .again
+    }
+    if code != CURLE_OK, refusedStream {
+      var failure = DownloadFailure(
+        .network(
+          .networkConnectionLost,
+          message: "the server refused the HTTP/2 stream (REFUSED_STREAM) before answering"))
+      // The host is held back a moment, as after a 429: every stream refused at once is not
+      // sent again at once.
+      failure.retryAfter = refusalBackoff * Double.random(in: 0.5...1.5)
+      failure.refusedStream = true
+      return .done(.failure(failure))
+    }
+    if code != CURLE_OK, let denied = deniedAddress {
+      return .done(
+        .failure(
+          .init(
+            .network(
+              .addressDenied,
+              message: "the connection for \(url.host ?? "the host") to \(denied.address) is "
+                + "refused by the address rule \(denied.rule) (--deny-addresses, "
+                + "prefetch.denyAddresses; link-local: --allow-link-local)"))))
     }
     guard code == CURLE_OK || abort == .drainedEnough else {
       var message = easy.errorMessage

@@ -153,6 +153,28 @@ struct PrefetchSettings: ParsableArguments {
   var noProxy: String?
 
   @Option(
+    name: .customLong("deny-addresses"),
+    help: ArgumentHelp(
+      "Never connect to these addresses, checked after names resolve, for images, sitemaps, "
+        + "manifests and every redirect: comma-separated private, loopback, link-local or "
+        + "blocks such as 10.0.0.0/8 (job: prefetch.denyAddresses). Link-local is refused "
+        + "unless --allow-link-local.",
+      discussion: """
+        private is 10.0.0.0/8, 172.16.0.0/12, 192.168.0.0/16, 100.64.0.0/10 and fc00::/7; \
+        loopback is 127.0.0.0/8 and ::1; link-local is 169.254.0.0/16 and fe80::/10, where \
+        cloud metadata services answer. A refused URL fails as addressDenied, neither retried \
+        nor blacklisted. Through a proxy, the address checked is the proxy's.
+        """, valueName: "rules"))
+  var denyAddresses: String?
+
+  @Flag(
+    name: .customLong("allow-link-local"),
+    help: ArgumentHelp(
+      "Connect to link-local addresses (169.254.0.0/16, fe80::/10), which are refused by "
+        + "default (job: prefetch.allowLinkLocal)."))
+  var allowLinkLocal = false
+
+  @Option(
     help: ArgumentHelp(
       "Requests a second to one host, at most: 20/s, 300/m, 0.5/s (1/h to 10000/s; default: "
         + "no limit). Downloads of a host start at least 1/rate apart.",
@@ -237,7 +259,8 @@ struct PrefetchSettings: ParsableArguments {
     job.sitemap = SitemapSettings(pages: sitemapPages, order: sitemapOrder)
   }
 
-  /// `--cacert`, `--proxy` and `--no-proxy`, each checked as a job file's are.
+  /// `--cacert`, `--proxy`, `--no-proxy`, `--deny-addresses` and `--allow-link-local`, each
+  /// checked as a job file's are.
   private func applyConnection(to connection: inout Connection) throws(ConfigurationError) {
     func refuse(_ flag: String, _ problem: String?) throws(ConfigurationError) {
       guard let problem else { return }
@@ -255,6 +278,13 @@ struct PrefetchSettings: ParsableArguments {
       try refuse("--no-proxy", Connection.noProxyProblem(noProxy))
       connection.noProxy = noProxy
     }
+    if let denyAddresses {
+      switch AddressRules.parse(denyAddresses.split(separator: ",").map(String.init)) {
+      case .success(let ranges): connection.addressRules.denied = ranges
+      case .failure(let error): try refuse("--deny-addresses", error.description)
+      }
+    }
+    if allowLinkLocal { connection.addressRules.allowLinkLocal = true }
   }
 
   /// `--cache-key-filter`'s text (`url`, `stripQuery`, `strip:a,b`) as the `cacheKeyFilter`

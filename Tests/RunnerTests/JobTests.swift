@@ -39,6 +39,32 @@ final class JobTests: XCTestCase {
     }
   }
 
+  func testAddressRulesAreReadFromTheJob() throws {
+    let job = try Job.load(
+      path: try write(
+        """
+        name: inside
+        cache:
+          directory: cache
+        manifests: [a.txt]
+        prefetch:
+          denyAddresses: [private, 192.0.2.0/24]
+          allowLinkLocal: true
+        """))
+    let rules = job.prefetch.connection.addressRules
+    XCTAssertTrue(rules.allowLinkLocal)
+    XCTAssertEqual(Set(rules.denied.map(\.rule)), ["private", "192.0.2.0/24"])
+    try assertError(
+      """
+      name: inside
+      cache:
+        directory: cache
+      manifests: [a.txt]
+      prefetch:
+        denyAddresses: [intranet]
+      """, line: 6, field: "prefetch.denyAddresses", containing: "intranet")
+  }
+
   func testFullJobInYAML() throws {
     let path = try write(
       """

@@ -10,7 +10,9 @@ import Foundation
 /// limits of libcurl 7.88, whose HTTP/2 session then fails with every stream on it. A client
 /// that asks for HTTP/1.1 by ALPN gets the same answers over HTTP/1.1. `stalls` names a path
 /// whose answer sends its headers and 2,000 of its 100,000 bytes over 2 s, then nothing
-/// (over HTTP/2 only).
+/// (over HTTP/2 only). `refuses` names a path whose streams are reset with REFUSED_STREAM before
+/// any answer, as a server at its stream limit may (RFC 9113, section 8.7); each still counts
+/// as a request.
 public final class HTTP2LoopbackServer: Sendable {
   public let port: Int
   private let process: Process
@@ -29,7 +31,7 @@ public final class HTTP2LoopbackServer: Sendable {
 
   public init(
     body: Data, delay: TimeInterval, root: String, oversizedHeaders: String = "",
-    stalls: String = ""
+    stalls: String = "", refuses: String = ""
   ) throws {
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     let bodyPath = root + "/body"
@@ -37,9 +39,9 @@ public final class HTTP2LoopbackServer: Sendable {
     statsPath = root + "/stats.json"
     let script = """
       import asyncio, json, os, ssl, sys
-      import h2.config, h2.connection, h2.events
+      import h2.config, h2.connection, h2.errors, h2.events
       body_path, certs, delay, stats_path = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-      oversized, stalls = sys.argv[5], sys.argv[6]
+      oversized, stalls, refuses = sys.argv[5], sys.argv[6], sys.argv[7]
       body = open(body_path, "rb").read()
       stats = {"requests": 0, "mostOpen": 0, "connections": 0, "paths": {}}
       open_streams = 0
@@ -122,7 +124,13 @@ public final class HTTP2LoopbackServer: Sendable {
                       stats["mostOpen"] = max(stats["mostOpen"], open_streams)
                       count(dict(event.headers)[b":path"].decode())
                       save()
-                      asyncio.ensure_future(respond(event.stream_id, dict(event.headers)[b":path"].decode()))
+                      path = dict(event.headers)[b":path"].decode()
+                      if path == refuses:
+                          open_streams -= 1
+                          connection.reset_stream(
+                              event.stream_id, error_code=h2.errors.ErrorCodes.REFUSED_STREAM)
+                          continue
+                      asyncio.ensure_future(respond(event.stream_id, path))
               writer.write(connection.data_to_send())
           writer.close()
 
@@ -143,7 +151,7 @@ public final class HTTP2LoopbackServer: Sendable {
       script,
       arguments: [
         bodyPath, Fixtures.directory + "/tls", String(delay), statsPath, oversizedHeaders,
-        stalls,
+        stalls, refuses,
       ],
       python: "/usr/bin/python3")
   }

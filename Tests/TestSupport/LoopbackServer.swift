@@ -70,16 +70,20 @@ public typealias Route = @Sendable (ServerRequest) -> ServerResponse
 /// by it. It counts the requests to each path so that tests can check what reached it.
 public final class LoopbackServer: Sendable {
   public let port: Int
+  /// The loopback address it listens on.
+  public let host: String
   private let group: MultiThreadedEventLoopGroup
   private let channel: any Channel
   private let log: RequestLog
 
-  public var baseURL: String { "http://127.0.0.1:\(port)" }
+  public var baseURL: String { "http://\(host):\(port)" }
 
   public func url(_ path: String) -> String { baseURL + path }
 
-  /// Starts a server answering `routes` (exact paths; anything else is 404).
-  public init(routes: [String: Route]) throws {
+  /// Starts a server answering `routes` (exact paths; anything else is 404) on `host`, a
+  /// loopback address (Linux answers on all of 127.0.0.0/8: 127.0.0.2 is a second address
+  /// for tests of rules that are per address).
+  public init(routes: [String: Route], host: String = "127.0.0.1") throws {
     let log = RequestLog()
     let group = MultiThreadedEventLoopGroup(numberOfThreads: 1)
     let bootstrap = ServerBootstrap(group: group)
@@ -91,8 +95,9 @@ public final class LoopbackServer: Sendable {
           channel.pipeline.addHandler(RouteHandler(routes: routes, log: log))
         }
       }
-    channel = try bootstrap.bind(host: "127.0.0.1", port: 0).wait()
+    channel = try bootstrap.bind(host: host, port: 0).wait()
     port = channel.localAddress!.port!
+    self.host = host
     self.group = group
     self.log = log
   }

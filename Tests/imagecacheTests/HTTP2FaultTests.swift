@@ -26,4 +26,27 @@ final class HTTP2FaultTests: TemporaryFolderTestCase {
     XCTAssertEqual(prefetch.failures.first?.name, "responseHeaderTooLarge")
     XCTAssertEqual(prefetch.failures.first?.attempts, 1, "not retried")
   }
+
+  /// A server that refuses streams (RST_STREAM REFUSED_STREAM) gets no storm: libcurl 7.88
+  /// resends a refused request five times at once on fresh connections, inside each of our
+  /// attempts; here each refusal is one attempt, after a back-off: `retries + 1` requests.
+  func testARefusedStreamIsOneAttemptRetriedAfterABackOff() throws {
+    let server = try HTTP2LoopbackServer(
+      body: Fixtures.jpeg, delay: 0, root: temporary.appending("h2"), refuses: "/busy.jpg")
+    defer { server.shutdown() }
+    let busy = server.url("/busy.jpg")
+    let result = try ImageCacheBinary.run(
+      [
+        "prefetch", try temporary.manifest([busy]),
+        "--cache", temporary.appending("cache"), "--cacert", Fixtures.directory + "/tls/cert.pem",
+        "--retries", "2", "--json",
+      ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let prefetch = try XCTUnwrap(try RunReport.decode(Data(result.stdout.utf8)).prefetch)
+    let failure = try XCTUnwrap(prefetch.failures.first, result.stderr)
+    XCTAssertEqual(failure.url, busy)
+    XCTAssertEqual(failure.attempts, 3)
+    XCTAssertTrue(failure.message.contains("REFUSED_STREAM"), failure.message)
+    XCTAssertEqual(try server.stats().paths["/busy.jpg"], 3, "one request per attempt")
+  }
 }

@@ -52,6 +52,10 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
   /// loading ignore them, libcurl 7.88 refuses the body ("Failed writing received data").
   /// Not the image's fault, so never blacklisted.
   case trailingDataAfterCompressedBody
+  /// A connection to an address the run's rules refuse (`--deny-addresses`, link-local by
+  /// default): the run's configuration, not the URL's fault, so neither retried nor
+  /// blacklisted.
+  case addressDenied
   case cancelled
   case other
 
@@ -63,7 +67,7 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
       true
     case .secureConnectionFailed, .serverCertificateUntrusted, .badServerResponse,
       .cannotDecodeContentData, .tooManyRedirects, .responseTooLarge, .responseHeaderTooLarge,
-      .trailingDataAfterCompressedBody, .other:
+      .trailingDataAfterCompressedBody, .addressDenied, .other:
       false
     }
   }
@@ -71,7 +75,7 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
   /// SD 5's rule, every failure that is not transient puts the URL on the blacklist, but for
   /// ours alone: a body libcurl refuses where SD's URL loading takes it.
   public var blacklistsURL: Bool {
-    !isTransient && self != .trailingDataAfterCompressedBody
+    !isTransient && self != .trailingDataAfterCompressedBody && self != .addressDenied
   }
 
   /// URLError-style numeric codes, so that every failure in a report carries a number.
@@ -90,6 +94,8 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
     case .serverCertificateUntrusted: -1202
     case .badServerResponse: -1011
     case .cannotDecodeContentData: -1016
+    // URLError's number for a connection that policy (App Transport Security) refuses.
+    case .addressDenied: -1022
     case .cancelled: -999
     case .other: -1
     }

@@ -149,7 +149,8 @@ struct JobParser {
         "concurrency", "perHostConcurrency", "perHostStreams", "timeout", "deadline",
         "maxResponseSize", "retries",
         "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
-        "noProxy", "rate", "maxBandwidth", "hostBackoff", "maxRunTime",
+        "noProxy", "rate", "maxBandwidth", "hostBackoff", "maxRunTime", "denyAddresses",
+        "allowLinkLocal",
       ],
       prefix: "prefetch.")
     if let value = mapping["concurrency"] {
@@ -204,7 +205,8 @@ struct JobParser {
   }
 
   /// `prefetch.caBundle` (relative to the job file), `prefetch.proxy` and `prefetch.noProxy`
-  /// (text, or a list of hosts).
+  /// (text, or a list of hosts), `prefetch.denyAddresses` (text, or a list of rules) and
+  /// `prefetch.allowLinkLocal`.
   func apply(_ mapping: Node.Mapping, to connection: inout Connection) throws(ConfigurationError) {
     if let value = mapping["caBundle"], let path = try string(value, "prefetch.caBundle") {
       let resolved = resolve(path)
@@ -225,6 +227,18 @@ struct JobParser {
         throw fail(value, "prefetch.noProxy", problem)
       }
       connection.noProxy = hosts
+    }
+    if let value = mapping["denyAddresses"] {
+      switch AddressRules.parse(try strings(value, "prefetch.denyAddresses")) {
+      case .success(let ranges): connection.addressRules.denied = ranges
+      case .failure(let error): throw fail(value, "prefetch.denyAddresses", error.description)
+      }
+    }
+    if let value = mapping["allowLinkLocal"] {
+      guard let allowed = value.bool else {
+        throw fail(value, "prefetch.allowLinkLocal", "expected true or false")
+      }
+      connection.addressRules.allowLinkLocal = allowed
     }
   }
 
