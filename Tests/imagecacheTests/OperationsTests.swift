@@ -52,11 +52,16 @@ final class OperationsTests: LoopbackTestCase {
     let now = Int64(Date().timeIntervalSince1970)
     try builder.file("old.jpg", accessTime: now - 30 * 86_400)
     let before = tree(cache)
+    // Limits that would delete the month-old file and trim the rest: the dry run plans it.
     for command in [
-      ["maintain", "--dry-run"], ["migrate", "--dry-run"], ["stats"], ["blacklist", "list"],
+      ["maintain", "--dry-run", "--max-age", "7d", "--max-size", "1"], ["migrate", "--dry-run"],
+      ["stats"], ["blacklist", "list"],
     ] {
       let result = try run(command + ["--cache", cache])
       XCTAssertEqual(result.status, 0, "\(command): \(result.stderr)")
+      if command[0] == "maintain" {
+        XCTAssertTrue(result.stderr.contains("would remove 1 files"), result.stderr)
+      }
     }
     XCTAssertEqual(tree(cache), before, "not even the lock file or the state folder")
   }
