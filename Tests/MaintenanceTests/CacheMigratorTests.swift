@@ -145,9 +145,11 @@ final class CacheMigratorTests: XCTestCase {
   func testFileNameCollisionKeepsTheNewerUnderTheCurrentName() throws {
     let key = "https://example.com/img/photo.jpg?size=large"
     let md5 = CacheFileName.md5Hex(key)
-    try cache.file(md5 + ".jpg", size: 10, accessTime: 100)
-    try cache.file(md5, size: 20, accessTime: 300)  // newest
-    try cache.file(md5 + ".jpg?size=large", size: 30, accessTime: 200)
+    // Newer by modification date, which SD's writes set: not by access date, which a hit
+    // moves (the newest content was read least recently).
+    try cache.file(md5 + ".jpg", size: 10, accessTime: 400, modificationTime: 100)
+    try cache.file(md5, size: 20, accessTime: 50, modificationTime: 300)  // newest
+    try cache.file(md5 + ".jpg?size=large", size: 30, accessTime: 350, modificationTime: 200)
 
     let migrator = CacheMigrator(location: location)
     let plan = migrator.renameLegacyFileNames(keys: [key], dryRun: true, now: now)
