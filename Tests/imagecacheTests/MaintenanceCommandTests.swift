@@ -71,6 +71,40 @@ final class MaintenanceCommandTests: XCTestCase {
     XCTAssertEqual(report.maintenance.last?.filesRemoved, count - remaining)
   }
 
+  /// Issue 41 item 18: SIGINT stops a migration after the file in hand, as it stops a trim:
+  /// exit 130, the report `interrupted` with what was moved, the rest left in SD's folder for
+  /// the next run.
+  func testSIGINTDuringAMigrationStopsItWithAnInterruptedReport() throws {
+    let count = 20_000
+    let legacy = CacheBuilder(
+      root: temporary.appending("default/com.hackemist.SDWebImageCache.default"))
+    for index in 0..<count {
+      try legacy.file(
+        CacheFileName.md5Hex("https://example.com/\(index).jpg") + ".jpg", size: 10,
+        accessTime: 10_000 + Int64(index))
+    }
+    let reportPath = temporary.appending("report.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "migrate", "--cache", location.directory, "-v", "--report", reportPath,
+    ])
+    var said = ""
+    while !said.contains("migrate: move") {
+      let chunk = stderr.fileHandleForReading.availableData
+      guard !chunk.isEmpty else { break }
+      said += String(decoding: chunk, as: UTF8.self)
+    }
+    kill(process.processIdentifier, SIGINT)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+
+    XCTAssertEqual(result.status, 130, String(said.suffix(2000)) + result.stderr)
+    let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.status, .interrupted)
+    let left = try legacy.remainingFiles().count
+    XCTAssertGreaterThan(left, 0, "stopped mid-migration")
+    XCTAssertEqual(try builder.remainingFiles().count, count - left, "nothing lost")
+    XCTAssertEqual(report.maintenance.first?.filesMoved, count - left)
+  }
+
   func testDryRunPrintsThePlanAndJSONOnStdout() throws {
     try builder.file("old", accessTime: 1_000)
     let result = try ImageCacheBinary.run([
