@@ -260,6 +260,24 @@ final class HostileInputTests: LoopbackTestCase {
     XCTAssertFalse(FileManager.default.fileExists(atPath: stale))
   }
 
+  /// Shards share a cache: a temporary file a little newer than a run's start is another
+  /// worker's store in flight, not a clock that ran ahead. The sweep leaves its times alone
+  /// (it used to re-date it, and failed the run, exit 4, when the store renamed it meanwhile:
+  /// seen in SlurmTests' four workers).
+  func testAnotherWorkersTemporaryFileInFlightIsLeftAlone() throws {
+    let directory = location.diskCachePath
+    try FileSystem.createDirectory(path: directory)
+    let inFlight = directory + "/" + FileSystem.temporaryPrefix + "abc.jpg.x1"
+    XCTAssertTrue(FileManager.default.createFile(atPath: inFlight, contents: Data(count: 10)))
+    let runStarted = Date(timeIntervalSince1970: 1_800_000_000)
+    let written = runStarted.addingTimeInterval(5)
+    try FileSystem.setTimes(path: inFlight, access: written, modification: written)
+    let swept = try FileSystem.removeStaleTemporaries(
+      in: directory, olderThan: JobRunner.staleTemporaryAge, now: runStarted, dryRun: false)
+    XCTAssertEqual(swept.count, 0)
+    XCTAssertEqual(try FileSystem.attributes(atPath: inFlight)?.modificationDate, written)
+  }
+
   func testStaleTemporaryFilesAreRemovedAndCounted() async throws {
     let directory = location.diskCachePath
     try FileSystem.createDirectory(path: directory)

@@ -213,9 +213,11 @@ public enum FileSystem {
   /// `now`: what a killed run left (a live store finishes within its download deadline).
   /// Returns how many there were and their allocated bytes; with `dryRun`, only counts them.
   ///
-  /// One modified after `now` was written while the wall clock ran ahead: it is dated `now`
-  /// (not in a dry run), so that it ages from now and goes once `age` has passed, instead of
-  /// staying until the clock catches up, years later.
+  /// One modified more than `age` after `now` was written while the wall clock ran ahead: it
+  /// is dated `now` (not in a dry run), so that it ages from now and goes once `age` has
+  /// passed, instead of staying until the clock catches up, years later. One modified just
+  /// after `now` is another worker's store in flight (shards share the cache): left alone,
+  /// and one that a store renames or removes meanwhile is no error.
   public static func removeStaleTemporaries(
     in directory: String, olderThan age: TimeInterval, now: Date, dryRun: Bool
   ) throws(FileSystemError) -> (count: Int, bytes: UInt64) {
@@ -225,7 +227,13 @@ public enum FileSystem {
     for (name, attributes) in try temporaryFiles(in: directory) {
       let path = directory + "/" + name
       if attributes.modificationDate > now {
-        if !dryRun { try setTimes(path: path, access: now, modification: now) }
+        if !dryRun && attributes.modificationDate > now.addingTimeInterval(age) {
+          do {
+            try setTimes(path: path, access: now, modification: now)
+          } catch  where error.errno == ENOENT {
+            // Stored or removed by its writer since the folder was read.
+          }
+        }
         continue
       }
       guard attributes.modificationDate < cutoff else { continue }
