@@ -43,8 +43,7 @@ final class EasyHandle {
     // at once on fresh connections, with no back-off: only its verbose text says so. The
     // transfer is stopped at the resend instead (no new socket; on a connection it has, before
     // the request is sent), and the refusal is one attempt of the URL's, retried after a
-    // back-off.
-    ic_easy_setopt_long(handle, CURLOPT_VERBOSE, 1)
+    // back-off. Verbose is on only for the hops that may go over HTTP/2 (``setHop``).
     ic_easy_setopt_debug_function(handle, noticeRefusedStream)
     ic_easy_setopt_pointer(handle, CURLOPT_DEBUGDATA, context)
     ic_easy_setopt_prereq_function(handle, stopRefusedResend)
@@ -99,6 +98,8 @@ final class EasyHandle {
     // rather than opening another.
     let multiplexes = transfer.hop.isHTTPS && !transfer.isolated
     ic_easy_setopt_long(handle, CURLOPT_PIPEWAIT, multiplexes ? 1 : 0)
+    // Only an HTTP/2 stream can be refused: libcurl formats its verbose text for no other.
+    ic_easy_setopt_long(handle, CURLOPT_VERBOSE, multiplexes ? 1 : 0)
     ic_easy_setopt_long(
       handle, CURLOPT_HTTP_VERSION, transfer.isolated ? ic_http_version_1_1 : ic_http_version_2tls)
     curl_slist_free_all(headerList)
