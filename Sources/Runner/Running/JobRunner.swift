@@ -160,12 +160,7 @@ public struct JobRunner: Sendable {
     console.report(.runFailed(job: job.name, error: error))
     let warnings = RunWarnings(console: console)
     do {
-      let files = reportFiles(startedAt: clock.startedAt)
-      let writer = try ReportWriter(
-        job: job.name, location: job.location, startedAt: clock.startedAt, files: files,
-        standardOutput: settings.printsReport, runID: job.runID, shard: job.shard,
-        previousAttempts: RunReport.previousAttempts(
-          in: files, runID: job.runID, shard: job.shard))
+      let writer = try reportWriter(startedAt: clock.startedAt)
       let finish = finish(clock, warnings: warnings)
       let metrics = stageMetrics(
         writer: writer, status: .failed, finish: finish, counts: nil, warnings: warnings)
@@ -177,6 +172,17 @@ public struct JobRunner: Sendable {
     } catch let reportError {
       console.report(.reportNotWritten(job: job.name, error: reportError))
     }
+  }
+
+  /// The run's report writer, for a run that started at `startedAt` (or could not start): its
+  /// files, the run and shard it is of, its exit policy and the shard's earlier attempts.
+  private func reportWriter(startedAt: Date) throws -> ReportWriter {
+    let files = reportFiles(startedAt: startedAt)
+    return try ReportWriter(
+      job: job.name, location: job.location, startedAt: startedAt, files: files,
+      standardOutput: settings.printsReport, runID: job.runID, shard: job.shard,
+      allowsURLFailures: job.allowURLFailures,
+      previousAttempts: RunReport.previousAttempts(in: files, runID: job.runID, shard: job.shard))
   }
 
   /// For the report of a prefetch that did not get through its URLs: how many its manifests
@@ -200,12 +206,7 @@ public struct JobRunner: Sendable {
     // A metrics path that can never be written (a folder, a block device) fails the run before
     // it does any work, as a report path does when its writer opens it.
     for file in metricsFiles { _ = try OutputFile(path: file) }
-    let files = reportFiles(startedAt: startedAt)
-    let writer = try ReportWriter(
-      job: job.name, location: job.location, startedAt: startedAt, files: files,
-      standardOutput: settings.printsReport, runID: job.runID, shard: job.shard,
-      allowsURLFailures: job.allowURLFailures,
-      previousAttempts: RunReport.previousAttempts(in: files, runID: job.runID, shard: job.shard))
+    let writer = try reportWriter(startedAt: startedAt)
     let warnings = RunWarnings(console: console)
     for warning in job.warnings { warnings.add(.ignoredOption(warning)) }
     for warning in setupWarnings { warnings.add(warning) }
