@@ -3,73 +3,89 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// docs/fleets.md's GNU parallel recipe, as written there (issue 40, item 5), run with GNU
-/// parallel against a loopback server: four workers fetch every URL once, the night's 404 does
-/// not hold back the merge, and the merged report is of the whole night. A machine without
-/// `parallel` skips it, unless `IMAGECACHE_REQUIRE_ENGINES=1` (`.ci/run`, which installs it).
+/// docs/fleets.md's GNU parallel recipe and rerun, as written there (issue 40, item 5), run with
+/// GNU parallel against a loopback server: four workers fetch every URL once, the night's 404s
+/// do not hold back the merge, and the merged report is of the whole night; a worker killed
+/// with SIGKILL fails the night, and the rerun from the job log runs that worker alone. A
+/// machine without `parallel` skips, unless `IMAGECACHE_REQUIRE_ENGINES=1` (`.ci/run`, which
+/// installs it).
 final class ParallelRecipeTests: LoopbackTestCase {
-  static let night = (0..<8).map { "/img/\($0).jpg" }
+  let fleet = FleetNight()
 
-  override var routes: [String: Route] {
-    var routes: [String: Route] = [:]
-    for path in Self.night {
-      routes[path] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
-    }
-    routes["/gone.jpg"] = { _ in ServerResponse(status: 404, body: Data("gone".utf8)) }
-    return routes
+  override var routes: [String: Route] { fleet.routes }
+
+  override func setUpWithError() throws {
+    try FleetDocs.require("/usr/bin/parallel", package: "parallel")
+    try super.setUpWithError()
   }
 
-  /// The recipe's lines in docs/fleets.md: from its `# GNU parallel` comment to the next
-  /// comment or the end of the block.
-  private func recipe() throws -> String {
-    let text = try String(
-      contentsOf: DeployTests.repository.appendingPathComponent("docs/fleets.md"),
-      encoding: .utf8)
-    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-    let start = try XCTUnwrap(lines.firstIndex { $0.hasPrefix("# GNU parallel") })
-    let body = lines[(start + 1)...].prefix { !$0.hasPrefix("#") && !$0.hasPrefix("```") }
-    return body.joined(separator: "\n")
+  private var cache: String { temporary.appending("c") }
+
+  /// Writes the night's manifest, `urls.txt`; its URLs.
+  private func prepare(broken: Bool) throws -> [String] {
+    let urls = FleetNight.urls(on: server, broken: broken)
+    try urls.joined(separator: "\n").write(
+      toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
+    return urls
   }
 
-  func testTheGNUParallelRecipeFetchesEachURLOnceAndItsMergePassesANightWithA404() throws {
-    let parallel = "/usr/bin/parallel"
-    guard FileManager.default.isExecutableFile(atPath: parallel) else {
-      if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-        return XCTFail(
-          "IMAGECACHE_REQUIRE_ENGINES=1 but GNU parallel (Debian: parallel) is missing")
-      }
-      throw XCTSkip("GNU parallel is not installed (Debian: parallel)")
-    }
-    let script = try recipe()
-    XCTAssertTrue(script.contains("parallel -j4"), script)
+  /// Starts the page's GNU parallel lines after `heading` in the temporary folder, with the
+  /// recipe's cache there and the variables in `variables` set (a rerun's `run_id`).
+  private func start(after heading: String, variables: [String: String] = [:]) throws
+    -> BackgroundCommand
+  {
+    let script = try FleetDocs.commands("GNU parallel", after: heading)
+    XCTAssertTrue(script.contains("parallel -j4 --joblog fleet.log"), script)
     XCTAssertTrue(script.contains("report merge"), script)
-    // The recipe's manifest and cache, here; everything else as the page says.
-    let manifest = temporary.appending("urls.txt")
-    try (Self.night + ["/gone.jpg"]).map { server.url($0) }.joined(separator: "\n")
-      .write(toFile: manifest, atomically: true, encoding: .utf8)
-    let cache = temporary.appending("c")
-    let adapted = script.replacingOccurrences(of: "/srv/c", with: cache)
     let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
-    let result = try Command.run(
-      "/bin/bash", ["-euo", "pipefail", "-c", adapted],
-      environment: ["PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path],
+    return try BackgroundCommand(
+      "/bin/bash",
+      ["-euo", "pipefail", "-c", script.replacingOccurrences(of: "/srv/c", with: cache)],
+      environment: ["PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path]
+        .merging(variables) { $1 },
       directory: temporary.path)
-    XCTAssertEqual(result.status, 0, "the merge passes a night with a 404: \(result.stderr)")
+  }
 
-    for path in Self.night + ["/gone.jpg"] {
-      XCTAssertEqual(server.requestCount(path), 1, "\(path): each URL fetched once by the fleet")
+  private func report(_ name: String) throws -> RunReport {
+    try RunReport.load(path: temporary.appending(name))
+  }
+
+  func testTheGNUParallelRecipeFetchesEachURLOnceAndItsMergePassesANightWith404s() throws {
+    let urls = try prepare(broken: false)
+    let result = try start(after: "## Recipes").finish()
+    XCTAssertEqual(result.status, 0, "the merge passes a night with 404s: \(result.stderr)")
+    let merged = try report("run.json")
+    FleetNight.checkOrdinaryNight(merged, server: server, urls: urls)
+    let runIDs = try (1...FleetNight.shards).map { try report("r\($0).json").runID }
+    XCTAssertEqual(Set(runIDs).count, 1, "one run ID for the four workers: \(runIDs)")
+    XCTAssertEqual(merged.runID, runIDs.first)
+  }
+
+  func testAWorkerKilledWithSIGKILLFailsTheNightAndTheJobLogRerunsItAlone() throws {
+    let urls = try prepare(broken: true)
+    let broken = try start(after: "## Recipes")
+    try FleetNight.killVictimMidway(server: server, urls: urls, cache: cache)
+    let result = broken.finish()
+    XCTAssertEqual(result.status, 1, "parallel fails the night, one job failed: \(result.stderr)")
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: temporary.appending("run.json")), "no merge")
+    // The job log's columns: Seq Host Starttime JobRuntime Send Receive Exitval Signal Command.
+    let log = try String(contentsOfFile: temporary.appending("fleet.log"), encoding: .utf8)
+    let rows: [[Substring]] = log.split(separator: "\n").dropFirst().map {
+      $0.split(separator: "\t")
     }
-    let merged = try RunReport.load(path: temporary.appending("run.json"))
-    XCTAssertEqual(merged.status, .completed)
-    XCTAssertEqual(merged.mergedFrom?.count, 4)
-    XCTAssertEqual(Set((merged.mergedFrom ?? []).map(\.status)), [.completed])
-    XCTAssertEqual(merged.allowURLFailures, true)
-    XCTAssertEqual(merged.prefetch?.total, Self.night.count + 1)
-    XCTAssertEqual(merged.prefetch?.downloaded, Self.night.count)
-    XCTAssertEqual(merged.prefetch?.failures.map(\.httpStatus), [404])
-    let runIDs = Set(merged.mergedFrom?.map(\.file) ?? []).map { file in
-      (try? RunReport.load(path: temporary.appending(file)))?.runID
-    }
-    XCTAssertEqual(Set(runIDs).count, 1, "one run ID for the four workers")
+    let failed = rows.filter { row in row.count > 7 && (row[6] != "0" || row[7] != "0") }
+      .map { row in String(row[0]) }
+    XCTAssertEqual(failed, ["\(FleetNight.victim + 1)"], "the job log names the job: \(log)")
+
+    fleet.release()
+    let runID = try XCTUnwrap(try report("r1.json").runID)
+    let before = server.allRequests.count
+    let rerun = try start(after: "### Rerunning one shard", variables: ["run_id": runID]).finish()
+    XCTAssertEqual(rerun.status, 0, rerun.stderr)
+    FleetNight.checkRerun(
+      requests: Array(server.allRequests[before...]),
+      report: try report("r\(FleetNight.victim + 1).json"), merged: try report("run.json"),
+      server: server, urls: urls)
   }
 }

@@ -3,24 +3,27 @@ import Foundation
 import TestSupport
 import XCTest
 
-/// A night on a real Slurm (issue 28 item 7): a one-node cluster on 127.0.0.1 started by
-/// `scripts/slurm-local` in a temporary folder runs a 4-task array of `imagecache prefetch`
-/// against a loopback image server, then a merge job that waits for it with `afterok`.
+/// A night on a real Slurm (issue 28 item 7, issue 40 item 5): a one-node cluster on 127.0.0.1
+/// started by `scripts/slurm-local` in a temporary folder runs docs/fleets.md's recipe, as
+/// written there, against a loopback image server: a 4-task array of `imagecache run`, then a
+/// merge job that waits for it with `afterany`; and, after a task killed with SIGKILL, the
+/// page's rerun of that task alone.
 ///
 /// Needs root and Debian's `slurm-wlm` and `munge`; without them the tests skip, saying so,
 /// unless `IMAGECACHE_REQUIRE_ENGINES=1` (set by `.ci/run`, which installs them), where they fail.
 final class SlurmTests: XCTestCase {
-  static let images = 24
-  static let missing = 4
-  static let shards = 4
+  static let shards = FleetNight.shards
   static let tools = ["munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel"]
 
+  let fleet = FleetNight()
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
   /// The cluster's own folder, apart from the test's: munged wants every folder above its
   /// socket open to all (0755), which a test's temporary folder (0700) is not.
   var clusterFolder: TemporaryDirectory!
   var cluster: String { clusterFolder.path }
+  /// Where the jobs are submitted from and run: the recipe's folder.
+  var work: String { temporary.appending("cluster-work") }
 
   static var script: String {
     DeployTests.repository.appendingPathComponent("scripts/slurm-local").path
@@ -30,12 +33,7 @@ final class SlurmTests: XCTestCase {
     try super.setUpWithError()
     try Self.requireEngines()
     temporary = try TemporaryDirectory()
-    var routes: [String: Route] = [:]
-    for index in 0..<Self.images {
-      routes["/i/\(index).jpg"] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
-    }
-    // /gone/K.jpg has no route: the server answers 404, as a CDN does for a deleted image.
-    server = try LoopbackServer(routes: routes)
+    server = try LoopbackServer(routes: fleet.routes)
     clusterFolder = try TemporaryDirectory(prefix: "imagecache-slurm")
     let started = try Command.run("/bin/bash", [Self.script, "start", cluster])
     guard started.status == 0 else {
@@ -56,77 +54,119 @@ final class SlurmTests: XCTestCase {
     super.tearDown()
   }
 
-  /// How each array task runs imagecache: the one line that differs between the two tests.
-  enum Worker {
-    /// `--shards 4` takes K from SLURM_ARRAY_TASK_ID, `{shard}` names the report, and
-    /// `--allow-url-failures` makes a night with 404s exit 0, so that `afterok` holds.
-    case slurmAware
-    /// What works without those: K computed by the script, exit 1 (URLs failed) let through.
-    case explicitShard
-
-    /// How the merge job ends after a night with 404s.
-    var mergeState: String { self == .slurmAware ? "COMPLETED" : "FAILED" }
-    var mergeExit: String { self == .slurmAware ? "0:0" : "1:0" }
-
-    var command: String {
-      let common =
-        #""$IMAGECACHE" prefetch "$WORK/urls.txt" --cache "$WORK/cache" --retries 0"#
-      switch self {
-      case .slurmAware:
-        return "exec \(common) --shards \(SlurmTests.shards) --allow-url-failures"
-          + #" --report "$WORK/reports/shard-{shard}.json""#
-      case .explicitShard:
-        return "\(common) --shard \"$SLURM_ARRAY_TASK_ID/\(SlurmTests.shards)\""
-          + #" --report "$WORK/reports/shard-$SLURM_ARRAY_TASK_ID.json""# + "\n"
-          + "status=$?; [ $status -eq 1 ] && exit 0; exit $status"
-      }
-    }
+  /// The night's manifest and the recipe's job, `nightly.yaml`, in the work folder; the URLs.
+  /// The job's long timeout and deadline let a held image wait for the kill however loaded the
+  /// machine.
+  private func prepare(broken: Bool) throws -> [String] {
+    try FileManager.default.createDirectory(
+      atPath: work + "/reports", withIntermediateDirectories: true)
+    let urls = FleetNight.urls(on: server, broken: broken)
+    try urls.joined(separator: "\n").write(
+      toFile: work + "/urls.txt", atomically: true, encoding: .utf8)
+    try """
+    name: nightly
+    cache: {directory: cache}
+    manifests: [urls.txt]
+    prefetch: {timeout: 300s, deadline: 300s}
+    """.write(toFile: work + "/nightly.yaml", atomically: true, encoding: .utf8)
+    return urls
   }
 
-  func testAnArrayOfSlurmAwareShardsFetchesEveryURLOnceAndItsMergeRunsAfterANightWith404s()
-    throws
-  {
-    let array = try night(.slurmAware)
-    for index in 0..<Self.shards {
-      let shard = try reportObject("reports/shard-\(index).json")
-      let recorded = try XCTUnwrap(shard["shard"] as? [String: Any], "shard \(index)")
-      XCTAssertEqual(recorded["index"] as? Int, index)
-      XCTAssertEqual(recorded["count"] as? Int, Self.shards)
-      XCTAssertEqual(shard["runID"].map { "\($0)" }, array, "the run is Slurm's array job")
+  /// The page's Slurm lines after `heading`, run in the work folder with `variables` set (a
+  /// rerun's `jid`): the id of the array they submit (in `arrayVariable`) and of their merge.
+  private func submitRecipe(
+    after heading: String, arrayVariable: String, variables: [String: String] = [:]
+  ) throws -> (array: String, merge: String) {
+    let lines = try FleetDocs.commands("Slurm", after: heading)
+    XCTAssertTrue(lines.contains("--dependency=afterany:$\(arrayVariable)"), lines)
+    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
+    let result = try Command.run(
+      "/bin/bash", ["-euo", "pipefail", "-c", lines + "echo \"array $\(arrayVariable)\"\n"],
+      environment: [
+        "PATH": "\(binaries):/usr/bin:/bin:/usr/sbin:/sbin", "HOME": temporary.path,
+        "SLURM_CONF": cluster + "/slurm.conf",
+      ].merging(variables) { $1 }, directory: work)
+    let words = result.stdout.split(whereSeparator: \.isWhitespace).map(String.init)
+    guard result.status == 0,
+      let merge = words.firstIndex(of: "job").map({ words[$0 + 1] }),
+      let array = words.firstIndex(of: "array").map({ words[$0 + 1] })
+    else { throw ClusterError("the recipe: \(result.status) \(result.stdout) \(result.stderr)") }
+    return (array.split(separator: ";").first.map(String.init) ?? array, merge)
+  }
+
+  private func report(_ name: String) throws -> RunReport {
+    try RunReport.load(path: work + "/reports/\(name).json")
+  }
+
+  func testTheRecipeFetchesEveryURLOnceAndItsMergePassesANightWith404s() throws {
+    let urls = try prepare(broken: false)
+    let (array, merge) = try submitRecipe(after: "## Recipes", arrayVariable: "jid")
+    let workers = try waitForJob(array, tasks: Self.shards)
+    guard workers.allSatisfy({ $0.state == "COMPLETED" }) else {
+      throw ClusterError(
+        "every task exits 0 on a night with 404s, not \(workers.map(\.state)):\n\(logs(work))")
     }
+    let merged = try waitForJob(merge, tasks: 1)[0]
+    XCTAssertEqual(merged.state, "COMPLETED", "the merge passes the night: \(logs(work))")
+    XCTAssertEqual(merged.exitCode, "0:0", logs(work))
+    for index in 0..<Self.shards {
+      let shard = try report("shard-\(index)")
+      XCTAssertEqual(shard.shard?.index, index)
+      XCTAssertEqual(shard.shard?.count, Self.shards)
+      XCTAssertEqual(shard.runID, array, "the run is Slurm's array job")
+    }
+    FleetNight.checkOrdinaryNight(try report("run"), server: server, urls: urls)
 
     // A merge that lacks a shard would undercount the night: it is refused, naming the shard.
     let partial = try ImageCacheBinary.run(
-      ["report", "merge"]
-        + [0, 1, 3].map { temporary.appending("cluster-work/reports/shard-\($0).json") }
+      ["report", "merge"] + [0, 1, 3].map { work + "/reports/shard-\($0).json" }
         + ["--report", temporary.appending("partial.json")])
     XCTAssertNotEqual(partial.status, 0, partial.stdout)
-    XCTAssertTrue(
-      partial.stderr.contains("2/\(Self.shards)")
-        || partial.stderr.range(of: #"shard 2\b"#, options: .regularExpression) != nil,
-      partial.stderr)
+    XCTAssertTrue(partial.stderr.contains("missing shard 2 of \(Self.shards)"), partial.stderr)
   }
 
+  func testATaskKilledWithSIGKILLFailsTheMergeNamingItsShardAndItsRerunAloneCompletesTheNight()
+    throws
+  {
+    let urls = try prepare(broken: true)
+    let (array, merge) = try submitRecipe(after: "## Recipes", arrayVariable: "jid")
+    try FleetNight.killVictimMidway(server: server, urls: urls, cache: work + "/cache")
+    XCTAssertEqual(
+      try waitForJob(array, tasks: Self.shards).map(\.state),
+      ["COMPLETED", "COMPLETED", "COMPLETED", "FAILED"], logs(work))
+    let failed = try waitForJob(merge, tasks: 1)[0]
+    XCTAssertEqual(failed.state, "FAILED", "afterany ran the merge, which failed: \(logs(work))")
+    let mergeLog = try String(contentsOfFile: work + "/slurm-\(merge).out", encoding: .utf8)
+    XCTAssertTrue(
+      mergeLog.contains("missing shard \(FleetNight.victim) of \(Self.shards)"), mergeLog)
+
+    fleet.release()
+    let before = server.allRequests.count
+    let (rerun, remerge) = try submitRecipe(
+      after: "### Rerunning one shard", arrayVariable: "rid", variables: ["jid": array])
+    XCTAssertEqual(try waitForJob(rerun, tasks: 1).map(\.state), ["COMPLETED"], logs(work))
+    let merged = try waitForJob(remerge, tasks: 1)[0]
+    XCTAssertEqual(merged.state, "COMPLETED", "the merge after the rerun: \(logs(work))")
+    FleetNight.checkRerun(
+      requests: Array(server.allRequests[before...]),
+      report: try report("shard-\(FleetNight.victim)"), merged: try report("run"),
+      server: server, urls: urls)
+  }
+
+  /// What works without the recipe's `--shards` and `--allow-url-failures`: K computed by the
+  /// worker's script, exit 1 (URLs failed) let through so that `afterok` holds.
   func testAnArrayGivenExplicitShardsFetchesEveryURLOnceAndItsMergeRunsAfterANightWith404s()
     throws
   {
-    _ = try night(.explicitShard)
-  }
+    let urls = try prepare(broken: false)
+    try """
+    #!/bin/bash
+    "$IMAGECACHE" prefetch "$WORK/urls.txt" --cache "$WORK/cache" --retries 0 \\
+      --shard "$SLURM_ARRAY_TASK_ID/\(Self.shards)" \\
+      --report "$WORK/reports/shard-$SLURM_ARRAY_TASK_ID.json"
+    status=$?; [ $status -eq 1 ] && exit 0; exit $status
 
-  /// Submits the array and the merge job, waits for both, and checks what every night must
-  /// show: each URL fetched once by the whole array, the merge run after it, with the sum.
-  /// Returns the array's job id.
-  private func night(_ worker: Worker) throws -> String {
-    let work = temporary.appending("cluster-work")
-    try FileManager.default.createDirectory(
-      atPath: work + "/reports", withIntermediateDirectories: true)
-    let urls =
-      (0..<Self.images).map { server.url("/i/\($0).jpg") }
-      + (0..<Self.missing).map { server.url("/gone/\($0).jpg") }
-    try urls.joined(separator: "\n").write(
-      toFile: work + "/urls.txt", atomically: true, encoding: .utf8)
-    try "#!/bin/bash\n\(worker.command)\n".write(
-      toFile: work + "/worker.sh", atomically: true, encoding: .utf8)
+    """.write(toFile: work + "/worker.sh", atomically: true, encoding: .utf8)
     try """
     #!/bin/bash
     exec "$IMAGECACHE" report merge "$WORK"/reports/shard-*.json --report "$WORK/run.json"
@@ -134,13 +174,12 @@ final class SlurmTests: XCTestCase {
     """.write(toFile: work + "/merge.sh", atomically: true, encoding: .utf8)
 
     let array = try submit(
-      ["--array=0-\(Self.shards - 1)", "--output=\(work)/worker-%a.log", work + "/worker.sh"],
-      work: work)
+      ["--array=0-\(Self.shards - 1)", "--output=\(work)/worker-%a.log", work + "/worker.sh"])
     let merge = try submit(
       [
         "--dependency=afterok:\(array)", "--kill-on-invalid-dep=yes",
         "--output=\(work)/merge.log", work + "/merge.sh",
-      ], work: work)
+      ])
 
     let workers = try waitForJob(array, tasks: Self.shards)
     guard workers.allSatisfy({ $0.state == "COMPLETED" }) else {
@@ -148,32 +187,25 @@ final class SlurmTests: XCTestCase {
         "every task exits 0 on a night with 404s, not \(workers.map(\.state)):\n\(logs(work))")
     }
     let merged = try waitForJob(merge, tasks: 1)[0]
-    // Shards that allowed failed URLs say so in their reports, and the merge passes the night
-    // as they did; shards that did not make the merge exit 1 for the 404s.
-    XCTAssertEqual(
-      merged.state, worker.mergeState, "afterok let the merge run: \(logs(work))")
-    XCTAssertEqual(merged.exitCode, worker.mergeExit, "merged: \(logs(work))")
+    // Shards that did not allow failed URLs make the merge exit 1 for the 404s.
+    XCTAssertEqual(merged.state, "FAILED", "afterok let the merge run: \(logs(work))")
+    XCTAssertEqual(merged.exitCode, "1:0", "merged: \(logs(work))")
 
-    for index in 0..<Self.images {
-      XCTAssertEqual(server.requestCount("/i/\(index).jpg"), 1, "fetched once by the array")
+    for url in urls {
+      XCTAssertEqual(
+        server.requestCount(url.replacing(server.baseURL, with: "")), 1, "fetched once by the array"
+      )
     }
-    for index in 0..<Self.missing {
-      XCTAssertEqual(server.requestCount("/gone/\(index).jpg"), 1)
-    }
-    let shards = try (0..<Self.shards).map {
-      try XCTUnwrap(
-        try RunReport.decode(try reportData("cluster-work/reports/shard-\($0).json")).prefetch)
-    }
+    let shards = try (0..<Self.shards).map { try XCTUnwrap(try report("shard-\($0)").prefetch) }
     XCTAssertEqual(shards.map(\.total).reduce(0, +), urls.count, "each URL in one shard")
-    let run = try XCTUnwrap(try RunReport.decode(try reportData("cluster-work/run.json")).prefetch)
+    let run = try XCTUnwrap(try RunReport.load(path: work + "/run.json").prefetch)
     XCTAssertEqual(run.total, urls.count)
-    XCTAssertEqual(run.downloaded, Self.images)
-    XCTAssertEqual(run.failed, Self.missing)
-    XCTAssertEqual(Set(run.failures.map(\.url)).count, Self.missing)
+    XCTAssertEqual(run.downloaded, FleetNight.images)
+    XCTAssertEqual(run.failed, FleetNight.missing)
+    XCTAssertEqual(Set(run.failures.map(\.url)).count, FleetNight.missing)
     XCTAssertEqual(
       try DiskCache(location: CacheLocation(directory: work + "/cache")).usage().fileCount,
-      Self.images)
-    return array
+      FleetNight.images)
   }
 
   private var slurmEnvironment: [String: String] {
@@ -183,8 +215,9 @@ final class SlurmTests: XCTestCase {
     ]) { $1 }
   }
 
-  /// `sbatch --parsable ARGUMENTS`, with WORK and IMAGECACHE exported to the job; its id.
-  private func submit(_ arguments: [String], work: String) throws -> String {
+  /// `sbatch --parsable ARGUMENTS` from the work folder, with WORK and IMAGECACHE exported to
+  /// the job; its id.
+  private func submit(_ arguments: [String]) throws -> String {
     let environment = slurmEnvironment.merging([
       "WORK": work, "IMAGECACHE": ImageCacheBinary.path,
     ]) { $1 }
@@ -236,20 +269,11 @@ final class SlurmTests: XCTestCase {
     return String(record[range].dropFirst(name.count + 1))
   }
 
-  private func reportData(_ path: String) throws -> Data {
-    try XCTUnwrap(FileManager.default.contents(atPath: temporary.appending(path)), path)
-  }
-
-  private func reportObject(_ path: String) throws -> [String: Any] {
-    try XCTUnwrap(
-      try JSONSerialization.jsonObject(with: try reportData("cluster-work/" + path))
-        as? [String: Any])
-  }
-
-  /// The tail of every log in `folder` (the jobs' output, or the daemons'), for a failure.
+  /// The tail of every log in `folder` (the jobs' output, `slurm-*.out` from the recipe, or the
+  /// daemons'), for a failure.
   private func logs(_ folder: String) -> String {
     let files = (try? FileManager.default.subpathsOfDirectory(atPath: folder)) ?? []
-    return files.filter { $0.hasSuffix(".log") }.sorted().map { name in
+    return files.filter { $0.hasSuffix(".log") || $0.hasSuffix(".out") }.sorted().map { name in
       let text = (try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? ""
       return "--- \(name)\n" + text.split(separator: "\n").suffix(15).joined(separator: "\n")
     }.joined(separator: "\n")

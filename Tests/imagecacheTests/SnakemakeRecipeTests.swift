@@ -1,0 +1,113 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// docs/fleets.md's Snakemake recipe (issue 40, item 5): its Snakefile and commands, taken from
+/// the page, run by Snakemake 7 (Debian's `snakemake`) with the real binary against a loopback
+/// server. The merge rule needs the four shard reports, so it is the gate: it runs after an
+/// ordinary night, and not after a night that lost a shard, which the night's command, run
+/// again, reruns alone. A machine without `snakemake` skips, unless
+/// `IMAGECACHE_REQUIRE_ENGINES=1` (`.ci/run`, which installs it).
+final class SnakemakeRecipeTests: LoopbackTestCase {
+  let fleet = FleetNight()
+
+  override var routes: [String: Route] { fleet.routes }
+
+  override func setUpWithError() throws {
+    try FleetDocs.require("/usr/bin/snakemake", package: "snakemake")
+    try super.setUpWithError()
+  }
+
+  private var cache: String { temporary.appending("cache") }
+
+  /// The page's Snakefile, a job `nightly.yaml` on the night's manifest, in the temporary
+  /// folder; the night's URLs. The job's long timeout and deadline let a held image wait for
+  /// the kill however loaded the machine.
+  private func prepare(broken: Bool) throws -> [String] {
+    try FleetDocs.block(startingWith: "# Snakefile").write(
+      toFile: temporary.appending("Snakefile"), atomically: true, encoding: .utf8)
+    let urls = FleetNight.urls(on: server, broken: broken)
+    try urls.joined(separator: "\n").write(
+      toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
+    try """
+    name: nightly
+    cache: {directory: \(cache)}
+    manifests: [urls.txt]
+    prefetch: {timeout: 300s, deadline: 300s}
+    """.write(toFile: temporary.appending("nightly.yaml"), atomically: true, encoding: .utf8)
+    return urls
+  }
+
+  /// Starts the page's Snakemake lines after `heading` in the temporary folder, the variables
+  /// in `variables` set (a rerun's `night`).
+  private func start(after heading: String, variables: [String: String] = [:]) throws
+    -> BackgroundCommand
+  {
+    let script = try FleetDocs.commands("Snakemake", after: heading)
+    XCTAssertTrue(script.contains("snakemake --cores 4"), script)
+    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
+    return try BackgroundCommand(
+      "/bin/bash", ["-euo", "pipefail", "-c", script],
+      environment: ["PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path]
+        .merging(variables) { $1 },
+      directory: temporary.path)
+  }
+
+  /// The night the recipe ran: the one folder in `reports`, named by its date.
+  private func nightFolder() throws -> String {
+    let nights = try FileManager.default.contentsOfDirectory(atPath: temporary.appending("reports"))
+    XCTAssertEqual(nights.count, 1, "\(nights)")
+    return try XCTUnwrap(nights.first)
+  }
+
+  private func report(_ name: String, of night: String) throws -> RunReport {
+    try RunReport.load(path: temporary.appending("reports/\(night)/\(name).json"))
+  }
+
+  /// The reports of the shards the broken night did not kill.
+  private func survivors(of night: String) throws -> [RunReport] {
+    try (0..<FleetNight.shards).filter { $0 != FleetNight.victim }.map {
+      try report("shard-\($0)", of: night)
+    }
+  }
+
+  func testTheSnakefileFetchesEachURLOnceAndItsMergeRuleRunsAfterANightWith404s() throws {
+    let urls = try prepare(broken: false)
+    let result = try start(after: "## Recipes").finish()
+    XCTAssertEqual(
+      result.status, 0, "the merge rule runs after a night with 404s: \(result.stderr)")
+    let night = try nightFolder()
+    let merged = try report("run", of: night)
+    XCTAssertEqual(merged.runID, night, "the night is the run ID")
+    FleetNight.checkOrdinaryNight(merged, server: server, urls: urls)
+  }
+
+  func testAShardKilledWithSIGKILLHoldsBackTheMergeAndTheNightsCommandRerunsItAlone() throws {
+    let urls = try prepare(broken: true)
+    let broken = try start(after: "## Recipes")
+    try FleetNight.killVictimMidway(server: server, urls: urls, cache: cache)
+    let result = broken.finish()
+    let night = try nightFolder()
+    XCTAssertNotEqual(result.status, 0, "a night that lost a shard fails")
+    XCTAssertTrue(
+      result.stderr.contains("Error in rule shard")
+        && result.stderr.contains("reports/\(night)/shard-\(FleetNight.victim).json"),
+      "Snakemake names the killed shard's report: \(result.stderr)")
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: temporary.appending("reports/\(night)/run.json")),
+      "the merge rule does not run")
+    let others = try survivors(of: night)
+    XCTAssertEqual(Set(others.map(\.status)), [.completed], "the other shards ran to their end")
+
+    fleet.release()
+    let before = server.allRequests.count
+    let rerun = try start(after: "### Rerunning one shard", variables: ["night": night]).finish()
+    XCTAssertEqual(rerun.status, 0, rerun.stderr)
+    FleetNight.checkRerun(
+      requests: Array(server.allRequests[before...]),
+      report: try report("shard-\(FleetNight.victim)", of: night),
+      merged: try report("run", of: night), server: server, urls: urls)
+    XCTAssertEqual(try survivors(of: night), others, "the shards that completed are not run again")
+  }
+}
