@@ -110,12 +110,16 @@ final class FleetNight: Sendable {
     }.count
   }
 
+  /// The shards a broken night does not lose.
+  static let survivors = (0..<shards).filter { $0 != victim }
+
   /// Waits until the victim shard is midway (its held image asked for, all its other images
-  /// stored under `cache`), then kills its imagecache with SIGKILL: the process holding the
-  /// shard's lock, `.imagecache/lock.shard-2-of-4`, whichever engine started it.
-  static func killVictimMidway(
-    server: LoopbackServer, urls: [String], cache: String, file: StaticString = #filePath,
-    line: UInt = #line
+  /// stored under `cache`), then sends its imagecache `signal` (SIGKILL, as a lost node or the
+  /// OOM killer ends it): the process holding the shard's lock, `.imagecache/lock.shard-2-of-4`,
+  /// whichever engine started it.
+  static func signalVictimMidway(
+    _ signal: Int32 = SIGKILL, server: LoopbackServer, urls: [String], cache: String,
+    file: StaticString = #filePath, line: UInt = #line
   ) throws {
     let own = urls.filter { shard(of: $0) == victim && $0.contains("/i/") }.count
     let heldPath = try XCTUnwrap(urls.first { $0.contains("/held/") }).replacing(
@@ -130,7 +134,7 @@ final class FleetNight: Sendable {
     let lock = "/.imagecache/lock.shard-\(victim)-of-\(shards)"
     let holders = lockHolders(suffix: lock, under: cache)
     guard !holders.isEmpty else { throw FleetError("no process holds \(cache)/*\(lock)") }
-    for pid in holders { kill(pid, SIGKILL) }
+    for pid in holders { kill(pid, signal) }
   }
 
   /// The processes with a file open under `folder` whose path ends in `suffix`, from /proc.
@@ -207,6 +211,50 @@ final class FleetNight: Sendable {
       "what the killed attempt stored", file: file, line: line)
     XCTAssertEqual(report.runID, merged.runID, "the night's run ID", file: file, line: line)
     checkMerged(merged, urls: urls, file: file, line: line)
+  }
+}
+
+/// A test of one engine's recipe on docs/fleets.md run on this machine (GNU parallel,
+/// Snakemake): the engine runs the page's lines in the temporary folder, against a loopback
+/// server that serves a ``FleetNight``.
+class FleetRecipeTestCase: LoopbackTestCase {
+  let fleet = FleetNight()
+
+  override var routes: [String: Route] { fleet.routes }
+
+  /// The engine's program and Debian package, which a subclass names: a machine without it
+  /// skips the test, unless `IMAGECACHE_REQUIRE_ENGINES=1` (`.ci/run`, which installs it).
+  var engine: (program: String, package: String) { ("/bin/false", "") }
+
+  override func setUpWithError() throws {
+    try FleetDocs.require(engine.program, package: engine.package)
+    try super.setUpWithError()
+  }
+
+  /// Writes the night's manifest, `urls.txt`; its URLs.
+  func writeManifest(broken: Bool) throws -> [String] {
+    let urls = FleetNight.urls(on: server, broken: broken)
+    try urls.joined(separator: "\n").write(
+      toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
+    return urls
+  }
+
+  /// Starts the page's `name` lines after `heading` (``FleetDocs/commands(_:after:)``) in the
+  /// temporary folder, with the binary on PATH, `replacements` made in them (the page's
+  /// folders) and `variables` set (a rerun's).
+  func start(
+    _ name: String, after heading: String, replacing replacements: [String: String] = [:],
+    variables: [String: String] = [:]
+  ) throws -> BackgroundCommand {
+    let script = try replacements.reduce(FleetDocs.commands(name, after: heading)) {
+      $0.replacingOccurrences(of: $1.key, with: $1.value)
+    }
+    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
+    return try BackgroundCommand(
+      "/bin/bash", ["-euo", "pipefail", "-c", script],
+      environment: ["PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path]
+        .merging(variables) { $1 },
+      directory: temporary.path)
   }
 }
 

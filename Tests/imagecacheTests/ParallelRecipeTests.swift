@@ -9,41 +9,17 @@ import XCTest
 /// with SIGKILL fails the night, and the rerun from the job log runs that worker alone. A
 /// machine without `parallel` skips, unless `IMAGECACHE_REQUIRE_ENGINES=1` (`.ci/run`, which
 /// installs it).
-final class ParallelRecipeTests: LoopbackTestCase {
-  let fleet = FleetNight()
-
-  override var routes: [String: Route] { fleet.routes }
-
-  override func setUpWithError() throws {
-    try FleetDocs.require("/usr/bin/parallel", package: "parallel")
-    try super.setUpWithError()
-  }
+final class ParallelRecipeTests: FleetRecipeTestCase {
+  override var engine: (program: String, package: String) { ("/usr/bin/parallel", "parallel") }
 
   private var cache: String { temporary.appending("c") }
 
-  /// Writes the night's manifest, `urls.txt`; its URLs.
-  private func prepare(broken: Bool) throws -> [String] {
-    let urls = FleetNight.urls(on: server, broken: broken)
-    try urls.joined(separator: "\n").write(
-      toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
-    return urls
-  }
-
-  /// Starts the page's GNU parallel lines after `heading` in the temporary folder, with the
-  /// recipe's cache there and the variables in `variables` set (a rerun's `run_id`).
+  /// Starts the page's GNU parallel lines after `heading`, with the recipe's cache in the
+  /// temporary folder and the variables in `variables` set (a rerun's `run_id`).
   private func start(after heading: String, variables: [String: String] = [:]) throws
     -> BackgroundCommand
   {
-    let script = try FleetDocs.commands("GNU parallel", after: heading)
-    XCTAssertTrue(script.contains("parallel -j4 --joblog fleet.log"), script)
-    XCTAssertTrue(script.contains("report merge"), script)
-    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
-    return try BackgroundCommand(
-      "/bin/bash",
-      ["-euo", "pipefail", "-c", script.replacingOccurrences(of: "/srv/c", with: cache)],
-      environment: ["PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path]
-        .merging(variables) { $1 },
-      directory: temporary.path)
+    try start("GNU parallel", after: heading, replacing: ["/srv/c": cache], variables: variables)
   }
 
   private func report(_ name: String) throws -> RunReport {
@@ -51,7 +27,7 @@ final class ParallelRecipeTests: LoopbackTestCase {
   }
 
   func testTheGNUParallelRecipeFetchesEachURLOnceAndItsMergePassesANightWith404s() throws {
-    let urls = try prepare(broken: false)
+    let urls = try writeManifest(broken: false)
     let result = try start(after: "## Recipes").finish()
     XCTAssertEqual(result.status, 0, "the merge passes a night with 404s: \(result.stderr)")
     let merged = try report("run.json")
@@ -62,9 +38,9 @@ final class ParallelRecipeTests: LoopbackTestCase {
   }
 
   func testAWorkerKilledWithSIGKILLFailsTheNightAndTheJobLogRerunsItAlone() throws {
-    let urls = try prepare(broken: true)
+    let urls = try writeManifest(broken: true)
     let broken = try start(after: "## Recipes")
-    try FleetNight.killVictimMidway(server: server, urls: urls, cache: cache)
+    try FleetNight.signalVictimMidway(server: server, urls: urls, cache: cache)
     let result = broken.finish()
     XCTAssertEqual(result.status, 1, "parallel fails the night, one job failed: \(result.stderr)")
     XCTAssertFalse(
@@ -78,6 +54,8 @@ final class ParallelRecipeTests: LoopbackTestCase {
       .map { row in String(row[0]) }
     XCTAssertEqual(failed, ["\(FleetNight.victim + 1)"], "the job log names the job: \(log)")
 
+    let survivors = try FleetNight.survivors.map { try report("r\($0 + 1).json") }
+
     fleet.release()
     let runID = try XCTUnwrap(try report("r1.json").runID)
     let before = server.allRequests.count
@@ -87,5 +65,8 @@ final class ParallelRecipeTests: LoopbackTestCase {
       requests: Array(server.allRequests[before...]),
       report: try report("r\(FleetNight.victim + 1).json"), merged: try report("run.json"),
       server: server, urls: urls)
+    XCTAssertEqual(
+      try FleetNight.survivors.map { try report("r\($0 + 1).json") }, survivors,
+      "the jobs that completed are not run again")
   }
 }

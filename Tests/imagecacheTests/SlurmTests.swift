@@ -101,12 +101,7 @@ final class SlurmTests: XCTestCase {
   func testTheRecipeFetchesEveryURLOnceAndItsMergePassesANightWith404s() throws {
     let urls = try prepare(broken: false)
     let (array, merge) = try submitRecipe(after: "## Recipes", arrayVariable: "jid")
-    let workers = try waitForJob(array, tasks: Self.shards)
-    guard workers.allSatisfy({ $0.state == "COMPLETED" }) else {
-      throw ClusterError(
-        "every task exits 0 on a night with 404s, not \(workers.map(\.state)):\n\(logs(work))")
-    }
-    let merged = try waitForJob(merge, tasks: 1)[0]
+    let merged = try waitForOrdinaryNight(array, merge: merge)
     XCTAssertEqual(merged.state, "COMPLETED", "the merge passes the night: \(logs(work))")
     XCTAssertEqual(merged.exitCode, "0:0", logs(work))
     for index in 0..<Self.shards {
@@ -130,7 +125,7 @@ final class SlurmTests: XCTestCase {
   {
     let urls = try prepare(broken: true)
     let (array, merge) = try submitRecipe(after: "## Recipes", arrayVariable: "jid")
-    try FleetNight.killVictimMidway(server: server, urls: urls, cache: work + "/cache")
+    try FleetNight.signalVictimMidway(server: server, urls: urls, cache: work + "/cache")
     XCTAssertEqual(
       try waitForJob(array, tasks: Self.shards).map(\.state),
       ["COMPLETED", "COMPLETED", "COMPLETED", "FAILED"], logs(work))
@@ -139,6 +134,8 @@ final class SlurmTests: XCTestCase {
     let mergeLog = try String(contentsOfFile: work + "/slurm-\(merge).out", encoding: .utf8)
     XCTAssertTrue(
       mergeLog.contains("missing shard \(FleetNight.victim) of \(Self.shards)"), mergeLog)
+
+    let survivors = try FleetNight.survivors.map { try report("shard-\($0)") }
 
     fleet.release()
     let before = server.allRequests.count
@@ -151,6 +148,9 @@ final class SlurmTests: XCTestCase {
       requests: Array(server.allRequests[before...]),
       report: try report("shard-\(FleetNight.victim)"), merged: try report("run"),
       server: server, urls: urls)
+    XCTAssertEqual(
+      try FleetNight.survivors.map { try report("shard-\($0)") }, survivors,
+      "the tasks that completed are not run again")
   }
 
   /// What works without the recipe's `--shards` and `--allow-url-failures`: K computed by the
@@ -181,12 +181,7 @@ final class SlurmTests: XCTestCase {
         "--output=\(work)/merge.log", work + "/merge.sh",
       ])
 
-    let workers = try waitForJob(array, tasks: Self.shards)
-    guard workers.allSatisfy({ $0.state == "COMPLETED" }) else {
-      throw ClusterError(
-        "every task exits 0 on a night with 404s, not \(workers.map(\.state)):\n\(logs(work))")
-    }
-    let merged = try waitForJob(merge, tasks: 1)[0]
+    let merged = try waitForOrdinaryNight(array, merge: merge)
     // Shards that did not allow failed URLs make the merge exit 1 for the 404s.
     XCTAssertEqual(merged.state, "FAILED", "afterok let the merge run: \(logs(work))")
     XCTAssertEqual(merged.exitCode, "1:0", "merged: \(logs(work))")
@@ -230,6 +225,17 @@ final class SlurmTests: XCTestCase {
       !id.isEmpty
     else { throw ClusterError("sbatch \(arguments): \(result.status) \(result.stderr)") }
     return id
+  }
+
+  /// Waits for the array of an ordinary night, whose every task exits 0 with 404s, then for
+  /// its merge job, whose record is returned.
+  private func waitForOrdinaryNight(_ array: String, merge: String) throws -> JobRecord {
+    let workers = try waitForJob(array, tasks: Self.shards)
+    guard workers.allSatisfy({ $0.state == "COMPLETED" }) else {
+      throw ClusterError(
+        "every task exits 0 on a night with 404s, not \(workers.map(\.state)):\n\(logs(work))")
+    }
+    return try waitForJob(merge, tasks: 1)[0]
   }
 
   struct JobRecord {

@@ -5,19 +5,12 @@ import XCTest
 
 /// docs/fleets.md's Snakemake recipe (issue 40, item 5): its Snakefile and commands, taken from
 /// the page, run by Snakemake 7 (Debian's `snakemake`) with the real binary against a loopback
-/// server. The merge rule needs the four shard reports, so it is the gate: it runs after an
-/// ordinary night, and not after a night that lost a shard, which the night's command, run
-/// again, reruns alone. A machine without `snakemake` skips, unless
+/// server. The merge rule needs the four shards' marks of success, so it is the gate: it runs
+/// after an ordinary night, and not after a night that lost a shard, which the night's command,
+/// run again, reruns alone. A machine without `snakemake` skips, unless
 /// `IMAGECACHE_REQUIRE_ENGINES=1` (`.ci/run`, which installs it).
-final class SnakemakeRecipeTests: LoopbackTestCase {
-  let fleet = FleetNight()
-
-  override var routes: [String: Route] { fleet.routes }
-
-  override func setUpWithError() throws {
-    try FleetDocs.require("/usr/bin/snakemake", package: "snakemake")
-    try super.setUpWithError()
-  }
+final class SnakemakeRecipeTests: FleetRecipeTestCase {
+  override var engine: (program: String, package: String) { ("/usr/bin/snakemake", "snakemake") }
 
   private var cache: String { temporary.appending("cache") }
 
@@ -27,31 +20,21 @@ final class SnakemakeRecipeTests: LoopbackTestCase {
   private func prepare(broken: Bool) throws -> [String] {
     try FleetDocs.block(startingWith: "# Snakefile").write(
       toFile: temporary.appending("Snakefile"), atomically: true, encoding: .utf8)
-    let urls = FleetNight.urls(on: server, broken: broken)
-    try urls.joined(separator: "\n").write(
-      toFile: temporary.appending("urls.txt"), atomically: true, encoding: .utf8)
     try """
     name: nightly
     cache: {directory: \(cache)}
     manifests: [urls.txt]
     prefetch: {timeout: 300s, deadline: 300s}
     """.write(toFile: temporary.appending("nightly.yaml"), atomically: true, encoding: .utf8)
-    return urls
+    return try writeManifest(broken: broken)
   }
 
-  /// Starts the page's Snakemake lines after `heading` in the temporary folder, the variables
-  /// in `variables` set (a rerun's `night`).
+  /// Starts the page's Snakemake lines after `heading`, the variables in `variables` set (a
+  /// rerun's `night`).
   private func start(after heading: String, variables: [String: String] = [:]) throws
     -> BackgroundCommand
   {
-    let script = try FleetDocs.commands("Snakemake", after: heading)
-    XCTAssertTrue(script.contains("snakemake --cores 4"), script)
-    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
-    return try BackgroundCommand(
-      "/bin/bash", ["-euo", "pipefail", "-c", script],
-      environment: ["PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path]
-        .merging(variables) { $1 },
-      directory: temporary.path)
+    try start("Snakemake", after: heading, variables: variables)
   }
 
   /// The night the recipe ran: the one folder in `reports`, named by its date.
@@ -65,11 +48,9 @@ final class SnakemakeRecipeTests: LoopbackTestCase {
     try RunReport.load(path: temporary.appending("reports/\(night)/\(name).json"))
   }
 
-  /// The reports of the shards the broken night did not kill.
+  /// The reports of the shards the broken night did not stop.
   private func survivors(of night: String) throws -> [RunReport] {
-    try (0..<FleetNight.shards).filter { $0 != FleetNight.victim }.map {
-      try report("shard-\($0)", of: night)
-    }
+    try FleetNight.survivors.map { try report("shard-\($0)", of: night) }
   }
 
   func testTheSnakefileFetchesEachURLOnceAndItsMergeRuleRunsAfterANightWith404s() throws {
@@ -86,14 +67,14 @@ final class SnakemakeRecipeTests: LoopbackTestCase {
   func testAShardKilledWithSIGKILLHoldsBackTheMergeAndTheNightsCommandRerunsItAlone() throws {
     let urls = try prepare(broken: true)
     let broken = try start(after: "## Recipes")
-    try FleetNight.killVictimMidway(server: server, urls: urls, cache: cache)
+    try FleetNight.signalVictimMidway(server: server, urls: urls, cache: cache)
     let result = broken.finish()
     let night = try nightFolder()
     XCTAssertNotEqual(result.status, 0, "a night that lost a shard fails")
     XCTAssertTrue(
       result.stderr.contains("Error in rule shard")
-        && result.stderr.contains("reports/\(night)/shard-\(FleetNight.victim).json"),
-      "Snakemake names the killed shard's report: \(result.stderr)")
+        && result.stderr.contains("reports/\(night)/shard-\(FleetNight.victim).done"),
+      "Snakemake names the killed shard's job by its output: \(result.stderr)")
     XCTAssertFalse(
       FileManager.default.fileExists(atPath: temporary.appending("reports/\(night)/run.json")),
       "the merge rule does not run")
@@ -109,5 +90,29 @@ final class SnakemakeRecipeTests: LoopbackTestCase {
       report: try report("shard-\(FleetNight.victim)", of: night),
       merged: try report("run", of: night), server: server, urls: urls)
     XCTAssertEqual(try survivors(of: night), others, "the shards that completed are not run again")
+  }
+
+  /// A shard stopped with SIGTERM writes an `interrupted` report and exits 130. Its report is
+  /// not the rule's output (its mark is), so Snakemake deletes it neither then nor before the
+  /// rerun, and the rerun counts both attempts, as docs/fleets.md says a rerun does.
+  func testAShardStoppedWithSIGTERMKeepsItsReportAndItsRerunCountsBothAttempts() throws {
+    let urls = try prepare(broken: true)
+    let broken = try start(after: "## Recipes")
+    try FleetNight.signalVictimMidway(SIGTERM, server: server, urls: urls, cache: cache)
+    let result = broken.finish()
+    let night = try nightFolder()
+    XCTAssertNotEqual(result.status, 0, "a night that lost a shard fails")
+    let stopped = try report("shard-\(FleetNight.victim)", of: night)
+    XCTAssertEqual(stopped.status, .interrupted, "the stopped shard's report is kept")
+
+    fleet.release()
+    let rerun = try start(after: "### Rerunning one shard", variables: ["night": night]).finish()
+    XCTAssertEqual(rerun.status, 0, rerun.stderr)
+    let shard = try report("shard-\(FleetNight.victim)", of: night)
+    XCTAssertEqual(shard.status, .completed)
+    XCTAssertEqual(shard.previousAttempts?.map(\.status), [.interrupted])
+    let merged = try report("run", of: night)
+    FleetNight.checkMerged(merged, urls: urls)
+    XCTAssertEqual(merged.night?.attempts, FleetNight.shards + 1, "both attempts of the shard")
   }
 }
