@@ -249,6 +249,12 @@ class FleetRecipeTestCase: LoopbackTestCase {
     let script = try replacements.reduce(FleetDocs.commands(name, after: heading)) {
       $0.replacingOccurrences(of: $1.key, with: $1.value)
     }
+    return try start(script, variables: variables)
+  }
+
+  /// Starts `script` with bash in the temporary folder, with the binary on PATH and
+  /// `variables` set.
+  func start(_ script: String, variables: [String: String] = [:]) throws -> BackgroundCommand {
     let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
     return try BackgroundCommand(
       "/bin/bash", ["-euo", "pipefail", "-c", script],

@@ -53,6 +53,13 @@ final class ParallelRecipeTests: FleetRecipeTestCase {
     let failed = rows.filter { row in row.count > 7 && (row[6] != "0" || row[7] != "0") }
       .map { row in String(row[0]) }
     XCTAssertEqual(failed, ["\(FleetNight.victim + 1)"], "the job log names the job: \(log)")
+    // The night's merge, run anyway, refuses to merge without the killed worker's report.
+    let merge = try XCTUnwrap(
+      try FleetDocs.commands("GNU parallel", after: "## Recipes").split(separator: "\n").last)
+    let refused = try start(String(merge)).finish()
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(
+      refused.stderr.contains("r\(FleetNight.victim + 1).json: cannot read"), refused.stderr)
 
     let survivors = try FleetNight.survivors.map { try report("r\($0 + 1).json") }
 
