@@ -4,9 +4,8 @@ import Synchronization
 import TestSupport
 import XCTest
 
-/// docs/fleets.md's engine recipes as their tests run them (issue 40, item 5): the page's own
-/// lines, and one night of four shards for any engine, either ordinary (some 404s) or broken
-/// (shard 2 killed with SIGKILL midway, then rerun as the page says).
+/// docs/fleets.md's engine recipes as their tests take them (issue 40, item 5): the page's own
+/// lines, run as written but for the folders a test moves into its temporary folder.
 enum FleetDocs {
   static var page: String {
     get throws {
@@ -52,10 +51,12 @@ enum FleetDocs {
   }
 }
 
-/// The URLs of a night of four shards and how the loopback server answers them: images at
-/// `/i/K.jpg`, and 404s at `/gone/K.jpg`. A broken night has one image of shard 2, at
-/// `/held/K.jpg`, that the server holds unanswered until ``release()``: the shard is still
-/// running, its other images stored, when the test kills it, and its rerun finds it answered.
+/// One night of four shards for any engine's recipe, ordinary (some 404s) or broken (shard 2
+/// killed midway, then rerun as the page says): its URLs, how the loopback server answers them,
+/// and what the night must show. Images are at `/i/K.jpg`, and 404s at `/gone/K.jpg`. A broken
+/// night has one image of shard 2, at `/held/K.jpg`, that the server holds unanswered until
+/// ``release()``: the shard is still running, its other images stored, when the test kills it,
+/// and its rerun finds it answered.
 final class FleetNight: Sendable {
   static let shards = 4
   /// The shard a broken night loses: the page's example (task 3 of `--array=1-4`, job 3 of
