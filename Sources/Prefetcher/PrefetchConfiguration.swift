@@ -123,7 +123,7 @@ public struct Connection: Sendable, Equatable {
   public static func caBundleProblem(_ path: String) -> String? {
     var isFolder: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
-      return "\(path): no such file"
+      return FileSystem.reason("\(path): no such file", forUserPath: path)
     }
     guard !isFolder.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
       return "\(path): not a readable file"
