@@ -134,6 +134,12 @@ final class UnattendedTests: LoopbackTestCase {
       job.stderr)
     XCTAssertTrue(job.stderr.contains(advice), job.stderr)
 
+    let merge = try run(["report", "merge", "shard-1.json", "shard-2.json"])
+    XCTAssertEqual(merge.status, 2, merge.stderr)
+    XCTAssertTrue(
+      merge.stderr.contains("shard-1.json (relative to \(workingDirectory)): No such file"),
+      merge.stderr)
+
     // A file where the report's folder would be.
     try Data().write(to: URL(fileURLWithPath: home + "/reports"))
     let urls = try temporary.manifest([server.url("/photo.jpg")])
