@@ -134,6 +134,13 @@ final class UnattendedTests: LoopbackTestCase {
       job.stderr)
     XCTAssertTrue(job.stderr.contains(advice), job.stderr)
 
+    // A --from that is gone is a finished migration, not an error: where it was looked for.
+    let migrate = try run(["migrate", "--cache", location.directory, "--from", "legacy"])
+    XCTAssertEqual(migrate.status, 0, migrate.stderr)
+    XCTAssertTrue(
+      migrate.stderr.contains("no legacy folder at legacy (relative to \(workingDirectory))"),
+      migrate.stderr)
+
     let merge = try run(["report", "merge", "shard-1.json", "shard-2.json"])
     XCTAssertEqual(merge.status, 2, merge.stderr)
     XCTAssertTrue(

@@ -77,6 +77,12 @@ public enum FileSystem {
     return FileManager.default.currentDirectoryPath
   }
 
+  /// `path` as messages name a path the user named: a relative one with the working directory
+  /// it was resolved against.
+  public static func named(_ path: String) -> String {
+    workingDirectory(resolving: path).map { "\(path) (relative to \($0))" } ?? path
+  }
+
   /// `reason`, the failure of a `path` the user named, with the working directory a relative
   /// one was resolved against and what to do about it.
   public static func reason(_ reason: String, forUserPath path: String) -> String {
