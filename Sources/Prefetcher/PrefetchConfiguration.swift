@@ -123,7 +123,7 @@ public struct Connection: Sendable, Equatable {
   public static func caBundleProblem(_ path: String) -> String? {
     var isFolder: ObjCBool = false
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
-      return "\(path): no such file"
+      return FileSystem.reason("\(path): no such file", forUserPath: path)
     }
     guard !isFolder.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
       return "\(path): not a readable file"
@@ -183,6 +183,24 @@ public struct Connection: Sendable, Equatable {
     return nil
   }
 
+  /// The proxy libcurl goes through for a URL of `scheme` (`http`, `https`) unless the
+  /// no-proxy list exempts its host, and where it was set: ``proxy``, else the environment
+  /// variables libcurl 7.88 reads (`http_proxy`, `https_proxy` or `HTTPS_PROXY`, then
+  /// `all_proxy` or `ALL_PROXY`; an empty one is unset). The no-proxy list is left to libcurl:
+  /// ``ProxyInUse/refusedConnection(_:)`` tells from libcurl's words whether it was the proxy
+  /// that could not be reached.
+  public func proxy(forScheme scheme: String, environment: [String: String]) -> ProxyInUse? {
+    if let proxy { return ProxyInUse(proxy, setBy: "--proxy or prefetch.proxy") }
+    var names = ["\(scheme.lowercased())_proxy"]
+    if scheme.lowercased() != "http" { names.append(names[0].uppercased()) }
+    for name in names + ["all_proxy", "ALL_PROXY"] {
+      if let value = environment[name], !value.isEmpty {
+        return ProxyInUse(value, setBy: "environment variable \(name)")
+      }
+    }
+    return nil
+  }
+
   /// What is wrong with `hosts` as a list of hosts reached without the proxy, if anything.
   public static func noProxyProblem(_ hosts: String) -> String? {
     guard !hosts.containsControlCharacter() else {
@@ -234,5 +252,52 @@ public struct Connection: Sendable, Equatable {
       connection.caBundle = value("SSL_CERT_FILE")
     }
     return connection
+  }
+}
+
+/// A proxy a request goes through, as failures name it: without its user name and password,
+/// which are secrets (SPEC section 11).
+public struct ProxyInUse: Sendable, Equatable {
+  /// `scheme://host:port`.
+  public let url: String
+  /// What set it: the flag and job setting, or the environment variable.
+  public let setBy: String
+  /// Host and port as libcurl names them in its messages (no brackets around IPv6).
+  let host: String
+  let port: Int
+
+  /// `proxy` as libcurl reads it: no scheme is HTTP, no port is 1080 (443 for an HTTPS proxy).
+  init?(_ proxy: String, setBy: String) {
+    let separator = proxy.range(of: "://")
+    let scheme = separator.map { proxy[..<$0.lowerBound].lowercased() } ?? "http"
+    var authority = separator.map { proxy[$0.upperBound...] } ?? proxy[...]
+    authority = authority.prefix { $0 != "/" && $0 != "?" && $0 != "#" }
+    if let at = authority.lastIndex(of: "@") {
+      authority = authority[authority.index(after: at)...]
+    }
+    var host = authority
+    var port = scheme == "https" ? 443 : 1080
+    if host.hasPrefix("["), let close = host.firstIndex(of: "]") {
+      let rest = host[host.index(after: close)...]
+      host = host[host.index(after: host.startIndex)..<close]
+      if rest.hasPrefix(":"), let number = Int(rest.dropFirst()) { port = number }
+    } else if let colon = host.lastIndex(of: ":") {
+      if let number = Int(host[host.index(after: colon)...]) { port = number }
+      host = host[..<colon]
+    }
+    guard !host.isEmpty else { return nil }
+    self.host = String(host)
+    self.port = port
+    self.setBy = setBy
+    let shownHost = host.contains(":") ? "[\(host)]" : String(host)
+    url = "\(scheme)://\(shownHost):\(port)"
+  }
+
+  /// Whether libcurl's `message` for a connection that failed (`CURLE_COULDNT_CONNECT`) is
+  /// about this proxy: libcurl 7.88 names the host and port it tried ("Failed to connect to
+  /// HOST port PORT after...") and, through a proxy, only ever connects to the proxy. A host the
+  /// no-proxy list exempts is connected to directly, and its own name is in the message.
+  public func refusedConnection(_ message: String) -> Bool {
+    message.contains("connect to \(host) port \(port) ")
   }
 }

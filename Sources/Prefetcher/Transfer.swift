@@ -19,6 +19,8 @@ final class Transfer: @unchecked Sendable {
   let origin: Origin
   /// The addresses its connections may not be opened to.
   let addressRules: AddressRules
+  /// The CA certificates and proxy its requests use: failures name the proxy.
+  private let connection: Connection
   /// How long, about, a host that refused a stream is held back (the first retry's wait).
   private let refusalBackoff: TimeInterval
   /// Set before the transfer is queued; called once, on the loop thread, when it ends.
@@ -127,6 +129,7 @@ final class Transfer: @unchecked Sendable {
     deadlineSeconds = configuration.deadline
     origin = Origin(request.url)
     addressRules = configuration.connection.addressRules
+    connection = configuration.connection
     refusalBackoff = configuration.retryBaseDelay
   }
 
@@ -380,7 +383,8 @@ final class Transfer: @unchecked Sendable {
       if case .invalidURL(_, let reason) = error {
         error = .invalidURL(url.absoluteString, reason: reason)
       }
-      return .done(.failure(.init(error)))
+      error = namingProxy(error, code: code, curlMessage: message)
+      return .done(.failure(.init(namingHop(error))))
     }
     let status = easy.info(CURLINFO_RESPONSE_CODE)
     if RedirectChain.redirectStatuses.contains(status), let location {
@@ -404,6 +408,40 @@ final class Transfer: @unchecked Sendable {
       .failure(
         DownloadFailure(
           .invalidDownloadStatusCode(status), retryAfter: Downloader.retryAfter(retryAfter))))
+  }
+
+  /// `error` saying that the proxy, not the origin, could not be found or reached, and which
+  /// setting named it: libcurl's words name a host and port, and only the failure class
+  /// (`cannotConnectToHost`, `cannotFindHost`) would otherwise read as the origin's. The proxy
+  /// is the one libcurl took, from the run's setting or the environment as libcurl reads it
+  /// now; shown without its credentials.
+  private func namingProxy(_ error: ImageCacheError, code: CURLcode, curlMessage: String)
+    -> ImageCacheError
+  {
+    guard case .network(let failure, let message) = error,
+      code == CURLE_COULDNT_RESOLVE_PROXY || code == CURLE_COULDNT_CONNECT,
+      let proxy = connection.proxy(
+        forScheme: url.scheme ?? "http", environment: ProcessInfo.processInfo.environment),
+      code == CURLE_COULDNT_RESOLVE_PROXY || proxy.refusedConnection(curlMessage)
+    else { return error }
+    let what = code == CURLE_COULDNT_RESOLVE_PROXY ? "found" : "reached"
+    return .network(
+      failure,
+      message: "the proxy \(proxy.url) (\(proxy.setBy)) could not be \(what), so "
+        + "\(url.host ?? "the origin") was not tried: \(message); start the proxy or correct "
+        + "\(proxy.setBy)")
+  }
+
+  /// `error` naming the hop it happened on, when that is not the URL asked for: a redirect's
+  /// target has its own host, certificate and connection (SPEC section 5).
+  private func namingHop(_ error: ImageCacheError) -> ImageCacheError {
+    guard redirects.count > 0, case .network(let failure, let message) = error else {
+      return error
+    }
+    return .network(
+      failure,
+      message: "at \(url.absoluteString) (after \(redirects.count) "
+        + "redirect\(redirects.count == 1 ? "" : "s")): \(message)")
   }
 
   private func redirect(to location: String) -> Conclusion {

@@ -26,7 +26,15 @@ public final class RunLock: Sendable {
         "another imagecache run still held the cache lock \(path) after \(Int(seconds)) s of waiting"
       case .cannotOpen(let path, let errno):
         "cannot open the cache lock \(path): \(String(cString: strerror(errno)))"
+          + (Self.whyNotWritable(path, errno: errno).map { "; \($0)" } ?? "")
       }
+    }
+
+    /// Why this user cannot open the lock at `path` for writing, when that is the cause.
+    private static func whyNotWritable(_ path: String, errno: Int32) -> String? {
+      guard [EACCES, EPERM, EROFS].contains(errno) else { return nil }
+      return StateAccess.readOnlyForThisUser(
+        [(path as NSString).deletingLastPathComponent, path])
     }
   }
 

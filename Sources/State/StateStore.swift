@@ -331,9 +331,23 @@ public struct StateStoreError: Error, Sendable, CustomStringConvertible {
     self.operation = operation
     if let error = underlying as? DatabaseError {
       message = error.message ?? "\(error.resultCode)"
+      // SQLite's words ("attempt to write a readonly database", "unable to open database
+      // file") name neither the file nor why: the usual cause is a cache of another user.
+      if [.SQLITE_READONLY, .SQLITE_CANTOPEN].contains(error.resultCode.primaryResultCode),
+        let explanation = Self.notWritable(path)
+      {
+        message = explanation + " (SQLite: \(message))"
+      }
     } else {
       message = "\(underlying)"
     }
+  }
+
+  /// Why this user cannot write the state file at `path`, when it cannot (its folder, the
+  /// file or SQLite's files beside it); `nil` when all are writable (the cause is elsewhere).
+  static func notWritable(_ path: String) -> String? {
+    StateAccess.readOnlyForThisUser(
+      [(path as NSString).deletingLastPathComponent, path, path + "-wal", path + "-shm"])
   }
 
   public var description: String { "state file \(path): cannot \(operation): \(message)" }

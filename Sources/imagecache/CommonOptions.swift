@@ -39,7 +39,9 @@ struct CacheOptions: ParsableArguments {
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isDirectory) else {
       throw ConfigurationError(
         source: "--cache",
-        message: "no cache at \(path) (no such folder); prefetch and run create one")
+        message: FileSystem.reason(
+          "no cache at \(path) (no such folder); prefetch and run create one",
+          forUserPath: cache ?? path))
     }
     guard isDirectory.boolValue else {
       throw ConfigurationError(source: "--cache", message: "\(path) is not a folder")

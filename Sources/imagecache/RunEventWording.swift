@@ -27,7 +27,7 @@ extension RunEvent {
       "  failed \(failure.url): \(failure.name)\(failure.httpStatus.map { " \($0)" } ?? "")"
         + (failure.blacklisted ? " (blacklisted)" : "")
     case .furtherFailuresInReportOnly: "  ... further failures are in the report only"
-    case .certificateHint(let message): "    \(message)"
+    case .failureCause(let message): "    \(message)"
     case .variantSkipped(let url, let reason): "  no variant for \(url): \(reason)"
     case .planned(let planned):
       "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? "")

@@ -11,14 +11,16 @@ final class TLSAndProxyTests: LoopbackTestCase {
   var origin: TLSLoopbackServer!
   var proxy: LoopbackProxy?
 
-  /// The images, and `/urls.txt`: a plain-text manifest naming this server's `/c.gif`.
+  /// The images, `/urls.txt`: a plain-text manifest naming this server's `/c.gif`, and
+  /// `/moved?URL`: a redirect to URL.
   override var routes: [String: Route] {
     Self.images.merging([
       "/urls.txt": { request in
         ServerResponse(
           headers: [("Content-Type", "text/plain")],
           body: Data("http://\(request.header("Host") ?? "")/c.gif\n".utf8))
-      }
+      },
+      "/moved": { request in .redirect(to: request.query ?? "") },
     ]) { $1 }
   }
 
@@ -87,6 +89,18 @@ final class TLSAndProxyTests: LoopbackTestCase {
     for hint in ["--cacert FILE", "prefetch.caBundle", "SSL_CERT_FILE", "retryFailed"] {
       XCTAssertTrue(failure.message.contains(hint), "\(hint): \(failure.message)")
     }
+    XCTAssertTrue(result.stderr.contains(failure.message), "said once on the console too")
+  }
+
+  func testACertificateThatFailsAfterARedirectNamesTheHopWhoseCertificateItWas() throws {
+    let hop = origin.url("/photo.jpg")
+    let (result, report) = try prefetch([
+      try manifest("urls.txt", [server.url("/moved?\(hop)")])
+    ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let failure = try XCTUnwrap(report?.prefetch?.failures.first, result.stderr)
+    XCTAssertEqual(failure.name, "serverCertificateUntrusted")
+    XCTAssertTrue(failure.message.contains("at \(hop) (after 1 redirect): "), failure.message)
     XCTAssertTrue(result.stderr.contains(failure.message), "said once on the console too")
   }
 
@@ -249,6 +263,46 @@ final class TLSAndProxyTests: LoopbackTestCase {
     XCTAssertTrue(lines.contains("CONNECT 127.0.0.1:\(origin.port) HTTP/1.1"), "\(lines)")
     XCTAssertFalse(lines.contains { $0.contains("localhost") }, "\(lines)")
     XCTAssertEqual(server.requestCount("/b.png"), 1)
+  }
+
+  /// A port on 127.0.0.1 that refuses connections, held by the test: a socket bound to it
+  /// that never listens, so that no other program takes the port meanwhile.
+  private func refusingPort() throws -> (socket: Int32, port: Int) {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let bound = withUnsafeMutablePointer(to: &address) {
+      $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+        bind(fd, $0, length) == 0 && getsockname(fd, $0, &length) == 0
+      }
+    }
+    guard fd >= 0, bound else { throw XCTSkip("no socket on 127.0.0.1 (errno \(errno))") }
+    return (fd, Int(UInt16(bigEndian: address.sin_port)))
+  }
+
+  func testADeadProxyIsNamedAsWhatCouldNotBeReachedWithoutItsPassword() throws {
+    let (socket, port) = try refusingPort()
+    defer { close(socket) }
+    let urls = try manifest("urls.txt", [server.url("/a.jpg")])
+    let proxy = "http://scraper:hunter2@127.0.0.1:\(port)"
+    for (arguments, environment, setBy) in [
+      (["--proxy", proxy], [:], "--proxy"),
+      ([], ["http_proxy": proxy], "environment variable http_proxy"),
+      ([], ["all_proxy": proxy], "environment variable all_proxy"),
+    ] {
+      let (result, report) = try prefetch([urls], arguments, environment: environment)
+      XCTAssertEqual(result.status, 1, result.stderr)
+      let failure = try XCTUnwrap(report?.prefetch?.failures.first, result.stderr)
+      XCTAssertEqual(failure.name, "cannotConnectToHost")
+      XCTAssertTrue(
+        failure.message.contains("the proxy http://127.0.0.1:\(port) (\(setBy)"), failure.message)
+      XCTAssertTrue(result.stderr.contains(failure.message), "said once on the console too")
+      let written = try String(contentsOfFile: temporary.appending("report-\(runs).json"))
+      XCTAssertFalse((written + result.stderr).contains("hunter2"), "no secret in the output")
+    }
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0)
   }
 
   func testAProxyThatIsNotAURLIsRefusedBeforeTheRun() throws {

@@ -109,4 +109,111 @@ final class UnattendedTests: LoopbackTestCase {
     XCTAssertEqual(clear.status, 4, "writing is a fatal I/O error")
     XCTAssertTrue(clear.stderr.contains(state + "/state.sqlite"), "names the file: \(clear.stderr)")
   }
+
+  /// Issue 39, item 7: cron starts a job in the user's home folder, not where its paths were
+  /// tried, so a relative path that cannot be used says what it was relative to.
+  func testARelativePathThatCannotBeUsedNamesTheWorkingDirectoryItWasResolvedAgainst() throws {
+    let home = temporary.appending("home")
+    try FileSystem.createDirectory(path: home)
+    let workingDirectory = URL(fileURLWithPath: home).resolvingSymlinksInPath().path
+    let advice = "give an absolute path, or cd to the folder it is relative to first"
+    func run(_ arguments: [String]) throws -> CommandResult {
+      try ImageCacheBinary.run(arguments, directory: home)
+    }
+
+    let manifest = try run(["prefetch", "urls.txt", "--cache", location.directory])
+    XCTAssertEqual(manifest.status, 2, manifest.stderr)
+    XCTAssertTrue(
+      manifest.stderr.contains("urls.txt is relative to \(workingDirectory)"), manifest.stderr)
+    XCTAssertTrue(manifest.stderr.contains(advice), manifest.stderr)
+
+    let job = try run(["run", "jobs/nightly.yaml"])
+    XCTAssertEqual(job.status, 2, job.stderr)
+    XCTAssertTrue(
+      job.stderr.contains("jobs/nightly.yaml (relative to \(workingDirectory)): No such file"),
+      job.stderr)
+    XCTAssertTrue(job.stderr.contains(advice), job.stderr)
+
+    // A --from that is gone is a finished migration, not an error: where it was looked for.
+    let migrate = try run(["migrate", "--cache", location.directory, "--from", "legacy"])
+    XCTAssertEqual(migrate.status, 0, migrate.stderr)
+    XCTAssertTrue(
+      migrate.stderr.contains("no legacy folder at legacy (relative to \(workingDirectory))"),
+      migrate.stderr)
+
+    let merge = try run(["report", "merge", "shard-1.json", "shard-2.json"])
+    XCTAssertEqual(merge.status, 2, merge.stderr)
+    XCTAssertTrue(
+      merge.stderr.contains("shard-1.json (relative to \(workingDirectory)): No such file"),
+      merge.stderr)
+
+    // A file where the report's folder would be.
+    try Data().write(to: URL(fileURLWithPath: home + "/reports"))
+    let urls = try temporary.manifest([server.url("/photo.jpg")])
+    let report = try run([
+      "prefetch", urls, "--cache", location.directory, "--report", "reports/nightly.json",
+    ])
+    XCTAssertEqual(report.status, 4, report.stderr)
+    XCTAssertTrue(
+      report.stderr.contains("reports/nightly.json (relative to \(workingDirectory)): "),
+      report.stderr)
+    XCTAssertTrue(report.stderr.contains(advice), report.stderr)
+  }
+
+  /// Issue 39, item 7: the report is written beside itself under a hidden temporary name; a
+  /// folder it cannot be written in names the report, and why its folder matters.
+  func testAReportThatCannotBeWrittenNamesItselfNotItsTemporaryFile() throws {
+    let reports = temporary.appending("reports")
+    try FileSystem.createDirectory(path: reports)
+    // File modes do not bind root: a read-only bind mount does.
+    guard Command.status("/bin/mount", ["--bind", reports, reports]) == 0 else {
+      throw XCTSkip("a read-only bind mount needs root; the unwritable report case is not run")
+    }
+    defer { _ = Command.status("/bin/umount", [reports]) }
+    XCTAssertEqual(Command.status("/bin/mount", ["-o", "remount,ro,bind", reports]), 0)
+    let urls = try temporary.manifest([server.url("/photo.jpg")])
+    let report = reports + "/nightly.json"
+
+    let result = try ImageCacheBinary.run([
+      "prefetch", urls, "--cache", location.directory, "--report", report,
+    ])
+    XCTAssertEqual(result.status, 4, result.stderr)
+    XCTAssertTrue(
+      result.stderr.contains("write \(report): \(String(cString: strerror(EROFS)))"),
+      result.stderr)
+    XCTAssertTrue(result.stderr.contains("so that folder must be writable"), result.stderr)
+    XCTAssertFalse(result.stderr.contains(FileSystem.temporaryPrefix), result.stderr)
+  }
+
+  /// Issue 39, item 7: a cache of another user. The commands that only read the state read
+  /// it; one that must write it says whose it is and what to do, not SQLite's "attempt to
+  /// write a readonly database" or a bare "Permission denied".
+  func testAStateOfAnotherUserIsReadAndACommandThatMustWriteItSaysWhoseItIs() throws {
+    guard getuid() == 0 else { throw XCTSkip("needs root to run as another user") }
+    let urls = try temporary.manifest([server.url("/photo.jpg")])
+    let made = try ImageCacheBinary.run(["prefetch", urls, "--cache", location.directory])
+    XCTAssertEqual(made.status, 0, made.stderr)
+    let state = location.stateDirectory
+    let fix = "run the command as its owner (root)"
+    let mode = try XCTUnwrap(
+      FileManager.default.attributesOfItem(atPath: state)[.posixPermissions] as? Int)
+
+    for reading in [["stats"], ["blacklist", "list"], ["prefetch", urls, "--dry-run"]] {
+      let result = try runUnprivileged(reading + ["--cache", location.directory])
+      XCTAssertEqual(result.status, 0, "\(reading): \(result.stderr)")
+    }
+    let prefetch = try runUnprivileged(["prefetch", urls, "--cache", location.directory])
+    XCTAssertEqual(prefetch.status, 4, prefetch.stderr)
+    let clear = try runUnprivileged(["blacklist", "clear", "--cache", location.directory])
+    XCTAssertEqual(clear.status, 4, clear.stderr)
+    for result in [prefetch, clear] {
+      XCTAssertTrue(
+        result.stderr.contains(
+          "the state is read-only for this user (nobody): \(state) is owned by root, mode "
+            + String(format: "%04o", mode)),
+        result.stderr)
+      XCTAssertTrue(result.stderr.contains(fix), result.stderr)
+    }
+    XCTAssertTrue(clear.stderr.contains(state + "/state.sqlite"), clear.stderr)
+  }
 }

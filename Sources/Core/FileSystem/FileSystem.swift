@@ -70,6 +70,31 @@ public enum FileSystem {
     }
   }
 
+  /// The working directory a relative `path` is resolved against, for errors to name; `nil`
+  /// for an absolute path (or none).
+  public static func workingDirectory(resolving path: String) -> String? {
+    guard !path.isEmpty, !path.hasPrefix("/") else { return nil }
+    return FileManager.default.currentDirectoryPath
+  }
+
+  /// `path` as messages name a path the user named: a relative one with the working directory
+  /// it was resolved against.
+  public static func named(_ path: String) -> String {
+    workingDirectory(resolving: path).map { "\(path) (relative to \($0))" } ?? path
+  }
+
+  /// `reason`, the failure of a `path` the user named, with the working directory a relative
+  /// one was resolved against and what to do about it.
+  public static func reason(_ reason: String, forUserPath path: String) -> String {
+    guard let directory = workingDirectory(resolving: path) else { return reason }
+    return "\(reason) (\(path) is relative to \(directory)); \(relativePathAdvice)"
+  }
+
+  /// What an error about a relative path the user named says to do.
+  public static let relativePathAdvice =
+    "give an absolute path, or cd to the folder it is relative to first (cron starts a job in "
+    + "the user's home folder, a systemd service in /)"
+
   /// The whole content of the file at `path`, or `nil` when there is none (`ENOENT`,
   /// `ENOTDIR`). Anything else that stops the read (a folder in its place, an I/O error, no
   /// permission) is thrown, naming the path: an unreadable file is not a missing one.

@@ -15,6 +15,11 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   public let reason: String?
   /// The user named the path wrongly (a folder for a report file): exit 2, not 4.
   public let isUsageError: Bool
+  /// The working directory a relative ``path`` the user named was resolved against: a cron
+  /// job's or a service's is not the shell's the path was tried in (``namingWorkingDirectory()``).
+  public private(set) var workingDirectory: String?
+  /// What else the user needs to act on it, after the reason.
+  public private(set) var note: String?
 
   public init(_ operation: String, path: String, errno: Int32) {
     self.operation = operation
@@ -67,7 +72,29 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     FileSystemError(operation, path: path, reason: reason, isUsageError: usage)
   }
 
+  /// This error naming the working directory when ``path`` is relative: for a path the user
+  /// named (a manifest, a report), so that one given from cron or a unit says where it was
+  /// looked for, and how to make it not depend on that.
+  public func namingWorkingDirectory() -> FileSystemError {
+    guard let directory = FileSystem.workingDirectory(resolving: path) else { return self }
+    var error = self
+    error.workingDirectory = directory
+    return error
+  }
+
+  /// This error with `note` after its reason.
+  public func noting(_ note: String) -> FileSystemError {
+    var error = self
+    error.note = note
+    return error
+  }
+
   public var description: String {
-    "\(operation) \(path): \(reason ?? String(cString: strerror(errno)))"
+    var text = "\(operation) \(path)"
+    if let workingDirectory { text += " (relative to \(workingDirectory))" }
+    text += ": \(reason ?? String(cString: strerror(errno)))"
+    if let note { text += "; \(note)" }
+    if workingDirectory != nil { text += "; \(FileSystem.relativePathAdvice)" }
+    return text
   }
 }

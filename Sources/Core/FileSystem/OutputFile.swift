@@ -43,11 +43,20 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
 
   public var description: String { path }
 
-  /// Looks at what `path` names now and decides how it is written; throws for what is refused.
+  /// Looks at what `path` names now and decides how it is written; throws for what is refused,
+  /// naming the working directory when `path` is relative.
   public init(path: String) throws(FileSystemError) {
     self.path = path
+    do {
+      disposition = try Self.disposition(of: path)
+    } catch {
+      throw error.namingWorkingDirectory()
+    }
+  }
+
+  private static func disposition(of path: String) throws(FileSystemError) -> Disposition {
     guard !path.isEmpty else { throw FileSystemError("write", path: "''", errno: ENOENT) }
-    guard !path.hasSuffix("/") else { throw Self.folderRefused(path) }
+    guard !path.hasSuffix("/") else { throw folderRefused(path) }
     var current = path
     // Until a link is followed, the output is the path as named (messages and the temporary
     // file's folder keep the user's spelling of it).
@@ -55,42 +64,36 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
     // Links are followed by hand, at most as many as the kernel follows (MAXSYMLINKS), so that
     // what the chain ends at is known: `stat` alone would replace a link by a file.
     for _ in 0..<40 {
-      current = Self.withResolvedFolder(current)
-      if let descriptor = Self.ownDescriptor(current) {
-        disposition = .descriptor(descriptor)
-        return
+      current = withResolvedFolder(current)
+      if let descriptor = ownDescriptor(current) {
+        return .descriptor(descriptor)
       }
       var info = stat()
       guard lstat(current, &info) == 0 else {
         guard errno == ENOENT else { throw FileSystemError("look at", path: path, errno: errno) }
-        disposition = .replace(target: followedLink ? current : path)
-        return
+        return .replace(target: followedLink ? current : path)
       }
       switch info.st_mode & S_IFMT {
       case S_IFREG:
-        disposition = .replace(target: followedLink ? current : path)
-        return
+        return .replace(target: followedLink ? current : path)
       case S_IFCHR, S_IFIFO:
-        disposition = .inPlace
-        return
+        return .inPlace
       case S_IFSOCK:
-        disposition = .socket(path: current)
-        return
+        return .socket(path: current)
       case S_IFDIR:
-        throw Self.folderRefused(path)
+        throw folderRefused(path)
       case S_IFBLK:
         throw FileSystemError.refused(
           "write to", path: path, because: "a block device (output is never written over a disk)")
       case S_IFLNK:
-        guard let target = Self.readLink(current) else {
+        guard let target = readLink(current) else {
           throw FileSystemError("read the link", path: current, errno: errno)
         }
         if current.hasPrefix("/proc/") && !target.hasPrefix("/") {
           // A descriptor of another process (`pipe:[123]`): only the kernel can follow it.
-          disposition = .inPlace
-          return
+          return .inPlace
         }
-        current = target.hasPrefix("/") ? target : Self.folder(of: current) + "/" + target
+        current = target.hasPrefix("/") ? target : folder(of: current) + "/" + target
         followedLink = true
       default:
         throw FileSystemError.refused(
@@ -148,6 +151,15 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
     return String(decoding: buffer[..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
   }
 
+  /// `error`, met while writing this output, as the user's path says it: the same errno,
+  /// named for the output with `note`, and the working directory when the path is relative.
+  func failure(_ error: FileSystemError, note: String? = nil) -> FileSystemError {
+    var failure =
+      error.errno == 0 ? error : FileSystemError("write", path: path, errno: error.errno)
+    if let note { failure = failure.noting(note) }
+    return failure.namingWorkingDirectory()
+  }
+
   /// Opens the output for writing: see ``OutputWriter``.
   public func open(mode: mode_t = 0o644) throws(FileSystemError) -> OutputWriter {
     try OutputWriter(self, mode: mode)
@@ -190,9 +202,24 @@ public final class OutputWriter: @unchecked Sendable {
     self.output = output
     guard case .replace(let target) = output.disposition else { return }
     let folder = OutputFile.folder(of: target)
-    try FileSystem.createDirectory(path: folder)
-    let (fd, path) = try FileSystem.makeTemporaryFile(
-      in: folder, for: OutputFile.lastComponent(of: target))
+    let fd: Int32
+    let path: String
+    // The temporary file is ours, not the user's: a failure names the output and says why
+    // its folder matters (a file the user may write in a folder they may not is refused too).
+    do {
+      try FileSystem.createDirectory(path: folder)
+    } catch {
+      throw output.failure(error, note: "its folder \(folder) could not be created")
+    }
+    do {
+      (fd, path) = try FileSystem.makeTemporaryFile(
+        in: folder, for: OutputFile.lastComponent(of: target))
+    } catch {
+      throw output.failure(
+        error,
+        note: "it is written as a new file in its folder \(folder) and renamed over the old "
+          + "one, so that folder must be writable")
+    }
     fchmod(fd, mode)
     descriptor = fd
     temporaryPath = path
@@ -204,8 +231,12 @@ public final class OutputWriter: @unchecked Sendable {
   }
 
   public func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
-    if descriptor < 0 { try openInPlace() }
-    try FileSystem.writeAll(bytes, to: descriptor, path: output.path)
+    do {
+      if descriptor < 0 { try openInPlace() }
+      try FileSystem.writeAll(bytes, to: descriptor, path: output.path)
+    } catch {
+      throw error.namingWorkingDirectory()
+    }
   }
 
   private func openInPlace() throws(FileSystemError) {
@@ -238,16 +269,19 @@ public final class OutputWriter: @unchecked Sendable {
   /// Puts the output in place: the temporary file renamed over the target (after it is on
   /// disk), or the device, FIFO, socket or descriptor closed. Nothing written: an empty output.
   public func commit() throws(FileSystemError) {
-    if descriptor < 0 { try openInPlace() }
+    if descriptor < 0 {
+      do { try openInPlace() } catch { throw error.namingWorkingDirectory() }
+    }
     let closing = descriptor
     descriptor = -1
     // A write that failed late (NFS, a full disk) is reported by close: the old file stays.
     guard close(closing) == 0 || errno == EINTR else {
-      throw FileSystemError("close", path: temporaryPath ?? output.path, errno: errno)
+      throw output.failure(FileSystemError("write", path: output.path, errno: errno))
     }
     if let temporaryPath, case .replace(let target) = output.disposition {
       guard rename(temporaryPath, target) == 0 else {
         throw FileSystemError("rename into place", path: target, errno: errno)
+          .namingWorkingDirectory()
       }
     }
     committed = true

@@ -106,7 +106,8 @@ public struct Job: Sendable {
     do {
       data = try FileSystem.existingContents(atPath: path)
     } catch {
-      throw ConfigurationError(source: path, message: "cannot read the job file: \(error)")
+      throw ConfigurationError(
+        source: path, message: "cannot read the job file: \(error.namingWorkingDirectory())")
     }
     guard data.count <= maxFileSize else {
       throw ConfigurationError(

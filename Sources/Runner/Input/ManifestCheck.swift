@@ -31,10 +31,14 @@ extension Job {
     }
     var isDirectory: ObjCBool = false
     guard FileManager.default.fileExists(atPath: manifest, isDirectory: &isDirectory) else {
-      throw ConfigurationError(source: "\(what) \(manifest)", message: "no such file")
+      throw ConfigurationError(
+        source: "\(what) \(manifest)",
+        message: FileSystem.reason("no such file", forUserPath: manifest))
     }
     guard !isDirectory.boolValue, FileManager.default.isReadableFile(atPath: manifest) else {
-      throw ConfigurationError(source: "\(what) \(manifest)", message: "not a readable file")
+      throw ConfigurationError(
+        source: "\(what) \(manifest)",
+        message: FileSystem.reason("not a readable file", forUserPath: manifest))
     }
     // A stream's first bytes are the run's to read; a file's can be looked at now.
     guard !ManifestItems.isStream(manifest) else { return }

@@ -229,7 +229,10 @@ public struct ManifestItems: Sequence, Sendable {
       } else {
         // Without O_NONBLOCK, opening a FIFO waits for a writer, and no signal ends the wait.
         descriptor = Glibc.open(manifest, O_RDONLY | O_CLOEXEC | O_NONBLOCK)
-        guard descriptor >= 0 else { return failed(manifest, String(cString: strerror(errno))) }
+        guard descriptor >= 0 else {
+          let reason = String(cString: strerror(errno))
+          return failed(manifest, FileSystem.reason(reason, forUserPath: manifest))
+        }
         _ = fcntl(descriptor, F_SETFL, fcntl(descriptor, F_GETFL) & ~O_NONBLOCK)
         var status = stat()
         if fstat(descriptor, &status) != 0 || status.st_mode & S_IFMT != S_IFREG {

@@ -322,7 +322,8 @@ extension RunReport {
     do {
       data = try FileSystem.regularFileContents(atPath: path, limit: maxFileSize)
     } catch {
-      throw ConfigurationError(source: path, message: "cannot read the report: \(error)")
+      throw ConfigurationError(
+        source: path, message: "cannot read the report: \(error.namingWorkingDirectory())")
     }
     // The version first: a later schema's report may not decode as this one at all. One that
     // does not decode even this far is refused below, with the full decode's error.

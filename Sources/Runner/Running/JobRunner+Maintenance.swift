@@ -66,7 +66,8 @@ extension JobRunner {
     if found.isEmpty && (settings.verbose || job.migrateFrom != nil) {
       // A nightly job that lists migrate says nothing when there is nothing to migrate; a
       // rerun of a finished --from migration says so and succeeds.
-      console.report(.noLegacyFolder(path: sources.joined(separator: " or ")))
+      console.report(
+        .noLegacyFolder(path: sources.map(FileSystem.named).joined(separator: " or ")))
     }
     guard !stop.isStopped else { return }
     guard !job.manifests.isEmpty else {

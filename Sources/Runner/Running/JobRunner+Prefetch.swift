@@ -185,9 +185,16 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   static let failuresToSay = 20
   /// Say every failure, not only the first ``failuresToSay``.
   var verbose = false
-  /// Whether a certificate failure's message, which says how to trust the issuer, was said:
-  /// once is enough, and the console shows failures by name only.
-  var saidCertificateHint = false
+  /// The failure names whose message was said in full: once each is enough, and the console
+  /// shows failures by name only.
+  var saidNames: Set<String> = []
+  /// The failures whose message is said in full, the first time: their cause is usually the
+  /// run's set-up, the same for many URLs, and the message says it (how to trust a certificate
+  /// issuer; which proxy, or which host, could not be found or reached).
+  static let saidInFull: Set<String> = [
+    NetworkFailure.serverCertificateUntrusted.rawValue, NetworkFailure.cannotConnectToHost.rawValue,
+    NetworkFailure.cannotFindHost.rawValue,
+  ]
 
   init(sink: PrefetchSink, console: any RunConsole) {
     self.sink = sink
@@ -209,9 +216,8 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
     } else if failuresSaid == Self.failuresToSay {
       console.report(.furtherFailuresInReportOnly)
     }
-    if failure.name == NetworkFailure.serverCertificateUntrusted.rawValue && !saidCertificateHint {
-      console.report(.certificateHint(message: failure.message))
-      saidCertificateHint = true
+    if Self.saidInFull.contains(failure.name), saidNames.insert(failure.name).inserted {
+      console.report(.failureCause(message: failure.message))
     }
     failuresSaid += 1
     sink.recordFailure(failure)

@@ -41,8 +41,10 @@ public enum RunEvent: Sendable {
   case urlFailed(FailureReport)
   /// The failures past those the console shows are in the report only.
   case furtherFailuresInReportOnly
-  /// How to trust a server's certificate issuer, said once after the first such failure.
-  case certificateHint(message: String)
+  /// The whole message of the first failure of a class whose cause is usually the run's
+  /// set-up rather than the URL (``EchoingPrefetchSink/saidInFull``): how to trust a
+  /// certificate issuer, which proxy or host could not be found or reached.
+  case failureCause(message: String)
   /// A variant (thumbnail, transform) that was not made, with `--verbose`.
   case variantSkipped(url: String, reason: String)
   /// A dry run's plan for one URL: the command's output.
@@ -88,7 +90,7 @@ public enum RunEvent: Sendable {
       .metricsWritten:
       .info
     case .prefetchFinished(_, _, let refusal): refusal == nil ? .info : .warning
-    case .furtherFailuresInReportOnly, .certificateHint: .notice
+    case .furtherFailuresInReportOnly, .failureCause: .notice
     case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted, .timeLimitReached: .warning
     case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
     case .inputFailed, .urlFailed, .passError, .runFailed, .reportNotWritten: .error
