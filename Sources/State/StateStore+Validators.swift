@@ -84,8 +84,10 @@ extension StateStore {
   /// and reads back, made without GRDB's `DateFormatter`: one is formatted per download, and
   /// ICU's formatting was most of what writing validators cost.
   package static func databaseText(_ date: Date) -> String {
+    // Half a millisecond rounds up, as Foundation's formatter rounds (floor(x + 0.5)), also
+    // before 1970, where rounding away from zero would write a millisecond less.
     let time = UTCTime(
-      millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded()))
+      millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000 + 0.5).rounded(.down)))
     let fields: [(value: Int, digits: Int, separator: UInt8?)] = [
       (time.year, 4, UInt8(ascii: "-")), (time.month, 2, UInt8(ascii: "-")),
       (time.day, 2, UInt8(ascii: " ")), (time.hour, 2, UInt8(ascii: ":")),

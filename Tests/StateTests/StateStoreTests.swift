@@ -81,6 +81,8 @@ final class StateStoreTests: TemporaryFolderTestCase {
         Date(timeIntervalSince1970: 0), Date(timeIntervalSince1970: 1_763_870_400.999_9),
         Date(timeIntervalSince1970: 951_782_400.5), Date(timeIntervalSince1970: -0.25),
         Date(timeIntervalSince1970: 4_102_444_799.001), Date(),
+        // Half a millisecond before 1970: the formatter rounds it up, not away from zero.
+        Date(timeIntervalSince1970: -912_861_126.3265),
       ] + (0..<2000).map { _ in Date(timeIntervalSince1970: .random(in: -1e9...4e9)) }
     for date in dates {
       XCTAssertEqual(
