@@ -48,7 +48,9 @@ final class GridEngineTests: XCTestCase {
 
   override func setUpWithError() throws {
     try super.setUpWithError()
-    try Self.requireEngines()
+    try JobEngine.require(
+      "Grid Engine cell", tools: Self.tools,
+      packages: "gridengine-master gridengine-exec gridengine-client")
     temporary = try TemporaryDirectory()
     var routes: [String: Route] = [:]
     let heldBack = heldBack
@@ -70,7 +72,7 @@ final class GridEngineTests: XCTestCase {
     let started = try Command.run("/bin/bash", [Self.script, "start", cellFolder.path])
     guard started.status == 0 else {
       _ = try? Command.run("/bin/bash", [Self.script, "stop", cellFolder.path])
-      throw CellError("sge-local start failed (\(started.status)):\n\(started.stderr)")
+      throw JobEngineError("sge-local start failed (\(started.status)):\n\(started.stderr)")
     }
     cell = try Self.exports(started.stdout)
     try prepareNight()
@@ -106,13 +108,7 @@ final class GridEngineTests: XCTestCase {
       XCTAssertEqual(shard.shard?.index, index)
       XCTAssertEqual(shard.runID, night.array, "the run ID is Grid Engine's JOB_ID")
     }
-    let run = try RunReport.load(path: work + "/reports/run.json")
-    XCTAssertEqual(run.status, .completed)
-    XCTAssertEqual(run.allowURLFailures, true)
-    XCTAssertEqual(run.mergedFrom?.count, Self.shards)
-    XCTAssertEqual(run.prefetch?.total, Self.paths.count)
-    XCTAssertEqual(run.prefetch?.downloaded, Self.images)
-    XCTAssertEqual(run.prefetch?.failed, Self.missing)
+    try assertTheMergedReportIsTheWholeNight()
     XCTAssertEqual(
       try DiskCache(location: CacheLocation(directory: work + "/cache")).usage().fileCount,
       Self.images)
@@ -171,12 +167,21 @@ final class GridEngineTests: XCTestCase {
       path: work + "/reports/shard-\(Self.rerunShard).json")
     XCTAssertEqual(rerunReport.runID, night.array, "the rerun keeps the night's run ID")
     XCTAssertEqual(rerunReport.prefetch?.total, killedPaths.count)
+    XCTAssertNil(rerunReport.previousAttempts, "the killed attempt wrote no report to count")
+    try assertTheMergedReportIsTheWholeNight()
+  }
+
+  /// The merge's report: completed, of every shard, with every URL once and the 404s passed.
+  private func assertTheMergedReportIsTheWholeNight(
+    file: StaticString = #filePath, line: UInt = #line
+  ) throws {
     let run = try RunReport.load(path: work + "/reports/run.json")
-    XCTAssertEqual(run.status, .completed)
-    XCTAssertEqual(run.mergedFrom?.count, Self.shards)
-    XCTAssertEqual(run.prefetch?.total, Self.paths.count)
-    XCTAssertEqual(run.prefetch?.downloaded, Self.images)
-    XCTAssertEqual(run.prefetch?.failed, Self.missing)
+    XCTAssertEqual(run.status, .completed, file: file, line: line)
+    XCTAssertEqual(run.allowURLFailures, true, file: file, line: line)
+    XCTAssertEqual(run.mergedFrom?.count, Self.shards, file: file, line: line)
+    XCTAssertEqual(run.prefetch?.total, Self.paths.count, file: file, line: line)
+    XCTAssertEqual(run.prefetch?.downloaded, Self.images, file: file, line: line)
+    XCTAssertEqual(run.prefetch?.failed, Self.missing, file: file, line: line)
   }
 
   /// The night's job file and manifest, and `.sge_request`: Grid Engine's default request
@@ -201,8 +206,8 @@ final class GridEngineTests: XCTestCase {
       toFile: work + "/.sge_request", atomically: true, encoding: .utf8)
   }
 
-  /// The Grid Engine lines of the first sh block after `heading` in docs/fleets.md: from its
-  /// `# Grid Engine` comment to the next comment or the end of the block.
+  /// The Grid Engine lines of docs/fleets.md's first block after `heading`: from the end of
+  /// its `# Grid Engine` comment to the next comment or the end of the block.
   private func recipe(_ heading: String) throws -> String {
     let text = try String(
       contentsOf: DeployTests.repository.appendingPathComponent("docs/fleets.md"),
@@ -231,10 +236,11 @@ final class GridEngineTests: XCTestCase {
       "/bin/bash", ["-euo", "pipefail", "-c", recipe + "\necho \"array $\(variable)\""],
       environment: environment, directory: work)
     guard result.status == 0 else {
-      throw CellError("the recipe exited \(result.status):\n\(recipe)\n\(result.stderr)")
+      throw JobEngineError("the recipe exited \(result.status):\n\(recipe)\n\(result.stderr)")
     }
     let array = try XCTUnwrap(result.stdout.firstMatch(of: /array (\d+)/)?.output.1, result.stdout)
-    let merge = try XCTUnwrap(result.stdout.firstMatch(of: /Your job (\d+)/)?.output.1, result.stdout)
+    let merge = try XCTUnwrap(
+      result.stdout.firstMatch(of: /Your job (\d+)/)?.output.1, result.stdout)
     return (String(array), String(merge))
   }
 
@@ -253,13 +259,13 @@ final class GridEngineTests: XCTestCase {
     var tasks: [TaskRecord] = []
     let done = try waitUntil(timeout: 120, "job \(id) to end", every: 0.5) {
       let shown = try Command.run(
-        try Self.tool("qacct"), ["-j", id], environment: cellEnvironment)
+        try JobEngine.tool("qacct"), ["-j", id], environment: cellEnvironment)
       last = shown.stdout + shown.stderr
       tasks = shown.stdout.components(separatedBy: "=====").compactMap(Self.taskRecord)
       return tasks.count == records
     }
     guard done else {
-      throw CellError("job \(id) did not end within 120 s:\n\(last)\n\(jobOutput())")
+      throw JobEngineError("job \(id) did not end within 120 s:\n\(last)\n\(jobOutput())")
     }
     return tasks.sorted { $0.task < $1.task }
   }
@@ -269,12 +275,12 @@ final class GridEngineTests: XCTestCase {
     for line in text.split(separator: "\n") {
       let parts = line.split(separator: " ", maxSplits: 1)
       guard parts.count == 2 else { continue }
-      fields[String(parts[0])] = parts[1].trimmingCharacters(in: .whitespaces)
+      // Padded: `exit_status  137                  (Killed)`, `start_time   Sun Nov  1 ...`.
+      fields[String(parts[0])] = parts[1].split(separator: " ").joined(separator: " ")
     }
     let format = DateFormatter()
     format.locale = Locale(identifier: "en_US_POSIX")
     format.dateFormat = "EEE MMM d HH:mm:ss yyyy"
-    // `exit_status  137                  (Killed)`
     guard let exit = fields["exit_status"]?.split(separator: " ").first.flatMap({ Int($0) }),
       let started = fields["start_time"].flatMap(format.date(from:)),
       let ended = fields["end_time"].flatMap(format.date(from:))
@@ -323,46 +329,11 @@ final class GridEngineTests: XCTestCase {
   /// `export A=1 B=2` (what `sge-local start` prints to eval) as a dictionary.
   private static func exports(_ line: String) throws -> [String: String] {
     let words = line.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
-    guard words.first == "export" else { throw CellError("not an export line: \(line)") }
+    guard words.first == "export" else { throw JobEngineError("not an export line: \(line)") }
     return Dictionary(
       uniqueKeysWithValues: words.dropFirst().map { word in
         let parts = word.split(separator: "=", maxSplits: 1).map(String.init)
         return (parts[0], parts.count > 1 ? parts[1] : "")
       })
-  }
-
-  /// The path of a Grid Engine tool: on PATH or in the sbin folders Debian installs to.
-  static func tool(_ name: String) throws -> String {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-    for folder in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin"] {
-      let candidate = folder + "/" + name
-      if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    throw CellError("no \(name)")
-  }
-
-  /// Skips when this machine cannot run the cell, or fails when CI says it must.
-  static func requireEngines() throws {
-    var reason: String?
-    if getuid() != 0 {
-      reason = "the one-node Grid Engine cell runs its daemons and jobs as root; this is uid \(getuid())"
-    } else {
-      let absent = tools.filter { (try? tool($0)) == nil }
-      if !absent.isEmpty {
-        reason =
-          "no \(absent.joined(separator: ", ")): bash scripts/install-system-packages "
-          + "gridengine-master gridengine-exec gridengine-client"
-      }
-    }
-    guard let reason else { return }
-    if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-      throw CellError("IMAGECACHE_REQUIRE_ENGINES=1 but \(reason)")
-    }
-    throw XCTSkip("Grid Engine: \(reason)")
-  }
-
-  struct CellError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
   }
 }
