@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import NIOCore
 import Synchronization
 import TestSupport
 import XCTest
@@ -26,8 +27,8 @@ final class GridEngineTests: XCTestCase {
 
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
-  /// Paths the server holds back (their answers a minute late), so that the task fetching
-  /// them is still running when the test kills it.
+  /// Paths whose answers the server holds back: one shard's, so that its task ends last, or is
+  /// still running when the test kills it.
   let heldBack = HeldBack()
   /// The cell's SGE_ROOT, apart from the test's folder.
   var cellFolder: TemporaryDirectory!
@@ -42,8 +43,16 @@ final class GridEngineTests: XCTestCase {
   }
 
   final class HeldBack: Sendable {
-    let paths = Mutex<Set<String>>([])
-    func contains(_ path: String) -> Bool { paths.withLock { $0.contains(path) } }
+    private let held = Mutex<(paths: Set<String>, delay: TimeAmount)>(([], .zero))
+
+    func hold(_ paths: [String], for delay: TimeAmount) {
+      held.withLock { $0 = (Set(paths), delay) }
+    }
+    func release() { held.withLock { $0 = ([], .zero) } }
+    /// How late the answer to `path` is, if it is held back.
+    func delay(_ path: String) -> TimeAmount? {
+      held.withLock { $0.paths.contains(path) ? $0.delay : nil }
+    }
   }
 
   override func setUpWithError() throws {
@@ -61,10 +70,9 @@ final class GridEngineTests: XCTestCase {
         ? ServerResponse.image(Fixtures.jpeg, type: "image/jpeg")
         : ServerResponse(status: 404, body: Data("gone".utf8))
       routes[path] = { request in
-        guard heldBack.contains(request.path) else { return answer }
-        var late = answer
-        late.headDelay = .seconds(60)
-        return late
+        var answer = answer
+        answer.headDelay = heldBack.delay(request.path)
+        return answer
       }
     }
     server = try LoopbackServer(routes: routes)
@@ -92,6 +100,10 @@ final class GridEngineTests: XCTestCase {
   }
 
   func testTheRecipesArrayFetchesEveryURLOnceAndItsHeldMergePassesANightWith404s() throws {
+    // Shard 1's answers come late, so that its task ends well after the others (the queue has
+    // slots for all, the merge too): a merge that did not wait for every task would miss its
+    // report.
+    heldBack.hold(paths(ofShard: 1), for: .seconds(2))
     let night = try submit(try recipe("## Recipes"))
     let tasks = try accounting(night.array, records: Self.shards)
     XCTAssertEqual(tasks.map(\.exitStatus), [0, 0, 0, 0], "a night with 404s: \(jobOutput())")
@@ -115,12 +127,8 @@ final class GridEngineTests: XCTestCase {
   }
 
   func testAShardKilledMidwayFailsTheMergeAndTheDocsRerunOfItAloneCompletesTheNight() throws {
-    let urls = Dictionary(uniqueKeysWithValues: Self.paths.map { ($0, server.url($0)) })
-    let killedPaths = Self.paths.filter {
-      Shard.index(ofCacheKey: urls[$0]!, count: Self.shards) == Self.rerunShard
-    }
-    XCTAssertFalse(killedPaths.isEmpty, "shard \(Self.rerunShard) has URLs")
-    heldBack.paths.withLock { $0 = Set(killedPaths) }
+    let killedPaths = paths(ofShard: Self.rerunShard)
+    heldBack.hold(killedPaths, for: .seconds(60))
 
     let night = try submit(try recipe("## Recipes"))
     // The shard's task is fetching (its first request has arrived, held back): kill it as the
@@ -148,7 +156,7 @@ final class GridEngineTests: XCTestCase {
     XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/reports/run.json"))
 
     // The docs' rerun, with the first array's job ID, as the server answers at once again.
-    heldBack.paths.withLock { $0 = [] }
+    heldBack.release()
     let before = Dictionary(uniqueKeysWithValues: Self.paths.map { ($0, server.requestCount($0)) })
     let rerun = try submit(try recipe("### Rerunning one shard"), gid: night.array)
     let rerunTask = try accounting(rerun.array, records: 1)[0]
@@ -169,6 +177,15 @@ final class GridEngineTests: XCTestCase {
     XCTAssertEqual(rerunReport.prefetch?.total, killedPaths.count)
     XCTAssertNil(rerunReport.previousAttempts, "the killed attempt wrote no report to count")
     try assertTheMergedReportIsTheWholeNight()
+  }
+
+  /// The paths of shard `index`'s URLs (the shards depend on the server's port).
+  private func paths(ofShard index: Int) -> [String] {
+    let paths = Self.paths.filter {
+      Shard.index(ofCacheKey: server.url($0), count: Self.shards) == index
+    }
+    XCTAssertFalse(paths.isEmpty, "shard \(index) has URLs")
+    return paths
   }
 
   /// The merge's report: completed, of every shard, with every URL once and the 404s passed.
