@@ -7,83 +7,64 @@ import XCTest
 
 /// docs/fleets.md's Grid Engine recipe and its rerun of one shard, as written there (issue 40,
 /// item 5), on a real Grid Engine: a one-node cell started by `scripts/sge-local` in a
-/// temporary folder runs the recipe's `qsub -t 1-4` array of `imagecache run` and its merge
-/// held by `-hold_jid`, against a loopback image server that counts what reaches it.
+/// temporary folder runs the page's `qsub -t 1-4` array of `imagecache run` and its merge held
+/// by `-hold_jid`, against a loopback server that serves a ``FleetNight``; and, after a task
+/// killed with SIGKILL, the page's rerun of that task alone and its merge.
 ///
 /// Needs root and Debian's `gridengine-master`, `gridengine-exec` and `gridengine-client`;
 /// without them the tests skip, saying so, unless `IMAGECACHE_REQUIRE_ENGINES=1` (set by
 /// `.ci/run`, which installs them), where they fail.
 final class GridEngineTests: XCTestCase {
-  static let images = 32
-  static let missing = 8
-  static let shards = 4
-  /// The task the docs' rerun narrows the array to (`qsub -t 3`), and its shard.
-  static let rerunTask = 3
-  static let rerunShard = 2
+  static let shards = FleetNight.shards
   static let tools = ["sge_qmaster", "sge_execd", "qconf", "qsub", "qstat", "qacct", "qdel"]
+  /// The task the page's rerun narrows the array to (`qsub -t 3`): the victim's.
+  static let victimTask = FleetNight.victim + 1
 
-  static let paths =
-    (0..<images).map { "/i/\($0).jpg" } + (0..<missing).map { "/gone/\($0).jpg" }
-
+  let fleet = FleetNight()
+  /// Paths the server answers late: in the ordinary night, one shard's images.
+  let late = LatePaths()
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
-  /// Paths whose answers the server holds back: one shard's, so that its task ends last, or is
-  /// still running when the test kills it.
-  let heldBack = HeldBack()
   /// The cell's SGE_ROOT, apart from the test's folder.
   var cellFolder: TemporaryDirectory!
   /// SGE_ROOT, SGE_CELL and the ports, as `sge-local start` printed them.
   var cell: [String: String] = [:]
-
-  /// Where the recipe runs: its job file, manifest, cache, reports and the jobs' output.
-  var work: String { temporary.appending("night") }
+  /// Where the jobs are submitted from and run (-cwd): the recipe's folder.
+  var work: String { temporary.appending("cell-work") }
 
   static var script: String {
     DeployTests.repository.appendingPathComponent("scripts/sge-local").path
   }
 
-  final class HeldBack: Sendable {
-    private let held = Mutex<(paths: Set<String>, delay: TimeAmount)>(([], .zero))
+  final class LatePaths: Sendable {
+    private let paths = Mutex<Set<String>>([])
 
-    func hold(_ paths: [String], for delay: TimeAmount) {
-      held.withLock { $0 = (Set(paths), delay) }
-    }
-    func release() { held.withLock { $0 = ([], .zero) } }
-    /// How late the answer to `path` is, if it is held back.
-    func delay(_ path: String) -> TimeAmount? {
-      held.withLock { $0.paths.contains(path) ? $0.delay : nil }
-    }
+    func answerLate(_ paths: [String]) { self.paths.withLock { $0 = Set(paths) } }
+    func contains(_ path: String) -> Bool { paths.withLock { $0.contains(path) } }
   }
 
   override func setUpWithError() throws {
     try super.setUpWithError()
-    try JobEngine.require(
+    try FleetDocs.requireCluster(
       "Grid Engine cell", tools: Self.tools,
       packages: "gridengine-master gridengine-exec gridengine-client")
     temporary = try TemporaryDirectory()
-    var routes: [String: Route] = [:]
-    let heldBack = heldBack
-    for path in Self.paths {
-      // /gone/K.jpg answers 404, as a CDN does for a deleted image.
-      let answer =
-        path.hasPrefix("/i/")
-        ? ServerResponse.image(Fixtures.jpeg, type: "image/jpeg")
-        : ServerResponse(status: 404, body: Data("gone".utf8))
-      routes[path] = { request in
-        var answer = answer
-        answer.headDelay = heldBack.delay(request.path)
-        return answer
-      }
-    }
-    server = try LoopbackServer(routes: routes)
+    let late = late
+    server = try LoopbackServer(
+      routes: fleet.routes.mapValues { route in
+        { request in
+          var response = route(request)
+          if late.contains(request.path) { response.headDelay = .seconds(2) }
+          return response
+        }
+      })
     cellFolder = try TemporaryDirectory(prefix: "imagecache-sge")
     let started = try Command.run("/bin/bash", [Self.script, "start", cellFolder.path])
     guard started.status == 0 else {
       _ = try? Command.run("/bin/bash", [Self.script, "stop", cellFolder.path])
-      throw JobEngineError("sge-local start failed (\(started.status)):\n\(started.stderr)")
+      throw FleetError("sge-local start failed (\(started.status)):\n\(started.stderr)")
     }
     cell = try Self.exports(started.stdout)
-    try prepareNight()
   }
 
   override func tearDown() {
@@ -100,173 +81,116 @@ final class GridEngineTests: XCTestCase {
   }
 
   func testTheRecipesArrayFetchesEveryURLOnceAndItsHeldMergePassesANightWith404s() throws {
-    // Shard 1's answers come late, so that its task ends well after the others (the queue has
-    // slots for all, the merge too): a merge that did not wait for every task would miss its
-    // report.
-    heldBack.hold(paths(ofShard: 1), for: .seconds(2))
-    let night = try submit(try recipe("## Recipes"))
-    let tasks = try accounting(night.array, records: Self.shards)
+    let urls = try prepare(broken: false)
+    // Shard 1's images answer late, so that its task ends well after the others (the queue has
+    // slots for all of them and the merge): a merge not held for the whole array would start
+    // before it ends, and miss its report.
+    late.answerLate(
+      urls.filter { FleetNight.shard(of: $0) == 1 && $0.contains("/i/") }.map {
+        $0.replacing(server.baseURL, with: "")
+      })
+    let (array, merge) = try submitRecipe(after: "## Recipes", arrayVariable: "gid")
+    let tasks = try accounting(array, records: Self.shards)
     XCTAssertEqual(tasks.map(\.exitStatus), [0, 0, 0, 0], "a night with 404s: \(jobOutput())")
-    let merge = try accounting(night.merge, records: 1)[0]
-    XCTAssertEqual(merge.exitStatus, 0, "the merge passes the night: \(jobOutput())")
+    let merged = try accounting(merge, records: 1)[0]
+    XCTAssertEqual(merged.exitStatus, 0, "the merge passes the night: \(jobOutput())")
     XCTAssertGreaterThanOrEqual(
-      merge.started, tasks.map(\.ended).max()!, "-hold_jid starts the merge after the array")
-
-    for path in Self.paths {
-      XCTAssertEqual(server.requestCount(path), 1, "\(path): fetched once by the array")
-    }
+      merged.started, tasks.map(\.ended).max()!, "-hold_jid starts the merge after every task")
     for index in 0..<Self.shards {
-      let shard = try RunReport.load(path: work + "/reports/shard-\(index).json")
+      let shard = try report("shard-\(index)")
       XCTAssertEqual(shard.shard?.index, index)
-      XCTAssertEqual(shard.runID, night.array, "the run ID is Grid Engine's JOB_ID")
+      XCTAssertEqual(shard.shard?.count, Self.shards)
+      XCTAssertEqual(shard.runID, array, "the run is Grid Engine's array job (JOB_ID)")
     }
-    try assertTheMergedReportIsTheWholeNight()
-    XCTAssertEqual(
-      try DiskCache(location: CacheLocation(directory: work + "/cache")).usage().fileCount,
-      Self.images)
+    FleetNight.checkOrdinaryNight(try report("run"), server: server, urls: urls)
   }
 
-  func testAShardKilledMidwayFailsTheMergeAndTheDocsRerunOfItAloneCompletesTheNight() throws {
-    let killedPaths = paths(ofShard: Self.rerunShard)
-    heldBack.hold(killedPaths, for: .seconds(60))
-
-    let night = try submit(try recipe("## Recipes"))
-    // The shard's task is fetching (its first request has arrived, held back): kill it as the
-    // kernel's OOM killer or a lost node would, with no chance to write its report.
-    waitUntil(timeout: 120, "task \(Self.rerunTask)'s first request", every: 0.1) {
-      killedPaths.contains { server.requestCount($0) > 0 }
-    }
-    var task: pid_t?
-    waitUntil(timeout: 30, "task \(Self.rerunTask)'s imagecache", every: 0.1) {
-      task = Self.imagecacheProcess(job: night.array, task: Self.rerunTask)
-      return task != nil
-    }
-    XCTAssertEqual(kill(try XCTUnwrap(task), SIGKILL), 0)
-
-    let tasks = try accounting(night.array, records: Self.shards)
+  func testATaskKilledWithSIGKILLFailsTheMergeNamingItsShardAndItsRerunAloneCompletesTheNight()
+    throws
+  {
+    let urls = try prepare(broken: true)
+    let (array, merge) = try submitRecipe(after: "## Recipes", arrayVariable: "gid")
+    try FleetNight.signalVictimMidway(server: server, urls: urls, cache: work + "/cache")
+    let tasks = try accounting(array, records: Self.shards)
     XCTAssertEqual(
-      tasks.filter { $0.exitStatus != 0 }.map(\.task), [Self.rerunTask], "\(tasks)")
-    XCTAssertEqual(tasks.first { $0.task == Self.rerunTask }?.exitStatus, 128 + Int(SIGKILL))
-    let failedMerge = try accounting(night.merge, records: 1)[0]
-    XCTAssertNotEqual(failedMerge.exitStatus, 0, "the merge fails the night: \(jobOutput())")
-    let failedMergeErrors = try jobErrors(night.merge)
+      tasks.map(\.exitStatus), (1...Self.shards).map { $0 == Self.victimTask ? 137 : 0 },
+      "SIGKILL ends the victim's task alone: \(jobOutput())")
+    let failed = try accounting(merge, records: 1)[0]
+    XCTAssertNotEqual(failed.exitStatus, 0, "-hold_jid ran the merge, which failed")
+    let mergeErrors = try jobErrors(merge)
     XCTAssertTrue(
-      failedMergeErrors.range(of: #"shard \#(Self.rerunShard)\b"#, options: .regularExpression)
-        != nil, "the merge names the killed shard: \(failedMergeErrors)")
+      mergeErrors.contains("missing shard \(FleetNight.victim) of \(Self.shards)"), mergeErrors)
     XCTAssertFalse(FileManager.default.fileExists(atPath: work + "/reports/run.json"))
 
-    // The docs' rerun, with the first array's job ID, as the server answers at once again.
-    heldBack.release()
-    let before = Dictionary(uniqueKeysWithValues: Self.paths.map { ($0, server.requestCount($0)) })
-    let rerun = try submit(try recipe("### Rerunning one shard"), gid: night.array)
-    let rerunTask = try accounting(rerun.array, records: 1)[0]
-    XCTAssertEqual(rerunTask.task, Self.rerunTask)
+    let survivors = try FleetNight.survivors.map { try report("shard-\($0)") }
+
+    fleet.release()
+    let before = server.allRequests.count
+    let (rerun, remerge) = try submitRecipe(
+      after: "### Rerunning one shard", arrayVariable: "rid", variables: ["gid": array])
+    let rerunTask = try accounting(rerun, records: 1)[0]
+    XCTAssertEqual(rerunTask.task, Self.victimTask)
     XCTAssertEqual(rerunTask.exitStatus, 0, jobOutput())
-    let merge = try accounting(rerun.merge, records: 1)[0]
-    XCTAssertEqual(merge.exitStatus, 0, "the merge passes the night now: \(jobOutput())")
-
-    // A quarter of the work, give or take the hash: the killed shard's URLs, each once.
-    for path in Self.paths {
-      XCTAssertEqual(
-        server.requestCount(path) - before[path]!, killedPaths.contains(path) ? 1 : 0,
-        "\(path) in the rerun")
-    }
-    let rerunReport = try RunReport.load(
-      path: work + "/reports/shard-\(Self.rerunShard).json")
-    XCTAssertEqual(rerunReport.runID, night.array, "the rerun keeps the night's run ID")
-    XCTAssertEqual(rerunReport.prefetch?.total, killedPaths.count)
-    XCTAssertNil(rerunReport.previousAttempts, "the killed attempt wrote no report to count")
-    try assertTheMergedReportIsTheWholeNight()
+    let merged = try accounting(remerge, records: 1)[0]
+    XCTAssertEqual(merged.exitStatus, 0, "the merge after the rerun: \(jobOutput())")
+    FleetNight.checkRerun(
+      requests: Array(server.allRequests[before...]),
+      report: try report("shard-\(FleetNight.victim)"), merged: try report("run"),
+      server: server, urls: urls)
+    XCTAssertEqual(
+      try FleetNight.survivors.map { try report("shard-\($0)") }, survivors,
+      "the tasks that completed are not run again")
   }
 
-  /// The paths of shard `index`'s URLs (the shards depend on the server's port).
-  private func paths(ofShard index: Int) -> [String] {
-    let paths = Self.paths.filter {
-      Shard.index(ofCacheKey: server.url($0), count: Self.shards) == index
-    }
-    XCTAssertFalse(paths.isEmpty, "shard \(index) has URLs")
-    return paths
-  }
-
-  /// The merge's report: completed, of every shard, with every URL once and the 404s passed.
-  private func assertTheMergedReportIsTheWholeNight(
-    file: StaticString = #filePath, line: UInt = #line
-  ) throws {
-    let run = try RunReport.load(path: work + "/reports/run.json")
-    XCTAssertEqual(run.status, .completed, file: file, line: line)
-    XCTAssertEqual(run.allowURLFailures, true, file: file, line: line)
-    XCTAssertEqual(run.mergedFrom?.count, Self.shards, file: file, line: line)
-    XCTAssertEqual(run.prefetch?.total, Self.paths.count, file: file, line: line)
-    XCTAssertEqual(run.prefetch?.downloaded, Self.images, file: file, line: line)
-    XCTAssertEqual(run.prefetch?.failed, Self.missing, file: file, line: line)
-  }
-
-  /// The night's job file and manifest, and `.sge_request`: Grid Engine's default request
-  /// for jobs submitted from the folder, which puts the built imagecache on the jobs' PATH (an
-  /// installed one is on it already). The reports' folder is made by the first shard.
-  private func prepareNight() throws {
+  /// The night's manifest and the recipe's job, `nightly.yaml`, in the work folder, and
+  /// `.sge_request`: Grid Engine's default request for jobs submitted from the folder, which
+  /// puts the built imagecache on the jobs' PATH (an installed one is on it already); the
+  /// night's URLs. The job's long timeout and deadline let a held image wait for the kill
+  /// however loaded the machine. No reports folder: imagecache makes a report's folders.
+  private func prepare(broken: Bool) throws -> [String] {
     try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-    try Self.paths.map { server.url($0) }.joined(separator: "\n").write(
+    let urls = FleetNight.urls(on: server, broken: broken)
+    try urls.joined(separator: "\n").write(
       toFile: work + "/urls.txt", atomically: true, encoding: .utf8)
     try """
     name: nightly
-    cache:
-      directory: cache
-    manifests:
-      - urls.txt
-    prefetch:
-      retries: 0
-
+    cache: {directory: cache}
+    manifests: [urls.txt]
+    prefetch: {timeout: 300s, deadline: 300s}
     """.write(toFile: work + "/nightly.yaml", atomically: true, encoding: .utf8)
     let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
     try "-v PATH=\(binaries):/usr/bin:/bin\n".write(
       toFile: work + "/.sge_request", atomically: true, encoding: .utf8)
+    return urls
   }
 
-  /// The Grid Engine lines of docs/fleets.md's first block after `heading`: from the end of
-  /// its `# Grid Engine` comment to the next comment or the end of the block.
-  private func recipe(_ heading: String) throws -> String {
-    let text = try String(
-      contentsOf: DeployTests.repository.appendingPathComponent("docs/fleets.md"),
-      encoding: .utf8)
-    let lines = text.split(separator: "\n", omittingEmptySubsequences: false)
-    let section = try XCTUnwrap(lines.firstIndex { $0 == heading }, heading)
-    let start = try XCTUnwrap(
-      lines[section...].firstIndex { $0.hasPrefix("# Grid Engine") }, "Grid Engine, \(heading)")
-    let body = lines[(start + 1)...].drop { $0.hasPrefix("#") }
-      .prefix { !$0.hasPrefix("#") && !$0.hasPrefix("```") }
-    let script = body.joined(separator: "\n")
-    XCTAssertTrue(script.contains("qsub"), script)
-    return script
-  }
-
-  /// Runs a recipe in the night's folder, as a user on the cell's submit host would (with
-  /// `gid` set, for the rerun); the ids of the jobs it submitted: the array's, which its
-  /// first line keeps in a variable (`gid=$(qsub -terse ...)`), and the merge's, which qsub
-  /// prints (`Your job ID`).
-  private func submit(_ recipe: String, gid: String? = nil) throws -> (array: String, merge: String)
-  {
-    let variable = try XCTUnwrap(recipe.firstMatch(of: /^(\w+)=\$\(qsub -terse/)?.output.1, recipe)
-    var environment = cellEnvironment
-    if let gid { environment["gid"] = gid }
+  /// The page's Grid Engine lines after `heading`, run in the work folder as a user on the
+  /// cell's submit host would, with `variables` set (a rerun's `gid`): the id of the array
+  /// they submit (kept in `arrayVariable` by `qsub -terse`) and of their merge (`Your job ID`).
+  private func submitRecipe(
+    after heading: String, arrayVariable: String, variables: [String: String] = [:]
+  ) throws -> (array: String, merge: String) {
+    let lines = try FleetDocs.commands("Grid Engine", after: heading)
+    XCTAssertTrue(lines.contains("-hold_jid \"$\(arrayVariable)\""), lines)
     let result = try Command.run(
-      "/bin/bash", ["-euo", "pipefail", "-c", recipe + "\necho \"array $\(variable)\""],
-      environment: environment, directory: work)
-    guard result.status == 0 else {
-      throw JobEngineError("the recipe exited \(result.status):\n\(recipe)\n\(result.stderr)")
-    }
-    let array = try XCTUnwrap(result.stdout.firstMatch(of: /array (\d+)/)?.output.1, result.stdout)
-    let merge = try XCTUnwrap(
-      result.stdout.firstMatch(of: /Your job (\d+)/)?.output.1, result.stdout)
+      "/bin/bash", ["-euo", "pipefail", "-c", lines + "echo \"array $\(arrayVariable)\"\n"],
+      environment: cellEnvironment.merging(variables) { $1 }, directory: work)
+    guard result.status == 0,
+      let array = result.stdout.firstMatch(of: /array (\d+)/)?.output.1,
+      let merge = result.stdout.firstMatch(of: /Your job (\d+)/)?.output.1
+    else { throw FleetError("the recipe: \(result.status) \(result.stdout) \(result.stderr)") }
     return (String(array), String(merge))
   }
 
-  struct TaskRecord: CustomStringConvertible {
+  private func report(_ name: String) throws -> RunReport {
+    try RunReport.load(path: work + "/reports/\(name).json")
+  }
+
+  struct TaskRecord {
     var task: Int
     var exitStatus: Int
     var started: Date
     var ended: Date
-    var description: String { "task \(task): exit \(exitStatus)" }
   }
 
   /// Polls `qacct -j ID` until `records` of its tasks have ended (at most 120 s): each one's
@@ -276,24 +200,25 @@ final class GridEngineTests: XCTestCase {
     var tasks: [TaskRecord] = []
     let done = try waitUntil(timeout: 120, "job \(id) to end", every: 0.5) {
       let shown = try Command.run(
-        try JobEngine.tool("qacct"), ["-j", id], environment: cellEnvironment)
+        try FleetDocs.tool("qacct"), ["-j", id], environment: cellEnvironment)
       last = shown.stdout + shown.stderr
       tasks = shown.stdout.components(separatedBy: "=====").compactMap(Self.taskRecord)
       return tasks.count == records
     }
     guard done else {
-      throw JobEngineError("job \(id) did not end within 120 s:\n\(last)\n\(jobOutput())")
+      throw FleetError("job \(id) did not end within 120 s:\n\(last)\n\(jobOutput())")
     }
     return tasks.sorted { $0.task < $1.task }
   }
 
+  /// One task's record in `qacct -j`: lines of a name and its value, padded
+  /// (`exit_status  137                  (Killed)`, `start_time   Sun Nov  1 03:17:02 2026`).
   private static func taskRecord(_ text: String) -> TaskRecord? {
     var fields: [String: String] = [:]
     for line in text.split(separator: "\n") {
-      let parts = line.split(separator: " ", maxSplits: 1)
-      guard parts.count == 2 else { continue }
-      // Padded: `exit_status  137                  (Killed)`, `start_time   Sun Nov  1 ...`.
-      fields[String(parts[0])] = parts[1].split(separator: " ").joined(separator: " ")
+      let words = line.split(separator: " ")
+      guard let name = words.first else { continue }
+      fields[String(name)] = words.dropFirst().joined(separator: " ")
     }
     let format = DateFormatter()
     format.locale = Locale(identifier: "en_US_POSIX")
@@ -314,39 +239,27 @@ final class GridEngineTests: XCTestCase {
     return try String(contentsOfFile: work + "/" + name, encoding: .utf8)
   }
 
-  /// Every job's output in the night's folder, for a failure.
+  /// Every job's output in the work folder (`NAME.oID.TASK`, `NAME.eID`), for a failure.
   private func jobOutput() -> String {
     let names = (try? FileManager.default.contentsOfDirectory(atPath: work)) ?? []
     return names.filter { $0.range(of: #"\.[eo]\d+"#, options: .regularExpression) != nil }
       .sorted().map { name in
-        "--- \(name)\n" + ((try? String(contentsOfFile: work + "/" + name, encoding: .utf8)) ?? "")
+        let text = (try? String(contentsOfFile: work + "/" + name, encoding: .utf8)) ?? ""
+        return "--- \(name)\n" + text.split(separator: "\n").suffix(15).joined(separator: "\n")
       }.joined(separator: "\n")
-  }
-
-  /// The imagecache that task `task` of job `job` runs: the process of that name whose
-  /// environment has Grid Engine's JOB_ID and SGE_TASK_ID for it.
-  private static func imagecacheProcess(job: String, task: Int) -> pid_t? {
-    let processes = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
-    return processes.compactMap { pid_t($0) }.first { pid in
-      let name = try? String(contentsOfFile: "/proc/\(pid)/comm", encoding: .utf8)
-      guard name?.trimmingCharacters(in: .newlines) == "imagecache",
-        let environ = FileManager.default.contents(atPath: "/proc/\(pid)/environ")
-      else { return false }
-      let variables = Set(environ.split(separator: 0).map { String(decoding: $0, as: UTF8.self) })
-      return variables.isSuperset(of: ["JOB_ID=\(job)", "SGE_TASK_ID=\(task)"])
-    }
   }
 
   private var cellEnvironment: [String: String] {
     ProcessInfo.processInfo.environment.merging(cell) { $1 }.merging([
-      "PATH": (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin"
+      "PATH": (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin") + ":/usr/sbin:/sbin",
+      "HOME": temporary.path,
     ]) { $1 }
   }
 
   /// `export A=1 B=2` (what `sge-local start` prints to eval) as a dictionary.
   private static func exports(_ line: String) throws -> [String: String] {
     let words = line.trimmingCharacters(in: .whitespacesAndNewlines).split(separator: " ")
-    guard words.first == "export" else { throw JobEngineError("not an export line: \(line)") }
+    guard words.first == "export" else { throw FleetError("not an export line: \(line)") }
     return Dictionary(
       uniqueKeysWithValues: words.dropFirst().map { word in
         let parts = word.split(separator: "=", maxSplits: 1).map(String.init)
