@@ -39,6 +39,37 @@ enum FleetDocs {
     throw XCTSkip(missing)
   }
 
+  /// The path of an engine's tool: on PATH or in the sbin folders Debian installs daemons to.
+  static func tool(_ name: String) throws -> String {
+    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
+    for folder in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin"] {
+      let candidate = folder + "/" + name
+      if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
+    }
+    throw FleetError("no \(name)")
+  }
+
+  /// ``require(_:package:)`` for an engine whose daemons a test starts (`cluster`: a one-node
+  /// Slurm cluster, a Grid Engine cell): they run as root, and need every one of `tools`,
+  /// which the Debian `packages` install.
+  static func requireCluster(_ cluster: String, tools: [String], packages: String) throws {
+    var reason: String?
+    if getuid() != 0 {
+      reason = "the one-node \(cluster) runs its daemons as root; this is uid \(getuid())"
+    } else {
+      let absent = tools.filter { (try? tool($0)) == nil }
+      if !absent.isEmpty {
+        reason =
+          "no \(absent.joined(separator: ", ")): bash scripts/install-system-packages \(packages)"
+      }
+    }
+    guard let reason else { return }
+    if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
+      throw FleetError("IMAGECACHE_REQUIRE_ENGINES=1 but \(reason)")
+    }
+    throw XCTSkip("\(cluster): \(reason)")
+  }
+
   /// The fenced block whose first line starts with `firstLine`, without its fences.
   static func block(startingWith firstLine: String) throws -> String {
     let lines = try page.split(separator: "\n", omittingEmptySubsequences: false)

@@ -31,14 +31,15 @@ final class SlurmTests: XCTestCase {
 
   override func setUpWithError() throws {
     try super.setUpWithError()
-    try Self.requireEngines()
+    try FleetDocs.requireCluster(
+      "Slurm cluster", tools: Self.tools, packages: "slurm-wlm munge")
     temporary = try TemporaryDirectory()
     server = try LoopbackServer(routes: fleet.routes)
     clusterFolder = try TemporaryDirectory(prefix: "imagecache-slurm")
     let started = try Command.run("/bin/bash", [Self.script, "start", cluster])
     guard started.status == 0 else {
       _ = try? Command.run("/bin/bash", [Self.script, "stop", cluster])
-      throw ClusterError("slurm-local start failed (\(started.status)):\n\(started.stderr)")
+      throw FleetError("slurm-local start failed (\(started.status)):\n\(started.stderr)")
     }
   }
 
@@ -90,7 +91,7 @@ final class SlurmTests: XCTestCase {
     guard result.status == 0,
       let merge = words.firstIndex(of: "job").map({ words[$0 + 1] }),
       let array = words.firstIndex(of: "array").map({ words[$0 + 1] })
-    else { throw ClusterError("the recipe: \(result.status) \(result.stdout) \(result.stderr)") }
+    else { throw FleetError("the recipe: \(result.status) \(result.stdout) \(result.stderr)") }
     return (array.split(separator: ";").first.map(String.init) ?? array, merge)
   }
 
@@ -217,13 +218,13 @@ final class SlurmTests: XCTestCase {
       "WORK": work, "IMAGECACHE": ImageCacheBinary.path,
     ]) { $1 }
     let result = try Command.run(
-      try Self.tool("sbatch"), ["--parsable", "--chdir=\(work)"] + arguments,
+      try FleetDocs.tool("sbatch"), ["--parsable", "--chdir=\(work)"] + arguments,
       environment: environment)
     guard result.status == 0,
       let id = result.stdout.split(separator: ";").first?.trimmingCharacters(
         in: .whitespacesAndNewlines),
       !id.isEmpty
-    else { throw ClusterError("sbatch \(arguments): \(result.status) \(result.stderr)") }
+    else { throw FleetError("sbatch \(arguments): \(result.status) \(result.stderr)") }
     return id
   }
 
@@ -232,7 +233,7 @@ final class SlurmTests: XCTestCase {
   private func waitForOrdinaryNight(_ array: String, merge: String) throws -> JobRecord {
     let workers = try waitForJob(array, tasks: Self.shards)
     guard workers.allSatisfy({ $0.state == "COMPLETED" }) else {
-      throw ClusterError(
+      throw FleetError(
         "every task exits 0 on a night with 404s, not \(workers.map(\.state)):\n\(logs(work))")
     }
     return try waitForJob(merge, tasks: 1)[0]
@@ -253,7 +254,7 @@ final class SlurmTests: XCTestCase {
     var records: [JobRecord] = []
     let done = try waitUntil(timeout: 60, "job \(id) to end:\n\(last)", every: 0.2) {
       let shown = try Command.run(
-        try Self.tool("scontrol"), ["show", "job", id], environment: slurmEnvironment)
+        try FleetDocs.tool("scontrol"), ["show", "job", id], environment: slurmEnvironment)
       last = shown.stdout + shown.stderr
       records = shown.stdout.components(separatedBy: "\n\n").compactMap { text in
         field("JobState", in: text).map {
@@ -263,7 +264,7 @@ final class SlurmTests: XCTestCase {
       return records.count == tasks && records.allSatisfy({ ended.contains($0.state) })
     }
     guard done else {
-      throw ClusterError("job \(id) did not end within 60 s:\n\(last)\n\(logs(cluster))")
+      throw FleetError("job \(id) did not end within 60 s:\n\(last)\n\(logs(cluster))")
     }
     // scontrol lists an array's tasks in no fixed order; the states are compared as a set.
     return records.sorted { $0.state < $1.state }
@@ -283,40 +284,5 @@ final class SlurmTests: XCTestCase {
       let text = (try? String(contentsOfFile: folder + "/" + name, encoding: .utf8)) ?? ""
       return "--- \(name)\n" + text.split(separator: "\n").suffix(15).joined(separator: "\n")
     }.joined(separator: "\n")
-  }
-
-  /// The path of a Slurm or munge tool: on PATH or in the sbin folders Debian installs to.
-  static func tool(_ name: String) throws -> String {
-    let path = ProcessInfo.processInfo.environment["PATH"] ?? ""
-    for folder in path.split(separator: ":").map(String.init) + ["/usr/sbin", "/sbin"] {
-      let candidate = folder + "/" + name
-      if FileManager.default.isExecutableFile(atPath: candidate) { return candidate }
-    }
-    throw ClusterError("no \(name)")
-  }
-
-  /// Skips when this machine cannot run the cluster, or fails when CI says it must.
-  static func requireEngines() throws {
-    var reason: String?
-    if getuid() != 0 {
-      reason = "the one-node Slurm cluster runs its daemons as root; this is uid \(getuid())"
-    } else {
-      let absent = tools.filter { (try? tool($0)) == nil }
-      if !absent.isEmpty {
-        reason =
-          "no \(absent.joined(separator: ", ")): "
-          + "bash scripts/install-system-packages slurm-wlm munge"
-      }
-    }
-    guard let reason else { return }
-    if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-      throw ClusterError("IMAGECACHE_REQUIRE_ENGINES=1 but \(reason)")
-    }
-    throw XCTSkip("Slurm: \(reason)")
-  }
-
-  struct ClusterError: Error, CustomStringConvertible {
-    var description: String
-    init(_ description: String) { self.description = description }
   }
 }
