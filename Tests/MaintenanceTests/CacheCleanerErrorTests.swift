@@ -4,34 +4,17 @@ import TestSupport
 import XCTest
 
 /// Per-file errors: an immutable file (chattr +i) cannot be deleted, even by root.
-final class CacheCleanerErrorTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class CacheCleanerErrorTests: TemporaryFolderTestCase {
   var builder: CacheBuilder!
-  var immutable: [String] = []
   let now: Int64 = 1_700_000_000
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     builder = CacheBuilder(root: temporary.appending("default"))
   }
 
-  override func tearDown() {
-    for path in immutable { chattr("-i", path) }
-    temporary.remove()
-  }
-
-  /// `chattr`'s exit status; -1 when it cannot be run.
-  private func chattr(_ flag: String, _ path: String) -> Int32 {
-    Command.status("/usr/bin/env", ["chattr", flag, path])
-  }
-
-  private func makeImmutable(_ path: String) throws {
-    guard chattr("+i", path) == 0 else { throw XCTSkip("chattr +i is not available here") }
-    immutable.append(path)
-  }
-
   func testAFailedDeleteIsReportedAndThePassGoesOn() throws {
-    try makeImmutable(try builder.file("stuck", size: 4096, accessTime: now - 10_000))
+    try fileSystems.makeImmutable(try builder.file("stuck", size: 4096, accessTime: now - 10_000))
     try builder.file("old", size: 4096, accessTime: now - 10_000)
     let (expire, _) = try CacheCleaner(
       diskCachePath: builder.root, configuration: CleanupConfiguration(maxDiskAge: 100)
@@ -45,7 +28,7 @@ final class CacheCleanerErrorTests: XCTestCase {
 
   func testOnlySuccessfulDeletesCountTowardsTheTrimTarget() throws {
     // Oldest first: the immutable file would bring the total under the target on its own.
-    try makeImmutable(try builder.file("a-oldest", size: 40_000, accessTime: now - 300))
+    try fileSystems.makeImmutable(try builder.file("a-oldest", size: 40_000, accessTime: now - 300))
     for i in 0..<4 { try builder.file("f\(i)", size: 4096, accessTime: now - 200 + Int64(i)) }
     let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
     let total = sizes.reduce(0, +)
