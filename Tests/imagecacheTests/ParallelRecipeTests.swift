@@ -34,11 +34,7 @@ final class ParallelRecipeTests: LoopbackTestCase {
   func testTheGNUParallelRecipeFetchesEachURLOnceAndItsMergePassesANightWithA404() throws {
     let parallel = "/usr/bin/parallel"
     guard FileManager.default.isExecutableFile(atPath: parallel) else {
-      if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-        return XCTFail(
-          "IMAGECACHE_REQUIRE_ENGINES=1 but GNU parallel (Debian: parallel) is missing")
-      }
-      throw XCTSkip("GNU parallel is not installed (Debian: parallel)")
+      try requireOrSkip("GNU parallel is not installed (Debian: parallel)")
     }
     let script = try recipe()
     XCTAssertTrue(script.contains("parallel -j4"), script)

@@ -279,10 +279,7 @@ final class SlurmTests: XCTestCase {
       }
     }
     guard let reason else { return }
-    if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-      throw ClusterError("IMAGECACHE_REQUIRE_ENGINES=1 but \(reason)")
-    }
-    throw XCTSkip("Slurm: \(reason)")
+    try requireOrSkip("Slurm: \(reason)")
   }
 
   struct ClusterError: Error, CustomStringConvertible {
