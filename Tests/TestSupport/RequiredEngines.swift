@@ -19,7 +19,8 @@ public func requireOrSkip(
   throw RequiredButUnavailable(reason: reason)
 }
 
-/// What ``requireOrSkip(_:file:line:)`` throws after its failure, to stop the test there.
+/// What ``requireOrSkip(_:file:line:)`` throws after its failure, to stop the test there. Not
+/// an `XCTSkip`: CI's summary then counts no test as skipped.
 public struct RequiredButUnavailable: Error, CustomStringConvertible {
   public var reason: String
   public var description: String { "cannot run here: \(reason)" }
