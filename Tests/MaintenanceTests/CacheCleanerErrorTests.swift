@@ -10,7 +10,8 @@ final class CacheCleanerErrorTests: TemporaryFolderTestCase {
 
   override func setUpWithError() throws {
     try super.setUpWithError()
-    builder = CacheBuilder(root: temporary.appending("default"))
+    builder = CacheBuilder(
+      root: temporary.appending("default"), unstatedModificationTime: .mirrored(around: now))
   }
 
   func testAFailedDeleteIsReportedAndThePassGoesOn() throws {

@@ -10,7 +10,10 @@ final class CacheCleanerTests: TemporaryFolderTestCase {
 
   override func setUpWithError() throws {
     try super.setUpWithError()
-    builder = CacheBuilder(root: temporary.appending("default"))
+    // Modified as long after now as read before it: a pass that reads the modification time
+    // where it should read the access time sees another cache.
+    builder = CacheBuilder(
+      root: temporary.appending("default"), unstatedModificationTime: .mirrored(around: now))
   }
 
   /// Runs both passes; `expireType` nil: the configuration's default.

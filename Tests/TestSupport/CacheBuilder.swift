@@ -18,14 +18,34 @@ import XCTest
 /// stamps for the clock the kernel stamps files with to move on.
 public struct CacheBuilder {
   public let root: String
+  /// The modification time of a file or link whose test states none.
+  public var unstatedModificationTime: UnstatedModificationTime
 
-  public init(root: String) {
+  /// What a file's modification time is where its test states none.
+  public enum UnstatedModificationTime: Sendable {
+    /// The access time: for a test to which the date read does not matter.
+    case accessTime
+    /// As far after `pivot` as the access time is before it: the older the access, the newer
+    /// the modification, so that a pass that reads one where it should read the other sees
+    /// another cache (another set of expired files, the opposite order of trim).
+    case mirrored(around: Int64)
+
+    func of(accessTime: Int64) -> Int64 {
+      switch self {
+      case .accessTime: accessTime
+      case .mirrored(let pivot): 2 * pivot - accessTime
+      }
+    }
+  }
+
+  public init(root: String, unstatedModificationTime: UnstatedModificationTime = .accessTime) {
     self.root = root
+    self.unstatedModificationTime = unstatedModificationTime
   }
 
   /// Writes `relativePath` with `size` bytes and sets its access and modification times
-  /// (seconds since the epoch); the modification time is the access time unless given, for a
-  /// test to which the date read does not matter. Returns the full path.
+  /// (seconds since the epoch; the modification time by ``unstatedModificationTime`` unless
+  /// given). Returns the full path.
   @discardableResult
   public func file(
     _ relativePath: String, size: Int = 100, accessTime: Int64, modificationTime: Int64? = nil
@@ -33,13 +53,14 @@ public struct CacheBuilder {
     let path = try write(relativePath, size: size)
     try FileSystem.setTimes(
       path: path, accessTime: accessTime * 1_000_000_000,
-      modificationTime: (modificationTime ?? accessTime) * 1_000_000_000)
+      modificationTime: (modificationTime ?? unstatedModificationTime.of(accessTime: accessTime))
+        * 1_000_000_000)
     return path
   }
 
   /// Makes `relativePath` a symbolic link to `destination` and sets the link's own access and
-  /// modification times (seconds since the epoch; the modification time is the access time
-  /// unless given), not its target's. Returns the full path.
+  /// modification times (seconds since the epoch; the modification time by
+  /// ``unstatedModificationTime`` unless given), not its target's. Returns the full path.
   @discardableResult
   public func link(
     _ relativePath: String, to destination: String, accessTime: Int64,
@@ -50,7 +71,8 @@ public struct CacheBuilder {
     try FileManager.default.createSymbolicLink(atPath: path, withDestinationPath: destination)
     try FileSystem.setTimes(
       path: path, accessTime: accessTime * 1_000_000_000,
-      modificationTime: (modificationTime ?? accessTime) * 1_000_000_000)
+      modificationTime: (modificationTime ?? unstatedModificationTime.of(accessTime: accessTime))
+        * 1_000_000_000)
     return path
   }
 
