@@ -16,6 +16,11 @@ final class DiskCacheTests: XCTestCase {
 
   private var location: CacheLocation { CacheLocation(directory: temporary.path) }
 
+  /// A stored file's dates before a test reads it: access and modification years apart, so
+  /// that a hit that sets or keeps the wrong one is seen.
+  static let oldAccess = Date(timeIntervalSince1970: 1_000_000_000)
+  static let oldModification = Date(timeIntervalSince1970: 1_100_000_000)
+
   func testStoreLandsUnderNamespaceWithSDFileName() throws {
     let cache = DiskCache(location: location)
     try cache.store(Fixtures.jpeg, forKey: "https://example.com/img/photo.jpg?size=large")
@@ -62,13 +67,12 @@ final class DiskCacheTests: XCTestCase {
     let cache = DiskCache(location: location)
     try cache.store(Fixtures.png, forKey: key)
     let path = cache.cachePath(forKey: key)
-    let old = Date(timeIntervalSince1970: 1_000_000_000)
-    try FileSystem.setTimes(path: path, access: old, modification: old)
+    try FileSystem.setTimes(path: path, access: Self.oldAccess, modification: Self.oldModification)
 
     _ = try cache.data(forKey: key)
     let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: path))
     XCTAssertGreaterThan(attributes.accessDate, Date().addingTimeInterval(-60))
-    XCTAssertEqual(attributes.modificationDate, old)
+    XCTAssertEqual(attributes.modificationDate, Self.oldModification)
   }
 
   /// SD 5.20+ sets the access time of a hit itself: with `relatime` (Linux's default) the
@@ -89,27 +93,54 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertLessThan(abs(accessed.timeIntervalSinceNow), 60, "now, not \(accessed)")
   }
 
+  /// The four dates SD's `expireType` chooses from are read each from its own field of
+  /// `statx`: two files whose access, modification, birth and change orders disagree.
+  func testAFilesFourDatesAreEachReadFromItsOwnField() throws {
+    let builder = CacheBuilder(root: location.diskCachePath)
+    let made = try builder.datedFiles(
+      [
+        .init("first-born", accessTime: 2_000, modificationTime: 1_000),
+        .init("second-born", accessTime: 1_000, modificationTime: 2_000),
+      ], changeOrder: ["second-born", "first-born"])
+    let first = try XCTUnwrap(made["first-born"])
+    let second = try XCTUnwrap(made["second-born"])
+    XCTAssertEqual(
+      [first.accessTime, first.modificationTime, second.accessTime, second.modificationTime],
+      [2_000, 1_000, 1_000, 2_000].map { $0 * 1_000_000_000 })
+    guard let firstBirth = first.creationTime, let secondBirth = second.creationTime else {
+      try requireOrSkip("the file system of \(temporary.path) reports no birth times")
+    }
+    XCTAssertLessThan(firstBirth, secondBirth)
+    XCTAssertLessThan(secondBirth, second.changeTime)
+    XCTAssertLessThan(second.changeTime, first.changeTime)
+    XCTAssertLessThan(abs(first.changeDate.timeIntervalSinceNow), 60)
+  }
+
   func testTouchIsAHitWithoutReadingAndAMissOtherwise() throws {
     let cache = DiskCache(location: location)
     let key = "https://example.com/a.png"
     XCTAssertFalse(try cache.touch(forKey: key))
     try cache.store(Fixtures.png, forKey: key)
-    let old = Date(timeIntervalSince1970: 1_000_000_000)
-    try FileSystem.setTimes(path: cache.cachePath(forKey: key), access: old, modification: old)
+    let path = cache.cachePath(forKey: key)
+    try FileSystem.setTimes(path: path, access: Self.oldAccess, modification: Self.oldModification)
     XCTAssertTrue(try cache.touch(forKey: key))
-    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: cache.cachePath(forKey: key)))
-    XCTAssertGreaterThan(attributes.accessDate, old)
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: path))
+    XCTAssertGreaterThan(attributes.accessDate, Date().addingTimeInterval(-60))
+    XCTAssertEqual(attributes.modificationDate, Self.oldModification)
   }
 
   func testContainsDoesNotCountAsAHit() throws {
     let cache = DiskCache(location: location)
     let key = "https://example.com/a.png"
     try cache.store(Fixtures.png, forKey: key)
-    let old = Date(timeIntervalSince1970: 1_000_000_000)
-    try FileSystem.setTimes(path: cache.cachePath(forKey: key), access: old, modification: old)
+    let path = cache.cachePath(forKey: key)
+    try FileSystem.setTimes(path: path, access: Self.oldAccess, modification: Self.oldModification)
+    let before = try XCTUnwrap(try FileSystem.attributes(atPath: path))
     XCTAssertTrue(try cache.containsData(forKey: key))
-    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: cache.cachePath(forKey: key)))
-    XCTAssertEqual(attributes.accessDate, old)
+    let attributes = try XCTUnwrap(try FileSystem.attributes(atPath: path))
+    XCTAssertEqual(attributes.accessDate, Self.oldAccess)
+    XCTAssertEqual(attributes.modificationDate, Self.oldModification)
+    XCTAssertEqual(attributes.changeTime, before.changeTime, "nothing about the file was set")
   }
 
   func testRemoveDeletesCurrentAndLegacyNames() throws {

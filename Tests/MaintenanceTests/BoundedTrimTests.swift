@@ -9,64 +9,50 @@ import XCTest
 /// exactly what sorting every survivor would, in the same order, with the limits made tiny so
 /// that small caches go through every path: the temporary file, records cut by its chunks,
 /// many rounds, finer histograms, and single dates holding more files than may be sorted.
-final class BoundedTrimTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class BoundedTrimTests: TemporaryFolderTestCase {
   var builder: CacheBuilder!
-  var immutable: [String] = []
   let now: Int64 = 1_700_000_000
   var nowDate: Date { Date(timeIntervalSince1970: TimeInterval(now)) }
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     builder = CacheBuilder(root: temporary.appending("default"))
-  }
-
-  override func tearDown() {
-    for path in immutable { _ = chattr("-i", path) }
-    temporary.remove()
-  }
-
-  private func chattr(_ flag: String, _ path: String) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
-    process.arguments = ["chattr", flag, path]
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return -1 }
-    process.waitUntilExit()
-    return process.terminationStatus
   }
 
   func testTrimDeletesExactlyWhatSortingEverySurvivorWouldWithTiesAndFailedDeletes() throws {
     var generator = SeededGenerator(seed: 0xB0_0DED)
-    var failuresRan = false
+    var failedDeletes = (expire: 0, trim: 0)
     for round in 0..<30 {
-      for path in immutable { _ = chattr("-i", path) }
-      immutable = []
+      fileSystems.makeAllMutable()
       try? FileManager.default.removeItem(atPath: builder.root)
-      // Few distinct seconds: many ties, which only the walk's order breaks.
+      // Few distinct seconds: many ties, which only the walk's order breaks. The modification
+      // times are drawn apart from the access times, which the passes read.
       let spread = Int64.random(in: 0...60, using: &generator)
       for i in 0..<Int.random(in: 0...250, using: &generator) {
         let folder = ["", "", "a/", "a/b/", "c/"].randomElement(using: &generator)!
         let date = now - Int64.random(in: 0...spread, using: &generator)
+        let modified = now - Int64.random(in: 0...100, using: &generator)
         if i > 0 && Int.random(in: 0..<20, using: &generator) == 0 {
-          try builder.link("\(folder)l\(i)", to: builder.root + "/f0", accessTime: date)
+          try builder.link(
+            "\(folder)l\(i)", to: builder.root + "/f0", accessTime: date,
+            modificationTime: modified)
         } else {
           let size = [0, 1, 4096, 9000, 30_000].randomElement(using: &generator)!
           try builder.file(
             "\(folder)f\(i)"
               + String(repeating: "x", count: Int.random(in: 0...40, using: &generator)),
-            size: size, accessTime: date)
+            size: size, accessTime: date, modificationTime: modified)
         }
       }
       let files = try CacheScanner(root: builder.root, includesSymbolicLinks: true).files()
       // Deletes that fail: an immutable file cannot be removed, even by root.
+      var immutable: [String] = []
       for file in files.filter({ $0.attributes.isRegularFile }).shuffled(using: &generator)
         .prefix(Int.random(in: 0...4, using: &generator))
       {
-        let path = builder.root + "/" + file.relativePath
-        if chattr("+i", path) == 0 { immutable.append(path) }
+        try fileSystems.makeImmutable(builder.root + "/" + file.relativePath)
+        immutable.append(file.relativePath)
       }
-      failuresRan = failuresRan || !immutable.isEmpty
       let maxAge = TimeInterval(
         [-1, Int.random(in: 0...70, using: &generator)].randomElement(
           using: &generator)!)
@@ -79,7 +65,7 @@ final class BoundedTrimTests: XCTestCase {
         sortBudget: Int.random(in: 1...6, using: &generator),
         buckets: Int.random(in: 2...16, using: &generator),
         spillBuffer: [1, 30, 200, 1 << 20].randomElement(using: &generator)!)
-      let failing = Set(immutable.map { String($0.dropFirst(builder.root.count + 1)) })
+      let failing = Set(immutable)
       let message = "round \(round), limits \(cleaner.trimLimits)"
 
       let planned = reference(files, maxAge: maxAge, maxSize: maxSize, failing: [])
@@ -92,17 +78,20 @@ final class BoundedTrimTests: XCTestCase {
       let expected = reference(files, maxAge: maxAge, maxSize: maxSize, failing: failing)
       let done = try cleaner.run(now: nowDate, dryRun: false)
       XCTAssertEqual(Set(done.expire.actions.map(\.path)), expected.expired, message)
+      XCTAssertEqual(done.expire.errors.count, expected.expireErrors, message)
       XCTAssertEqual(done.trim.actions.map(\.path), expected.trimmed, message)
       XCTAssertEqual(done.trim.errors.count, expected.trimErrors, message)
+      failedDeletes.expire += done.expire.errors.count
+      failedDeletes.trim += done.trim.errors.count
       let remaining = try CacheScanner(root: builder.root, includesSymbolicLinks: true).files()
       XCTAssertEqual(
         Set(remaining.map(\.relativePath)),
         Set(files.map(\.relativePath)).subtracting(expected.expired).subtracting(expected.trimmed),
         message)
     }
-    if !failuresRan {
-      print("chattr +i is not available here: the rounds ran without failed deletes")
-    }
+    // The rounds met failed deletes in both passes: the case is not only the one without.
+    XCTAssertGreaterThan(failedDeletes.expire, 0)
+    XCTAssertGreaterThan(failedDeletes.trim, 0)
   }
 
   /// The survivors go to a temporary file in `TMPDIR`; where none can be made, or the disk
@@ -114,7 +103,8 @@ final class BoundedTrimTests: XCTestCase {
       // Long names: 400 records of some 220 bytes overflow the 64 KiB disk below.
       let name = "f\(i)-" + String(repeating: "n", count: 200)
       try builder.file(
-        name, size: 4096, accessTime: now - Int64.random(in: 0...100, using: &generator))
+        name, size: 4096, accessTime: now - Int64.random(in: 0...100, using: &generator),
+        modificationTime: now - Int64.random(in: 0...100, using: &generator))
     }
     let files = try CacheScanner(root: builder.root, includesSymbolicLinks: true).files()
     let total = files.map(\.attributes.allocatedSize).reduce(0, +)
@@ -124,35 +114,19 @@ final class BoundedTrimTests: XCTestCase {
       configuration: CleanupConfiguration(maxDiskAge: -1, maxDiskSize: total / 3))
     cleaner.trimLimits = TrimLimits(sortBudget: 7, buckets: 4, spillBuffer: 1000)
 
-    let small = temporary.appending("small")
-    try FileSystem.createDirectory(path: small)
-    let mount = Process()
-    mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-    mount.arguments = ["-t", "tmpfs", "-o", "size=64k", "tmpfs", small]
-    mount.standardError = FileHandle.nullDevice
-    try mount.run()
-    mount.waitUntilExit()
-    let mounted = mount.terminationStatus == 0
-    defer {
-      if mounted {
-        let umount = Process()
-        umount.executableURL = URL(fileURLWithPath: "/bin/umount")
-        umount.arguments = [small]
-        try? umount.run()
-        umount.waitUntilExit()
-      }
-    }
+    let small = try fileSystems.mountTmpfs(at: temporary.appending("small"), size: "64k")
+    // The records (a 20-byte header and the path each) are more than the disk holds: the
+    // disk fills while they are written.
+    var disk = statvfs()
+    XCTAssertEqual(statvfs(small, &disk), 0)
+    XCTAssertGreaterThan(
+      files.map { 20 + $0.relativePath.utf8.count }.reduce(0, +),
+      Int(disk.f_blocks) * Int(disk.f_frsize))
     let saved = ProcessInfo.processInfo.environment["TMPDIR"]
     defer {
       if let saved { setenv("TMPDIR", saved, 1) } else { unsetenv("TMPDIR") }
     }
-    var folders = [temporary.appending("missing")]
-    if mounted {
-      folders.append(small)
-    } else {
-      print("mount -t tmpfs needs root: the full disk case is not run")
-    }
-    for folder in folders {
+    for folder in [temporary.appending("missing"), small] {
       setenv("TMPDIR", folder, 1)
       let plan = try cleaner.run(now: nowDate, dryRun: true)
       XCTAssertEqual(plan.trim.actions.map(\.path), expected.trimmed, folder)
@@ -165,9 +139,10 @@ final class BoundedTrimTests: XCTestCase {
   /// a delete in `failing` subtracts nothing.
   private func reference(
     _ files: [ScannedFile], maxAge: TimeInterval, maxSize: UInt64, failing: Set<String>
-  ) -> (expired: Set<String>, trimmed: [String], trimErrors: Int) {
+  ) -> (expired: Set<String>, expireErrors: Int, trimmed: [String], trimErrors: Int) {
     let cutoff = now * 1_000_000_000 - Int64(maxAge) * 1_000_000_000
     var expired = Set<String>()
+    var expireErrors = 0
     var survivors: [(walk: Int, file: ScannedFile)] = []
     var total: UInt64 = 0
     for (walk, file) in files.enumerated() {
@@ -176,6 +151,7 @@ final class BoundedTrimTests: XCTestCase {
           expired.insert(file.relativePath)
           continue
         }
+        expireErrors += 1
       } else {
         survivors.append((walk, file))
       }
@@ -183,7 +159,7 @@ final class BoundedTrimTests: XCTestCase {
     }
     var trimmed: [String] = []
     var errors = 0
-    guard total > maxSize else { return (expired, [], 0) }
+    guard total > maxSize else { return (expired, expireErrors, [], 0) }
     for (_, file) in survivors.sorted(by: {
       ($0.file.attributes.accessTime, $0.walk) < ($1.file.attributes.accessTime, $1.walk)
     }) {
@@ -195,6 +171,6 @@ final class BoundedTrimTests: XCTestCase {
       trimmed.append(file.relativePath)
       total -= file.attributes.allocatedSize
     }
-    return (expired, trimmed, errors)
+    return (expired, expireErrors, trimmed, errors)
   }
 }

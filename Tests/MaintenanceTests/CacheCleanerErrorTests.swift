@@ -4,48 +4,34 @@ import TestSupport
 import XCTest
 
 /// Per-file errors: an immutable file (chattr +i) cannot be deleted, even by root.
-final class CacheCleanerErrorTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class CacheCleanerErrorTests: TemporaryFolderTestCase {
   var builder: CacheBuilder!
-  var immutable: [String] = []
   let now: Int64 = 1_700_000_000
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    builder = CacheBuilder(root: temporary.appending("default"))
-  }
-
-  override func tearDown() {
-    for path in immutable { chattr("-i", path) }
-    temporary.remove()
-  }
-
-  /// `chattr`'s exit status; -1 when it cannot be run.
-  private func chattr(_ flag: String, _ path: String) -> Int32 {
-    Command.status("/usr/bin/env", ["chattr", flag, path])
-  }
-
-  private func makeImmutable(_ path: String) throws {
-    guard chattr("+i", path) == 0 else { throw XCTSkip("chattr +i is not available here") }
-    immutable.append(path)
+    try super.setUpWithError()
+    builder = CacheBuilder(
+      root: temporary.appending("default"), unstatedModificationTime: .mirrored(around: now))
   }
 
   func testAFailedDeleteIsReportedAndThePassGoesOn() throws {
-    try makeImmutable(try builder.file("stuck", size: 4096, accessTime: now - 10_000))
-    try builder.file("old", size: 4096, accessTime: now - 10_000)
+    // Read long ago, written just now: old by the access date the pass reads, only by it.
+    try fileSystems.makeImmutable(
+      try builder.file("stuck", size: 4096, accessTime: now - 10_000, modificationTime: now))
+    try builder.file("old", size: 4096, accessTime: now - 10_000, modificationTime: now)
     let (expire, _) = try CacheCleaner(
       diskCachePath: builder.root, configuration: CleanupConfiguration(maxDiskAge: 100)
     ).run(now: Date(timeIntervalSince1970: TimeInterval(now)), dryRun: false)
     XCTAssertEqual(expire.filesRemoved, 1)
     XCTAssertEqual(expire.actions.map(\.path), ["old"])
     XCTAssertEqual(expire.errors.count, 1)
-    XCTAssertTrue(expire.errors[0].contains("stuck"), expire.errors[0])
+    XCTAssertTrue(expire.errors.first?.contains("stuck") == true, "\(expire.errors)")
     XCTAssertEqual(try builder.remainingFiles(), ["stuck"])
   }
 
   func testOnlySuccessfulDeletesCountTowardsTheTrimTarget() throws {
     // Oldest first: the immutable file would bring the total under the target on its own.
-    try makeImmutable(try builder.file("a-oldest", size: 40_000, accessTime: now - 300))
+    try fileSystems.makeImmutable(try builder.file("a-oldest", size: 40_000, accessTime: now - 300))
     for i in 0..<4 { try builder.file("f\(i)", size: 4096, accessTime: now - 200 + Int64(i)) }
     let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
     let total = sizes.reduce(0, +)

@@ -3,23 +3,22 @@ import Maintenance
 import TestSupport
 import XCTest
 
-final class CacheCleanerTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class CacheCleanerTests: TemporaryFolderTestCase {
   var builder: CacheBuilder!
   let now: Int64 = 1_700_000_000
   var nowDate: Date { Date(timeIntervalSince1970: TimeInterval(now)) }
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    builder = CacheBuilder(root: temporary.appending("default"))
+    try super.setUpWithError()
+    // Modified as long after now as read before it: a pass that reads the modification time
+    // where it should read the access time sees another cache.
+    builder = CacheBuilder(
+      root: temporary.appending("default"), unstatedModificationTime: .mirrored(around: now))
   }
 
-  override func tearDown() {
-    temporary.remove()
-  }
-
+  /// Runs both passes; `expireType` nil: the configuration's default.
   private func clean(
-    maxAge: TimeInterval, maxSize: UInt64 = 0, expireType: ExpireType = .accessDate,
+    maxAge: TimeInterval, maxSize: UInt64 = 0, expireType: ExpireType? = .accessDate,
     dryRun: Bool = false, at date: Date? = nil
   ) throws -> (expire: MaintenancePassReport, trim: MaintenancePassReport) {
     try CacheCleaner(
@@ -27,6 +26,72 @@ final class CacheCleanerTests: XCTestCase {
       configuration: CleanupConfiguration(
         maxDiskAge: maxAge, maxDiskSize: maxSize, expireType: expireType)
     ).run(now: date ?? nowDate, dryRun: dryRun)
+  }
+
+  /// Each of SD's four dates as `statx` gives it, and how a run may name it: the access date is
+  /// also the default.
+  private static let dates: [(stated: [ExpireType?], date: @Sendable (FileAttributes) -> Int64?)] =
+    [
+      ([.accessDate, nil], { $0.accessTime }), ([.modificationDate], { $0.modificationTime }),
+      ([.creationDate], { $0.creationTime }), ([.changeDate], { $0.changeTime }),
+    ]
+
+  /// Four files of one size, each the oldest by one of the four dates, and ordered differently
+  /// by each: by access `read`, `written`, `born`, `changed`; by modification `written`,
+  /// `changed`, `read`, `born`; by birth `born`, `written`, `changed`, `read`; by change
+  /// `changed`, `born`, `read`, `written`. Access and modification times are up to an hour
+  /// before the real time, birth and change times are the real time (a few clock ticks apart).
+  /// Skips, or fails in CI, where the temporary folder's file system reports no birth times.
+  private func fourDatesThatDisagree() throws -> [String: FileAttributes] {
+    let real = Int64(Date().timeIntervalSince1970)
+    let made = try builder.datedFiles(
+      [
+        .init("born", accessTime: real - 2000, modificationTime: real - 1000),
+        .init("written", accessTime: real - 3000, modificationTime: real - 4000),
+        .init("changed", accessTime: real - 1000, modificationTime: real - 3000),
+        .init("read", accessTime: real - 4000, modificationTime: real - 2000),
+      ], changeOrder: ["changed", "born", "read", "written"])
+    if made.values.contains(where: { $0.creationTime == nil }) {
+      try requireOrSkip("the file system of \(temporary.path) reports no birth times")
+    }
+    return made
+  }
+
+  /// SD expires by the date its `expireType` names, and by the access date when none is given
+  /// (this tool's default, docs/jobs.md): on four files each the oldest by one date, a cutoff
+  /// just past the oldest date of the type expires exactly the file oldest by it.
+  func testEachExpireTypeExpiresByItsOwnDate() throws {
+    let files = try fourDatesThatDisagree()
+    let oldest: [ExpireType: String] = [
+      .accessDate: "read", .modificationDate: "written", .creationDate: "born",
+      .changeDate: "changed",
+    ]
+    for (types, date) in Self.dates {
+      let sorted = files.values.map { date($0)! }.sorted()
+      // Halfway between the oldest and the next: a Date holds nanoseconds only roughly.
+      let cutoff = Date(nanosecondsSince1970: sorted[0] + (sorted[1] - sorted[0]) / 2)
+      for stated in types {
+        let (expire, trim) = try clean(maxAge: 0, expireType: stated, dryRun: true, at: cutoff)
+        XCTAssertEqual(
+          expire.actions.map(\.path), [oldest[types[0]!]!], "\(String(describing: stated))")
+        XCTAssertEqual(trim.actions.count, 0)
+      }
+    }
+    XCTAssertEqual(try builder.remainingFiles(), ["born", "changed", "read", "written"])
+  }
+
+  /// A file system without birth times (ramfs): `expireType` creationDate is refused, naming the
+  /// first file and saying why, and nothing is deleted, not even by the other dates' measure.
+  func testCreationDateWhereTheFileSystemHasNoBirthTimesIsAnErrorAndDeletesNothing() throws {
+    let ramfs = try fileSystems.mountRamfs(at: temporary.appending("ramfs"))
+    builder = CacheBuilder(root: ramfs + "/default")
+    let path = try builder.file("a", accessTime: 0, modificationTime: 0)
+    XCTAssertNil(try FileSystem.attributes(atPath: path)?.creationTime, "ramfs has birth times")
+    XCTAssertThrowsError(try clean(maxAge: 500, expireType: .creationDate, at: Date())) { error in
+      XCTAssertEqual(error as? MaintenanceError, .creationDateUnavailable(path: path))
+      XCTAssertTrue("\(error)".contains("birth time"), "\(error)")
+    }
+    XCTAssertEqual(try builder.remainingFiles(), ["a"], "nothing deleted")
   }
 
   func testExpiresFilesAtOrBeforeTheCutoff() throws {
@@ -49,40 +114,6 @@ final class CacheCleanerTests: XCTestCase {
     XCTAssertEqual(try builder.remainingFiles(), ["edge"], "one nanosecond after the cutoff stays")
   }
 
-  func testModificationDateIsUsedWhenChosen() throws {
-    try builder.file("old-content", accessTime: now, modificationTime: now - 1000)
-    try builder.file("old-access", accessTime: now - 1000, modificationTime: now)
-    _ = try clean(maxAge: 500, expireType: .modificationDate)
-    XCTAssertEqual(try builder.remainingFiles(), ["old-access"])
-  }
-
-  func testChangeDateIsTheInodeChangeTime() throws {
-    // ctime cannot be set; it is "now" for a fresh file, whatever atime and mtime say.
-    try builder.file("a", accessTime: 0, modificationTime: 0)
-    let real = Date()
-    _ = try clean(maxAge: 500, expireType: .changeDate, at: real)
-    XCTAssertEqual(try builder.remainingFiles(), ["a"])
-    _ = try clean(maxAge: 500, expireType: .changeDate, at: real.addingTimeInterval(1000))
-    XCTAssertEqual(try builder.remainingFiles(), [])
-  }
-
-  func testCreationDateUsesBirthTimeOrSaysItIsUnavailable() throws {
-    let path = try builder.file("a", accessTime: 0, modificationTime: 0)
-    let real = Date()
-    guard try FileSystem.attributes(atPath: path)?.creationDate != nil else {
-      XCTAssertThrowsError(try clean(maxAge: 500, expireType: .creationDate)) { error in
-        XCTAssertEqual(error as? MaintenanceError, .creationDateUnavailable(path: path))
-        XCTAssertTrue("\(error)".contains("birth time"))
-      }
-      XCTAssertEqual(try builder.remainingFiles(), ["a"], "nothing deleted")
-      return
-    }
-    _ = try clean(maxAge: 500, expireType: .creationDate, at: real)
-    XCTAssertEqual(try builder.remainingFiles(), ["a"])
-    _ = try clean(maxAge: 500, expireType: .creationDate, at: real.addingTimeInterval(1000))
-    XCTAssertEqual(try builder.remainingFiles(), [])
-  }
-
   /// SD's `creationDate` is the birth time, which nothing after the file's creation changes;
   /// the change time (ctime) moves with every metadata change, e.g. the access time a hit sets.
   /// A file born two seconds ago and touched just now is past an age of one second by its birth.
@@ -90,7 +121,7 @@ final class CacheCleanerTests: XCTestCase {
     let path = try builder.file("a", accessTime: 0, modificationTime: 0)
     let born = try XCTUnwrap(FileSystem.attributes(atPath: path))
     guard let birth = born.creationTime else {
-      throw XCTSkip("this file system reports no birth times")
+      try requireOrSkip("the file system of \(temporary.path) reports no birth times")
     }
     // Past two seconds by a margin: the kernel stamps files from a clock that may lag the
     // wall clock by a tick.
@@ -106,24 +137,30 @@ final class CacheCleanerTests: XCTestCase {
     XCTAssertEqual(try builder.remainingFiles(), [], "born over a second ago")
   }
 
-  /// SD sorts the files to trim by the date its `expireType` names (`cacheContentDateKey`):
-  /// by access date the file least recently read goes first, whatever its modification date,
-  /// and by modification date the reverse.
+  /// SD sorts the files to trim by the date its `expireType` names (`cacheContentDateKey`),
+  /// the access date when none is given: on four files of one size ordered differently by each
+  /// date, a limit just under their total trims three, oldest first by that date.
   func testTrimGoesOldestFirstByTheExpireTypesDate() throws {
-    for (expireType, first) in [(ExpireType.accessDate, "written"), (.modificationDate, "read")] {
-      try builder.file("read", size: 4096, accessTime: now - 10, modificationTime: now - 1000)
-      try builder.file("written", size: 4096, accessTime: now - 1000, modificationTime: now - 10)
-      try builder.file("fresh", size: 4096, accessTime: now, modificationTime: now)
-      let each = try XCTUnwrap(
-        CacheScanner(root: builder.root).files().first?.attributes.allocatedSize)
-      // Three files over a limit of a little more than two: trimmed to below half of it, two
-      // go, oldest first.
-      let (_, trim) = try clean(maxAge: -1, maxSize: 2 * each + 2, expireType: expireType)
-      XCTAssertEqual(
-        trim.actions.map(\.path), [first, first == "read" ? "written" : "read"], "\(expireType)")
-      XCTAssertEqual(try builder.remainingFiles(), ["fresh"], "\(expireType)")
-      XCTAssertEqual(unlink(builder.root + "/fresh"), 0)
+    let files = try fourDatesThatDisagree()
+    let each = try XCTUnwrap(files["read"]?.allocatedSize)
+    XCTAssertTrue(files.values.allSatisfy { $0.allocatedSize == each && each > 0 })
+    let order: [ExpireType: [String]] = [
+      .accessDate: ["read", "written", "born"], .modificationDate: ["written", "changed", "read"],
+      .creationDate: ["born", "written", "changed"], .changeDate: ["changed", "born", "read"],
+    ]
+    for (types, _) in Self.dates {
+      for stated in types {
+        // 4 files over a limit of 4 less a byte: below half of it (2 less one) is one file.
+        let (expire, trim) = try clean(
+          maxAge: -1, maxSize: 4 * each - 1, expireType: stated, dryRun: true, at: Date())
+        XCTAssertEqual(expire.actions.count, 0)
+        XCTAssertEqual(
+          trim.actions.map(\.path), order[types[0]!]!, "\(String(describing: stated))")
+      }
     }
+    let (_, trim) = try clean(maxAge: -1, maxSize: 4 * each - 1, expireType: .changeDate)
+    XCTAssertEqual(trim.actions.map(\.path), order[.changeDate]!, "carried out as planned")
+    XCTAssertEqual(try builder.remainingFiles(), ["written"])
   }
 
   func testNegativeAgeNeverExpiresAndZeroExpiresEverything() throws {

@@ -36,13 +36,17 @@ final class CacheMigratorTests: XCTestCase {
       ])
   }
 
+  /// The newer of two files is the one modified later, whatever their access, birth and
+  /// change dates say: the legacy files are made first, and each loser was read last.
   func testMergeMovesEveryFileAndResolvesCollisionsKeepingTheNewer() throws {
     try legacy.file("a", size: 1, accessTime: 100)
-    try legacy.file("b", size: 2, accessTime: 300)  // newer than the b in place
-    try legacy.file("c", size: 3, accessTime: 100)  // older than the c in place
+    // Modified after the b in place.
+    try legacy.file("b", size: 2, accessTime: 100, modificationTime: 300)
+    // Modified before the c in place, which is born and changed after it.
+    try legacy.file("c", size: 3, accessTime: 400, modificationTime: 100)
     try legacy.file("sub/d", size: 4, accessTime: 100)
-    try cache.file("b", size: 20, accessTime: 200)
-    try cache.file("c", size: 30, accessTime: 200)
+    try cache.file("b", size: 20, accessTime: 400, modificationTime: 200)
+    try cache.file("c", size: 30, accessTime: 100, modificationTime: 200)
     try cache.file("e", size: 50, accessTime: 200)
 
     let migrator = CacheMigrator(location: location)

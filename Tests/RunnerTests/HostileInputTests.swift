@@ -193,24 +193,7 @@ final class HostileInputTests: LoopbackTestCase {
   // MARK: Disks and state
 
   func testAFullDiskEndsTheRunAsFailedWithNothingPartialLeft() async throws {
-    let mountPoint = temporary.appending("small")
-    try FileSystem.createDirectory(path: mountPoint)
-    let mount = Process()
-    mount.executableURL = URL(fileURLWithPath: "/bin/mount")
-    mount.arguments = ["-t", "tmpfs", "-o", "size=1m", "tmpfs", mountPoint]
-    mount.standardError = FileHandle.nullDevice
-    try mount.run()
-    mount.waitUntilExit()
-    guard mount.terminationStatus == 0 else {
-      throw XCTSkip("a small tmpfs needs root (mount -t tmpfs); the full-disk case is not run")
-    }
-    defer {
-      let umount = Process()
-      umount.executableURL = URL(fileURLWithPath: "/bin/umount")
-      umount.arguments = [mountPoint]
-      try? umount.run()
-      umount.waitUntilExit()
-    }
+    let mountPoint = try fileSystems.mountTmpfs(at: temporary.appending("small"), size: "1m")
     location = CacheLocation(directory: mountPoint)
     let urls = (0..<60).map { server.url("/blob") + "?n=\($0)" }
     let path = try write(Array(urls.joined(separator: "\n").utf8), to: "many.txt")

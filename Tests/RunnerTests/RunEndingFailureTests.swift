@@ -11,13 +11,12 @@ import XCTest
 /// that goes away end the run as failed (exit 4) at the first such error; every URL keeps its
 /// real outcome, and only what was recorded is reported blacklisted. The server's routes do the
 /// damage mid-run, at a known point.
-final class RunEndingFailureTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class RunEndingFailureTests: TemporaryFolderTestCase {
   var server: LoopbackServer!
   var location: CacheLocation!
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     let location = CacheLocation(directory: temporary.appending("cache"))
     self.location = location
     let notAnImage = ServerResponse(body: Data("<html>not an image</html>".utf8))
@@ -46,7 +45,7 @@ final class RunEndingFailureTests: XCTestCase {
 
   override func tearDown() {
     server.shutdown()
-    temporary.remove()
+    super.tearDown()
   }
 
   /// Writes `path` until its file system is full.
@@ -81,12 +80,7 @@ final class RunEndingFailureTests: XCTestCase {
   func testAStateThatCannotBeWrittenEndsTheRunAndNothingUnrecordedIsReportedBlacklisted()
     async throws
   {
-    let state = location.stateDirectory
-    try FileSystem.createDirectory(path: state)
-    guard Command.status("/bin/mount", ["-t", "tmpfs", "-o", "size=1m", "tmpfs", state]) == 0 else {
-      throw XCTSkip("a small tmpfs needs root (mount -t tmpfs); the state-failure case is not run")
-    }
-    defer { Command.status("/bin/umount", [state]) }
+    let state = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
 
     let (ending, report) = try await prefetch(
       ["/bad.jpg", "/state-disk-fills.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" })

@@ -2,16 +2,20 @@ import Foundation
 import XCTest
 
 /// A test with a temporary folder made before each test and removed after it (STYLE: scoped
-/// acquire and release). ``LoopbackTestCase`` adds a server to it.
+/// acquire and release), and the file systems and immutable files it set up in that folder
+/// (``ScratchFileSystems``), undone first. ``LoopbackTestCase`` adds a server to it.
 open class TemporaryFolderTestCase: XCTestCase {
   public var temporary: TemporaryDirectory!
+  public var fileSystems: ScratchFileSystems!
 
   open override func setUpWithError() throws {
     try super.setUpWithError()
     temporary = try TemporaryDirectory()
+    fileSystems = ScratchFileSystems()
   }
 
   open override func tearDown() {
+    fileSystems?.undo()
     temporary?.remove()
     super.tearDown()
   }
@@ -23,7 +27,7 @@ open class TemporaryFolderTestCase: XCTestCase {
     guard getuid() == 0 else { return try ImageCacheBinary.run(arguments) }
     let setpriv = "/usr/bin/setpriv"
     guard FileManager.default.isExecutableFile(atPath: setpriv) else {
-      throw XCTSkip("running as root and no \(setpriv) to drop to an unprivileged user")
+      try requireOrSkip("running as root and no \(setpriv) to drop to an unprivileged user")
     }
     XCTAssertEqual(chmod(temporary.path, 0o777), 0)
     return try Command.run(

@@ -208,7 +208,7 @@ final class CronWrapperTests: XCTestCase {
       let analyze = ["/usr/bin/systemd-analyze", "/bin/systemd-analyze"].first(where: {
         FileManager.default.isExecutableFile(atPath: $0)
       })
-    else { throw XCTSkip("systemd-analyze is not installed") }
+    else { try requireOrSkip("systemd-analyze is not installed (Debian: systemd)") }
     let units = temporary.appending("units")
     try FileManager.default.createDirectory(atPath: units, withIntermediateDirectories: true)
     for name in ["imagecache-nightly.service", "imagecache-nightly.timer"] {

@@ -33,10 +33,7 @@ enum FleetDocs {
   static func require(_ program: String, package: String) throws {
     guard !FileManager.default.isExecutableFile(atPath: program) else { return }
     let missing = "\(program) is not installed (Debian: \(package))"
-    if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-      throw FleetError("IMAGECACHE_REQUIRE_ENGINES=1 but \(missing)")
-    }
-    throw XCTSkip(missing)
+    try requireOrSkip(missing)
   }
 
   /// The path of an engine's tool: on PATH or in the sbin folders Debian installs daemons to.
@@ -64,10 +61,7 @@ enum FleetDocs {
       }
     }
     guard let reason else { return }
-    if ProcessInfo.processInfo.environment["IMAGECACHE_REQUIRE_ENGINES"] == "1" {
-      throw FleetError("IMAGECACHE_REQUIRE_ENGINES=1 but \(reason)")
-    }
-    throw XCTSkip("\(cluster): \(reason)")
+    try requireOrSkip("\(cluster): \(reason)")
   }
 
   /// The fenced block whose first line starts with `firstLine`, without its fences.

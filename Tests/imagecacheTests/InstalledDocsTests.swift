@@ -32,10 +32,11 @@ final class InstalledDocsTests: XCTestCase {
       XCTAssertEqual(man.stderr, "", "man --warnings on \(page)")
       // A hyphen man adds at a line break (U+2010): in an option name, it cannot be copied.
       XCTAssertFalse(man.stdout.contains("\u{2010}"), "hyphenated words in \(page)")
-      if available("mandoc") {
-        let lint = try Command.run("/usr/bin/env", ["mandoc", "-T", "lint", "-W", "warning", page])
-        XCTAssertEqual(lint.stdout + lint.stderr, "", "mandoc -T lint on \(page)")
+      guard available("mandoc") else {
+        try requireOrSkip("mandoc is not installed (Debian: mandoc): the pages are not linted")
       }
+      let lint = try Command.run("/usr/bin/env", ["mandoc", "-T", "lint", "-W", "warning", page])
+      XCTAssertEqual(lint.stdout + lint.stderr, "", "mandoc -T lint on \(page)")
     }
   }
 

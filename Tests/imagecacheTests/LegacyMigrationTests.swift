@@ -9,14 +9,6 @@ final class LegacyMigrationTests: TemporaryFolderTestCase {
   /// `<Caches>`: the folder that holds SD 5's cache directory and SD 3/4's folders.
   private var caches: String { temporary.appending("Caches") }
   private var directory: String { caches + "/com.hackemist.SDImageCache" }
-  /// Mount points to unmount in tearDown, last first.
-  private var mounts: [String] = []
-
-  override func tearDown() {
-    for mount in mounts.reversed() { Command.status("/bin/umount", [mount]) }
-    mounts = []
-    super.tearDown()
-  }
 
   private let fileName = "e53566be7e08af71a1135ac4a1830724"
 
@@ -51,20 +43,9 @@ final class LegacyMigrationTests: TemporaryFolderTestCase {
     try assertMigrated(from: "com.hackemist.SDWebImageCache.default", namespace: "default")
   }
 
-  /// Mounts a small tmpfs at `name` in the temporary folder, or skips the test.
-  private func mountTmpfs(_ name: String) throws -> String {
-    let path = temporary.appending(name)
-    try FileSystem.createDirectory(path: path)
-    guard getuid() == 0,
-      Command.status("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", path]) == 0
-    else { throw XCTSkip("cannot mount a tmpfs here: the cross-file-system test is skipped") }
-    mounts.append(path)
-    return path
-  }
-
   func testAMergeFromAnotherFileSystemKeepsEachFilesAccessAndModificationTimes() throws {
-    let device = try mountTmpfs("device")
-    let server = try mountTmpfs("server")
+    let device = try fileSystems.mountTmpfs(at: temporary.appending("device"), size: "8m")
+    let server = try fileSystems.mountTmpfs(at: temporary.appending("server"), size: "8m")
     let legacy = device + "/com.hackemist.SDWebImageCache.default"
     // 2020: older than a day and than its modification, so that relatime updates it on a read.
     let accessTime: Int64 = 1_600_000_000

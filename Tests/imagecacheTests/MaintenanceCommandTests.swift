@@ -21,7 +21,12 @@ final class MaintenanceCommandTests: XCTestCase {
 
   func testMaintainTrimsToASmallLimitAndWritesTheReport() throws {
     let now = Int64(Date().timeIntervalSince1970)
-    for i in 0..<10 { try builder.file("f\(i)", size: 4096, accessTime: now - 100 + Int64(i)) }
+    // Oldest first by the access date, the default, alone: f9 was written, born and changed
+    // first.
+    try builder.datedFiles(
+      (0..<10).reversed().map {
+        .init("f\($0)", accessTime: now - 100 + Int64($0), modificationTime: now - Int64($0))
+      }, changeOrder: (0..<10).reversed().map { "f\($0)" })
     let reportPath = temporary.appending("out/report.json")
     let result = try ImageCacheBinary.run([
       "maintain", "--cache", location.directory, "--max-age", "-1", "--max-size", "20KB",

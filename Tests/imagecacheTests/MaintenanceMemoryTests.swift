@@ -9,28 +9,7 @@ import XCTest
 
 /// `maintain` over a cache of any size holds the same memory: four times the files, every one
 /// of them planned for deletion by the trim, costs no more.
-final class MaintenanceMemoryTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var mountPoint: String?
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    if let mountPoint { _ = run("/bin/umount", [mountPoint]) }
-    temporary.remove()
-  }
-
-  private func run(_ tool: String, _ arguments: [String]) -> Int32 {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: tool)
-    process.arguments = arguments
-    process.standardError = FileHandle.nullDevice
-    guard (try? process.run()) != nil else { return -1 }
-    process.waitUntilExit()
-    return process.terminationStatus
-  }
+final class MaintenanceMemoryTests: TemporaryFolderTestCase {
 
   /// Adds empty files `first..<end` (cache-like names, dates spread over 30 days, a few ties),
   /// one in a thousand with a page of data so that the cache is over its 1-byte limit.
@@ -53,11 +32,8 @@ final class MaintenanceMemoryTests: XCTestCase {
 
   func testMaintainPeakMemoryDoesNotGrowWithTheNumberOfFiles() throws {
     // Empty files on a tmpfs are quick to make; mounting one needs root.
-    let mounted = temporary.appending("tmpfs")
-    try FileSystem.createDirectory(path: mounted)
-    guard run("/bin/mount", ["-t", "tmpfs", "-o", "size=256m,nr_inodes=1m", "tmpfs", mounted]) == 0
-    else { throw XCTSkip("mounting a tmpfs needs root: the many-files case is not run") }
-    mountPoint = mounted
+    let mounted = try fileSystems.mountTmpfs(
+      at: temporary.appending("tmpfs"), size: "256m", inodes: 1 << 20)
     let cache = mounted + "/cache"
     let folder = cache + "/default"
     try FileSystem.createDirectory(path: folder)

@@ -8,13 +8,7 @@ import XCTest
 /// cleanly (no `-wal` or `-shm` beside the state), and `stats` when a state file cannot be read
 /// (issue 38, SPEC section 8).
 final class ReadOnlyCacheTests: TemporaryFolderTestCase {
-  private var mountPoint: String?
   private var location: CacheLocation!
-
-  override func tearDown() {
-    if let mountPoint { Command.status("/bin/umount", [mountPoint]) }
-    super.tearDown()
-  }
 
   /// A cache with three blacklisted URLs, its state closed and its lock released as a finished
   /// run leaves them.
@@ -35,16 +29,11 @@ final class ReadOnlyCacheTests: TemporaryFolderTestCase {
     XCTAssertFalse(FileManager.default.fileExists(atPath: state + "-shm"), "closed cleanly")
   }
 
-  /// A tmpfs in the temporary folder holding a cache, then remounted read-only; or a skip.
+  /// A tmpfs in the temporary folder holding a cache, then remounted read-only.
   private func makeReadOnlyCache() throws {
-    let path = temporary.appending("mount")
-    try FileSystem.createDirectory(path: path)
-    guard getuid() == 0,
-      Command.status("/bin/mount", ["-t", "tmpfs", "-o", "size=8m", "tmpfs", path]) == 0
-    else { throw XCTSkip("cannot mount a tmpfs here: the read-only mount test is skipped") }
-    mountPoint = path
+    let path = try fileSystems.mountTmpfs(at: temporary.appending("mount"), size: "8m")
     try makeCache(in: path)
-    XCTAssertEqual(Command.status("/bin/mount", ["-o", "remount,ro", path]), 0)
+    try fileSystems.remountReadOnly(path)
     XCTAssertEqual(access(location.stateDirectory, W_OK), -1, "read-only now")
   }
 

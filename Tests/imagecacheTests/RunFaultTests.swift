@@ -6,24 +6,6 @@ import XCTest
 /// Faults of the machine that a run meets (issue 38): they stop the run, or are seen in its
 /// exit code, report and metrics, instead of failing URL after URL or passing unnoticed.
 final class RunFaultTests: LoopbackTestCase {
-  /// Files and folders made immutable by a test, made mutable again after it.
-  private var immutable: [String] = []
-
-  override func tearDown() {
-    for path in immutable { Command.status("/usr/bin/chattr", ["-i", path]) }
-    immutable = []
-    super.tearDown()
-  }
-
-  /// Makes `path` immutable (`chattr +i`: not even root can change it), or skips the test on
-  /// a file system without the attribute.
-  private func makeImmutable(_ path: String) throws {
-    guard Command.status("/usr/bin/chattr", ["+i", path]) == 0 else {
-      throw XCTSkip("chattr +i is not supported here")
-    }
-    immutable.append(path)
-  }
-
   private func report(_ path: String) throws -> RunReport {
     try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: path), path))
   }
@@ -58,7 +40,7 @@ final class RunFaultTests: LoopbackTestCase {
   func testARunThatCannotStartStillWritesItsReportAndMetrics() throws {
     let state = temporary.appending("cache/default/.imagecache")
     try FileSystem.createDirectory(path: state)
-    try makeImmutable(state)
+    try fileSystems.makeImmutable(state)
     let reportFile = temporary.appending("out/report.json")
     let metricsFile = temporary.appending("out/imagecache.prom")
     let result = try ImageCacheBinary.run([
@@ -88,7 +70,7 @@ final class RunFaultTests: LoopbackTestCase {
     let builder = CacheBuilder(root: cache + "/default")
     let stuck = try builder.file("stuck.jpg", accessTime: monthAgo)
     try builder.file("gone.jpg", accessTime: monthAgo)
-    try makeImmutable(stuck)
+    try fileSystems.makeImmutable(stuck)
     let reportFile = temporary.appending("report.json")
     let metricsFile = temporary.appending("imagecache.prom")
     let result = try ImageCacheBinary.run([

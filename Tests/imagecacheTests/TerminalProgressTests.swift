@@ -118,8 +118,7 @@ final class TerminalProgressTests: LoopbackTestCase {
     throws -> String
   {
     guard (try? Command.run("/usr/bin/env", ["tmux", "-V"]))?.status == 0 else {
-      XCTFail("tmux is needed for this test: apt-get install tmux", file: file, line: line)
-      return ""
+      try requireOrSkip("tmux is not installed: apt-get install tmux", file: file, line: line)
     }
     var urls = (0..<Self.succeeding).map { server.url("/ok-\($0).jpg") }
     for index in 0..<Self.failing {
@@ -220,7 +219,7 @@ final class TerminalProgressTests: LoopbackTestCase {
   /// hits have gone by, and the ETA is the downloads' time, not the hits' rate.
   func testAResumedRunAtEightyColumnsKeepsItsHitsAndTakesItsETAFromTheDownloads() throws {
     guard (try? Command.run("/usr/bin/env", ["tmux", "-V"]))?.status == 0 else {
-      return XCTFail("tmux is needed for this test: apt-get install tmux")
+      try requireOrSkip("tmux is not installed: apt-get install tmux")
     }
     let cache = temporary.appending("cache")
     let cached = (0..<3000).map { server.url("/cached-\($0).jpg") }

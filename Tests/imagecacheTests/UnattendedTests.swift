@@ -95,11 +95,7 @@ final class UnattendedTests: LoopbackTestCase {
       url: "https://x/a.png", code: 1001, name: "badImageData", reason: "html", at: Date())
     // File modes do not bind root: a read-only bind mount of the state folder does.
     let state = location.stateDirectory
-    guard Command.status("/bin/mount", ["--bind", state, state]) == 0 else {
-      throw XCTSkip("a read-only bind mount needs root; the read-only state case is not run")
-    }
-    defer { _ = Command.status("/bin/umount", [state]) }
-    XCTAssertEqual(Command.status("/bin/mount", ["-o", "remount,ro,bind", state]), 0)
+    try fileSystems.bindReadOnly(state)
     XCTAssertFalse(FileManager.default.isWritableFile(atPath: state + "/state.sqlite"))
 
     let list = try ImageCacheBinary.run(["blacklist", "list", "--cache", location.directory])
@@ -166,11 +162,7 @@ final class UnattendedTests: LoopbackTestCase {
     let reports = temporary.appending("reports")
     try FileSystem.createDirectory(path: reports)
     // File modes do not bind root: a read-only bind mount does.
-    guard Command.status("/bin/mount", ["--bind", reports, reports]) == 0 else {
-      throw XCTSkip("a read-only bind mount needs root; the unwritable report case is not run")
-    }
-    defer { _ = Command.status("/bin/umount", [reports]) }
-    XCTAssertEqual(Command.status("/bin/mount", ["-o", "remount,ro,bind", reports]), 0)
+    try fileSystems.bindReadOnly(reports)
     let urls = try temporary.manifest([server.url("/photo.jpg")])
     let report = reports + "/nightly.json"
 
@@ -189,7 +181,7 @@ final class UnattendedTests: LoopbackTestCase {
   /// it; one that must write it says whose it is and what to do, not SQLite's "attempt to
   /// write a readonly database" or a bare "Permission denied".
   func testAStateOfAnotherUserIsReadAndACommandThatMustWriteItSaysWhoseItIs() throws {
-    guard getuid() == 0 else { throw XCTSkip("needs root to run as another user") }
+    guard getuid() == 0 else { try requireOrSkip("needs root to run as another user") }
     let urls = try temporary.manifest([server.url("/photo.jpg")])
     let made = try ImageCacheBinary.run(["prefetch", urls, "--cache", location.directory])
     XCTAssertEqual(made.status, 0, made.stderr)
