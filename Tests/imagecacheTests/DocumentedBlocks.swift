@@ -48,9 +48,11 @@ enum DocumentedBlocks {
     }
   }
 
-  /// A Markdown page's fenced blocks. An untagged fence separated from the command block
-  /// before it by blank lines only is that block's output; any other untagged fence is an
-  /// error, so that every block is either commands, a file or shown output.
+  /// A Markdown page's fenced blocks, and each table cell that is a command alone
+  /// (`` `imagecache stats --cache /srv/c --json` ``, as the README's table of commands has
+  /// them). An untagged fence separated from the command block before it by blank lines only is
+  /// that block's output; any other untagged fence is an error, so that every block is either
+  /// commands, a file or shown output.
   static func markdown(_ text: String, page: String) throws -> [DocumentedBlock] {
     var blocks: [DocumentedBlock] = []
     let lines = text.components(separatedBy: "\n")
@@ -60,6 +62,11 @@ enum DocumentedBlocks {
       let line = lines[index]
       guard line.hasPrefix("```") else {
         if !line.trimmingCharacters(in: .whitespaces).isEmpty { commandJustClosed = nil }
+        if line.hasPrefix("|") {
+          blocks += tableCommands(line).map {
+            DocumentedBlock(page: page, line: index + 1, language: "sh", text: $0)
+          }
+        }
         index += 1
         continue
       }
@@ -81,6 +88,16 @@ enum DocumentedBlocks {
       index = end + 1
     }
     return blocks
+  }
+
+  /// The cells of a table row that are one code span holding an imagecache command, with
+  /// Markdown's `\|` read as `|`.
+  static func tableCommands(_ row: String) -> [String] {
+    row.replacingOccurrences(of: "\\|", with: "\u{0}").split(separator: "|").compactMap { cell in
+      let cell = cell.trimmingCharacters(in: .whitespaces)
+      guard let match = cell.wholeMatch(of: /`(imagecache [^`]+)`/) else { return nil }
+      return String(match.output.1).replacingOccurrences(of: "\u{0}", with: "|")
+    }
   }
 
   /// A man page's examples: the literal displays of its EXAMPLES section (commands in a
