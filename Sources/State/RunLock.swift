@@ -12,18 +12,19 @@ import Foundation
 /// writes its pid and start time in the file, so that a run that waits can say whom for.
 public final class RunLock: Sendable {
   public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
-    /// Another process holds the lock (exit code 3).
-    case held(path: String)
+    /// Another process holds the lock (exit code 3): `holder` as the lock file names it, so
+    /// that the message says which run to look at (docs/operations.md).
+    case held(path: String, holder: Holder?)
     /// Still held after `--wait-timeout` (exit code 3 too).
-    case stillHeld(path: String, seconds: TimeInterval)
+    case stillHeld(path: String, seconds: TimeInterval, holder: Holder?)
     case cannotOpen(path: String, errno: Int32)
 
     public var description: String {
       switch self {
-      case .held(let path):
-        "another imagecache run holds the cache lock \(path) (use --wait to wait for it)"
-      case .stillHeld(let path, let seconds):
-        "another imagecache run still held the cache lock \(path) after \(Int(seconds)) s of waiting"
+      case .held(let path, let holder):
+        "\(Self.who(holder)) holds the cache lock \(path) (use --wait to wait for it)"
+      case .stillHeld(let path, let seconds, let holder):
+        "\(Self.who(holder)) still held the cache lock \(path) after \(Int(seconds)) s of waiting"
       case .cannotOpen(let path, let errno):
         "cannot open the cache lock \(path): \(String(cString: strerror(errno)))"
           + (Self.whyNotWritable(path, errno: errno).map { "; \($0)" } ?? "")
@@ -35,6 +36,14 @@ public final class RunLock: Sendable {
       guard [EACCES, EPERM, EROFS].contains(errno) else { return nil }
       return StateAccess.readOnlyForThisUser(
         [(path as NSString).deletingLastPathComponent, path])
+    }
+
+    /// "another imagecache run (pid 4711, started at ...)", or without the parenthesis when
+    /// the lock file names no holder (its holder had not written it yet, or could not).
+    private static func who(_ holder: Holder?) -> String {
+      guard let holder else { return "another imagecache run" }
+      return "another imagecache run (pid \(holder.pid)"
+        + (holder.startedAt.map { ", started at \($0)" } ?? "") + ")"
     }
   }
 
@@ -57,9 +66,9 @@ public final class RunLock: Sendable {
 
   /// How a lock is taken.
   public struct Options: Sendable {
-    /// Wait for the holder to finish instead of failing with ``Failure/held(path:)``.
+    /// Wait for the holder to finish instead of failing with ``Failure/held(path:holder:)``.
     public var wait = false
-    /// With `wait`, give up (``Failure/held(path:)``) after this long; `nil`: never.
+    /// With `wait`, give up (``Failure/held(path:holder:)``) after this long; `nil`: never.
     public var timeout: TimeInterval?
     /// A shared lock for a run that writes nothing (a dry run): it waits for (or fails on) a
     /// run that writes, but neither creates the lock file nor keeps other dry runs out. A cache
@@ -79,7 +88,7 @@ public final class RunLock: Sendable {
   }
 
   /// Runs `body` holding the lock of the cache at `location`, waiting for the lock when `wait`
-  /// is set and failing with ``Failure/held(path:)`` otherwise. The lock is released when
+  /// is set and failing with ``Failure/held(path:holder:)`` otherwise. The lock is released when
   /// `body` returns or throws.
   public static func withLock<Result>(
     location: CacheLocation, wait: Bool, _ body: () async throws -> Result
@@ -110,13 +119,13 @@ public final class RunLock: Sendable {
     while true {
       do {
         return try RunLock(location: location, options: options)
-      } catch Failure.held(let path) where options.wait {
+      } catch Failure.held(let path, let holder) where options.wait {
         if let deadline, Date() >= deadline.at {
-          throw Failure.stillHeld(path: path, seconds: deadline.seconds)
+          throw Failure.stillHeld(path: path, seconds: deadline.seconds, holder: holder)
         }
         if !toldWaiting {
           toldWaiting = true
-          waiting(Self.holder(path: path))
+          waiting(holder)
         }
         try await Task.sleep(nanoseconds: 50_000_000)
       }
@@ -148,7 +157,7 @@ public final class RunLock: Sendable {
     return Holder(pid: pid, startedAt: lines.dropFirst().first)
   }
 
-  /// Takes the lock without waiting: ``Failure/held(path:)`` names the lock file another run
+  /// Takes the lock without waiting: ``Failure/held(path:holder:)`` names the lock file another run
   /// holds. `nil` for a read-only lock on a cache that has no lock file.
   private init?(location: CacheLocation, options: Options) throws {
     let main = (location.stateDirectory as NSString).appendingPathComponent("lock")
@@ -203,7 +212,8 @@ public final class RunLock: Sendable {
       if failure == EINTR { continue }
       close(fd)
       throw failure == EWOULDBLOCK
-        ? Failure.held(path: path) : Failure.cannotOpen(path: path, errno: failure)
+        ? Failure.held(path: path, holder: holder(path: path))
+        : Failure.cannotOpen(path: path, errno: failure)
     }
     return fd
   }

@@ -30,7 +30,7 @@ struct MigrateCommand: AsyncParsableCommand {
         imagecache migrate --cache ~/.cache/com.hackemist.SDImageCache --dry-run
         imagecache migrate --cache /srv/cache \\
           --from /tmp/device/com.hackemist.SDWebImageCache.default
-        imagecache migrate --cache /srv/cache --manifest jobs/urls.txt
+        imagecache migrate --cache /srv/cache --manifest jobs/manifests/urls.txt
       """)
 
   @OptionGroup var cacheOptions: CacheOptions

@@ -62,13 +62,15 @@ struct PrefetchCommand: AsyncParsableCommand {
   @Flag(
     name: .customLong("dry-run"),
     help: ArgumentHelp(
-      "Print what each URL would do and request, write or lock nothing (with --json, the plan "
-        + "is the report).",
+      "Print what each URL would do, and download, write or lock nothing (with --json, the "
+        + "plan is the report).",
       discussion: """
         One line a URL on stdout: hit (in the cache, under its current or legacy name, or the \
         original of a variant), download, revalidate (refreshCached), blacklisted, invalid (not \
         an http(s) URL: a run would fail and blacklist it) or miss (fromCacheOnly). Bad lines \
-        and the counts go to stderr. The cache must exist; access times are left alone.
+        and the counts go to stderr. Manifests and sitemaps given by URL are still fetched, to \
+        list their URLs; no image is requested. The cache must exist; access times are left \
+        alone.
         """))
   var dryRun = false
 

@@ -46,8 +46,12 @@ struct RunCommand: AsyncParsableCommand {
   @Flag(
     name: .customLong("dry-run"),
     help: ArgumentHelp(
-      "Request and write nothing: print on stdout what each URL would do (as prefetch "
-        + "--dry-run) and what the passes would do. Only --report and --metrics are written."))
+      "Download and write nothing: print on stdout what each URL would do (as prefetch "
+        + "--dry-run) and what the passes would do. Only --report and --metrics are written.",
+      discussion: """
+        Manifests and sitemaps given by URL are still fetched, to list their URLs; no image is \
+        requested. The job's cache need not exist yet: the run says it is new.
+        """))
   var dryRun = false
 
   @Flag(name: .shortAndLong, help: "List every file the maintenance passes delete or move.")

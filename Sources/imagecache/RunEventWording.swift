@@ -45,7 +45,7 @@ extension RunEvent {
         + "\(plan.invalid) invalid, \(plan.miss) not in the cache (fromCacheOnly), "
         + "\(plan.skipped) skipped"
         + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
-        + "; nothing requested or written"
+        + "; no image requested, nothing written"
     case .noLegacyFolder(let path): "migrate: no legacy folder at \(path): nothing to merge"
     case .legacyFolderMerged(let path): "migrate: removed \(path): every file in it was merged"
     case .noCleaningPasses(let job, let passes):

@@ -1,8 +1,8 @@
 import Foundation
 
 /// A certificate authority made for one test, as an organisation's internal one: a CA
-/// certificate, and a server certificate it signed for 127.0.0.1 and localhost, made with
-/// openssl(1) in a folder of the test's.
+/// certificate, and a server certificate it signed for 127.0.0.1, localhost and any other names
+/// the test gives, made with openssl(1) in a folder of the test's.
 public struct TestCertificateAuthority: Sendable {
   /// The folder with the server's `cert.pem` and `key.pem`, for ``TLSLoopbackServer``.
   public let serverFolder: String
@@ -11,7 +11,9 @@ public struct TestCertificateAuthority: Sendable {
   /// A folder holding the CA's certificate under its hashed name, as `SSL_CERT_DIR` wants.
   public let hashedFolder: String
 
-  public init(folder: String) throws {
+  /// `hostNames`: more names the server's certificate is for (a documented example's hosts,
+  /// which a test points at 127.0.0.1).
+  public init(folder: String, hostNames: [String] = []) throws {
     serverFolder = folder + "/server"
     hashedFolder = folder + "/hashed"
     certificate = folder + "/ca.pem"
@@ -21,8 +23,9 @@ public struct TestCertificateAuthority: Sendable {
     let key = folder + "/ca-key.pem"
     let request = folder + "/server.csr"
     let extensions = folder + "/server.ext"
+    let names = ["IP:127.0.0.1", "DNS:localhost"] + hostNames.map { "DNS:" + $0 }
     try """
-    subjectAltName = IP:127.0.0.1, DNS:localhost
+    subjectAltName = \(names.joined(separator: ", "))
     basicConstraints = critical, CA:FALSE
     extendedKeyUsage = serverAuth
     """.write(toFile: extensions, atomically: true, encoding: .utf8)

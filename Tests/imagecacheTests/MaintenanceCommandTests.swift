@@ -1,4 +1,5 @@
 import Core
+import Foundation
 import State
 import TestSupport
 import XCTest
@@ -126,11 +127,16 @@ final class MaintenanceCommandTests: XCTestCase {
     XCTAssertEqual(try builder.remainingFiles(), ["old"])
   }
 
-  func testSecondRunWhileTheLockIsHeldExitsThree() async throws {
+  /// Exit 3 names the holder's pid and start, as the lock file gives them (docs/operations.md),
+  /// so that whoever reads the cron mail knows which run to look at.
+  func testSecondRunWhileTheLockIsHeldExitsThreeNamingTheHolder() async throws {
     let result = try await RunLock.withLock(location: location, wait: false) {
       try ImageCacheBinary.run(["maintain", "--cache", location.directory])
     }
     XCTAssertEqual(result.status, 3)
+    XCTAssertTrue(
+      result.stderr.contains("another imagecache run (pid \(getpid()), started at "),
+      result.stderr)
     XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
   }
 

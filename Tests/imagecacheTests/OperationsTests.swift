@@ -97,6 +97,11 @@ final class OperationsTests: LoopbackTestCase {
     XCTAssertTrue(
       result.stderr.contains("waiting for the run of pid 4242 (started at 2026-11-23T03:17:00Z)"),
       result.stderr)
+    XCTAssertTrue(
+      result.stderr.contains(
+        "another imagecache run (pid 4242, started at 2026-11-23T03:17:00Z) still held the "
+          + "cache lock"),
+      result.stderr)
     XCTAssertTrue(result.stderr.contains("after 1 s of waiting"), result.stderr)
   }
 

@@ -28,7 +28,7 @@ public struct RunSettings: Sendable {
   public var dryRun = false
   /// List every file the maintenance passes delete, in the report and on the console.
   public var verbose = false
-  /// Wait for another run's lock instead of failing with ``RunLock/Failure/held(path:)``.
+  /// Wait for another run's lock instead of failing with ``RunLock/Failure/held(path:holder:)``.
   public var wait = false
   /// With `wait`, give up after this long (exit 3); `nil`: wait as long as it takes.
   public var waitTimeout: TimeInterval?
