@@ -55,13 +55,18 @@ final class DocumentedExamplesTests: XCTestCase {
         + "with the README's job, scripts/test-deb the installed one"),
     RunElsewhere(
       page: "docs/fleets.md", command: "jid=$(sbatch --parsable",
-      why: "Slurm, GNU parallel and Grid Engine arrays: SlurmTests runs a Slurm array and its "
-        + "merge on a one-node cluster, ParallelRecipeTests this GNU parallel recipe as "
-        + "written; no Grid Engine here"),
+      why: "Slurm, GNU parallel and Grid Engine arrays and their merges: SlurmTests (a "
+        + "one-node cluster), ParallelRecipeTests and GridEngineTests (a one-node cell) each "
+        + "run their engine's lines of this block as written"),
     RunElsewhere(
-      page: "docs/fleets.md", command: "sbatch --array=3",
-      why: "reruns one task of a Slurm or Grid Engine array: FleetTests runs --shards with "
-        + "--first-task under Slurm's and Grid Engine's variables"),
+      page: "docs/fleets.md", command: "night=$(date +%F)",
+      why: "Snakemake's four shards and merge: SnakemakeRecipeTests runs this block with the "
+        + "page's Snakefile"),
+    RunElsewhere(
+      page: "docs/fleets.md", command: "rid=$(sbatch --parsable --array=3",
+      why: "reruns one shard of a killed night under each engine: SlurmTests, "
+        + "ParallelRecipeTests, SnakemakeRecipeTests and GridEngineTests run their engine's "
+        + "lines after killing shard 2"),
     RunElsewhere(
       page: "docs/benchmarks.md", command: "imagecache maintain --dry-run --json",
       why: "the label of a measured row (two tables): Benchmarks/ runs it on a million-file "
