@@ -61,9 +61,7 @@ struct RunCommand: AsyncParsableCommand {
       var job = try Job.load(path: path)
       try shardOptions.apply(to: &job)
       fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
-      try asUsageError { () throws(ConfigurationError) in
-        try job.checkManifests(what: "\(path): manifest")
-      }
+      try job.checkManifests(what: "\(path): manifest")
       loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
