@@ -40,13 +40,15 @@ struct MigrateCommand: AsyncParsableCommand {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "A legacy disk cache folder to merge into the namespace.", valueName: "old-dir"))
+      "A legacy disk cache folder to merge into the namespace.", valueName: "old-dir"),
+    completion: .directory)
   var from: String?
 
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "A manifest whose URLs' legacy file names are renamed (repeatable).", valueName: "file"))
+      "A manifest whose URLs' legacy file names are renamed (repeatable).", valueName: "file"),
+    completion: .file())
   var manifest: [String] = []
 
   @Flag(name: .customLong("dry-run"), help: "Print what would be moved and move nothing.")

@@ -42,7 +42,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   @Argument(
     help: ArgumentHelp(
-      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"))
+      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"),
+    completion: .file())
   var manifests: [String] = []
 
   @Option(

@@ -133,7 +133,8 @@ struct PrefetchSettings: ParsableArguments {
         the system's certificates. The file (or the variable's file or folder) is checked \
         before the run: missing, or with no PEM certificate, is exit 2. A certificate that \
         these CA certificates do not verify fails its URL without blacklisting it.
-        """, valueName: "file"))
+        """, valueName: "file"),
+    completion: .file())
   var caBundle: String?
 
   @Option(

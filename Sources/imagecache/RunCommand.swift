@@ -36,7 +36,9 @@ struct RunCommand: AsyncParsableCommand {
           --report '/var/log/imagecache/{job}.json'
       """)
 
-  @Argument(help: ArgumentHelp("Job files (YAML or JSON).", valueName: "job"))
+  @Argument(
+    help: ArgumentHelp("Job files (YAML or JSON).", valueName: "job"),
+    completion: .file(extensions: ["yaml", "yml", "json"]))
   var jobs: [String]
 
   @OptionGroup var reportOptions: ReportOptions
