@@ -30,10 +30,16 @@ struct RunCommand: AsyncParsableCommand {
       and the run ID (--run-id, else the engine's: $SLURM_ARRAY_JOB_ID, Grid Engine's \
       $JOB_ID, or $JOB_UID or $JOB_NAME in an Indexed Job), which report merge checks.
 
+      The job's prefetch settings may be given as prefetch's flags, such as --concurrency, \
+      --timeout or --max-bandwidth: each one given takes the place of the job file's value \
+      for this run only (the file is not changed), and the run says which ones it took.
+
       Examples:
         imagecache run jobs/example.yaml
         imagecache run /etc/imagecache/nightly.yaml --wait \\
           --report '/var/log/imagecache/{job}.json'
+        imagecache run /etc/imagecache/nightly.yaml --concurrency 8 \\
+          --max-bandwidth 5MB/s
       """)
 
   @Argument(
@@ -44,6 +50,8 @@ struct RunCommand: AsyncParsableCommand {
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var shardOptions: ShardOptions
   @OptionGroup var fleetOptions: FleetOptions
+  /// The job's `prefetch:` settings, overridden for this run only.
+  @OptionGroup var limits: PrefetchLimits
 
   @Flag(
     name: .customLong("dry-run"),
@@ -58,13 +66,14 @@ struct RunCommand: AsyncParsableCommand {
   func run() async throws {
     // Every job is read and checked before any runs; a mistake is exit 2, without a usage
     // block (the job file is wrong, not the command line).
-    var loaded: [Job] = []
+    var loaded: [(job: Job, given: [PrefetchLimits.Given])] = []
     for path in jobs {
       var job = try Job.load(path: path)
+      let given = try limits.apply(to: &job.prefetch)
       try shardOptions.apply(to: &job)
       fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
       try job.checkManifests(what: "\(path): manifest")
-      loaded.append(job)
+      loaded.append((job, given))
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
     let several = loaded.count > 1
@@ -77,8 +86,13 @@ struct RunCommand: AsyncParsableCommand {
     let array = several && settings.printsReport
     if array { Console.write("[\n", to: STDOUT_FILENO) }
     var failed = false
-    for (index, job) in loaded.enumerated() {
+    for (index, (job, given)) in loaded.enumerated() {
       if array && index > 0 { Console.write(",\n", to: STDOUT_FILENO) }
+      if !given.isEmpty {
+        reportOptions.console.say(
+          "\(job.name): for this run, from the command line: "
+            + given.map { "\($0.field) \($0.value)" }.joined(separator: ", "))
+      }
       let outcome: RunOutcome
       do {
         outcome = try await JobRunner(job: job, settings: settings, console: reportOptions.console)

@@ -41,6 +41,7 @@ final class ErrorStyleTests: TemporaryFolderTestCase {
     for arguments in [
       ["prefetch", temporary.appending("missing.txt"), "--cache", temporary.appending("c")],
       ["prefetch", job, "--cache", temporary.appending("c")],
+      ["prefetch", manifest, "--cacert", temporary.appending("missing.pem")],
       ["run", job],
       ["run", temporary.appending("missing.yaml")],
       ["stats", "--cache", temporary.appending("no-cache")],
