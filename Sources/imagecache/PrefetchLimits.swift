@@ -170,9 +170,6 @@ struct PrefetchLimits: ParsableArguments {
         + "(at most 60 s), not only that URL's next attempt (default: on)."))
   var hostBackoff: Bool?
 
-  /// A setting given on the command line: its job file field and its value.
-  typealias Given = (field: String, value: String)
-
   func validate() throws {
     if let concurrency { try checkCount(concurrency, .concurrency) }
     if let perHostConcurrency { try checkCount(perHostConcurrency, .perHostConcurrency) }
@@ -203,8 +200,10 @@ struct PrefetchLimits: ParsableArguments {
   /// are: the defaults for `prefetch`, the job file's for `run`. Returns those it set, each as
   /// its job file field and its value (`prefetch.concurrency`, `1`), for the run to say.
   @discardableResult
-  func apply(to limits: inout PrefetchConfiguration) throws(ConfigurationError) -> [Given] {
-    var given: [Given] = []
+  func apply(to limits: inout PrefetchConfiguration) throws(ConfigurationError)
+    -> [CommandLineSetting]
+  {
+    var given: [CommandLineSetting] = []
     func set<Value>(
       _ value: Value?, _ setting: String, _ text: (Value) -> String = { "\($0)" },
       _ store: (Value) -> Void

@@ -66,14 +66,14 @@ struct RunCommand: AsyncParsableCommand {
   func run() async throws {
     // Every job is read and checked before any runs; a mistake is exit 2, without a usage
     // block (the job file is wrong, not the command line).
-    var loaded: [(job: Job, given: [PrefetchLimits.Given])] = []
+    var loaded: [Job] = []
     for path in jobs {
       var job = try Job.load(path: path)
-      let given = try limits.apply(to: &job.prefetch)
+      job.commandLineSettings = try limits.apply(to: &job.prefetch)
       try shardOptions.apply(to: &job)
       fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
       try job.checkManifests(what: "\(path): manifest")
-      loaded.append((job, given))
+      loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
     let several = loaded.count > 1
@@ -86,12 +86,12 @@ struct RunCommand: AsyncParsableCommand {
     let array = several && settings.printsReport
     if array { Console.write("[\n", to: STDOUT_FILENO) }
     var failed = false
-    for (index, (job, given)) in loaded.enumerated() {
+    for (index, job) in loaded.enumerated() {
       if array && index > 0 { Console.write(",\n", to: STDOUT_FILENO) }
-      if !given.isEmpty {
+      if !job.commandLineSettings.isEmpty {
         reportOptions.console.say(
           "\(job.name): for this run, from the command line: "
-            + given.map { "\($0.field) \($0.value)" }.joined(separator: ", "))
+            + job.commandLineSettings.map { "\($0.field) \($0.value)" }.joined(separator: ", "))
       }
       let outcome: RunOutcome
       do {

@@ -119,14 +119,25 @@ final class RunCommandTests: LoopbackTestCase {
   func testAPrefetchFlagOverridesTheJobsSettingForThisRunOnly() throws {
     let path = try heldJob()
     let written = try String(contentsOfFile: path, encoding: .utf8)
-    let plan = try ImageCacheBinary.run(["run", path, "--dry-run", "--concurrency", "1"])
+    let plan = try ImageCacheBinary.run([
+      "run", path, "--dry-run", "--concurrency", "1", "--json",
+    ])
     XCTAssertEqual(plan.status, 0, plan.stderr)
     let said = "nightly: for this run, from the command line: prefetch.concurrency 1"
     XCTAssertTrue(plan.stderr.contains(said), plan.stderr)
+    XCTAssertEqual(
+      try RunReport.decode(Data(plan.stdout.utf8)).commandLineSettings,
+      ["prefetch.concurrency": "1"], "the dry run's plan says so too")
 
-    let result = try ImageCacheBinary.run(["run", path, "--concurrency", "1"])
+    let result = try ImageCacheBinary.run(["run", path, "--concurrency", "1", "--json"])
     XCTAssertEqual(result.status, 0, result.stderr)
     XCTAssertTrue(result.stderr.contains(said), result.stderr)
+    let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
+    XCTAssertEqual(
+      SchemaValidator.validate(report, against: try SchemaValidator.reportSchema()), [])
+    XCTAssertEqual(
+      try RunReport.decode(Data(result.stdout.utf8)).commandLineSettings,
+      ["prefetch.concurrency": "1"])
     XCTAssertEqual(server.requestCount("/held.jpg"), 4)
     XCTAssertEqual(server.peakConcurrency, 1, "--concurrency 1 in place of the job's 2")
     XCTAssertEqual(
@@ -134,7 +145,10 @@ final class RunCommandTests: LoopbackTestCase {
   }
 
   func testAPrefetchFlagNotGivenLeavesTheJobsSetting() throws {
-    let result = try ImageCacheBinary.run(["run", try heldJob(), "--max-pixels", "5000000"])
+    let path = try heldJob()
+    let plain = try ImageCacheBinary.run(["run", path, "--dry-run", "--json"])
+    XCTAssertNil(try RunReport.decode(Data(plain.stdout.utf8)).commandLineSettings, plain.stdout)
+    let result = try ImageCacheBinary.run(["run", path, "--max-pixels", "5000000"])
     XCTAssertEqual(result.status, 0, result.stderr)
     XCTAssertEqual(server.requestCount("/held.jpg"), 4)
     XCTAssertEqual(server.peakConcurrency, 2, "the job's concurrency, not the default's")
