@@ -229,7 +229,7 @@ struct PrefetchLimits: ParsableArguments {
     set(rate, "rate", \.text) {
       limits.requestsPerSecondPerHost = $0.perSecond
     }
-    set(maxBandwidth, "maxBandwidth", { "\(formatBytes($0.bytesPerSecond))/s" }) {
+    set(maxBandwidth, "maxBandwidth", \.text) {
       limits.maxBytesPerSecond = $0.bytesPerSecond
     }
     set(hostBackoff, "hostBackoff") { limits.hostBackoff = $0 }
@@ -279,4 +279,9 @@ extension RequestRate {
   fileprivate var text: String {
     perSecond == perSecond.rounded() ? "\(Int(perSecond))/s" : "\(perSecond)/s"
   }
+}
+
+extension Bandwidth {
+  /// As the run says it: `5.0 MB/s`.
+  fileprivate var text: String { "\(formatBytes(bytesPerSecond))/s" }
 }

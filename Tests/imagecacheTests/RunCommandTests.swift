@@ -148,13 +148,16 @@ final class RunCommandTests: LoopbackTestCase {
     let path = try heldJob()
     let plain = try ImageCacheBinary.run(["run", path, "--dry-run", "--json"])
     XCTAssertNil(try RunReport.decode(Data(plain.stdout.utf8)).commandLineSettings, plain.stdout)
-    let result = try ImageCacheBinary.run(["run", path, "--max-pixels", "5000000"])
+    let result = try ImageCacheBinary.run([
+      "run", path, "--max-pixels", "5000000", "--max-bandwidth", "10MB/s",
+    ])
     XCTAssertEqual(result.status, 0, result.stderr)
     XCTAssertEqual(server.requestCount("/held.jpg"), 4)
     XCTAssertEqual(server.peakConcurrency, 2, "the job's concurrency, not the default's")
     XCTAssertTrue(
       result.stderr.contains(
-        "nightly: for this run, from the command line: prefetch.maxPixels 5000000\n"),
+        "nightly: for this run, from the command line: prefetch.maxPixels 5000000, "
+          + "prefetch.maxBandwidth 10.0 MB/s\n"),
       result.stderr)
   }
 
