@@ -269,10 +269,21 @@ struct ImageCacheCommand: AsyncParsableCommand {
       || error is MaintenanceError || error is StateStoreError || error is RunEndingError
     let syntax = !ours && exitCode(for: error) == .validationFailure
     Console.standard.say(
-      "imagecache: " + (ours ? "\(error)" : message(for: error))
+      "imagecache: " + (ours ? "\(error)" : asClause(message(for: error)))
         + (syntax ? "\n" + usage(arguments) : ""), severity: .error)
     Foundation.exit(status.rawValue)
   }
+}
+
+/// argument-parser's message as the rest of a line after `imagecache: `, as every other error
+/// is written: its first word lowercased when it starts a sentence ("The value 'x' is
+/// invalid...", "Missing expected argument..."); anything else (a flag, a value, a name in
+/// capitals) as it is.
+func asClause(_ message: String) -> String {
+  guard let word = message.split(separator: " ", maxSplits: 1).first, word.count > 1,
+    word.first?.isUppercase == true, word.dropFirst().allSatisfy(\.isLowercase)
+  else { return message }
+  return message.prefix(1).lowercased() + message.dropFirst()
 }
 
 extension RunOutcome {

@@ -27,6 +27,9 @@ final class ErrorStyleTests: TemporaryFolderTestCase {
       let lines = try error(arguments)
       XCTAssertEqual(lines.count, 3, "\(arguments): \(lines)")
       XCTAssertTrue(lines.first?.hasPrefix("imagecache: ") == true, "\(arguments): \(lines)")
+      XCTAssertEqual(
+        lines.first?.dropFirst("imagecache: ".count).first?.isUppercase, false,
+        "a clause, as every error: \(lines)")
       let name = command.isEmpty ? "imagecache" : "imagecache \(command)"
       XCTAssertTrue(lines.dropFirst().first?.hasPrefix("Usage: \(name) ") == true, "\(lines)")
       XCTAssertEqual(lines.last, "See '\(name) --help'.", "\(arguments)")
