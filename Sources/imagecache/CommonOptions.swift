@@ -10,7 +10,8 @@ struct CacheOptions: ParsableArguments {
     help: ArgumentHelp(
       "The disk cache directory: the folder that holds namespaces.",
       discussion: "Default: $XDG_CACHE_HOME/com.hackemist.SDImageCache (else ~/.cache/...).",
-      valueName: "dir"))
+      valueName: "dir"),
+    completion: .directory)
   var cache: String?
 
   @Option(
@@ -233,7 +234,8 @@ struct ReportOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "Write the JSON report to this file ({job} becomes the job's name, {shard} and {shards} "
-        + "the shard K and N, or all and 1 when unsharded).", valueName: "file"))
+        + "the shard K and N, or all and 1 when unsharded).", valueName: "file"),
+    completion: .file())
   var report: String?
 
   @Flag(name: .long, help: "Print the JSON report on stdout.")
@@ -248,7 +250,8 @@ struct ReportOptions: ParsableArguments {
         Written after the report. A file that cannot be written then (its folder not \
         creatable or not writable) is a warning, in the report too (metricsErrors), and the \
         exit code stays the run's own.
-        """, valueName: "file"))
+        """, valueName: "file"),
+    completion: .file())
   var metrics: String?
 
   @Flag(

@@ -97,10 +97,10 @@ struct ImageCacheCommand: AsyncParsableCommand {
       if !parsed.contains("--version"),
         let unknown = unknownSubcommand(parsed) ?? unknownOption(parsed)
       {
-        Console.standard.say(unknown, severity: .error)
+        Console.standard.say(unknown + "\n" + usage(parsed), severity: .error)
         Foundation.exit(ExitStatus.usage.rawValue)
       }
-      fail(with: error)
+      fail(with: error, arguments: parsed)
     }
     do {
       if var asyncCommand = command as? AsyncParsableCommand {
@@ -109,8 +109,32 @@ struct ImageCacheCommand: AsyncParsableCommand {
         try command.run()
       }
     } catch {
-      fail(with: error)
+      fail(with: error, arguments: parsed)
     }
+  }
+
+  /// The command that `arguments` name (`imagecache prefetch`, `imagecache report merge`): the
+  /// leading words that are subcommands.
+  static func command(named arguments: [String]) -> (type: ParsableCommand.Type, words: [String]) {
+    var type: ParsableCommand.Type = Self.self
+    var words = [configuration.commandName ?? "imagecache"]
+    for argument in arguments {
+      guard
+        let next = type.configuration.subcommands.first(where: { $0._commandName == argument })
+      else { break }
+      type = next
+      words.append(argument)
+    }
+    return (type, words)
+  }
+
+  /// The usage line of the command that `arguments` name and where its help is, said after
+  /// an error in the command line's syntax (a value a flag does not take, an unknown option,
+  /// a missing argument), and after no other error: a missing file or a bad job file is not
+  /// helped by the usage.
+  static func usage(_ arguments: [String]) -> String {
+    let (type, words) = command(named: arguments)
+    return "Usage: \(usageString(for: type))\nSee '\(words.joined(separator: " ")) --help'."
   }
 
   static var subcommandNames: [String] {
@@ -147,33 +171,30 @@ struct ImageCacheCommand: AsyncParsableCommand {
       let json = try? JSONSerialization.jsonObject(with: Data(_dumpHelp().utf8)),
       var command = (json as? [String: Any])?["command"] as? [String: Any]
     else { return nil }
-    var path = ["imagecache"]
     for argument in arguments.prefix(while: { !$0.hasPrefix("-") }) {
       let subcommands = command["subcommands"] as? [[String: Any]] ?? []
       guard let next = subcommands.first(where: { $0["commandName"] as? String == argument })
       else { break }
       command = next
-      path.append(argument)
     }
     let known =
       names(of: command, kind: "long")
       + ["help", "version", "experimental-dump-help", "generate-completion-script"]
-    let usage = "(see '\(path.joined(separator: " ")) --help')"
     if let short = unknownShortOption(arguments, known: names(of: command, kind: "short") + ["h"]) {
       // The habits of other tools: make's and xargs' -j, aria2's and GNU parallel's -c.
       let habit = ["c": "concurrency", "j": "concurrency"][short].flatMap {
         known.contains($0) ? ", did you mean '--\($0)'?" : nil
       }
-      return "imagecache: unknown option '-\(short)'\(habit ?? "") \(usage)"
+      return "imagecache: unknown option '-\(short)'\(habit ?? "")"
     }
     for argument in arguments.prefix(while: { $0 != "--" }) where argument.hasPrefix("--") {
       let name = String(argument.dropFirst(2).prefix { $0 != "=" })
       guard !known.contains(name) else { continue }
       let nearest = known.map { ($0, editDistance(name.lowercased(), $0)) }.min { $0.1 < $1.1 }
       guard let (match, distance) = nearest, distance <= max(2, name.count / 3) else {
-        return "imagecache: unknown option '--\(name)' \(usage)"
+        return "imagecache: unknown option '--\(name)'"
       }
-      return "imagecache: unknown option '--\(name)', did you mean '--\(match)'? \(usage)"
+      return "imagecache: unknown option '--\(name)', did you mean '--\(match)'?"
     }
     return nil
   }
@@ -223,7 +244,10 @@ struct ImageCacheCommand: AsyncParsableCommand {
     return table[a.count][b.count]
   }
 
-  static func fail(with error: Error) -> Never {
+  /// Says `error` in the one style of every error, `imagecache: ` and what is wrong, with the
+  /// usage line only for a mistake in the command line's syntax (argument-parser's own errors
+  /// and the commands' `ValidationError`s), and exits with its code (SPEC section 6).
+  static func fail(with error: Error, arguments: [String]) -> Never {
     let status: ExitStatus
     switch error {
     case _ where exitCode(for: error).isSuccess, is ExitCode:
@@ -243,10 +267,23 @@ struct ImageCacheCommand: AsyncParsableCommand {
     let ours =
       error is RunLock.Failure || error is FileSystemError || error is ConfigurationError
       || error is MaintenanceError || error is StateStoreError || error is RunEndingError
+    let syntax = !ours && exitCode(for: error) == .validationFailure
     Console.standard.say(
-      ours ? "imagecache: \(error)" : fullMessage(for: error), severity: .error)
+      "imagecache: " + (ours ? "\(error)" : asClause(message(for: error)))
+        + (syntax ? "\n" + usage(arguments) : ""), severity: .error)
     Foundation.exit(status.rawValue)
   }
+}
+
+/// argument-parser's message as the rest of a line after `imagecache: `, as every other error
+/// is written: its first word lowercased when it starts a sentence ("The value 'x' is
+/// invalid...", "Missing expected argument..."); anything else (a flag, a value, a name in
+/// capitals) as it is.
+func asClause(_ message: String) -> String {
+  guard let word = message.split(separator: " ", maxSplits: 1).first, word.count > 1,
+    word.first?.isUppercase == true, word.dropFirst().allSatisfy(\.isLowercase)
+  else { return message }
+  return message.prefix(1).lowercased() + message.dropFirst()
 }
 
 extension RunOutcome {

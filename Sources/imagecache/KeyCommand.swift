@@ -48,7 +48,7 @@ struct KeyCommand: ParsableCommand {
 
   func run() throws {
     guard let parsed = URL(string: url) else {
-      throw ValidationError("\(url) is not a URL")
+      throw ValidationError("'\(url)' is not a URL")
     }
     // The same context keys, and the same checks, as a manifest line's.
     var object: [String: JSONValue] = [:]

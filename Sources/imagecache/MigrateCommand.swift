@@ -40,13 +40,15 @@ struct MigrateCommand: AsyncParsableCommand {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "A legacy disk cache folder to merge into the namespace.", valueName: "old-dir"))
+      "A legacy disk cache folder to merge into the namespace.", valueName: "old-dir"),
+    completion: .directory)
   var from: String?
 
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "A manifest whose URLs' legacy file names are renamed (repeatable).", valueName: "file"))
+      "A manifest whose URLs' legacy file names are renamed (repeatable).", valueName: "file"),
+    completion: .file())
   var manifest: [String] = []
 
   @Flag(name: .customLong("dry-run"), help: "Print what would be moved and move nothing.")
@@ -55,22 +57,24 @@ struct MigrateCommand: AsyncParsableCommand {
   @Flag(name: .shortAndLong, help: "List every file moved.")
   var verbose = false
 
-  func validate() throws {
+  /// Refuses a `--from` that is not a folder and `--manifest` files that are missing or
+  /// unreadable (exit 2), before anything runs. In `run()`, not `validate()`: what is wrong is
+  /// a file, not the command line's syntax, so the error comes without a usage line.
+  private func checkInputs() throws(ConfigurationError) {
     // A missing --from is not an error: a finished migration removed it, and running it again
     // changes nothing (the run says there is nothing to merge). One that cannot be examined
     // is said by the migration's own read of it.
     if let from, let attributes = try? FileSystem.attributes(atPath: from),
       !attributes.isDirectory
     {
-      throw ValidationError("--from \(from): not a folder")
+      throw ConfigurationError(source: "--from \(from)", message: "not a folder")
     }
-    try asUsageError { () throws(ConfigurationError) in
-      for path in manifest { try Job.checkManifest(path, what: "--manifest") }
-      try Job.checkStreamsReadOnce(manifest, readTwice: false, what: "--manifest")
-    }
+    for path in manifest { try Job.checkManifest(path, what: "--manifest") }
+    try Job.checkStreamsReadOnce(manifest, readTwice: false, what: "--manifest")
   }
 
   func run() async throws {
+    try checkInputs()
     var job = Job(name: "migrate", location: cacheOptions.location)
     job.passes = [.migrate]
     job.migrateFrom = from

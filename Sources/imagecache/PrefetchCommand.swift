@@ -42,7 +42,8 @@ struct PrefetchCommand: AsyncParsableCommand {
 
   @Argument(
     help: ArgumentHelp(
-      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"))
+      "Manifests to read: files, http(s) URLs, or - for standard input.", valueName: "manifest"),
+    completion: .file())
   var manifests: [String] = []
 
   @Option(
@@ -82,24 +83,27 @@ struct PrefetchCommand: AsyncParsableCommand {
       throw ValidationError(
         "give a manifest (a file, an http(s) URL, or - for standard input) or --url URL")
     }
+  }
+
+  /// Refuses manifests that are missing, unreadable, images, job files or streams named twice
+  /// (exit 2). Checked here and not in `validate()`: what is wrong is a file, not the command
+  /// line's syntax, so the error comes without a usage line.
+  private func checkManifests() throws(ConfigurationError) {
     for path in manifests {
-      try asUsageError { () throws(ConfigurationError) in
-        try Job.checkManifest(path, what: "manifest")
-      }
+      try Job.checkManifest(path, what: "manifest")
       // Its YAML lines would be read as URLs, failed and blacklisted one by one.
       if !ManifestItems.isRemote(path) && !ManifestItems.isStream(path)
         && Job.looksLikeJobFile(path: path)
       {
-        throw ValidationError(
-          "manifest \(path): this is a job file: use `imagecache run \(path)`")
+        throw ConfigurationError(
+          source: "manifest \(path)", message: "this is a job file: use `imagecache run \(path)`")
       }
     }
-    try asUsageError { () throws(ConfigurationError) in
-      try Job.checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
-    }
+    try Job.checkStreamsReadOnce(manifests, readTwice: false, what: "manifest")
   }
 
   func run() async throws {
+    try checkManifests()
     // A dry run reads the cache it plans for: a typo in --cache is an error, not a plan of
     // downloads into a folder that does not exist.
     if dryRun { try cacheOptions.requireExistingCache() }
@@ -115,14 +119,5 @@ struct PrefetchCommand: AsyncParsableCommand {
       console: reportOptions.console
     ).run()
     try outcome.exit()
-  }
-}
-
-/// One of the runner's checks as a usage error of the command line: exit 2, with the usage.
-func asUsageError(_ check: () throws(ConfigurationError) -> Void) throws {
-  do {
-    try check()
-  } catch {
-    throw ValidationError(error.description)
   }
 }

@@ -25,11 +25,14 @@ struct ReportCommand: ParsableCommand {
           imagecache report html run.json --output run.html
         """)
 
-    @Argument(help: ArgumentHelp("Reports (JSON).", valueName: "report"))
+    @Argument(
+      help: ArgumentHelp("Reports (JSON).", valueName: "report"),
+      completion: .file(extensions: ["json"]))
     var reports: [String]
 
     @Option(
-      name: .long, help: ArgumentHelp("Write the page here (default: stdout).", valueName: "file"))
+      name: .long, help: ArgumentHelp("Write the page here (default: stdout).", valueName: "file"),
+      completion: .file())
     var output: String?
 
     func run() throws {
@@ -82,10 +85,14 @@ struct ReportCommand: ParsableCommand {
           imagecache report merge shard-*.json --report run.json
         """)
 
-    @Argument(help: ArgumentHelp("The shards' reports.", valueName: "report"))
+    @Argument(
+      help: ArgumentHelp("The shards' reports.", valueName: "report"),
+      completion: .file(extensions: ["json"]))
     var reports: [String]
 
-    @Option(name: .long, help: ArgumentHelp("Write the merged report here.", valueName: "file"))
+    @Option(
+      name: .long, help: ArgumentHelp("Write the merged report here.", valueName: "file"),
+      completion: .file())
     var report: String?
 
     @Flag(name: .long, help: "Print the merged report on stdout.")

@@ -30,18 +30,28 @@ struct RunCommand: AsyncParsableCommand {
       and the run ID (--run-id, else the engine's: $SLURM_ARRAY_JOB_ID, Grid Engine's \
       $JOB_ID, or $JOB_UID or $JOB_NAME in an Indexed Job), which report merge checks.
 
+      The job's prefetch settings may be given as prefetch's flags, such as --concurrency, \
+      --timeout or --max-bandwidth: each one given takes the place of the job file's value \
+      for this run only (the file is not changed), and the run says which ones it took.
+
       Examples:
         imagecache run jobs/example.yaml
         imagecache run /etc/imagecache/nightly.yaml --wait \\
           --report '/var/log/imagecache/{job}.json'
+        imagecache run /etc/imagecache/nightly.yaml --concurrency 8 \\
+          --max-bandwidth 5MB/s
       """)
 
-  @Argument(help: ArgumentHelp("Job files (YAML or JSON).", valueName: "job"))
+  @Argument(
+    help: ArgumentHelp("Job files (YAML or JSON).", valueName: "job"),
+    completion: .file(extensions: ["yaml", "yml", "json"]))
   var jobs: [String]
 
   @OptionGroup var reportOptions: ReportOptions
   @OptionGroup var shardOptions: ShardOptions
   @OptionGroup var fleetOptions: FleetOptions
+  /// The job's `prefetch:` settings, overridden for this run only.
+  @OptionGroup var limits: PrefetchLimits
 
   @Flag(
     name: .customLong("dry-run"),
@@ -63,11 +73,10 @@ struct RunCommand: AsyncParsableCommand {
     var loaded: [Job] = []
     for path in jobs {
       var job = try Job.load(path: path)
+      job.commandLineSettings = try limits.apply(to: &job.prefetch)
       try shardOptions.apply(to: &job)
       fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
-      try asUsageError { () throws(ConfigurationError) in
-        try job.checkManifests(what: "\(path): manifest")
-      }
+      try job.checkManifests(what: "\(path): manifest")
       loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
@@ -83,6 +92,11 @@ struct RunCommand: AsyncParsableCommand {
     var failed = false
     for (index, job) in loaded.enumerated() {
       if array && index > 0 { Console.write(",\n", to: STDOUT_FILENO) }
+      if !job.commandLineSettings.isEmpty {
+        reportOptions.console.say(
+          "\(job.name): for this run, from the command line: "
+            + job.commandLineSettings.map { "\($0.field) \($0.value)" }.joined(separator: ", "))
+      }
       let outcome: RunOutcome
       do {
         outcome = try await JobRunner(job: job, settings: settings, console: reportOptions.console)

@@ -1,7 +1,8 @@
 import Foundation
 
 /// Checks a JSON value against the subset of JSON Schema that `docs/report-schema.json` uses:
-/// `type`, `required`, `properties`, `additionalProperties: false`, `items`, `enum`, `minimum`.
+/// `type`, `required`, `properties`, `additionalProperties` (`false`, or the schema of every
+/// other member), `items`, `enum`, `minimum`.
 /// Returns one message per violation, with the path to the value.
 public enum SchemaValidator {
   public static func validate(_ value: Any, against schema: [String: Any], path: String = "$")
@@ -26,6 +27,8 @@ public enum SchemaValidator {
       }
       for (name, member) in object {
         if let memberSchema = properties[name] {
+          problems += validate(member, against: memberSchema, path: "\(path).\(name)")
+        } else if let memberSchema = schema["additionalProperties"] as? [String: Any] {
           problems += validate(member, against: memberSchema, path: "\(path).\(name)")
         } else if schema["additionalProperties"] as? Bool == false {
           problems.append("\(path): unexpected property \(name)")

@@ -9,7 +9,8 @@ import XCTest
 final class RunCommandTests: LoopbackTestCase {
   override var routes: [String: Route] {
     Self.images.merging([
-      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) }
+      "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(5)) },
+      "/held.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(600)) },
     ]) { $1 }
   }
 
@@ -106,5 +107,85 @@ final class RunCommandTests: LoopbackTestCase {
     for manifest in job.manifests {
       XCTAssertTrue(FileManager.default.fileExists(atPath: manifest), manifest)
     }
+  }
+
+  /// A job of four held downloads (the server answers after 600 ms) that allows two at once.
+  private func heldJob() throws -> String {
+    try job(
+      urls: (0..<4).map { server.url("/held.jpg") + "?n=\($0)" },
+      extra: "prefetch: {concurrency: 2, perHostConcurrency: 4}\n")
+  }
+
+  func testAPrefetchFlagOverridesTheJobsSettingForThisRunOnly() throws {
+    let path = try heldJob()
+    let written = try String(contentsOfFile: path, encoding: .utf8)
+    let plan = try ImageCacheBinary.run([
+      "run", path, "--dry-run", "--concurrency", "1", "--json",
+    ])
+    XCTAssertEqual(plan.status, 0, plan.stderr)
+    let said = "nightly: for this run, from the command line: prefetch.concurrency 1"
+    XCTAssertTrue(plan.stderr.contains(said), plan.stderr)
+    XCTAssertEqual(
+      try RunReport.decode(Data(plan.stdout.utf8)).commandLineSettings,
+      ["prefetch.concurrency": "1"], "the dry run's plan says so too")
+
+    let result = try ImageCacheBinary.run(["run", path, "--concurrency", "1", "--json"])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertTrue(result.stderr.contains(said), result.stderr)
+    let report = try JSONSerialization.jsonObject(with: Data(result.stdout.utf8))
+    XCTAssertEqual(
+      SchemaValidator.validate(report, against: try SchemaValidator.reportSchema()), [])
+    XCTAssertEqual(
+      try RunReport.decode(Data(result.stdout.utf8)).commandLineSettings,
+      ["prefetch.concurrency": "1"])
+    XCTAssertEqual(server.requestCount("/held.jpg"), 4)
+    XCTAssertEqual(server.peakConcurrency, 1, "--concurrency 1 in place of the job's 2")
+    XCTAssertEqual(
+      try String(contentsOfFile: path, encoding: .utf8), written, "the job file is unchanged")
+  }
+
+  func testAPrefetchFlagNotGivenLeavesTheJobsSetting() throws {
+    let path = try heldJob()
+    let plain = try ImageCacheBinary.run(["run", path, "--dry-run", "--json"])
+    XCTAssertNil(try RunReport.decode(Data(plain.stdout.utf8)).commandLineSettings, plain.stdout)
+    let result = try ImageCacheBinary.run([
+      "run", path, "--max-pixels", "5000000", "--max-bandwidth", "10MB/s",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(server.requestCount("/held.jpg"), 4)
+    XCTAssertEqual(server.peakConcurrency, 2, "the job's concurrency, not the default's")
+    XCTAssertTrue(
+      result.stderr.contains(
+        "nightly: for this run, from the command line: prefetch.maxPixels 5000000, "
+          + "prefetch.maxBandwidth 10.0 MB/s\n"),
+      result.stderr)
+  }
+
+  func testAnOverriddenTimeoutTakesEffect() throws {
+    let path = try job(
+      urls: [server.url("/slow.jpg")], extra: "prefetch: {timeout: 30s, retries: 0}\n")
+    let result = try ImageCacheBinary.run(["run", path, "--timeout", "1s", "--json"])
+    XCTAssertEqual(result.status, 1, "the job's 30 s would wait for the answer at 5 s")
+    let failures = try XCTUnwrap(RunReport.decode(Data(result.stdout.utf8)).prefetch).failures
+    XCTAssertEqual(failures.map(\.name), ["timedOut"], result.stderr)
+  }
+
+  /// Every flag that docs/jobs.md gives for a `prefetch.` setting is one `run` takes.
+  func testRunTakesTheFlagOfEveryPrefetchSetting() throws {
+    let repository = URL(fileURLWithPath: Fixtures.directory).deletingLastPathComponent()
+      .deletingLastPathComponent()
+    let jobs = try String(
+      contentsOf: repository.appendingPathComponent("docs/jobs.md"), encoding: .utf8)
+    let section = try XCTUnwrap(
+      jobs.components(separatedBy: "## The same settings on the command line").last?
+        .components(separatedBy: "\n## ").first)
+    // A `\|` inside a cell (`none\|structure\|full`) is no column's end.
+    let rows = section.replacingOccurrences(of: "\\|", with: "/").split(separator: "\n")
+      .filter { $0.hasPrefix("| `prefetch.") }
+      .compactMap { $0.split(separator: "|").dropFirst().first }
+    let flags = Set(rows.flatMap { $0.matches(of: /--[a-z][a-z-]*/).map { String($0.0) } })
+    XCTAssertTrue(flags.isSuperset(of: ["--concurrency", "--max-run-time", "--allow-link-local"]))
+    let help = try ImageCacheBinary.run(["run", "--help"]).stdout
+    XCTAssertEqual(flags.subtracting(HelpPages.options(in: help)), [])
   }
 }

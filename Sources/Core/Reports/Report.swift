@@ -36,6 +36,9 @@ public struct RunReport: Sendable, Codable, Equatable {
   /// The fleet run the report is part of (`--run-id`, else the engine's job ID): the same in
   /// every shard's report of one run.
   public var runID: String?
+  /// The job's prefetch settings that `run`'s flags gave for this run in place of the job
+  /// file's values, by job file field (`prefetch.concurrency`: `1`); absent when none did.
+  public var commandLineSettings: [String: String]?
   /// The run's exit policy: URLs that failed did not make its exit code 1
   /// (`--allow-url-failures`, `allowURLFailures: true`). `report merge` of reports that all say
   /// so exits as they did. Written only when true.

@@ -4,6 +4,10 @@ import Maintenance
 import Prefetcher
 import Yams
 
+/// A setting the command line gave in place of the job file's: its job file field
+/// (`prefetch.concurrency`) and its value as the run says it (`1`).
+public typealias CommandLineSetting = (field: String, value: String)
+
 /// A maintenance pass a job asks for, in the order they run.
 public enum JobPass: String, Sendable, CaseIterable {
   case migrate
@@ -62,6 +66,10 @@ public struct Job: Sendable {
   /// The fleet run this run is a shard of, written in its report for `report merge`
   /// (`--run-id`, else the engine's job ID; SPEC section 9).
   public var runID: String?
+  /// The `prefetch:` settings that the command line (`run --concurrency 1`) gave in place of
+  /// the job file's, for this run only: each its job file field and its value as said, in
+  /// the report's `commandLineSettings`.
+  public var commandLineSettings: [CommandLineSetting] = []
 
   public init(name: String, file: String? = nil, location: CacheLocation) {
     self.name = name

@@ -45,6 +45,9 @@ public final class ReportWriter: Sendable {
   private let shard: Shard?
   /// Written as `allowURLFailures: true` when set.
   private let allowsURLFailures: Bool
+  /// The settings the command line gave in place of the job file's, written as
+  /// `commandLineSettings` when there are.
+  private let commandLineSettings: [CommandLineSetting]
   /// The earlier attempts of this shard of this run, written as `previousAttempts`.
   private let previousAttempts: [RunReport.Attempt]
   /// Every file and buffer, behind one lock: the prefetcher records from its tasks.
@@ -60,12 +63,15 @@ public final class ReportWriter: Sendable {
   ///   - runID: the fleet run's identity, written as `runID`.
   ///   - shard: the shard of a sharded run, written as `shard`, with `manifestEntries`.
   ///   - allowsURLFailures: the run's failed URLs do not make its exit code 1.
+  ///   - commandLineSettings: ``Job/commandLineSettings``.
   ///   - previousAttempts: the earlier attempts of this shard of this run
   ///     (``RunReport/previousAttempts(in:runID:shard:)``).
   public init(
     job: String, location: CacheLocation, startedAt: Date, files: [String],
     standardOutput: Bool, runID: String? = nil, shard: Shard? = nil,
-    allowsURLFailures: Bool = false, previousAttempts: [RunReport.Attempt] = []
+    allowsURLFailures: Bool = false,
+    commandLineSettings: [CommandLineSetting] = [],
+    previousAttempts: [RunReport.Attempt] = []
   ) throws {
     self.job = job
     self.location = location
@@ -73,6 +79,7 @@ public final class ReportWriter: Sendable {
     self.runID = runID
     self.shard = shard
     self.allowsURLFailures = allowsURLFailures
+    self.commandLineSettings = commandLineSettings
     self.previousAttempts = previousAttempts
     self.files = files
     var outputs = try files.map { try ReportOutput(file: $0) }
@@ -205,6 +212,17 @@ public final class ReportWriter: Sendable {
     if allowsURLFailures {
       json.member("allowURLFailures")
       json.bool(true)
+    }
+    if !commandLineSettings.isEmpty {
+      json.member("commandLineSettings")
+      json.raw("{")
+      for (index, setting) in commandLineSettings.enumerated() {
+        if index > 0 { json.raw(",") }
+        json.string(setting.field)
+        json.raw(":")
+        json.string(setting.value)
+      }
+      json.raw("}")
     }
     if let shard {
       json.member("shard")

@@ -181,7 +181,7 @@ public struct JobRunner: Sendable {
     return try ReportWriter(
       job: job.name, location: job.location, startedAt: startedAt, files: files,
       standardOutput: settings.printsReport, runID: job.runID, shard: job.shard,
-      allowsURLFailures: job.allowURLFailures,
+      allowsURLFailures: job.allowURLFailures, commandLineSettings: job.commandLineSettings,
       previousAttempts: RunReport.previousAttempts(in: files, runID: job.runID, shard: job.shard))
   }
 
