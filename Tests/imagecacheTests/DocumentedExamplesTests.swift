@@ -146,6 +146,10 @@ final class DocumentedExamplesTests: XCTestCase {
         """,
       why: "the reports of a run's two shards"),
     World(
+      page: "docs/jobs.md", command: "imagecache run /etc/imagecache/nightly.yaml --concurrency 8",
+      setup: "mkdir -p /var/lib/imagecache && cp urls.txt /var/lib/imagecache/urls.txt",
+      why: "the README's job, its manifest where it names it"),
+    World(
       page: "docs/fleets.md", command: "cat jobs/manifests/urls.txt",
       setup: serveJobs, why: "the page serves the example's files so"),
     World(
