@@ -73,6 +73,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
       : versionLine,
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
+      VerifyCommand.self,
       StatsCommand.self, BlacklistCommand.self, ReportCommand.self, KeyCommand.self,
     ]
   )
@@ -250,12 +251,15 @@ struct ImageCacheCommand: AsyncParsableCommand {
 }
 
 extension RunOutcome {
-  /// 128 + the signal when interrupted, 1 when URLs (unless the job allows it) or whole
-  /// inputs failed or maintenance could not remove a file, else 0 (SPEC sections 6 and 11).
+  /// 128 + the signal when interrupted, 4 when verify could not read every entry, 1 when URLs
+  /// (unless the job allows it) or whole inputs failed, maintenance could not remove a file or
+  /// verify found bad files, else 0 (SPEC sections 6 and 11).
   /// Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
     if notManifests > 0 { throw ExitCode(ExitStatus.usage.rawValue) }
+    // An audit that could not read every entry is incomplete: not a verdict on the cache.
+    if entriesNotRead > 0 { throw ExitCode(ExitStatus.fatalIO.rawValue) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
 
@@ -266,6 +270,6 @@ extension RunOutcome {
   /// its URLs (not a success either).
   var failed: Bool {
     ((failedURLs > 0 || refusedEverything) && !urlFailuresAllowed) || failedInputs > 0
-      || filesNotRemoved > 0 || timeLimitReached
+      || filesNotRemoved > 0 || timeLimitReached || badFiles > 0
   }
 }
