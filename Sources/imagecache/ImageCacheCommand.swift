@@ -59,10 +59,12 @@ struct ImageCacheCommand: AsyncParsableCommand {
       Exit codes: 0 success, 1 some URLs failed or the blacklist refused every URL (0 with \
       --allow-url-failures on run and prefetch) or some manifests or sitemaps failed as a \
       whole (not fetched, not readable, refused; skipped lines alone do not make it 1) or \
-      maintenance could not remove a file or the run reached --max-run-time, 2 usage or \
+      maintenance could not remove a file or verify found bad files or the run reached \
+      --max-run-time, 2 usage or \
       configuration error (an image or binary file given as a manifest too), 3 another run \
       holds the cache lock, 4 fatal I/O error (disk full, out of file descriptors, the lock \
-      cannot be opened: the report is still written where it can be), 130/143 (128 + the \
+      cannot be opened, an entry verify could not read: the report is still written where it \
+      can be), 130/143 (128 + the \
       signal) interrupted.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
