@@ -255,6 +255,41 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertEqual(try verify([]).status, 0, "nothing bad is left")
   }
 
+  /// SIGINT stops the walk after the batch in hand: exit 130, the report `interrupted` with the
+  /// counts so far, and nothing repaired.
+  func testSIGINTStopsTheWalkWithAnInterruptedReportAndRepairsNothing() throws {
+    let count = 20_000
+    for index in 0..<count {
+      FileManager.default.createFile(
+        atPath: location.diskCachePath + "/" + CacheFileName.md5Hex("\(index)") + ".jpg",
+        contents: nil)
+    }
+    let reportPath = temporary.appending("verify.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "verify", "--cache", location.directory, "--repair", "delete", "--report", reportPath,
+      "--jobs", "1",
+    ])
+    var said = ""
+    while !said.contains("verify: bad: ") {
+      let chunk = stderr.fileHandleForReading.availableData
+      guard !chunk.isEmpty else { break }
+      said += String(decoding: chunk, as: UTF8.self)
+    }
+    kill(process.processIdentifier, SIGINT)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+
+    XCTAssertEqual(result.status, 130, String(said.suffix(500)) + result.stderr.suffix(500))
+    let report = try report(reportPath)
+    XCTAssertEqual(report.status, .interrupted)
+    let verify = try XCTUnwrap(report.verify)
+    XCTAssertGreaterThan(verify.counts.files, 0)
+    XCTAssertLessThan(verify.counts.files, count, "stopped midway")
+    XCTAssertEqual(verify.counts.bad, verify.counts.files)
+    XCTAssertEqual(verify.files.count, verify.counts.bad)
+    XCTAssertNil(report.maintenance.first { $0.pass == .repair }, "nothing repaired")
+    XCTAssertEqual(namespaceFiles.count, count)
+  }
+
   func testUsageErrorsExitTwo() throws {
     for arguments in [["--level", "full"], ["--repair", "refetch"], ["--jobs", "0"]] {
       let result = try verify(arguments)
