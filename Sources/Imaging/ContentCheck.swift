@@ -47,6 +47,9 @@ public struct ContentCheck: Sendable {
   /// An HTML document, whatever else it holds (an inline `<svg>` must not make an error page an
   /// SVG image): what a server's error or login page saved as an image looks like.
   static func looksLikeHTML(_ data: Data) -> Bool {
+    // Most files are images: a byte tells, before any text is made of them.
+    let start = data.prefix(64).drop { [0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }
+    guard start.first == UInt8(ascii: "<") else { return false }
     let head = String(decoding: data.prefix(1024), as: UTF8.self).lowercased()
     let trimmed = head.drop { $0.isWhitespace || $0 == "\u{FEFF}" }
     return trimmed.hasPrefix("<!doctype html") || trimmed.hasPrefix("<html")

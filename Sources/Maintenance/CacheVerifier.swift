@@ -403,8 +403,10 @@ enum FileNameKind: Equatable {
       return
     }
     let ext = String(rest.dropFirst())
+    // What ``CacheFileName/isLegacyName(_:)`` calls legacy, by bytes: this runs for every file.
     let legacy =
-      CacheFileName.isLegacyName(name) || ext.utf16.count > CacheFileName.maxExtensionLength
+      ext.utf8.contains { "?:&=".utf8.contains($0) }
+      || ext.utf16.count > CacheFileName.maxExtensionLength
     self = .key(legacy: legacy, ext: ext)
   }
 }

@@ -58,6 +58,7 @@ extension RunEvent {
     case .passError(let pass, let message): "\(pass.rawValue): error: \(message)"
     case .passFinished(let pass): Self.describe(pass)
     case .verifiedFile(let file): Self.describe(file)
+    case .furtherBadFilesInReportOnly: "verify: ... further bad files are in the report only"
     case .verifyError(let message): "verify: error: \(message)"
     case .verifyFinished(let job, let counts, let level):
       "\(job): verified \(counts.files) files (\(level.rawValue)): \(counts.ok) ok, "

@@ -69,7 +69,9 @@ struct VerifyCommand: AsyncParsableCommand {
 
   @Flag(
     name: .shortAndLong,
-    help: "Also list every file with notes, and every repair, on the console.")
+    help: ArgumentHelp(
+      "List every bad file (not only the first 20), every file with notes and every repair "
+        + "on the console."))
   var verbose = false
 
   func validate() throws {

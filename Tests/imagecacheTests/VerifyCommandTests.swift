@@ -255,6 +255,24 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertEqual(try verify([]).status, 0, "nothing bad is left")
   }
 
+  func testTheConsoleSaysTheFirstTwentyBadFilesAndTheReportListsThemAll() throws {
+    for index in 0..<25 {
+      try store(Data(), url: "https://images.example/empty/\(index).jpg")
+    }
+    let reportPath = temporary.appending("verify.json")
+
+    let result = try verify(["--report", reportPath])
+
+    XCTAssertEqual(result.status, 1, result.stderr)
+    XCTAssertEqual(result.stderr.components(separatedBy: "verify: bad: ").count - 1, 20)
+    XCTAssertTrue(
+      result.stderr.contains("verify: ... further bad files are in the report only"),
+      result.stderr)
+    XCTAssertEqual(try report(reportPath).verify?.files.count, 25)
+    let verbose = try verify(["-v"])
+    XCTAssertEqual(verbose.stderr.components(separatedBy: "verify: bad: ").count - 1, 25)
+  }
+
   /// SIGINT stops the walk after the batch in hand: exit 130, the report `interrupted` with the
   /// counts so far, and nothing repaired.
   func testSIGINTStopsTheWalkWithAnInterruptedReportAndRepairsNothing() throws {

@@ -4,7 +4,8 @@ import Maintenance
 
 extension JobRunner {
   /// `imagecache verify` (issue 45): the audit, streamed into the report's `verify` section and
-  /// said on the console as it goes (bad files always, notes with `--verbose`), then the
+  /// said on the console as it goes (the first bad files, as a prefetch's first failures, and
+  /// with `--verbose` every bad and noted file), then the
   /// repair, a `repair` pass of its own, when one is asked for. `--max-delete` is checked
   /// against the bad files before anything is repaired: over it, nothing is, and the run
   /// fails (exit 2), its report listing them all the same; a dry run says so and goes on.
@@ -19,10 +20,20 @@ extension JobRunner {
       diskCachePath: job.location.diskCachePath, configuration: configuration)
     let console = console
     let verbose = settings.verbose
+    var badSaid = 0
     let findings = try verifier.run(
       record: { file in
         writer.recordVerified(file)
-        if file.outcome == .bad || verbose { console.report(.verifiedFile(file)) }
+        if verbose {
+          console.report(.verifiedFile(file))
+        } else if file.outcome == .bad {
+          if badSaid < EchoingPrefetchSink.failuresToSay {
+            console.report(.verifiedFile(file))
+          } else if badSaid == EchoingPrefetchSink.failuresToSay {
+            console.report(.furtherBadFilesInReportOnly)
+          }
+          badSaid += 1
+        }
       },
       recordError: { message in
         writer.recordVerifyError(message)

@@ -69,6 +69,8 @@ public enum RunEvent: Sendable {
   case passFinished(PassSummary)
   /// A file `verify` found bad (always said) or worth a note (said with `--verbose`).
   case verifiedFile(VerifiedFile)
+  /// The bad files past those the console shows are in the report only.
+  case furtherBadFilesInReportOnly
   /// An entry `verify` could not read; the audit goes on, and exits 4.
   case verifyError(String)
   /// `verify`'s summary: the files by outcome.
@@ -94,7 +96,7 @@ public enum RunEvent: Sendable {
       .metricsWritten:
       .info
     case .prefetchFinished(_, _, let refusal): refusal == nil ? .info : .warning
-    case .furtherFailuresInReportOnly, .certificateHint: .notice
+    case .furtherFailuresInReportOnly, .furtherBadFilesInReportOnly, .certificateHint: .notice
     case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted, .timeLimitReached: .warning
     case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
     case .verifiedFile(let file): file.outcome == .bad ? .warning : .info
