@@ -70,16 +70,6 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
     }
   }
 
-  /// An HTML error page with an inline SVG icon is still an HTML page, not an SVG image.
-  func testAnHTMLPageWithAnInlineSVGIsAnHTMLPage() {
-    let page = Data(
-      "<html><head></head><body><svg width=\"8\" height=\"8\"></svg> Not found</body></html>".utf8)
-    guard case .failure(let problem) = ContentCheck(level: .structure).check(page) else {
-      return XCTFail("an HTML page passed as an image")
-    }
-    XCTAssertTrue(problem.description.hasPrefix("an HTML page"), problem.description)
-  }
-
   /// The header level reads the start of a large file only, and the whole file when its header
   /// runs past that start.
   func testTheHeaderLevelReadsOnToFindAHeaderPastItsFirstRead() throws {
