@@ -214,6 +214,12 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
       Set(repair.actions.compactMap(\.destination)),
       Set(damaged.keys.map { ".imagecache/quarantine/\(day)/\($0)" }))
     XCTAssertTrue(result.stderr.contains("repair: quarantined 2 files, deleted 0 files"))
+    for path in [planPath, reportPath] {
+      let json = try JSONSerialization.jsonObject(
+        with: XCTUnwrap(FileManager.default.contents(atPath: path)))
+      XCTAssertEqual(
+        SchemaValidator.validate(json, against: try SchemaValidator.reportSchema()), [], path)
+    }
 
     // The same names again the same day are kept beside the first ones, never over them.
     try storeDamagedImages([.truncatedJPEG])
