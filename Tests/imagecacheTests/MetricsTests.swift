@@ -203,16 +203,7 @@ final class MetricsTests: LoopbackTestCase {
   /// The binary run as an unprivileged user when the tests run as root, who may write
   /// anywhere: node_exporter's folder is not the imagecache user's.
   private func runUnprivileged(_ arguments: [String]) throws -> CommandResult {
-    guard getuid() == 0 else { return try ImageCacheBinary.run(arguments) }
-    let setpriv = "/usr/bin/setpriv"
-    guard FileManager.default.isExecutableFile(atPath: setpriv) else {
-      throw XCTSkip("running as root and no \(setpriv) to drop to an unprivileged user")
-    }
-    XCTAssertEqual(chmod(temporary.path, 0o777), 0)
-    return try Command.run(
-      setpriv,
-      ["--reuid=65534", "--regid=65534", "--clear-groups", "--", ImageCacheBinary.path]
-        + arguments)
+    try ImageCacheBinary.runUnprivileged(arguments, sharing: [temporary.path])
   }
 
   func testMetricsThatCannotBeWrittenAreAWarningAndTheRunKeepsItsWorkAndExitStatus() throws {

@@ -333,6 +333,35 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
   }
 
+  /// A folder the audit cannot read leaves it incomplete: exit 4, the folder named in the
+  /// report's errors. A file it cannot read is bad: an app could not read it either.
+  func testAFolderThatCannotBeReadExitsFourAndAFileThatCannotBeReadIsBad() throws {
+    let valid = try store(Fixtures.jpeg, url: "https://images.example/a.jpg")
+    let unreadable = try store(Fixtures.png, url: "https://images.example/b.png")
+    let folder = location.diskCachePath + "/sub"
+    try FileSystem.createDirectory(path: folder)
+    try Fixtures.jpeg.write(to: URL(fileURLWithPath: folder + "/" + valid))
+    XCTAssertEqual(chmod(location.diskCachePath + "/" + unreadable, 0), 0)
+    XCTAssertEqual(chmod(folder, 0), 0)
+    let reportPath = temporary.appending("verify.json")
+
+    // Root reads anything: the run drops to an unprivileged user, who may write the cache.
+    let result = try ImageCacheBinary.runUnprivileged(
+      ["verify", "--cache", location.directory, "--report", reportPath],
+      sharing: [temporary.path, location.diskCachePath])
+
+    XCTAssertEqual(result.status, 4, result.stderr)
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.counts.errors, 1)
+    XCTAssertTrue(verify.errors.first?.contains(folder) == true, "\(verify.errors)")
+    XCTAssertTrue(result.stderr.contains("verify: error: "), result.stderr)
+    XCTAssertEqual(verify.files.map(\.name), [unreadable])
+    XCTAssertEqual(verify.files.first?.outcome, .bad)
+    XCTAssertTrue(
+      verify.files.first?.reason?.hasPrefix("cannot be read: ") == true, "\(verify.files)")
+    XCTAssertEqual(verify.counts.ok, 1)
+  }
+
   func testALockThatCannotBeOpenedExitsFour() throws {
     try store(Fixtures.jpeg, url: "https://images.example/a.jpg")
     XCTAssertEqual(try verify([]).status, 0)
