@@ -73,10 +73,10 @@ let package = Package(
         "Core", "Imaging", "CCurl",
         .product(name: "DequeModule", package: "swift-collections"),
       ]),
-    // Expire, trim and migrate: neither YAML nor SQL.
+    // Expire, trim, migrate and verify: neither YAML nor SQL.
     .target(
       name: "Maintenance",
-      dependencies: ["Core"]),
+      dependencies: ["Core", "Imaging"]),
     // Jobs and manifests as input, one configuration tree, running a job, signals, the
     // streamed report.
     .target(
@@ -113,7 +113,8 @@ let package = Package(
     .testTarget(
       name: "PrefetcherTests",
       dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport", "CCurl"]),
-    .testTarget(name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "TestSupport"]),
+    .testTarget(
+      name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "Imaging", "TestSupport"]),
     .testTarget(
       name: "RunnerTests",
       dependencies: ["Runner", "Core", "State", "Prefetcher", "Maintenance", "TestSupport"]),

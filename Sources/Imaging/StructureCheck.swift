@@ -57,12 +57,16 @@ struct ByteReader {
   }
 }
 
-/// The `structure` level: one pass over the container of each format.
+/// The `structure` level: one pass over the container of each format. With `headerOnly`
+/// (`verify --level header`), only the header: JPEG's segments up to its frame header, PNG's
+/// signature and IHDR chunk (its CRC too), GIF's screen descriptor; the other formats' magic.
 struct StructureCheck {
   let bytes: ByteReader
   let format: ImageFormat
+  var headerOnly = false
 
   func run() throws -> ImageInfo {
+    if headerOnly && ![.jpeg, .png, .gif].contains(format) { return ImageInfo(format: format) }
     let size: (Int, Int)?
     switch format {
     case .jpeg: size = try jpeg()
@@ -111,8 +115,12 @@ struct StructureCheck {
         marker)
       {
         size = (try bytes.u16be(offset + 5), try bytes.u16be(offset + 3))
+        if headerOnly { return size }
       }
       offset += length
+      if marker == 0xDA && headerOnly {
+        throw StructureFailure(reason: "corrupt: scan before any frame header")
+      }
       if marker == 0xDA {
         offset = try endOfEntropyCodedData(from: offset)
       }
@@ -159,7 +167,7 @@ struct StructureCheck {
         throw StructureFailure(reason: "corrupt: CRC mismatch in chunk \(type.debugDescription)")
       }
       offset += 12 + length
-      if type == "IEND" { return size }
+      if type == "IEND" || headerOnly { return size }
     }
   }
 
@@ -168,6 +176,7 @@ struct StructureCheck {
   private func gif() throws -> (Int, Int)? {
     let size = (try bytes.u16le(6), try bytes.u16le(8))
     let packed = try bytes.u8(10, "screen descriptor")
+    if headerOnly { return size }
     var offset = 13
     if packed & 0x80 != 0 { offset += 3 << ((packed & 0x07) + 1) }
     var frames = 0

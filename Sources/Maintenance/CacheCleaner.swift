@@ -94,6 +94,8 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
   case creationDateUnavailable(path: String)
   /// A trim needs the whole cache: a shard sees only its own files.
   case trimOnShard
+  /// `verify --repair` found more bad files than ``VerifyConfiguration/maxDelete`` allows.
+  case overRepairLimit(bad: Int, files: Int, repair: VerifyRepair, limit: DeletionLimit)
 
   public var description: String {
     switch self {
@@ -104,6 +106,10 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
       "the limits would delete \(planned) of \(files) files, more than --max-delete "
         + "(cache.maxDelete) allows: \(limit); nothing was deleted (check the limits, or raise "
         + "the guard)"
+    case .overRepairLimit(let bad, let files, let repair, let limit):
+      "verify found \(bad) bad files of \(files), more than --max-delete allows --repair "
+        + "\(repair.rawValue) to take: \(limit); nothing was repaired (the report lists them; "
+        + "check them, or raise the guard)"
     case .creationDateUnavailable(let path):
       "expireType creationDate needs file birth times, and this filesystem reports none "
         + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"

@@ -59,11 +59,13 @@ struct ImageCacheCommand: AsyncParsableCommand {
       Exit codes: 0 success, 1 some URLs failed or the blacklist refused every URL (0 with \
       --allow-url-failures on run and prefetch) or some manifests or sitemaps failed as a \
       whole (not fetched, not readable, refused; skipped lines alone do not make it 1) or \
-      maintenance could not remove a file or the run reached --max-run-time, 2 usage or \
+      maintenance could not remove a file or verify found bad files or the run reached \
+      --max-run-time, 2 usage or \
       configuration error (an image or binary file given as a manifest too), 3 another run \
       holds the cache lock, 4 fatal I/O error (disk full, out of file descriptors, the lock \
-      cannot be opened: the report is still written where it can be), 130/143/129 (128 + \
-      SIGINT, SIGTERM or SIGHUP) interrupted; EXIT STATUS in man imagecache says more.
+      cannot be opened, an entry verify could not read: the report is still written where it \
+      can be), 130/143/129 (128 + SIGINT, SIGTERM or SIGHUP) interrupted; EXIT STATUS in man \
+      imagecache says more.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).
@@ -73,6 +75,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
       : versionLine,
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
+      VerifyCommand.self,
       StatsCommand.self, BlacklistCommand.self, ReportCommand.self, KeyCommand.self,
     ]
   )
@@ -287,12 +290,15 @@ func asClause(_ message: String) -> String {
 }
 
 extension RunOutcome {
-  /// 128 + the signal when interrupted, 1 when URLs (unless the job allows it) or whole
-  /// inputs failed or maintenance could not remove a file, else 0 (SPEC sections 6 and 11).
+  /// 128 + the signal when interrupted, 4 when verify could not read every entry, 1 when URLs
+  /// (unless the job allows it) or whole inputs failed, maintenance could not remove a file or
+  /// verify found bad files, else 0 (SPEC sections 6 and 11).
   /// Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
     if notManifests > 0 { throw ExitCode(ExitStatus.usage.rawValue) }
+    // An audit that could not read every entry is incomplete: not a verdict on the cache.
+    if entriesNotRead > 0 { throw ExitCode(ExitStatus.fatalIO.rawValue) }
     if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
   }
 
@@ -303,6 +309,6 @@ extension RunOutcome {
   /// its URLs (not a success either).
   var failed: Bool {
     ((failedURLs > 0 || refusedEverything) && !urlFailuresAllowed) || failedInputs > 0
-      || filesNotRemoved > 0 || timeLimitReached
+      || filesNotRemoved > 0 || timeLimitReached || badFiles > 0
   }
 }

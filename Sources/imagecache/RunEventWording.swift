@@ -57,6 +57,13 @@ extension RunEvent {
     case .passAction(let action, let pass): Self.describe(action, in: pass)
     case .passError(let pass, let message): "\(pass.rawValue): error: \(message)"
     case .passFinished(let pass): Self.describe(pass)
+    case .verifiedFile(let file): Self.describe(file)
+    case .furtherBadFilesInReportOnly: "verify: ... further bad files are in the report only"
+    case .verifyError(let message): "verify: error: \(message)"
+    case .verifyFinished(let job, let counts, let level):
+      "\(job): verified \(counts.files) files (\(level.rawValue)): \(counts.ok) ok, "
+        + "\(counts.note) with notes, \(counts.bad) bad"
+        + (counts.errors == 0 ? "" : ", \(counts.errors) entries not read")
     case .interrupted(let job, let signal):
       "\(job): interrupted by signal \(signal): stopped after the work in hand"
     case .timeLimitReached(let job, let seconds):
@@ -100,6 +107,16 @@ extension RunEvent {
     return "limits: " + parts.joined(separator: "; ")
   }
 
+  /// `verify: bad: 0a1b....jpg (1.2 KB): jpeg: truncated...; notes: ...`
+  private static func describe(_ file: VerifiedFile) -> String {
+    var line = "verify: \(file.outcome.rawValue): \(file.name) (\(formatBytes(file.size)))"
+    if let reason = file.reason { line += ": \(reason)" }
+    if !file.notes.isEmpty {
+      line += (file.reason == nil ? ": " : "; ") + file.notes.joined(separator: "; ")
+    }
+    return line
+  }
+
   /// A line for one action of a pass: `expire: would delete a/b.jpg (4.1 KB)`.
   private static func describe(_ action: MaintenanceAction, in pass: PassSummary) -> String {
     let verb = pass.dryRun ? "would " : ""
@@ -127,6 +144,11 @@ extension RunEvent {
       summary =
         "\(verb("move", "moved")) \(pass.filesMoved) files, "
         + "\(verb("keep", "kept")) \(pass.filesKeptAside) aside after a name collision"
+    case .repair:
+      summary =
+        "\(verb("quarantine", "quarantined")) \(pass.filesMoved) files, "
+        + "\(verb("delete", "deleted")) \(pass.filesRemoved) files"
+        + (pass.filesNotRemoved == 0 ? "" : ", could not repair \(pass.filesNotRemoved) files")
     case .expire, .trim:
       summary =
         "\(verb("remove", "removed")) \(pass.filesRemoved) files, "

@@ -1,4 +1,6 @@
+import Core
 import Foundation
+import XCTest
 
 /// What a finished command printed and how it exited.
 public struct CommandResult: Sendable {
@@ -63,6 +65,24 @@ public enum Command {
 /// Runs the built `imagecache` binary, as a user would.
 public enum ImageCacheBinary {
   public static var path: String { BuiltProducts.executable("imagecache") }
+
+  /// Runs the binary as an unprivileged user (nobody) when the tests run as root, who may read
+  /// and write anywhere, so that permissions hold; as the tests' own user otherwise.
+  /// `sharing`: folders that user must write into, opened to everyone first.
+  public static func runUnprivileged(_ arguments: [String], sharing folders: [String]) throws
+    -> CommandResult
+  {
+    guard getuid() == 0 else { return try run(arguments) }
+    let setpriv = "/usr/bin/setpriv"
+    guard FileManager.default.isExecutableFile(atPath: setpriv) else {
+      try requireOrSkip("running as root and no \(setpriv) to drop to an unprivileged user")
+    }
+    for folder in folders where chmod(folder, 0o777) != 0 {
+      throw FileSystemError("chmod", path: folder, errno: errno)
+    }
+    return try Command.run(
+      setpriv, ["--reuid=65534", "--regid=65534", "--clear-groups", "--", path] + arguments)
+  }
 
   /// Starts the binary with `arguments` (its standard input `input`, else nothing); the caller
   /// waits for it.

@@ -22,17 +22,10 @@ open class TemporaryFolderTestCase: XCTestCase {
 
   /// The binary run with `arguments` as the unprivileged user nobody (uid and gid 65534) when
   /// the tests run as root, who may write anywhere (as themselves otherwise): the temporary
-  /// folder is opened to every user for it.
-  public func runUnprivileged(_ arguments: [String]) throws -> CommandResult {
-    guard getuid() == 0 else { return try ImageCacheBinary.run(arguments) }
-    let setpriv = "/usr/bin/setpriv"
-    guard FileManager.default.isExecutableFile(atPath: setpriv) else {
-      try requireOrSkip("running as root and no \(setpriv) to drop to an unprivileged user")
-    }
-    XCTAssertEqual(chmod(temporary.path, 0o777), 0)
-    return try Command.run(
-      setpriv,
-      ["--reuid=65534", "--regid=65534", "--clear-groups", "--", ImageCacheBinary.path]
-        + arguments)
+  /// folder, and the other folders `sharing` names, are opened to every user for it.
+  public func runUnprivileged(_ arguments: [String], sharing folders: [String] = []) throws
+    -> CommandResult
+  {
+    try ImageCacheBinary.runUnprivileged(arguments, sharing: [temporary.path] + folders)
   }
 }

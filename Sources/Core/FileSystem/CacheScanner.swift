@@ -34,10 +34,15 @@ public struct CacheScanner: Sendable {
   /// enumerator lists a link without resolving it and `NSURLIsDirectoryKey` is false for one,
   /// even for a link to a folder.
   public let includesSymbolicLinks: Bool
+  /// Whether hidden files (never hidden folders, such as `.imagecache/`) are reported too:
+  /// `verify` names the temporary files of atomic writes and other hidden files.
+  public let includesHiddenFiles: Bool
 
-  public init(root: String, includesSymbolicLinks: Bool = false) {
+  public init(root: String, includesSymbolicLinks: Bool = false, includesHiddenFiles: Bool = false)
+  {
     self.root = root
     self.includesSymbolicLinks = includesSymbolicLinks
+    self.includesHiddenFiles = includesHiddenFiles
   }
 
   /// Calls `visit` for every regular, non-hidden file below the root (and every symbolic link,
@@ -81,9 +86,10 @@ public struct CacheScanner: Sendable {
     defer { closedir(dir) }
     while let entry = readdir(dir) {
       let name = FileSystem.entryName(entry)
-      if name.hasPrefix(".") { continue }
-      let relativePath = prefix + name
+      let hidden = name.hasPrefix(".")
       let type = entry.pointee.d_type
+      if hidden && (!includesHiddenFiles || type == UInt8(DT_DIR)) { continue }
+      let relativePath = prefix + name
       if type == UInt8(DT_DIR) {
         guard
           try descend(
@@ -104,6 +110,7 @@ public struct CacheScanner: Sendable {
         continue
       }
       guard let attributes else { continue }
+      if attributes.isDirectory && hidden { continue }
       if attributes.isDirectory {
         guard
           try descend(

@@ -145,6 +145,8 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
     case migrate
     case expire
     case trim
+    /// `verify --repair`: bad files quarantined (moved) or deleted.
+    case repair
   }
 
   public var pass: Pass

@@ -61,6 +61,8 @@ public struct RunReport: Sendable, Codable, Equatable {
   /// A merged report: the traffic of every attempt of every shard, reruns included (the
   /// counts in `prefetch` are each shard's last attempt's).
   public var night: Night?
+  /// What `imagecache verify` found in the cache (absent from every other run's report).
+  public var verify: VerifyReport?
 
   /// One attempt of a shard, in brief: what it fetched.
   public struct Attempt: Sendable, Codable, Equatable {

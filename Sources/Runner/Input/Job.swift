@@ -49,6 +49,9 @@ public struct Job: Sendable {
   /// The passes to run: migrate before the prefetch, expire and trim after it. None unless
   /// the job lists them (SPEC section 6): a job that names no passes deletes nothing.
   public var passes: [JobPass] = []
+  /// The audit of `imagecache verify` (issue 45), run after any prefetch and before expire and
+  /// trim; a run that verifies leaves temporary files to it, unswept.
+  public var verify: VerifyConfiguration?
   /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
   public var migrateFrom: String?
   /// The report file; `{date}` and `{time}` are replaced by the run's start (UTC), `{job}`,

@@ -141,6 +141,22 @@ extension MaintenanceAction {
   }
 }
 
+extension VerifiedFile {
+  /// `{"name":"...","size":4096,"modifiedAt":"...","outcome":"bad","reason":"...","notes":[]}`
+  func write(to json: inout JSONOutput) {
+    json.raw("{")
+    json.key("name")
+    json.string(name)
+    json.member("size", size)
+    json.member("modifiedAt")
+    json.date(modifiedAt)
+    json.member("outcome", outcome.rawValue)
+    if let reason { json.member("reason", reason) }
+    json.member("notes", strings: notes)
+    json.raw("}")
+  }
+}
+
 extension FailureReport {
   func write(to json: inout JSONOutput) {
     json.raw("{")

@@ -263,7 +263,7 @@ public enum ReportPage {
   static func limits(of pass: MaintenancePassReport) -> String {
     guard let limits = pass.limits else { return "" }
     switch pass.pass {
-    case .migrate:
+    case .migrate, .repair:
       return ""
     case .expire:
       return limits.maxDiskAge < 0

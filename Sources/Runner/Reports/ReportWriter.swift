@@ -27,8 +27,19 @@ public final class ReportWriter: Sendable {
     var blacklistedURLs: SpillFile
     var plannedURLs: SpillFile
     var passes: [FinishedPass] = []
+    /// `imagecache verify`'s audit, once it began.
+    var verify: VerifySection?
     /// The first error writing a temporary file; ``finish`` throws it.
     var writeError: FileSystemError?
+  }
+
+  struct VerifySection {
+    var level: VerifyLevel
+    var repair: VerifyRepair
+    var dryRun: Bool
+    var counts = VerifyCounts()
+    var files: SpillFile
+    var errors: SpillFile
   }
 
   struct FinishedPass {
@@ -158,6 +169,46 @@ public final class ReportWriter: Sendable {
       if let error = pass.writeError, state.writeError == nil { state.writeError = error }
       state.passes.append(
         FinishedPass(summary: pass.summary, actions: pass.actions, errors: pass.errors))
+    }
+  }
+
+  // MARK: Verify
+
+  /// Starts the report's `verify` section.
+  public func beginVerify(level: VerifyLevel, repair: VerifyRepair, dryRun: Bool) throws {
+    let section = VerifySection(
+      level: level, repair: repair, dryRun: dryRun, files: try Self.spillFile(keepsLists),
+      errors: try Self.spillFile(keepsLists))
+    state.withLock { $0.verify = section }
+  }
+
+  /// A file the audit found bad or worth a note.
+  public func recordVerified(_ file: VerifiedFile) {
+    appendToVerify(\.files) { file.write(to: &$0) }
+  }
+
+  /// An entry the audit could not read.
+  public func recordVerifyError(_ message: String) {
+    appendToVerify(\.errors) { $0.string(message) }
+  }
+
+  /// The audit's counts, as far as it went.
+  public var verifyCounts: VerifyCounts? {
+    get { state.withLock { $0.verify?.counts } }
+    set { state.withLock { if let newValue { $0.verify?.counts = newValue } } }
+  }
+
+  private func appendToVerify(
+    _ array: KeyPath<VerifySection, SpillFile>, _ element: @Sendable (inout JSONOutput) -> Void
+  ) {
+    guard keepsLists else { return }
+    state.withLock { state in
+      guard let verify = state.verify else { return }
+      do throws(FileSystemError) {
+        try verify[keyPath: array].append(element)
+      } catch {
+        if state.writeError == nil { state.writeError = error }
+      }
     }
   }
 
@@ -318,6 +369,29 @@ public final class ReportWriter: Sendable {
       try array("urls", state.plannedURLs)
       try array("lineErrors", state.lineErrors)
       try array("inputFailures", state.inputFailures)
+      json.raw("}")
+    }
+    if let verify = state.verify {
+      json.raw("\n")
+      json.member("verify")
+      json.raw("{")
+      json.key("level")
+      json.string(verify.level.rawValue)
+      json.member("repair", verify.repair.rawValue)
+      json.member("dryRun")
+      json.bool(verify.dryRun)
+      json.member("counts")
+      json.raw("{")
+      json.key("files")
+      json.integer(verify.counts.files)
+      let counts: [(StaticString, Int)] = [
+        ("ok", verify.counts.ok), ("note", verify.counts.note), ("bad", verify.counts.bad),
+        ("errors", verify.counts.errors),
+      ]
+      for (name, value) in counts { json.member(name, value) }
+      json.raw("}")
+      try array("files", verify.files)
+      try array("errors", verify.errors)
       json.raw("}")
     }
     json.raw("\n")

@@ -20,6 +20,8 @@ public struct RunMetrics: Sendable {
   public var prefetch: PrefetchCounts?
   public var passes: [PassSummary]
   public var cache: DiskUsage?
+  /// The files `imagecache verify` looked at, by outcome.
+  public var verify: VerifyCounts?
 
   /// The text exposition of these figures. `lastSuccess` is the previous successful run's
   /// time, kept when this run did not succeed.
@@ -81,6 +83,13 @@ public struct RunMetrics: Sendable {
         "imagecache_last_run_not_removed_files", labels,
         "Files a maintenance pass of the last run could not remove (EPERM, immutable...)",
         Double(pass.dryRun ? 0 : pass.filesNotRemoved))
+    }
+    if let verify {
+      for outcome in VerifyOutcome.allCases {
+        gauge(
+          "imagecache_verify_files", with(("outcome", outcome.rawValue)),
+          "Files the last verify looked at, by outcome", Double(verify[outcome]))
+      }
     }
     if let cache {
       gauge(

@@ -11,7 +11,7 @@ extension JobRunner {
     settings.verbose || (settings.dryRun && !settings.printsReport)
   }
 
-  private func beginPass(
+  func beginPass(
     _ pass: MaintenancePassReport.Pass, in writer: ReportWriter, listsActions: Bool
   )
     throws -> PassSink
@@ -33,7 +33,7 @@ extension JobRunner {
     }
   }
 
-  private func endPass(_ pass: PassSink, in writer: ReportWriter) {
+  func endPass(_ pass: PassSink, in writer: ReportWriter) {
     writer.endPass(pass)
     console.report(.passFinished(pass.summary))
   }

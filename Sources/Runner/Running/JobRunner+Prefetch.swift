@@ -182,6 +182,7 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   var sink: PrefetchSink
   let console: any RunConsole
   var failuresSaid = 0
+  /// The failures said on the console, and `verify`'s bad files, unless `--verbose`.
   static let failuresToSay = 20
   /// Say every failure, not only the first ``failuresToSay``.
   var verbose = false

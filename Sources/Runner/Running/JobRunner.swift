@@ -67,6 +67,10 @@ public struct RunOutcome: Sendable, Equatable {
   public var urlFailuresAllowed = false
   /// The report files written.
   public var reportFiles: [String]
+  /// Files `verify` found bad (exit code 1).
+  public var badFiles = 0
+  /// Entries `verify` could not read: its audit is incomplete (exit code 4).
+  public var entriesNotRead = 0
 }
 
 /// Runs one job start to finish under the cache's run lock and with signals handled (SPEC
@@ -249,6 +253,9 @@ public struct JobRunner: Sendable {
       case .failure(let error): throw error
       }
       if let failure { throw failure }
+      if let verify = job.verify, !signals.interrupted {
+        try self.verify(verify, into: writer, stop: signals.stop)
+      }
       if !signals.interrupted { try clean(into: writer, stop: signals.stop) }
     } catch {
       console.report(.runFailed(job: job.name, error: error))
@@ -293,7 +300,8 @@ public struct JobRunner: Sendable {
       refusedEverything: refusal?.refusedEverything ?? false,
       filesNotRemoved: writer.passSummaries.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved) },
       urlFailuresAllowed: job.allowURLFailures,
-      reportFiles: writer.files)
+      reportFiles: writer.files, badFiles: writer.verifyCounts?.bad ?? 0,
+      entriesNotRead: writer.verifyCounts?.errors ?? 0)
   }
 
   /// The end of the run, with a warning in its report when the wall clock stepped.
@@ -335,7 +343,7 @@ public struct JobRunner: Sendable {
     let metrics = RunMetrics(
       job: job.name, namespace: job.location.namespace, shard: job.shard, status: status,
       finishedAt: finish.finishedAt, durationSeconds: finish.durationSeconds, prefetch: counts,
-      passes: writer.passSummaries, cache: usage)
+      passes: writer.passSummaries, cache: usage, verify: writer.verifyCounts)
     result.metrics = metrics
     for file in files {
       do {
@@ -387,11 +395,13 @@ public struct JobRunner: Sendable {
   public static let staleTemporaryAge: TimeInterval = 3600
 
   /// Removes what killed runs left behind (SPEC section 8), or in a dry run says what would go.
+  /// A run that verifies removes nothing it was not asked to: its audit names them instead.
   private func staleTemporaries(startedAt: Date) -> Result<
     (count: Int, bytes: UInt64), FileSystemError
   > {
     Result { () throws(FileSystemError) in
-      try FileSystem.removeStaleTemporaries(
+      guard job.verify == nil else { return (0, 0) }
+      return try FileSystem.removeStaleTemporaries(
         in: job.location.diskCachePath, olderThan: Self.staleTemporaryAge, now: startedAt,
         dryRun: settings.dryRun)
     }

@@ -69,6 +69,14 @@ public enum RunEvent: Sendable {
   /// A file a pass could not handle; the pass goes on.
   case passError(pass: MaintenancePassReport.Pass, message: String)
   case passFinished(PassSummary)
+  /// A file `verify` found bad (always said) or worth a note (said with `--verbose`).
+  case verifiedFile(VerifiedFile)
+  /// The bad files past those the console shows are in the report only.
+  case furtherBadFilesInReportOnly
+  /// An entry `verify` could not read; the audit goes on, and exits 4.
+  case verifyError(String)
+  /// `verify`'s summary: the files by outcome.
+  case verifyFinished(job: String, counts: VerifyCounts, level: VerifyLevel)
 
   // The end of the run.
   case interrupted(job: String, signal: Int32)
@@ -90,9 +98,12 @@ public enum RunEvent: Sendable {
       .metricsWritten:
       .info
     case .prefetchFinished(_, _, let refusal): refusal == nil ? .info : .warning
-    case .furtherFailuresInReportOnly, .failureCause: .notice
+    case .furtherFailuresInReportOnly, .furtherBadFilesInReportOnly, .failureCause: .notice
     case .warning, .staleTemporariesSwept, .lineSkipped, .interrupted, .timeLimitReached: .warning
     case .passFinished(let summary): summary.errorCount > 0 ? .warning : .info
+    case .verifiedFile(let file): file.outcome == .bad ? .warning : .info
+    case .verifyFinished(_, let counts, _): counts.bad + counts.errors > 0 ? .warning : .info
+    case .verifyError: .error
     case .inputFailed, .urlFailed, .passError, .runFailed, .reportNotWritten: .error
     }
   }

@@ -1,0 +1,102 @@
+import Foundation
+
+/// How deep `imagecache verify` looks into a cache file (`--level`).
+public enum VerifyLevel: String, Sendable, Codable, CaseIterable {
+  /// The magic bytes and the header: JPEG's segments up to its frame header, PNG's signature
+  /// and IHDR chunk, GIF's screen descriptor. Reads the start of each file only.
+  case header
+  /// The container walked end to end, as the prefetch's `structure` validation does: JPEG's
+  /// segments and scans to the EOI marker, every PNG chunk and its CRC to IEND, every GIF
+  /// block to the trailer, WebP's RIFF size, ISO media's boxes...
+  case structure
+}
+
+/// What `verify` does with a bad file (`--repair`).
+public enum VerifyRepair: String, Sendable, Codable, CaseIterable {
+  /// Nothing: the report only.
+  case none
+  /// Moved by rename into `.imagecache/quarantine/<date>/`, where SD never looks.
+  case quarantine
+  /// Unlinked.
+  case delete
+}
+
+/// What `verify` concluded of one file.
+public enum VerifyOutcome: String, Sendable, Codable, CaseIterable {
+  /// An image SD reads, under a name SD gives a key.
+  case ok
+  /// Nothing an app reading the cache would fail on, but worth a look: a legacy name, an
+  /// extension that contradicts the content, a temporary or foreign file.
+  case note
+  /// An app reading it gets no image: empty, truncated, corrupt, not an image at all.
+  case bad
+}
+
+/// One file `verify` did not find plainly `ok`, as its report lists it.
+public struct VerifiedFile: Sendable, Codable, Equatable {
+  /// The path relative to the namespace folder (a file name, but for subfolders').
+  public var name: String
+  /// Bytes (the file's length).
+  public var size: UInt64
+  public var modifiedAt: Date
+  public var outcome: VerifyOutcome
+  /// Why a `bad` file is bad.
+  public var reason: String?
+  /// What is worth a look, `bad` or not.
+  public var notes: [String]
+
+  public init(
+    name: String, size: UInt64, modifiedAt: Date, outcome: VerifyOutcome, reason: String? = nil,
+    notes: [String] = []
+  ) {
+    self.name = name
+    self.size = size
+    self.modifiedAt = modifiedAt
+    self.outcome = outcome
+    self.reason = reason
+    self.notes = notes
+  }
+}
+
+/// The files `verify` looked at, by outcome.
+public struct VerifyCounts: Sendable, Codable, Equatable {
+  public var files = 0
+  public var ok = 0
+  public var note = 0
+  public var bad = 0
+  /// Entries that could not be read (a folder, a file gone meanwhile): the audit is
+  /// incomplete, each is among the errors.
+  public var errors = 0
+
+  public init() {}
+
+  public subscript(outcome: VerifyOutcome) -> Int {
+    switch outcome {
+    case .ok: ok
+    case .note: note
+    case .bad: bad
+    }
+  }
+
+  public mutating func count(_ outcome: VerifyOutcome) {
+    files += 1
+    switch outcome {
+    case .ok: ok += 1
+    case .note: note += 1
+    case .bad: bad += 1
+    }
+  }
+}
+
+/// The `verify` section of a report (`imagecache verify`): how it looked, what it found, and
+/// every file that is not plainly `ok`. What a repair did is the `repair` maintenance pass.
+public struct VerifyReport: Sendable, Codable, Equatable {
+  public var level: VerifyLevel
+  public var repair: VerifyRepair
+  public var dryRun: Bool
+  public var counts: VerifyCounts
+  /// Every `bad` and `note` file, in the walk's order.
+  public var files: [VerifiedFile]
+  /// Entries that could not be read.
+  public var errors: [String]
+}

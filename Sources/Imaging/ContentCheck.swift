@@ -1,0 +1,78 @@
+import Core
+import Foundation
+
+/// Judges a cache file's content the way an app reading the cache would meet it: an image of a
+/// known format whose container holds together, or a reason it is not one, worded for a
+/// person (`verify`'s `bad` outcome). Never allocates by what a header claims, and never
+/// decodes pixels (`--level full` is not there yet).
+public struct ContentCheck: Sendable {
+  public var level: VerifyLevel
+
+  public init(level: VerifyLevel) { self.level = level }
+
+  /// How many bytes the header level reads: enough for a JPEG's EXIF and ICC segments before
+  /// its frame header. A file whose header runs past them is read whole.
+  public static let headerBytes = 256 << 10
+
+  /// The image `data` holds, or why it holds none. `complete`: `data` is the whole file; the
+  /// header level may be given only its start, and says `nil` when that was not enough.
+  public func check(_ data: Data, complete: Bool = true) -> Result<ImageInfo, ContentProblem>? {
+    guard !data.isEmpty else { return .failure(ContentProblem("empty file (0 bytes)")) }
+    if Self.looksLikeHTML(data) {
+      return .failure(
+        ContentProblem("an HTML page, not an image (\(ImageValidator.describeStart(of: data)))"))
+    }
+    guard let format = ImageFormat.detect(data) else {
+      let start = ImageValidator.describeStart(of: data)
+      return .failure(
+        ContentProblem(
+          Self.looksLikeText(data)
+            ? "text, not an image (\(start))" : "unknown format, not an image (\(start))"))
+    }
+    do {
+      let info = try data.withUnsafeBytes { raw in
+        try StructureCheck(bytes: ByteReader(raw), format: format, headerOnly: level == .header)
+          .run()
+      }
+      return .success(info)
+    } catch let failure as StructureFailure {
+      // The header ran past the bytes read: the caller reads the whole file and asks again.
+      if !complete && failure.reason.hasPrefix("truncated") { return nil }
+      return .failure(ContentProblem("\(format.rawValue): \(failure.reason)"))
+    } catch {
+      return .failure(ContentProblem("\(format.rawValue): \(error)"))
+    }
+  }
+
+  /// An HTML document, whatever else it holds (an inline `<svg>` must not make an error page an
+  /// SVG image): what a server's error or login page saved as an image looks like.
+  static func looksLikeHTML(_ data: Data) -> Bool {
+    // Most files are images: a byte tells, before any text is made of them.
+    let start = data.prefix(64).drop { [0x20, 0x09, 0x0A, 0x0D, 0xEF, 0xBB, 0xBF].contains($0) }
+    guard start.first == UInt8(ascii: "<") else { return false }
+    let head = String(decoding: data.prefix(1024), as: UTF8.self).lowercased()
+    let trimmed = head.drop { $0.isWhitespace || $0 == "\u{FEFF}" }
+    return trimmed.hasPrefix("<!doctype html") || trimmed.hasPrefix("<html")
+      || (trimmed.hasPrefix("<") && (head.contains("<head") || head.contains("<body")))
+  }
+
+  /// Printable UTF-8 with line breaks and tabs, as far as the first 512 bytes go: a JSON error,
+  /// a plain-text message.
+  static func looksLikeText(_ data: Data) -> Bool {
+    let head = data.prefix(512)
+    guard
+      let text = String(data: head, encoding: .utf8)
+        ?? String(data: head.dropLast(3), encoding: .utf8)
+    else { return false }
+    return text.unicodeScalars.allSatisfy {
+      $0.value >= 0x20 || "\n\r\t".unicodeScalars.contains($0)
+    }
+      && !text.unicodeScalars.contains { $0.value == 0x7F }
+  }
+}
+
+/// Why a file's content is no usable image, in words (`verify`'s reason).
+public struct ContentProblem: Error, Sendable, Equatable, CustomStringConvertible {
+  public var description: String
+  public init(_ description: String) { self.description = description }
+}

@@ -1,0 +1,418 @@
+import Core
+import Foundation
+import Imaging
+
+#if canImport(Glibc)
+  import Glibc
+#elseif canImport(Darwin)
+  import Darwin
+#endif
+
+/// How `imagecache verify` audits a namespace, with its defaults.
+public struct VerifyConfiguration: Sendable, Equatable {
+  /// How deep each file's content is checked (`--level`).
+  public var level: VerifyLevel = .structure
+  /// What becomes of a bad file (`--repair`); `none`: a report only.
+  public var repair: VerifyRepair = .none
+  /// The most files a repair may quarantine or delete; over it, nothing is repaired
+  /// (`--max-delete`, as for expire and trim).
+  public var maxDelete: DeletionLimit?
+  /// Files read and checked at once (`--jobs`): the machine's cores.
+  public var jobs = ProcessInfo.processInfo.activeProcessorCount
+  /// A temporary file older than this was left by a killed run (the sweep's age).
+  public var staleTemporaryAge: TimeInterval = 3600
+
+  public init() {}
+}
+
+/// `imagecache verify` (issue 45): walks a namespace once, in bounded memory, and judges every
+/// entry a reader of the cache would meet.
+///
+/// - Its name: SD 5's (32 lowercase hex digits, then `.` and the key's extension, if any), a
+///   legacy SD 3/4 name (a note: SD 5 does not look it up), a temporary file of ours (a note,
+///   with its age), or a foreign file (a note: a subfolder's file, a hidden file, any other
+///   name; never read).
+/// - Its content, for SD's names: ``ContentCheck`` at the configured level. Empty, truncated,
+///   corrupt, an HTML page, text or an unknown format is `bad`, with the reason; an extension
+///   that contradicts the content (a PNG named `.jpg`) is a note, since SD reads it all the
+///   same.
+///
+/// Symbolic links are notes, never followed. Files are read `jobs` at a time, a batch after
+/// another, and recorded in the walk's order; only the bad files are kept, compactly and in a
+/// temporary file once many, for ``repair(_:dryRun:now:into:stop:)``.
+public struct CacheVerifier: Sendable {
+  public let diskCachePath: String
+  public let configuration: VerifyConfiguration
+  /// Files read and checked together, per worker.
+  static let batchPerWorker = 16
+
+  public init(diskCachePath: String, configuration: VerifyConfiguration) {
+    self.diskCachePath = diskCachePath
+    self.configuration = configuration
+  }
+
+  /// What the walk found: the counts, and the bad files for a repair.
+  public struct Findings {
+    public var counts = VerifyCounts()
+    /// `stop` ended the walk early: the counts are of the files seen.
+    public var stopped = false
+    let badFiles = SurvivorSpill(memoryLimit: TrimLimits().spillBuffer)
+  }
+
+  /// Walks the namespace, handing every file that is not plainly `ok` to `record` and every
+  /// entry that could not be read to `recordError`, as they are found. Once `stop` returns
+  /// true, stops after the batch in hand (``Findings/stopped``).
+  public func run(
+    now: Date = Date(), record: (VerifiedFile) -> Void, recordError: (String) -> Void,
+    stop: () -> Bool = { false }
+  ) throws -> Findings {
+    var findings = Findings()
+    let root = open(diskCachePath, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+    guard root >= 0 else {
+      if errno == ENOENT { return findings }
+      throw FileSystemError("open directory", path: diskCachePath, errno: errno)
+    }
+    defer { close(root) }
+    let check = ContentCheck(level: configuration.level)
+    let workers = max(1, configuration.jobs)
+    let batchSize = workers * Self.batchPerWorker
+    var batch: [ScannedFile] = []
+    batch.reserveCapacity(batchSize)
+    func finishBatch() throws {
+      let contents = Self.readAndCheck(batch, root: root, check: check, workers: workers)
+      for (file, content) in zip(batch, contents) {
+        if case .gone(let error) = content {
+          findings.counts.errors += 1
+          recordError("\(error)")
+          continue
+        }
+        let verified = judge(file, content: content, now: now)
+        findings.counts.count(verified.outcome)
+        if verified.outcome != .ok { record(verified) }
+        if verified.outcome == .bad {
+          try findings.badFiles.append(
+            path: file.relativePath, date: file.attributes.modificationTime,
+            size: file.attributes.size)
+        }
+      }
+      batch.removeAll(keepingCapacity: true)
+    }
+
+    let scanner = CacheScanner(
+      root: diskCachePath, includesSymbolicLinks: true, includesHiddenFiles: true)
+    try scanner.forEachFile(
+      onError: {
+        findings.counts.errors += 1
+        recordError("\($0)")
+      }
+    ) { file in
+      batch.append(file)
+      guard batch.count == batchSize else { return true }
+      try finishBatch()
+      if stop() {
+        findings.stopped = true
+        return false
+      }
+      return true
+    }
+    if !findings.stopped { try finishBatch() }
+    return findings
+  }
+
+  /// The bad files `findings` holds, quarantined or deleted as configured (with `dryRun`,
+  /// planned), each recorded as a move or delete. A file that changed since it was checked
+  /// (its size or date), or that is gone, is left alone with an error. A file that cannot be
+  /// moved or removed is recorded as not removed (the run's exit code is 1).
+  public func repair<Recorder: MaintenanceRecorder>(
+    _ findings: Findings, dryRun: Bool, now: Date = Date(), into recorder: inout Recorder,
+    stop: () -> Bool = { false }
+  ) throws {
+    guard configuration.repair != .none else { return }
+    let quarantine = ".imagecache/quarantine/" + Self.day(now)
+    var madeQuarantine = false
+    try findings.badFiles.forEach { record in
+      if stop() { return false }
+      let name = String(decoding: record.path, as: UTF8.self)
+      let path = diskCachePath + "/" + name
+      let current: FileAttributes?
+      do throws(FileSystemError) {
+        current = try FileSystem.attributes(atPath: path)
+      } catch {
+        recorder.recordError("\(error)")
+        return true
+      }
+      guard let current, current.size == record.size,
+        current.modificationTime == record.date
+      else {
+        recorder.recordError(
+          "\(path): changed or gone since it was checked: left alone (verify it again)")
+        return true
+      }
+      switch configuration.repair {
+      case .none:
+        break
+      case .delete:
+        if dryRun || unlink(path) == 0 {
+          recorder.recordDelete(
+            path: name, bytes: current.allocatedSize, date: current.modificationDate)
+        } else {
+          recorder.recordNotRemoved(FileSystemError("remove", path: path, errno: errno))
+        }
+      case .quarantine:
+        if !dryRun && !madeQuarantine {
+          try FileSystem.createDirectory(path: diskCachePath + "/" + quarantine)
+          madeQuarantine = true
+        }
+        let destination = Self.freeName(
+          quarantine + "/" + (name as NSString).lastPathComponent, in: diskCachePath)
+        if dryRun || rename(path, diskCachePath + "/" + destination) == 0 {
+          recorder.recordMove(from: name, to: destination, bytes: current.allocatedSize)
+        } else {
+          recorder.recordNotRemoved(
+            FileSystemError("move to \(destination)", path: path, errno: errno))
+        }
+      }
+      return true
+    }
+  }
+
+  /// `relative`, or `relative.1`, `.2`... when a file of that name is in the quarantine
+  /// already (a file quarantined earlier the same day).
+  static func freeName(_ relative: String, in root: String) -> String {
+    var candidate = relative
+    var suffix = 1
+    var info = stat()
+    while lstat(root + "/" + candidate, &info) == 0 {
+      candidate = relative + ".\(suffix)"
+      suffix += 1
+    }
+    return candidate
+  }
+
+  /// `2026-11-29`: the quarantine's folder for a day (UTC).
+  static func day(_ date: Date) -> String {
+    let time = UTCTime(date)
+    return String(format: "%04d-%02d-%02d", time.year, time.month, time.day)
+  }
+
+  // MARK: Reading
+
+  /// What reading a file gave.
+  enum Content {
+    /// Not read: a foreign or temporary file, a link.
+    case unread
+    case checked(Result<ImageInfo, ContentProblem>)
+    /// It could not be read: an app could not read it either.
+    case unreadable(FileSystemError)
+    /// Gone since the walk saw it.
+    case gone(FileSystemError)
+  }
+
+  /// Reads and checks the files of `batch` that have SD's names, `workers` at a time; the
+  /// results in `batch`'s order.
+  static func readAndCheck(
+    _ batch: [ScannedFile], root: Int32, check: ContentCheck, workers: Int
+  ) -> [Content] {
+    let results = UnsafeMutableBufferPointer<Content>.allocate(capacity: batch.count)
+    results.initialize(repeating: .unread)
+    defer { results.deallocate() }
+    let shared = UnsafeSendable(results)
+    DispatchQueue.concurrentPerform(iterations: min(workers, batch.count)) { worker in
+      for index in stride(from: worker, to: batch.count, by: workers) {
+        let file = batch[index]
+        guard file.attributes.isRegularFile, case .key = FileNameKind(file.relativePath) else {
+          continue
+        }
+        shared.value[index] = read(file, root: root, check: check)
+      }
+    }
+    return Array(results)
+  }
+
+  /// The header level reads the start of the file, and the rest only when its header runs on.
+  static func read(_ file: ScannedFile, root: Int32, check: ContentCheck) -> Content {
+    let fd = openat(root, file.relativePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
+    guard fd >= 0 else {
+      let error = FileSystemError("read", path: file.relativePath, errno: errno)
+      return error.errno == ENOENT ? .gone(error) : .unreadable(error)
+    }
+    defer { close(fd) }
+    let size = Int(file.attributes.size)
+    do throws(FileSystemError) {
+      if check.level == .header && size > ContentCheck.headerBytes {
+        let start = try readBytes(fd, count: ContentCheck.headerBytes, path: file.relativePath)
+        if let verdict = check.check(start, complete: start.count < ContentCheck.headerBytes) {
+          return .checked(verdict)
+        }
+      }
+      let whole = try readBytes(fd, count: nil, path: file.relativePath)
+      return .checked(check.check(whole) ?? .failure(ContentProblem("unreadable header")))
+    } catch {
+      return .unreadable(error)
+    }
+  }
+
+  /// The first `count` bytes (all of them for `nil`), fewer at the end of the file.
+  static func readBytes(_ fd: Int32, count: Int?, path: String) throws(FileSystemError) -> Data {
+    var info = stat()
+    guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
+    let wanted = count ?? Int(info.st_size)
+    var data = Data(count: wanted)
+    var filled = 0
+    while filled < wanted {
+      let got = data.withUnsafeMutableBytes {
+        pread(fd, $0.baseAddress! + filled, wanted - filled, off_t(filled))
+      }
+      if got < 0 {
+        if errno == EINTR { continue }
+        throw FileSystemError("read", path: path, errno: errno)
+      }
+      if got == 0 { break }
+      filled += got
+    }
+    data.count = filled
+    return data
+  }
+
+  // MARK: Judging
+
+  /// The outcome, reason and notes of one file.
+  func judge(_ file: ScannedFile, content: Content, now: Date) -> VerifiedFile {
+    var verified = VerifiedFile(
+      name: file.relativePath, size: file.attributes.size,
+      modifiedAt: file.attributes.modificationDate, outcome: .ok)
+    func note(_ text: String) {
+      verified.notes.append(text)
+      if verified.outcome == .ok { verified.outcome = .note }
+    }
+    if file.attributes.isSymbolicLink {
+      note("a symbolic link: not followed, not checked")
+      return verified
+    }
+    switch FileNameKind(file.relativePath) {
+    case .temporary:
+      let age = max(0, now.timeIntervalSince(file.attributes.modificationDate))
+      note(
+        age >= configuration.staleTemporaryAge
+          ? "a temporary file of an atomic store, \(Self.describe(age)) old: left by a killed "
+            + "run; the next run or maintain removes it"
+          : "a temporary file of an atomic store, \(Self.describe(age)) old: a store in "
+            + "flight, or a run killed within the hour")
+      return verified
+    case .foreign(let why):
+      note("foreign: \(why); SD never reads it")
+      return verified
+    case .key(let legacy, let ext):
+      if legacy { note("a legacy name (SD 3/4): SD 5 does not look it up; migrate renames it") }
+      switch content {
+      case .checked(.success(let info)):
+        if let ext, let named = Self.format(forExtension: ext), let format = info.format,
+          !Self.sameFamily(named, format)
+        {
+          note("named .\(ext), holds \(format.rawValue) (SD reads it all the same)")
+        }
+      case .checked(.failure(let problem)):
+        verified.outcome = .bad
+        verified.reason = problem.description
+      case .unreadable(let error):
+        verified.outcome = .bad
+        verified.reason = "cannot be read: \(error)"
+      case .unread, .gone:
+        break
+      }
+    }
+    return verified
+  }
+
+  /// The format an extension names, when it names one.
+  static func format(forExtension ext: String) -> ImageFormat? {
+    switch ext.lowercased() {
+    case "jpg", "jpeg", "jpe", "jfif", "pjpeg": .jpeg
+    case "png", "apng": .png
+    case "gif": .gif
+    case "webp": .webp
+    case "heic", "heics": .heic
+    case "heif", "heifs", "hif": .heif
+    case "avif", "avifs": .avif
+    case "tif", "tiff": .tiff
+    case "bmp": .bmp
+    case "svg": .svg
+    case "pdf": .pdf
+    default: nil
+    }
+  }
+
+  /// HEIC and HEIF name one container: either extension fits either brand.
+  static func sameFamily(_ named: ImageFormat, _ found: ImageFormat) -> Bool {
+    let isoMedia: Set<ImageFormat> = [.heic, .heif]
+    return named == found || (isoMedia.contains(named) && isoMedia.contains(found))
+  }
+
+  /// `12 s`, `5 min`, `3 h`, `2 d`.
+  static func describe(_ seconds: TimeInterval) -> String {
+    switch seconds {
+    case ..<120: "\(Int(seconds)) s"
+    case ..<7200: "\(Int(seconds / 60)) min"
+    case ..<172_800: "\(Int(seconds / 3600)) h"
+    default: "\(Int(seconds / 86400)) d"
+    }
+  }
+}
+
+/// What a path in a namespace is by its name (SPEC section 1; `docs/cache-format.md`).
+enum FileNameKind: Equatable {
+  /// A name SD gives a key: SD 5's, or (`legacy`) SD 3/4's; `ext` after the 32 hex digits.
+  case key(legacy: Bool, ext: String?)
+  /// A temporary file of an atomic store (`.imagecache-tmp.*`).
+  case temporary
+  /// Anything else, and why.
+  case foreign(String)
+
+  init(_ relativePath: String) {
+    guard !relativePath.contains("/") else {
+      self = .foreign("in a subfolder (SD reads only the namespace folder's own files)")
+      return
+    }
+    let name = relativePath
+    if name.hasPrefix(FileSystem.temporaryPrefix) {
+      self = .temporary
+      return
+    }
+    if name.hasPrefix(".") {
+      self = .foreign("a hidden file")
+      return
+    }
+    let digest = name.utf8.prefix(32)
+    let isDigest =
+      digest.count == 32
+      && digest.allSatisfy {
+        (UInt8(ascii: "0")...UInt8(ascii: "9")).contains($0)
+          || (UInt8(ascii: "a")...UInt8(ascii: "f")).contains($0)
+      }
+    guard isDigest else {
+      self = .foreign("not a name SD gives a key (32 lowercase hex digits, then an extension)")
+      return
+    }
+    guard name.utf8.count > 32 else {
+      self = .key(legacy: false, ext: nil)
+      return
+    }
+    let rest = name.dropFirst(32)
+    guard rest.first == ".", rest.count > 1 else {
+      self = .foreign("not a name SD gives a key (32 lowercase hex digits, then an extension)")
+      return
+    }
+    let ext = String(rest.dropFirst())
+    // What ``CacheFileName/isLegacyName(_:)`` calls legacy, by bytes: this runs for every file.
+    let legacy =
+      ext.utf8.contains { "?:&=".utf8.contains($0) }
+      || ext.utf16.count > CacheFileName.maxExtensionLength
+    self = .key(legacy: legacy, ext: ext)
+  }
+}
+
+/// A value handed to `concurrentPerform`'s workers, each writing only its own indices.
+private struct UnsafeSendable<Value>: @unchecked Sendable {
+  let value: Value
+  init(_ value: Value) { self.value = value }
+}

@@ -1,0 +1,122 @@
+import Core
+import Imaging
+import TestSupport
+import XCTest
+
+@testable import Maintenance
+
+/// The verify walk and its judgement (issue 45), on real folders.
+final class CacheVerifierTests: TemporaryFolderTestCase {
+  var root: String { temporary.appending("default") }
+
+  func verifier(
+    level: VerifyLevel = .structure, repair: VerifyRepair = .none, jobs: Int = 2
+  ) -> CacheVerifier {
+    var configuration = VerifyConfiguration()
+    configuration.level = level
+    configuration.repair = repair
+    configuration.jobs = jobs
+    return CacheVerifier(diskCachePath: root, configuration: configuration)
+  }
+
+  func store(_ data: Data, as name: String) throws {
+    try FileSystem.createDirectory(path: root)
+    try data.write(to: URL(fileURLWithPath: root + "/" + name))
+  }
+
+  /// Every file not plainly ok, in the walk's order, and the findings.
+  func run(_ verifier: CacheVerifier) throws -> ([VerifiedFile], CacheVerifier.Findings) {
+    var files: [VerifiedFile] = []
+    var errors: [String] = []
+    let findings = try verifier.run(
+      record: { files.append($0) }, recordError: { errors.append($0) })
+    XCTAssertEqual(errors, [])
+    return (files, findings)
+  }
+
+  func testFileNamesAreSD5sLegacyTemporaryOrForeign() {
+    let digest = CacheFileName.md5Hex("https://a.example/x.jpg")
+    XCTAssertEqual(FileNameKind(digest), .key(legacy: false, ext: nil))
+    XCTAssertEqual(FileNameKind(digest + ".jpg"), .key(legacy: false, ext: "jpg"))
+    XCTAssertEqual(FileNameKind(digest + ".jpg?w=1"), .key(legacy: true, ext: "jpg?w=1"))
+    XCTAssertEqual(
+      FileNameKind(digest + "." + String(repeating: "e", count: 223)),
+      .key(legacy: true, ext: String(repeating: "e", count: 223)), "SD 4.2's uncapped extension")
+    XCTAssertEqual(FileNameKind(FileSystem.temporaryPrefix + "abc"), .temporary)
+    for foreign in [
+      digest.uppercased(), digest + "x", digest + ".", ".DS_Store", "sub/" + digest, "notes.txt",
+    ] {
+      guard case .foreign = FileNameKind(foreign) else {
+        return XCTFail("\(foreign) should be foreign")
+      }
+    }
+  }
+
+  func testEveryDamagedImageIsBadWithItsReasonAtEachLevel() throws {
+    for kind in DamagedImage.allCases {
+      try store(kind.data, as: CacheFileName.fileName(forKey: kind.url))
+    }
+    for level in VerifyLevel.allCases {
+      let (files, findings) = try run(verifier(level: level))
+      let expected = DamagedImage.allCases.filter { level == .structure || $0.isInHeader }
+      XCTAssertEqual(findings.counts.bad, expected.count, "\(level)")
+      XCTAssertEqual(findings.counts.ok, DamagedImage.allCases.count - expected.count)
+      for kind in expected {
+        let file = files.first { $0.name == CacheFileName.fileName(forKey: kind.url) }
+        XCTAssertEqual(file?.outcome, .bad, "\(kind) at \(level)")
+        XCTAssertTrue(
+          file?.reason?.hasPrefix(kind.reason) == true, "\(kind): \(String(describing: file))")
+      }
+    }
+  }
+
+  /// The header level reads the start of a large file only, and the whole file when its header
+  /// runs past that start.
+  func testTheHeaderLevelReadsOnToFindAHeaderPastItsFirstRead() throws {
+    // A JPEG whose frame header follows more than the header read of APP segments.
+    let jpeg = Fixtures.jpeg
+    var padded = Data(jpeg.prefix(2))
+    let segment = Data([0xFF, 0xE1, 0xFF, 0xFF]) + Data(repeating: 0, count: 0xFFFD)
+    for _ in 0..<(ContentCheck.headerBytes / segment.count + 1) { padded += segment }
+    padded += jpeg.dropFirst(2)
+    try store(padded, as: CacheFileName.fileName(forKey: "https://a.example/big.jpg"))
+    let (files, findings) = try run(verifier(level: .header))
+    XCTAssertEqual(findings.counts.ok, 1, "\(files)")
+  }
+
+  /// The worker pool judges every file once and records them in the walk's order, whatever the
+  /// number of workers.
+  func testAnyNumberOfWorkersGivesTheSameFindingsInTheSameOrder() throws {
+    for index in 0..<150 {
+      let kind = DamagedImage.allCases[index % DamagedImage.allCases.count]
+      let data = index % 3 == 0 ? kind.data : Fixtures.png
+      try store(data, as: CacheFileName.fileName(forKey: "https://a.example/\(index).png"))
+    }
+    let (one, oneFindings) = try run(verifier(jobs: 1))
+    for jobs in [2, 5, 64] {
+      let (many, findings) = try run(verifier(jobs: jobs))
+      XCTAssertEqual(many, one, "\(jobs) workers")
+      XCTAssertEqual(findings.counts, oneFindings.counts)
+    }
+    XCTAssertEqual(oneFindings.counts.files, 150)
+    XCTAssertEqual(oneFindings.counts.bad, 50)
+  }
+
+  /// A repair never touches a file that changed since it was checked: it may be a fresh store.
+  func testARepairLeavesAFileThatChangedSinceItWasCheckedAlone() throws {
+    let name = CacheFileName.fileName(forKey: "https://a.example/x.jpg")
+    try store(DamagedImage.truncatedJPEG.data, as: name)
+    let verifier = verifier(repair: .delete)
+    let (_, findings) = try run(verifier)
+    XCTAssertEqual(findings.counts.bad, 1)
+    try store(Fixtures.jpeg, as: name)
+
+    var pass = MaintenancePassReport(pass: .repair, dryRun: false)
+    try verifier.repair(findings, dryRun: false, into: &pass)
+
+    XCTAssertEqual(pass.filesRemoved, 0)
+    XCTAssertEqual(pass.errors.count, 1)
+    XCTAssertTrue(pass.errors[0].contains("changed or gone since it was checked"), "\(pass.errors)")
+    XCTAssertEqual(FileManager.default.contents(atPath: root + "/" + name), Fixtures.jpeg)
+  }
+}

@@ -1,0 +1,373 @@
+import Core
+import State
+import TestSupport
+import XCTest
+
+/// End-to-end: `imagecache verify` (issue 45), the built binary on real cache folders.
+final class VerifyCommandTests: TemporaryFolderTestCase {
+  var location: CacheLocation!
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
+    try FileSystem.createDirectory(path: location.diskCachePath)
+  }
+
+  /// Stores `data` under the file name SD 5 gives `url`; returns the name.
+  @discardableResult
+  func store(_ data: Data, url: String) throws -> String {
+    let name = CacheFileName.fileName(forKey: url)
+    try data.write(to: URL(fileURLWithPath: location.diskCachePath + "/" + name))
+    return name
+  }
+
+  func storeValidImages() throws -> [String] {
+    try validCacheImages.map { try store($0.data, url: $0.url) }
+  }
+
+  /// Stores every damaged image; returns each one's file name.
+  func storeDamagedImages(_ kinds: [DamagedImage] = DamagedImage.allCases) throws -> [String:
+    DamagedImage]
+  {
+    var names: [String: DamagedImage] = [:]
+    for kind in kinds { names[try store(kind.data, url: kind.url)] = kind }
+    return names
+  }
+
+  func verify(_ arguments: [String]) throws -> CommandResult {
+    try ImageCacheBinary.run(["verify", "--cache", location.directory] + arguments)
+  }
+
+  func report(_ path: String) throws -> RunReport {
+    try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: path)))
+  }
+
+  var namespaceFiles: [String] {
+    (try? FileManager.default.contentsOfDirectory(atPath: location.diskCachePath))?
+      .filter { !$0.hasPrefix(".") }.sorted() ?? []
+  }
+
+  func testEveryKindOfDamageIsFoundWithItsReasonAndNoValidImageIsFlagged() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages()
+    let reportPath = temporary.appending("reports/verify.json")
+
+    let result = try verify(["--report", reportPath])
+
+    XCTAssertEqual(result.status, 1, "bad files found: \(result.stderr)")
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.level, .structure, "the default level")
+    XCTAssertEqual(verify.repair, .none)
+    XCTAssertEqual(verify.counts.files, valid.count + damaged.count)
+    XCTAssertEqual(verify.counts.ok, valid.count)
+    XCTAssertEqual(verify.counts.bad, damaged.count)
+    XCTAssertEqual(verify.counts.note, 0)
+    XCTAssertEqual(Set(verify.files.map(\.name)), Set(damaged.keys), "no valid image flagged")
+    for file in verify.files {
+      let kind = try XCTUnwrap(damaged[file.name])
+      XCTAssertEqual(file.outcome, .bad, "\(kind)")
+      XCTAssertTrue(
+        file.reason?.hasPrefix(kind.reason) == true, "\(kind): \(file.reason ?? "no reason")")
+      XCTAssertEqual(file.size, UInt64(kind.data.count), "\(kind)")
+      let attributes = try XCTUnwrap(
+        FileSystem.attributes(atPath: location.diskCachePath + "/" + file.name))
+      XCTAssertEqual(
+        file.modifiedAt.timeIntervalSince1970,
+        attributes.modificationDate.timeIntervalSince1970, accuracy: 0.001)
+      XCTAssertTrue(result.stderr.contains("verify: bad: \(file.name)"), result.stderr)
+    }
+    XCTAssertTrue(
+      result.stderr.contains(
+        "verified \(valid.count + damaged.count) files (structure): \(valid.count) ok, "
+          + "0 with notes, \(damaged.count) bad"), result.stderr)
+    XCTAssertEqual(namespaceFiles, (valid + damaged.keys).sorted(), "a report only")
+    let json = try JSONSerialization.jsonObject(
+      with: XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(SchemaValidator.validate(json, against: try SchemaValidator.reportSchema()), [])
+  }
+
+  func testTheHeaderLevelFindsHeaderDamageAndPassesWhatLiesBeyondTheHeader() throws {
+    let damaged = try storeDamagedImages()
+    let reportPath = temporary.appending("verify.json")
+
+    let result = try verify(["--level", "header", "--report", reportPath])
+
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.level, .header)
+    let flagged = Set(verify.files.map { damaged[$0.name]! })
+    XCTAssertEqual(flagged, Set(DamagedImage.allCases.filter(\.isInHeader)))
+    XCTAssertEqual(verify.counts.ok, DamagedImage.allCases.filter { !$0.isInHeader }.count)
+  }
+
+  func testACleanCacheExitsZeroAndItsMetricsCountTheFilesByOutcome() throws {
+    let valid = try storeValidImages()
+    try store(Fixtures.png, url: "https://images.example/named-as.jpg")
+    let metricsPath = temporary.appending("metrics/verify.prom")
+
+    let result = try verify(["--metrics", metricsPath, "--jobs", "3"])
+
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let metrics = try String(contentsOfFile: metricsPath, encoding: .utf8)
+    let labels = "imagecache_job=\"verify\",namespace=\"default\""
+    for (outcome, count) in [("ok", valid.count), ("note", 1), ("bad", 0)] {
+      XCTAssertTrue(
+        metrics.contains("imagecache_verify_files{\(labels),outcome=\"\(outcome)\"} \(count).0"),
+        metrics)
+    }
+    XCTAssertTrue(metrics.contains("# TYPE imagecache_verify_files gauge"), metrics)
+  }
+
+  func testNamesAreJudgedAndNotedWithoutFailingTheRun() throws {
+    let current = try store(Fixtures.jpeg, url: "https://images.example/a.jpg")
+    let misnamed = try store(Fixtures.png, url: "https://images.example/really-a-png.jpg")
+    let legacy = CacheFileName.fileName(
+      forKey: "https://images.example/b.jpg?w=1", scheme: .rawStringExtension)
+    try Fixtures.jpeg.write(to: URL(fileURLWithPath: location.diskCachePath + "/" + legacy))
+    let builder = CacheBuilder(root: location.diskCachePath)
+    let now = Int64(Date().timeIntervalSince1970)
+    let stale = FileSystem.temporaryPrefix + "killed"
+    try builder.file(stale, accessTime: now - 3 * 3600)
+    let fresh = FileSystem.temporaryPrefix + "inflight"
+    try builder.file(fresh, accessTime: now - 1800)
+    try builder.file("README.txt", accessTime: now)
+    try builder.file("sub/" + CacheFileName.fileName(forKey: "x"), accessTime: now)
+    let reportPath = temporary.appending("verify.json")
+
+    let result = try verify(["--report", reportPath, "-v"])
+
+    XCTAssertEqual(result.status, 0, "notes are no failure: \(result.stderr)")
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.counts.ok, 1)
+    XCTAssertEqual(verify.counts.note, 6)
+    let notes = Dictionary(uniqueKeysWithValues: verify.files.map { ($0.name, $0.notes) })
+    XCTAssertNil(notes[current])
+    XCTAssertEqual(notes[misnamed], ["named .jpg, holds png (SD reads it all the same)"])
+    XCTAssertTrue(notes[legacy]?.first?.hasPrefix("a legacy name (SD 3/4)") == true, "\(notes)")
+    XCTAssertTrue(
+      notes[stale]?.first?.contains("3 h old: left by a killed run") == true, "\(notes)")
+    XCTAssertTrue(
+      notes[fresh]?.first?.contains("30 min old: a store in flight") == true, "\(notes)")
+    XCTAssertTrue(notes["README.txt"]?.first?.hasPrefix("foreign: not a name SD gives") == true)
+    XCTAssertTrue(
+      notes["sub/" + CacheFileName.fileName(forKey: "x")]?.first?.hasPrefix(
+        "foreign: in a subfolder")
+        == true, "\(notes)")
+    XCTAssertTrue(result.stderr.contains("verify: note: \(misnamed)"), result.stderr)
+    XCTAssertTrue(
+      FileManager.default.fileExists(atPath: location.diskCachePath + "/" + stale),
+      "a verify run sweeps no temporary file: it names it")
+  }
+
+  func testQuarantineMovesTheBadFilesByRenameAfterADryRunThatChangesNothing() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages([.truncatedJPEG, .htmlPage])
+    let inodes = try damaged.keys.map { name in
+      try XCTUnwrap(
+        FileManager.default.attributesOfItem(
+          atPath: location.diskCachePath + "/" + name)[.systemFileNumber] as? UInt64)
+    }
+    let before = namespaceFiles
+    let planPath = temporary.appending("plan.json")
+
+    let plan = try verify(["--repair", "quarantine", "--dry-run", "--report", planPath])
+
+    XCTAssertEqual(plan.status, 1, plan.stderr)
+    XCTAssertEqual(namespaceFiles, before, "a dry run changes nothing")
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: location.stateDirectory + "/quarantine"))
+    let planned = try XCTUnwrap(report(planPath).maintenance.first { $0.pass == .repair })
+    XCTAssertTrue(planned.dryRun)
+    XCTAssertEqual(Set(planned.actions.map(\.path)), Set(damaged.keys))
+    XCTAssertEqual(Set(planned.actions.map(\.kind)), [.move])
+    for name in damaged.keys {
+      XCTAssertTrue(plan.stdout.contains("repair: would move \(name) -> "), plan.stdout)
+    }
+
+    let reportPath = temporary.appending("verify.json")
+    let result = try verify(["--repair", "quarantine", "--report", reportPath])
+
+    XCTAssertEqual(result.status, 1, "bad files were found: \(result.stderr)")
+    XCTAssertEqual(namespaceFiles, valid.sorted(), "the bad files are gone, the valid ones stay")
+    let days = try FileManager.default.contentsOfDirectory(
+      atPath: location.stateDirectory + "/quarantine")
+    XCTAssertEqual(days.count, 1)
+    let day = try XCTUnwrap(days.first)
+    XCTAssertNotNil(day.range(of: #"^\d{4}-\d{2}-\d{2}$"#, options: .regularExpression), day)
+    let folder = location.stateDirectory + "/quarantine/" + day
+    XCTAssertEqual(
+      try FileManager.default.contentsOfDirectory(atPath: folder).sorted(),
+      damaged.keys.sorted())
+    for (name, kind) in damaged {
+      XCTAssertEqual(FileManager.default.contents(atPath: folder + "/" + name), kind.data)
+    }
+    let moved = try damaged.keys.map { name in
+      try XCTUnwrap(
+        FileManager.default.attributesOfItem(
+          atPath: folder + "/" + name)[.systemFileNumber] as? UInt64)
+    }
+    XCTAssertEqual(moved, inodes, "moved by rename: the same files, never copies")
+    let repair = try XCTUnwrap(report(reportPath).maintenance.first { $0.pass == .repair })
+    XCTAssertFalse(repair.dryRun)
+    XCTAssertEqual(repair.filesMoved, damaged.count)
+    XCTAssertEqual(
+      Set(repair.actions.compactMap(\.destination)),
+      Set(damaged.keys.map { ".imagecache/quarantine/\(day)/\($0)" }))
+    XCTAssertTrue(result.stderr.contains("repair: quarantined 2 files, deleted 0 files"))
+    for path in [planPath, reportPath] {
+      let json = try JSONSerialization.jsonObject(
+        with: XCTUnwrap(FileManager.default.contents(atPath: path)))
+      XCTAssertEqual(
+        SchemaValidator.validate(json, against: try SchemaValidator.reportSchema()), [], path)
+    }
+
+    // The same names again the same day are kept beside the first ones, never over them.
+    try storeDamagedImages([.truncatedJPEG])
+    XCTAssertEqual(try verify(["--repair", "quarantine"]).status, 1)
+    let name = CacheFileName.fileName(forKey: DamagedImage.truncatedJPEG.url)
+    XCTAssertTrue(FileManager.default.fileExists(atPath: folder + "/" + name + ".1"))
+  }
+
+  func testMaxDeleteRefusesARepairOfMoreBadFilesAndRepairsNothing() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages([.zeroBytes, .text, .unknownFormat])
+    let reportPath = temporary.appending("verify.json")
+
+    let refused = try verify(["--repair", "delete", "--max-delete", "2", "--report", reportPath])
+
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(
+      refused.stderr.contains(
+        "verify found 3 bad files of \(valid.count + 3), more than "
+          + "--max-delete allows --repair delete to take: 2 files; nothing was repaired"),
+      refused.stderr)
+    XCTAssertEqual(namespaceFiles, (valid + damaged.keys).sorted())
+    let failed = try report(reportPath)
+    XCTAssertEqual(failed.status, .failed)
+    XCTAssertEqual(failed.verify?.counts.bad, 3, "the report lists the bad files all the same")
+    XCTAssertEqual(Set(failed.verify?.files.map(\.name) ?? []), Set(damaged.keys))
+
+    let dryRun = try verify(["--repair", "delete", "--max-delete", "2", "--dry-run"])
+    XCTAssertEqual(dryRun.status, 1, dryRun.stderr)
+    XCTAssertTrue(dryRun.stderr.contains("a real run would stop here"), dryRun.stderr)
+    XCTAssertEqual(namespaceFiles, (valid + damaged.keys).sorted())
+
+    let deleted = try verify(["--repair", "delete", "--max-delete", "3", "--report", reportPath])
+    XCTAssertEqual(deleted.status, 1, deleted.stderr)
+    XCTAssertEqual(namespaceFiles, valid.sorted())
+    let repair = try XCTUnwrap(report(reportPath).maintenance.first { $0.pass == .repair })
+    XCTAssertEqual(repair.filesRemoved, 3)
+    XCTAssertEqual(Set(repair.actions.map(\.kind)), [.delete])
+    XCTAssertEqual(try verify([]).status, 0, "nothing bad is left")
+  }
+
+  func testTheConsoleSaysTheFirstTwentyBadFilesAndTheReportListsThemAll() throws {
+    for index in 0..<25 {
+      try store(Data(), url: "https://images.example/empty/\(index).jpg")
+    }
+    let reportPath = temporary.appending("verify.json")
+
+    let result = try verify(["--report", reportPath])
+
+    XCTAssertEqual(result.status, 1, result.stderr)
+    XCTAssertEqual(result.stderr.components(separatedBy: "verify: bad: ").count - 1, 20)
+    XCTAssertTrue(
+      result.stderr.contains("verify: ... further bad files are in the report only"),
+      result.stderr)
+    XCTAssertEqual(try report(reportPath).verify?.files.count, 25)
+    let verbose = try verify(["-v"])
+    XCTAssertEqual(verbose.stderr.components(separatedBy: "verify: bad: ").count - 1, 25)
+  }
+
+  /// SIGINT stops the walk after the batch in hand: exit 130, the report `interrupted` with the
+  /// counts so far, and nothing repaired.
+  func testSIGINTStopsTheWalkWithAnInterruptedReportAndRepairsNothing() throws {
+    let count = 20_000
+    for index in 0..<count {
+      FileManager.default.createFile(
+        atPath: location.diskCachePath + "/" + CacheFileName.md5Hex("\(index)") + ".jpg",
+        contents: nil)
+    }
+    let reportPath = temporary.appending("verify.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "verify", "--cache", location.directory, "--repair", "delete", "--report", reportPath,
+      "--jobs", "1",
+    ])
+    var said = ""
+    while !said.contains("verify: bad: ") {
+      let chunk = stderr.fileHandleForReading.availableData
+      guard !chunk.isEmpty else { break }
+      said += String(decoding: chunk, as: UTF8.self)
+    }
+    kill(process.processIdentifier, SIGINT)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+
+    XCTAssertEqual(result.status, 130, String(said.suffix(500)) + result.stderr.suffix(500))
+    let report = try report(reportPath)
+    XCTAssertEqual(report.status, .interrupted)
+    let verify = try XCTUnwrap(report.verify)
+    XCTAssertGreaterThan(verify.counts.files, 0)
+    XCTAssertLessThan(verify.counts.files, count, "stopped midway")
+    XCTAssertEqual(verify.counts.bad, verify.counts.files)
+    XCTAssertEqual(verify.files.count, verify.counts.bad)
+    XCTAssertNil(report.maintenance.first { $0.pass == .repair }, "nothing repaired")
+    XCTAssertEqual(namespaceFiles.count, count)
+  }
+
+  func testUsageErrorsExitTwo() throws {
+    for arguments in [["--level", "full"], ["--repair", "refetch"], ["--jobs", "0"]] {
+      let result = try verify(arguments)
+      XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
+    }
+    let missing = try ImageCacheBinary.run(["verify", "--cache", temporary.appending("nothing")])
+    XCTAssertEqual(missing.status, 2, missing.stderr)
+    XCTAssertTrue(missing.stderr.contains("no cache at"), missing.stderr)
+  }
+
+  func testAnotherRunHoldingTheLockExitsThree() async throws {
+    try store(Fixtures.jpeg, url: "https://images.example/a.jpg")
+    let result = try await RunLock.withLock(location: location, wait: false) {
+      try verify([])
+    }
+    XCTAssertEqual(result.status, 3, result.stderr)
+    XCTAssertTrue(result.stderr.contains("holds the cache lock"), result.stderr)
+  }
+
+  /// A folder the audit cannot read leaves it incomplete: exit 4, the folder named in the
+  /// report's errors. A file it cannot read is bad: an app could not read it either.
+  func testAFolderThatCannotBeReadExitsFourAndAFileThatCannotBeReadIsBad() throws {
+    let valid = try store(Fixtures.jpeg, url: "https://images.example/a.jpg")
+    let unreadable = try store(Fixtures.png, url: "https://images.example/b.png")
+    let folder = location.diskCachePath + "/sub"
+    try FileSystem.createDirectory(path: folder)
+    try Fixtures.jpeg.write(to: URL(fileURLWithPath: folder + "/" + valid))
+    XCTAssertEqual(chmod(location.diskCachePath + "/" + unreadable, 0), 0)
+    XCTAssertEqual(chmod(folder, 0), 0)
+    let reportPath = temporary.appending("verify.json")
+
+    // Root reads anything: the run drops to an unprivileged user, who may write the cache.
+    let result = try runUnprivileged(
+      ["verify", "--cache", location.directory, "--report", reportPath],
+      sharing: [location.diskCachePath])
+
+    XCTAssertEqual(result.status, 4, result.stderr)
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.counts.errors, 1)
+    XCTAssertTrue(verify.errors.first?.contains(folder) == true, "\(verify.errors)")
+    XCTAssertTrue(result.stderr.contains("verify: error: "), result.stderr)
+    XCTAssertEqual(verify.files.map(\.name), [unreadable])
+    XCTAssertEqual(verify.files.first?.outcome, .bad)
+    XCTAssertTrue(
+      verify.files.first?.reason?.hasPrefix("cannot be read: ") == true, "\(verify.files)")
+    XCTAssertEqual(verify.counts.ok, 1)
+  }
+
+  func testALockThatCannotBeOpenedExitsFour() throws {
+    try store(Fixtures.jpeg, url: "https://images.example/a.jpg")
+    XCTAssertEqual(try verify([]).status, 0)
+    let lock = location.stateDirectory + "/lock"
+    try fileSystems.makeImmutable(lock)
+    let result = try verify([])
+    XCTAssertEqual(result.status, 4, result.stderr)
+  }
+}
