@@ -150,6 +150,11 @@ final class DocumentedExamplesTests: XCTestCase {
       setup: "mkdir -p /var/lib/imagecache && cp urls.txt /var/lib/imagecache/urls.txt",
       why: "the README's job, its manifest where it names it"),
     World(
+      page: "docs/verify.md", command: "imagecache verify --cache /var/cache/images --report",
+      setup: "imagecache prefetch --url https://cdn.example.com/avatar.jpg "
+        + "--cache /var/cache/images -q",
+      why: "a cache to verify, its images whole (a bad one would end the block with exit 1)"),
+    World(
       page: "docs/fleets.md", command: "cat jobs/manifests/urls.txt",
       setup: serveJobs, why: "the page serves the example's files so"),
     World(
