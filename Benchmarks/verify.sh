@@ -210,7 +210,7 @@ measure() { # label, command...: appends "seconds user system kib" to $WORK/<lab
   local label=$1
   shift
   /usr/bin/time -f "%e %U %S %M" -o "$WORK/last" "$@" >/dev/null 2>&1 || true # bad files: 1
-  cat "$WORK/last" >>"$WORK/$label"
+  tail -n1 "$WORK/last" >>"$WORK/$label" # after "Command exited with non-zero status 1"
 }
 column_median() { cut -d' ' -f"$2" "$WORK/$1" | median; }
 cpu_median() { awk '{print $2 + $3}' "$WORK/$1" | median; }
@@ -228,7 +228,7 @@ for f in json.load(open(sys.argv[1]))['verify']['files']:
   done
   checkers 1 >"$WORK/out/checkers.txt" 2>&1
   # jpeginfo: "<name> ... OK|WARNING|ERROR"; pngcheck -q: "ERROR: <name>"; gifsicle:
-  # "gifsicle:<name>: <message>" (a warning too); webpinfo: "File: <name>", then "Errors detected."
+  # "gifsicle:<name>: <message>" (a warning too); webpinfo: "File: <name>", then "Errors detected.", or "Failed to open input file <name>."
   python3 - "$WORK/out/checkers.txt" >"$WORK/out/checkers.bad" <<'PY'
 import re, sys
 bad, current = set(), None
@@ -238,6 +238,8 @@ for line in open(sys.argv[1], errors="replace"):
     elif m := re.match(r"ERROR: (\S+\.png)", line):
         bad.add(m[1])
     elif m := re.match(r"gifsicle:(\S+\.gif):", line):
+        bad.add(m[1])
+    elif m := re.match(r"Failed to open input file (\S+?\.webp)", line):
         bad.add(m[1])
     elif m := re.match(r"File: (\S+\.webp)", line):
         current = m[1]
@@ -295,6 +297,7 @@ for FILES in $SIZES; do
       "$(echo "$FILES / $s" | bc -l)" "$(cpu_median "$label")" "$(echo "$base / $s" | bc -l)" \
       "$(echo "$(column_median "$label" 4) / 1024" | bc -l)")")
   done
+  printf '%s\n' "${rows[@]: -3}" >&2 # this size's, as it comes
   bad_lists
   detection_table "$FILES"
 done
