@@ -228,7 +228,8 @@ for f in json.load(open(sys.argv[1]))['verify']['files']:
   done
   checkers 1 >"$WORK/out/checkers.txt" 2>"$WORK/out/checkers.err" # apart: stdout is buffered
   # jpeginfo: "<name> ... OK|WARNING|ERROR"; pngcheck -q: "ERROR: <name>"; gifsicle:
-  # "gifsicle:<name>: <message>" (a warning too); webpinfo: "File: <name>", then "Errors detected.", or "Failed to open input file <name>."
+  # "gifsicle:<name>: <message>" (a warning too); webpinfo: "File: <name>", then "Errors
+  # detected.", or "Failed to open input file <name>."
   python3 - "$WORK/out/checkers.txt" "$WORK/out/checkers.err" >"$WORK/out/checkers.bad" <<'PY'
 import re, sys
 bad, current = set(), None
@@ -265,14 +266,17 @@ kinds = collections.Counter(k for k, _ in damaged.values())
 print(f"\ndetection at {files} files ({len(damaged)} damaged): found / injected")
 print("| damage | injected | " + " | ".join(l for _, l in tools) + " |")
 print("|---|---|" + "---|" * len(tools))
-for kind in ["truncated", "header-flip", "data-flip", "empty", "zero-filled", "zero-block", "html", "png-crc"]:
+def row(label, injected, found):
+    print(f"| {label} | {injected} | " + " | ".join(str(found(t)) for t, _ in tools) + " |")
+for kind in dict.fromkeys(k for k, _ in damaged.values()):  # the kinds, in the manifest's order
     names = [n for n, (k, _) in damaged.items() if k == kind]
-    print(f"| {kind} | {len(names)} | " + " | ".join(f"{sum(n in bad[t] for n in names)}" for t, _ in tools) + " |")
-print(f"| all | {len(damaged)} | " + " | ".join(f"{len(bad[t] & damaged.keys())}" for t, _ in tools) + " |")
-print(f"| false positives (of {files - len(damaged)} valid) | | " + " | ".join(f"{len(bad[t] - damaged.keys())}" for t, _ in tools) + " |")
+    row(kind, len(names), lambda t: sum(n in bad[t] for n in names))
+row("all", len(damaged), lambda t: len(bad[t] & damaged.keys()))
+row(f"false positives (of {files - len(damaged)} valid)", "", lambda t: len(bad[t] - damaged.keys()))
 # What each kind went unseen in, by source, for the notes.
 for t, label in tools:
-    missed = collections.Counter(f"{k} {s.rsplit('-', 1)[0]}" for n, (k, s) in damaged.items() if n not in bad[t])
+    missed = collections.Counter(
+        f"{k} {s.rsplit('-', 1)[0]}" for n, (k, s) in damaged.items() if n not in bad[t])
     if missed:
         print(f"{label} missed: " + ", ".join(f"{k} ({c})" for k, c in sorted(missed.items())))
 PY
@@ -282,7 +286,8 @@ rows=()
 for FILES in $SIZES; do
   grow_cache "$FILES"
   for ext in jpg png gif webp; do (cd "$DIR" && find . -maxdepth 1 -name "*.$ext" -printf '%f\n') >"$WORK/$ext.list"; done
-  echo "$FILES files: $(wc -l <"$WORK/jpg.list") JPEG, $(wc -l <"$WORK/png.list") PNG, $(wc -l <"$WORK/gif.list") GIF, $(wc -l <"$WORK/webp.list") WebP; $(du -sh "$DIR" | cut -f1)" >&2
+  echo "$FILES files: $(wc -l <"$WORK/jpg.list") JPEG, $(wc -l <"$WORK/png.list") PNG," \
+    "$(wc -l <"$WORK/gif.list") GIF, $(wc -l <"$WORK/webp.list") WebP; $(du -sh "$DIR" | cut -f1)" >&2
   rm -f "$WORK/checkers" "$WORK/header" "$WORK/structure"
   verify structure >/dev/null 2>&1 # warm the dentry cache
   for run in $(seq "$RUNS"); do
@@ -292,11 +297,13 @@ for FILES in $SIZES; do
     echo "run $run of $RUNS: $(tail -qn1 "$WORK/checkers" "$WORK/header" "$WORK/structure" | cut -d' ' -f1 | paste -sd' ')" >&2
   done
   base=$(column_median checkers 1)
+  base_cpu=$(cpu_median checkers)
   for label in checkers header structure; do
     s=$(column_median "$label" 1)
-    rows+=("$(printf '| %s | %s | %.3f s | %.0f | %.2f s | %.2f | %.1f MiB |' "$FILES" "$label" "$s" \
-      "$(echo "$FILES / $s" | bc -l)" "$(cpu_median "$label")" "$(echo "$base / $s" | bc -l)" \
-      "$(echo "$(column_median "$label" 4) / 1024" | bc -l)")")
+    cpu=$(cpu_median "$label")
+    rows+=("$(printf '| %s | %s | %.3f s | %.0f | %.2f s | %.1f | %.1f | %.1f MiB |' "$FILES" "$label" \
+      "$s" "$(echo "$FILES / $s" | bc -l)" "$cpu" "$(echo "$base / $s" | bc -l)" \
+      "$(echo "$base_cpu / $cpu" | bc -l)" "$(echo "$(column_median "$label" 4) / 1024" | bc -l)")")
   done
   printf '%s\n' "${rows[@]: -3}" >&2 # this size's, as it comes
   bad_lists
@@ -305,8 +312,8 @@ done
 
 echo
 echo "tmpfs, --jobs $JOBS (checkers: xargs -P $JOBS), medians of $RUNS alternating runs"
-echo "| files | tool | wall | files/s | CPU (user + sys) | checkers/tool | peak RSS |"
-echo "|---|---|---|---|---|---|---|"
+echo "| files | tool | wall | files/s | CPU (user + sys) | checkers/tool, wall | checkers/tool, CPU | peak RSS |"
+echo "|---|---|---|---|---|---|---|---|"
 printf '%s\n' "${rows[@]}"
 
 if [ -n "$BIG" ]; then
