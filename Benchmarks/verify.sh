@@ -14,8 +14,8 @@
 # The cache grows from one size to the next (file i is the same at every size). The files are
 # made from a few sources written once with Pillow: JPEG baseline and progressive, PNG with and
 # without alpha, APNG, animated GIF, WebP lossy and lossless, thumbnails (120x120 to 400x300)
-# and photos (1024x768); every copy but WebP's carries its own comment (a JPEG COM segment, a
-# PNG tEXt chunk, a GIF comment), so no two are the same bytes. BIG's files past the largest
+# and photos (1024x768); every JPEG, PNG and GIF copy carries its own comment (a COM segment, a
+# tEXt chunk, a comment extension), so no two of them are the same bytes (WebP's are copies). BIG's files past the largest
 # size are hard links to those (only verify's memory is measured there).
 set -euo pipefail
 cd "$(dirname "$0")/.."
