@@ -208,7 +208,17 @@ final class DiskCacheTests: XCTestCase {
       let output = Pipe()
       writer.standardOutput = output
       try writer.run()
-      _ = output.fileHandleForReading.availableData  // "stored": one full store has landed
+      // "stored": one full store has landed (a store takes milliseconds). A writer that dies
+      // first, its store failed, fails the round instead of leaving the read waiting forever:
+      // this process keeps the pipe's write end open.
+      var stored = pollfd(
+        fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+      guard poll(&stored, 1, 30_000) == 1 else {
+        kill(writer.processIdentifier, SIGKILL)
+        writer.waitUntilExit()
+        return XCTFail("round \(round): no store landed in 30 s (\(writer.terminationStatus))")
+      }
+      _ = output.fileHandleForReading.availableData
       usleep(UInt32.random(in: 0...40_000))
       kill(writer.processIdentifier, SIGKILL)
       writer.waitUntilExit()
