@@ -226,6 +226,19 @@ final class DiskCacheTests: XCTestCase {
     XCTAssertEqual(leftovers, ["8c11d92f07c76baf29e49afd2301deb2.png"])
   }
 
+  /// A store puts the new bytes in place of the old under the key's name: the old file is
+  /// replaced, not kept, and no temporary file is left beside it.
+  func testAStoreReplacesTheKeysFileAndLeavesNothingElse() throws {
+    let cache = DiskCache(location: location)
+    let key = "https://example.com/a.jpg"
+    try cache.store(Data("old".utf8), forKey: key)
+    try cache.store(Data("new".utf8), forKey: key)
+    XCTAssertEqual(try cache.data(forKey: key), Data("new".utf8))
+    XCTAssertEqual(
+      try FileManager.default.contentsOfDirectory(atPath: cache.path),
+      [CacheFileName.fileName(forKey: key)])
+  }
+
   /// A store killed at any moment leaves the old file or the new one, never a partial file under
   /// the cache name (SPEC section 1). The writer alternates two 8 MiB payloads under one key.
   func testKillDuringStoreNeverLeavesAPartialFile() throws {
@@ -239,10 +252,20 @@ final class DiskCacheTests: XCTestCase {
       let output = Pipe()
       writer.standardOutput = output
       try writer.run()
-      _ = output.fileHandleForReading.availableData  // "stored": one full store has landed
+      // "stored": one full store has landed (a store takes milliseconds). A writer whose store
+      // failed ends without it: the round fails then, or after 30 s, never waits forever.
+      var stored = pollfd(
+        fd: output.fileHandleForReading.fileDescriptor, events: Int16(POLLIN), revents: 0)
+      guard poll(&stored, 1, 30_000) == 1, !output.fileHandleForReading.availableData.isEmpty
+      else {
+        _ = killAndReap(writer)
+        return XCTFail("round \(round): no store landed")
+      }
       usleep(UInt32.random(in: 0...40_000))
-      kill(writer.processIdentifier, SIGKILL)
-      writer.waitUntilExit()
+      if let signal = killAndReap(writer) {
+        XCTAssertEqual(
+          signal, SIGKILL, "round \(round): the writer ended on its own (a store failed)")
+      }
 
       let data = try XCTUnwrap(try cache.data(forKey: key), "round \(round)")
       XCTAssertEqual(data.count, payloadSize, "round \(round)")
@@ -252,6 +275,19 @@ final class DiskCacheTests: XCTestCase {
       XCTAssertEqual(try cache.usage().fileCount, 1, "round \(round)")
     }
   }
+}
+
+/// Kills `writer` and waits until it is gone; the signal that ended it, `nil` when Foundation
+/// reaped it first. waitpid(2), not `waitUntilExit()`: Foundation can miss the end of a child
+/// that died before it was killed (a store that failed), and then waits forever.
+private func killAndReap(_ writer: Process) -> Int32? {
+  kill(writer.processIdentifier, SIGKILL)
+  var status: Int32 = 0
+  var reaped: pid_t
+  repeat {
+    reaped = waitpid(writer.processIdentifier, &status, 0)
+  } while reaped < 0 && errno == EINTR
+  return reaped == writer.processIdentifier ? status & 0x7F : nil
 }
 
 /// Issue 26, item 8: the temporary name of a store fits `NAME_MAX` for every name SD makes.

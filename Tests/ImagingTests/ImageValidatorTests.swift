@@ -135,6 +135,19 @@ final class ImageValidatorTests: XCTestCase {
     XCTAssertThrowsError(try ImageValidator(level: .full, maxPixels: 10).validate(Fixtures.png))
   }
 
+  /// `maxPixels` is the largest image kept: one of exactly that many pixels passes every level,
+  /// one pixel over is refused before it is decoded.
+  func testAnImageOfExactlyMaxPixelsPassesAndOneMoreIsRefused() throws {
+    let pixels = 64 * 48  // Fixtures.png
+    for level in [ValidationLevel.structure, .full] {
+      XCTAssertEqual(
+        try ImageValidator(level: level, maxPixels: pixels).validate(Fixtures.png),
+        ImageInfo(format: .png, width: 64, height: 48), "\(level)")
+      XCTAssertThrowsError(
+        try ImageValidator(level: level, maxPixels: pixels - 1).validate(Fixtures.png), "\(level)")
+    }
+  }
+
   func testCorruptPNGImageDataIsCaughtOnlyByTheRowByRowDecode() throws {
     let corrupt = png(Fixtures.png, replacing: "IDAT") { idat in
       for index in (idat.count / 2)..<min(idat.count / 2 + 8, idat.count - 4) {

@@ -265,4 +265,18 @@ extension VariantRendererTests {
         VariantRequest(
           thumbnail: ThumbnailSize(width: 1e300, height: 10), preserveAspectRatio: false)))
   }
+
+  /// `maxPixels` bounds the source a variant decodes: a source of exactly that many pixels is
+  /// decoded, one pixel over is refused before a pixel is.
+  func testASourceOfExactlyMaxPixelsIsDecodedAndOneMoreIsRefused() throws {
+    let pixels = 64 * 48  // Fixtures.png and Fixtures.jpeg
+    XCTAssertNoThrow(try SourceDecoder.decodePNG(Fixtures.png, maxPixels: pixels))
+    XCTAssertThrowsError(try SourceDecoder.decodePNG(Fixtures.png, maxPixels: pixels - 1))
+    XCTAssertNoThrow(
+      try SourceDecoder.decodeJPEG(
+        Fixtures.jpeg, minimumWidth: 64, minimumHeight: 48, maxPixels: pixels))
+    XCTAssertThrowsError(
+      try SourceDecoder.decodeJPEG(
+        Fixtures.jpeg, minimumWidth: 64, minimumHeight: 48, maxPixels: pixels - 1))
+  }
 }

@@ -99,4 +99,41 @@ final class ReportMergeStatusTests: XCTestCase {
     XCTAssertTrue(
       ReportPage.render([("merged.json", merged)]).contains("80 of 220 URLs not tried"))
   }
+
+  /// `shard-K.json` for each `(durationSeconds, allowURLFailures)`, then their merge.
+  private func mergedShards(_ shards: [(Double, Bool)]) throws -> (ReportMerge.Outcome, RunReport) {
+    let paths = try shards.enumerated().map { index, shard in
+      var json =
+        try JSONSerialization.jsonObject(with: ReportFixture.json(status: "completed"))
+        as! [String: Any]
+      var prefetch = json["prefetch"] as! [String: Any]
+      prefetch["durationSeconds"] = shard.0
+      json["prefetch"] = prefetch
+      json["allowURLFailures"] = shard.1
+      let path = temporary.appending("shard-\(index).json")
+      try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
+      return path
+    }
+    let output = temporary.appending("merged.json")
+    let outcome = try ReportMerge.merge(paths, into: [output], standardOutput: false)
+    return (outcome, try RunReport.load(path: output))
+  }
+
+  /// Shards run side by side: the merged prefetch took as long as the longest shard, not the
+  /// sum of their times.
+  func testTheMergedDurationIsTheLongestShardsNotTheSum() throws {
+    let (_, merged) = try mergedShards([(30, false), (50, false), (20, false)])
+    XCTAssertEqual(merged.prefetch?.durationSeconds, 50)
+  }
+
+  /// A merge allows failed URLs only when every shard's run did: one shard that did not is
+  /// enough for the fleet's failures to count (exit 1).
+  func testAMergeAllowsURLFailuresOnlyWhenEveryShardDid() throws {
+    XCTAssertTrue(try mergedShards([(1, true), (1, true)]).0.urlFailuresAllowed)
+    for shards in [[(1.0, true), (1, false)], [(1, false), (1, true)], [(1, false), (1, false)]] {
+      let (outcome, merged) = try mergedShards(shards)
+      XCTAssertFalse(outcome.urlFailuresAllowed, "\(shards)")
+      XCTAssertNotEqual(merged.allowURLFailures, true, "\(shards): the merged file")
+    }
+  }
 }

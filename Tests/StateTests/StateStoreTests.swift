@@ -73,6 +73,35 @@ final class StateStoreTests: TemporaryFolderTestCase {
     XCTAssertEqual(try store.blacklist(), [])
   }
 
+  /// `blacklist list` shows the entries in the order they first failed: a URL that fails
+  /// again keeps its place instead of moving to the end.
+  func testTheBlacklistIsListedByFirstFailureNotByLastFailure() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    for (offset, url) in [(0.0, "a"), (1, "b"), (2, "a")] {
+      try store.recordFailure(
+        url: url, code: 1001, name: "badImageData", reason: "r", at: date.addingTimeInterval(offset)
+      )
+    }
+    XCTAssertEqual(try store.blacklist(now: date).map(\.url), ["a", "b"])
+  }
+
+  /// The blacklist of several state files (a fleet's shards, each with its own) has one entry a
+  /// URL: the one that failed last, whichever file is read first.
+  func testTheBlacklistOfEveryStateFileKeepsEachURLsLatestFailure() throws {
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    for (index, offset) in [(0, 0.0), (1, 60), (2, 30)] {
+      let shard = try XCTUnwrap(Shard(index: index, count: 3))
+      try StateStore(location: location, shard: shard).recordFailure(
+        url: "https://x/a.png", code: 1001, name: "badImageData", reason: "shard \(index)",
+        at: date.addingTimeInterval(offset))
+    }
+    let merged = try StateStore.blacklistOfEveryStateFile(location: location)
+    XCTAssertEqual(merged.count, 1)
+    XCTAssertEqual(merged.first?.reason, "shard 1")
+    XCTAssertEqual(merged.first?.lastFailedAt, date.addingTimeInterval(60))
+  }
+
   /// Validators' dates are written as text made by hand, not by GRDB's formatter: it must be
   /// GRDB's text to the character, or reading them back as dates would fail.
   func testValidatorDatesAreStoredAsGRDBStoresADate() throws {

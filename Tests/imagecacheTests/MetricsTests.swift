@@ -134,6 +134,37 @@ final class MetricsTests: LoopbackTestCase {
       try XCTUnwrap(after["imagecache_last_run_timestamp_seconds{\(labels)}"]), succeeded)
   }
 
+  /// A dry run removes nothing, and its metrics say so: 0 files removed and 0 bytes freed (the
+  /// plan is in its report), where a dashboard would otherwise count a plan as space freed.
+  func testADryRunsMetricsCountNothingRemovedOrFreed() throws {
+    let folder = temporary.appending("cache/default")
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    for name in ["a", "b"] {
+      XCTAssertTrue(
+        FileManager.default.createFile(atPath: folder + "/" + name, contents: Data(count: 5000)))
+    }
+    let metricsFile = temporary.appending("imagecache.prom")
+    func expired(_ extra: [String]) throws -> (files: Double?, bytes: Double?) {
+      let result = try ImageCacheBinary.run(
+        ["maintain", "--cache", temporary.appending("cache"), "--max-age", "0"]
+          + ["--metrics", metricsFile] + extra)
+      XCTAssertEqual(result.status, 0, result.stderr)
+      let samples = try parse(metricsFile)
+      func value(_ name: String) -> Double? {
+        samples.first { $0.key.hasPrefix(name + "{") && $0.key.contains("pass=\"expire\"") }?
+          .value
+      }
+      return (value("imagecache_last_run_removed_files"), value("imagecache_last_run_freed_bytes"))
+    }
+    let planned = try expired(["--dry-run"])
+    XCTAssertEqual(planned.files, 0)
+    XCTAssertEqual(planned.bytes, 0)
+    XCTAssertTrue(FileManager.default.fileExists(atPath: folder + "/a"), "a dry run removed a file")
+    let done = try expired([])
+    XCTAssertEqual(done.files, 2)
+    XCTAssertGreaterThan(done.bytes ?? 0, 0)
+  }
+
   func testTheLastRunsValuesAreGaugesLabelledWithOurOwnJobLabel() throws {
     let manifest = temporary.appending("urls.txt")
     try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
