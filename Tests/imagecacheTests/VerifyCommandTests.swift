@@ -314,6 +314,109 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertEqual(namespaceFiles.count, count)
   }
 
+  // MARK: The verify pass of a job
+
+  /// Writes a job file for the test's cache, with `settings` after its `cache:`; returns its path.
+  @discardableResult
+  func job(_ settings: String) throws -> String {
+    let path = temporary.appending("job.yaml")
+    try "cache:\n  directory: \(location.directory)\n  maxDiskAge: 7d\n\(settings)".write(
+      toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  /// A valid image a month old, which expire removes.
+  func storeExpiredImage() throws -> String {
+    let name = try store(Fixtures.gif, url: "https://images.example/old.gif")
+    try FileManager.default.setAttributes(
+      [.modificationDate: Date().addingTimeInterval(-30 * 86400)],
+      ofItemAtPath: location.diskCachePath + "/" + name)
+    return name
+  }
+
+  func testAJobListingVerifyAuditsTheCacheAfterExpireAndExitsOneOnABadFile() throws {
+    let valid = try storeValidImages()
+    let expired = try storeExpiredImage()
+    let damaged = try storeDamagedImages([.truncatedPNG])
+    let reportPath = temporary.appending("reports/job.json")
+    let metricsPath = temporary.appending("metrics/job.prom")
+    let file = try job(
+      "maintenance: [expire, verify]\nreport: \(reportPath)\nmetrics: \(metricsPath)\n")
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 1, "a bad file makes the run exit 1: \(result.stderr)")
+    let report = try report(reportPath)
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire], "a report only: no repair pass")
+    let verify = try XCTUnwrap(report.verify, "the job's report has a verify section")
+    XCTAssertEqual(verify.level, .structure)
+    XCTAssertEqual(verify.repair, .none)
+    XCTAssertEqual(
+      verify.counts.files, valid.count + damaged.count, "expired before the audit: \(expired)")
+    XCTAssertEqual(verify.counts.bad, 1)
+    let bad = try XCTUnwrap(verify.files.first)
+    XCTAssertEqual(bad.name, try XCTUnwrap(damaged.keys.first))
+    XCTAssertEqual(bad.outcome, .bad)
+    XCTAssertTrue(bad.reason?.hasPrefix("png: truncated") ?? false, "\(String(describing: bad.reason))")
+    XCTAssertTrue(namespaceFiles.contains(bad.name), "a report only: nothing repaired")
+    XCTAssertTrue(result.stderr.contains("verify: bad: \(bad.name)"), result.stderr)
+    let metrics = try String(contentsOfFile: metricsPath, encoding: .utf8)
+    XCTAssertTrue(
+      metrics.contains(
+        "imagecache_verify_files{imagecache_job=\"job\",namespace=\"default\",outcome=\"bad\"} 1.0"),
+      metrics)
+  }
+
+  func testAJobsVerifySettingsChooseTheLevelAndTheRepair() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages([.truncatedJPEG, .brokenPNGCRC])
+    let reportPath = temporary.appending("job.json")
+    let file = try job(
+      "maintenance: [verify]\nverify: {level: header, repair: quarantine}\n"
+        + "report: \(reportPath)\n")
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let report = try report(reportPath)
+    let verify = try XCTUnwrap(report.verify)
+    XCTAssertEqual(verify.level, .header)
+    XCTAssertEqual(verify.repair, .quarantine)
+    XCTAssertEqual(verify.counts.bad, 0, "the header level passes damage beyond the header")
+    XCTAssertEqual(namespaceFiles, (valid + damaged.keys).sorted())
+
+    try job("maintenance: [verify]\nverify: {repair: quarantine}\nreport: \(reportPath)\n")
+    let repaired = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(repaired.status, 1, repaired.stderr)
+    XCTAssertEqual(namespaceFiles, valid.sorted(), "the bad files are quarantined")
+    let repair = try XCTUnwrap(self.report(reportPath).maintenance.first { $0.pass == .repair })
+    XCTAssertEqual(repair.filesMoved, damaged.count)
+  }
+
+  func testAJobWithoutTheVerifyPassDoesNotVerify() throws {
+    try storeValidImages()
+    try storeDamagedImages([.truncatedPNG, .htmlPage])
+    let reportPath = temporary.appending("job.json")
+    let metricsPath = temporary.appending("job.prom")
+    let file = try job(
+      "maintenance: [expire, trim]\nreport: \(reportPath)\nmetrics: \(metricsPath)\n")
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertNil(try report(reportPath).verify)
+    XCTAssertFalse(
+      try String(contentsOfFile: metricsPath, encoding: .utf8).contains("imagecache_verify_files"))
+    XCTAssertFalse(result.stderr.contains("verify:"), result.stderr)
+
+    try job("maintenance: [expire]\nverify: {level: header}\n")
+    let unlisted = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(unlisted.status, 2, "verify settings without the pass: \(unlisted.stderr)")
+    XCTAssertTrue(unlisted.stderr.contains("does not list the verify pass"), unlisted.stderr)
+  }
+
   func testUsageErrorsExitTwo() throws {
     for arguments in [["--level", "full"], ["--repair", "refetch"], ["--jobs", "0"]] {
       let result = try verify(arguments)
