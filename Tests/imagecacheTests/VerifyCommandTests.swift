@@ -314,6 +314,33 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertEqual(namespaceFiles.count, count)
   }
 
+  func testTheFullLevelDecodesJPEGAndPNGAndFindsDamageInsideTheirCompressedData() throws {
+    let valid = try storeValidImages()
+    var damaged: [String: EntropyDamagedImage] = [:]
+    for kind in EntropyDamagedImage.allCases { damaged[try store(kind.data, url: kind.url)] = kind }
+    let reportPath = temporary.appending("verify.json")
+
+    let structure = try verify(["--report", reportPath])
+
+    XCTAssertEqual(structure.status, 0, "the containers hold together: \(structure.stderr)")
+    XCTAssertEqual(try XCTUnwrap(report(reportPath).verify).counts.bad, 0)
+
+    let full = try verify(["--level", "full", "--report", reportPath])
+
+    XCTAssertEqual(full.status, 1, full.stderr)
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.level, .full)
+    XCTAssertEqual(verify.counts.files, valid.count + damaged.count)
+    XCTAssertEqual(verify.counts.bad, damaged.count, "no valid fixture flagged: \(verify.files)")
+    for file in verify.files where file.outcome == .bad {
+      let kind = try XCTUnwrap(damaged[file.name], "\(file.name) is valid: \(file)")
+      let reason = try XCTUnwrap(file.reason)
+      XCTAssertTrue(reason.hasPrefix(kind.reason), reason)
+      XCTAssertTrue(reason.hasSuffix("(full decode)"), reason)
+    }
+    XCTAssertTrue(full.stderr.contains("verified \(verify.counts.files) files (full)"), full.stderr)
+  }
+
   // MARK: The verify pass of a job
 
   /// Writes a job file for the test's cache, with `settings` after its `cache:`; returns its path.
@@ -418,7 +445,7 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
   }
 
   func testUsageErrorsExitTwo() throws {
-    for arguments in [["--level", "full"], ["--repair", "refetch"], ["--jobs", "0"]] {
+    for arguments in [["--level", "pixels"], ["--repair", "refetch"], ["--jobs", "0"]] {
       let result = try verify(arguments)
       XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
     }
