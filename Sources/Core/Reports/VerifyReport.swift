@@ -103,4 +103,16 @@ public struct VerifyReport: Sendable, Codable, Equatable {
   public var files: [VerifiedFile]
   /// Entries that could not be read.
   public var errors: [String]
+
+  public init(
+    level: VerifyLevel, repair: VerifyRepair, dryRun: Bool = false, counts: VerifyCounts,
+    files: [VerifiedFile] = [], errors: [String] = []
+  ) {
+    self.level = level
+    self.repair = repair
+    self.dryRun = dryRun
+    self.counts = counts
+    self.files = files
+    self.errors = errors
+  }
 }
