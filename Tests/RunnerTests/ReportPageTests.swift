@@ -329,7 +329,8 @@ final class ReportPageTests: XCTestCase {
         : VerifiedFile(
           name: "notes.txt", size: 5, modifiedAt: start, outcome: .note, notes: ["foreign"])
     }
-    return VerifyReport(level: .full, repair: .quarantine, dryRun: true, counts: counts, files: listed)
+    return VerifyReport(
+      level: .full, repair: .quarantine, dryRun: true, counts: counts, files: listed)
   }
 
   func testTheVerifySectionCountsTheFilesByOutcomeAndListsTheBadOnesWholeOnHover() throws {
@@ -361,7 +362,8 @@ final class ReportPageTests: XCTestCase {
     let clean = ReportPage.render([("verify.json", report)])
     XCTAssertTrue(clean.contains(#"<tr><th>bad</th><td class="n">0</td></tr>"#), clean)
     XCTAssertFalse(clean.contains("Bad files"), clean)
-    XCTAssertFalse(ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))]).contains("<h3>Verify"))
+    XCTAssertFalse(
+      ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))]).contains("<h3>Verify"))
   }
 
   /// The page as a browser lays it out, at a desktop's 1280 px and a phone's 390 px: headless

@@ -384,7 +384,8 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     let bad = try XCTUnwrap(verify.files.first)
     XCTAssertEqual(bad.name, try XCTUnwrap(damaged.keys.first))
     XCTAssertEqual(bad.outcome, .bad)
-    XCTAssertTrue(bad.reason?.hasPrefix("png: truncated") ?? false, "\(String(describing: bad.reason))")
+    XCTAssertTrue(
+      bad.reason?.hasPrefix("png: truncated") ?? false, "\(String(describing: bad.reason))")
     XCTAssertTrue(namespaceFiles.contains(bad.name), "a report only: nothing repaired")
     XCTAssertTrue(result.stderr.contains("verify: bad: \(bad.name)"), result.stderr)
     let metrics = try String(contentsOfFile: metricsPath, encoding: .utf8)

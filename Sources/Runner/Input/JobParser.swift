@@ -126,7 +126,8 @@ struct JobParser {
     if job.passes.contains(.verify) {
       job.verify = verify
     } else if let node = top["verify"] {
-      throw fail(node, "verify", "'maintenance' does not list the verify pass these settings are for")
+      throw fail(
+        node, "verify", "'maintenance' does not list the verify pass these settings are for")
     }
     if let migrate = top["migrate"] {
       guard let mapping = migrate.mapping else {
