@@ -347,6 +347,8 @@ final class ReportPageTests: XCTestCase {
       XCTAssertTrue(text.replacingOccurrences(of: "\n", with: "").contains(shown), shown)
     }
     XCTAssertTrue(page.contains(#"<tr><th>bad</th><td class="n failed">3</td></tr>"#), page)
+    XCTAssertTrue(
+      page.contains(#"<b class="warning">completed, 3 bad files</b>"#), "amber, as failed URLs")
     for file in report.verify!.files {
       let row = #"<tr><td title=""# + file.name + #""><code>"# + file.name + "</code></td>"
       XCTAssertEqual(page.contains(row), file.outcome == .bad, "\(file.name): \(page)")
@@ -361,6 +363,7 @@ final class ReportPageTests: XCTestCase {
     report.verify = verified(bad: 0, of: 5)
     let clean = ReportPage.render([("verify.json", report)])
     XCTAssertTrue(clean.contains(#"<tr><th>bad</th><td class="n">0</td></tr>"#), clean)
+    XCTAssertTrue(clean.contains(#"<b class="completed">completed</b>"#), clean)
     XCTAssertFalse(clean.contains("Bad files"), clean)
     XCTAssertFalse(
       ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))]).contains("<h3>Verify"))

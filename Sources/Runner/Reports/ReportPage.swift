@@ -143,7 +143,10 @@ public enum ReportPage {
     if counts.inputsFailed > 0 {
       text += ", \(counts.inputsFailed) manifest\(counts.inputsFailed == 1 ? "" : "s") failed"
     }
-    if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0) {
+    // Bad files exit 1 as failed URLs do: a run that found them is not green either.
+    let bad = report.verify?.counts.bad ?? 0
+    if bad > 0 { text += ", \(bad) bad file\(bad == 1 ? "" : "s")" }
+    if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0 || bad > 0) {
       return (text, "warning")
     }
     return (text, style)
