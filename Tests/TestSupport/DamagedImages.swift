@@ -135,6 +135,20 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
   }
 }
 
+/// The 64x48 PNG with its header declaring `width` x `height` (the header's CRC made right): a
+/// container that holds together, whose pixels only a decode would miss.
+public func pngDeclaring(width: UInt32, height: UInt32) -> Data {
+  var png = [UInt8](Fixtures.png)
+  for (offset, value) in [(16, width), (20, height)] {
+    for index in 0..<4 {
+      png[offset + index] = UInt8(truncatingIfNeeded: value >> (24 - 8 * index))
+    }
+  }
+  let crc = crc32(png[12..<29])
+  for index in 0..<4 { png[29 + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index)) }
+  return Data(png)
+}
+
 /// PNG's CRC-32 (ISO 3309), bit by bit: for fixtures only.
 func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
   var crc: UInt32 = 0xFFFF_FFFF

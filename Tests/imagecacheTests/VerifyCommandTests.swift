@@ -341,6 +341,22 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertTrue(full.stderr.contains("verified \(verify.counts.files) files (full)"), full.stderr)
   }
 
+  func testTheFullLevelNotesAnImageTooLargeToDecodeAndWalksItsStructureOnly() throws {
+    let name = try store(
+      pngDeclaring(width: 20000, height: 20000), url: "https://images.example/huge.png")
+    let reportPath = temporary.appending("verify.json")
+
+    let result = try verify(["--level", "full", "--report", reportPath])
+
+    XCTAssertEqual(result.status, 0, "not decoded is no verdict: \(result.stderr)")
+    let file = try XCTUnwrap(report(reportPath).verify?.files.first)
+    XCTAssertEqual(file.name, name)
+    XCTAssertEqual(file.outcome, .note)
+    XCTAssertEqual(
+      file.notes,
+      ["not decoded: 20000x20000 is over 100000000 pixels; its structure was checked"])
+  }
+
   // MARK: The verify pass of a job
 
   /// Writes a job file for the test's cache, with `settings` after its `cache:`; returns its path.
