@@ -3,12 +3,31 @@ import Foundation
 
 /// Judges a cache file's content the way an app reading the cache would meet it: an image of a
 /// known format whose container holds together, or a reason it is not one, worded for a
-/// person (`verify`'s `bad` outcome). Never allocates by what a header claims, and never
-/// decodes pixels (`--level full` is not there yet).
+/// person (`verify`'s `bad` outcome). Never allocates by what a header claims. The full level
+/// decodes JPEG and PNG pixels as the prefetch's `full` validation does (an eighth of a JPEG,
+/// a PNG row at a time), unless the image has more than `maxPixels`.
 public struct ContentCheck: Sendable {
   public var level: VerifyLevel
+  /// The full level decodes no image with more pixels (its structure is still walked): the
+  /// prefetch's `maxPixels` default, which refused larger images before they were stored.
+  public var maxPixels: Int
 
-  public init(level: VerifyLevel) { self.level = level }
+  public init(level: VerifyLevel, maxPixels: Int = 100_000_000) {
+    self.level = level
+    self.maxPixels = maxPixels
+  }
+
+  /// Whether the image has more pixels than the full level decodes.
+  public func isTooLargeToDecode(_ info: ImageInfo) -> Bool {
+    guard let width = info.width, let height = info.height else { return false }
+    let pixels = width.multipliedReportingOverflow(by: height)
+    return pixels.overflow || pixels.partialValue > maxPixels
+  }
+
+  /// Whether this level decodes the image: a JPEG or PNG at the full level, unless too large.
+  func decodes(_ info: ImageInfo) -> Bool {
+    level == .full && (info.format == .jpeg || info.format == .png) && !isTooLargeToDecode(info)
+  }
 
   /// How many bytes the header level reads: enough for a JPEG's EXIF and ICC segments before
   /// its frame header. A file whose header runs past them is read whole.
@@ -33,6 +52,19 @@ public struct ContentCheck: Sendable {
       let info = try data.withUnsafeBytes { raw in
         try StructureCheck(bytes: ByteReader(raw), format: format, headerOnly: level == .header)
           .run()
+      }
+      if decodes(info) {
+        do throws(ImageCacheError) {
+          switch format {
+          case .jpeg: try JPEGDecoder.decode(data)
+          default: try PNGDecoder.decode(data, maxPixels: maxPixels)
+          }
+        } catch {
+          guard case .badImageData(let reason) = error else {
+            return .failure(ContentProblem("\(format.rawValue): \(error)"))
+          }
+          return .failure(ContentProblem("\(reason) (full decode)"))
+        }
       }
       return .success(info)
     } catch let failure as StructureFailure {

@@ -306,6 +306,14 @@ public struct CacheVerifier: Sendable {
       if legacy { note("a legacy name (SD 3/4): SD 5 does not look it up; migrate renames it") }
       switch content {
       case .checked(.success(let info)):
+        let check = ContentCheck(level: configuration.level)
+        if check.level == .full, info.format == .jpeg || info.format == .png,
+          check.isTooLargeToDecode(info), let width = info.width, let height = info.height
+        {
+          note(
+            "not decoded: \(width)x\(height) is over \(check.maxPixels) pixels; its structure "
+              + "was checked")
+        }
         if let ext, let named = Self.format(forExtension: ext), let format = info.format,
           !Self.sameFamily(named, format)
         {

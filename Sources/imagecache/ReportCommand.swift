@@ -17,7 +17,9 @@ struct ReportCommand: ParsableCommand {
         The summary (a completed run with failed URLs says what share failed, in amber), \
         failures by host and by error (inline SVG bar charts), the failure table grouped by \
         host and sorted by error, blacklisted URLs, and the maintenance passes with their \
-        limits and the cache's size before and after; one section per report. Nothing is fetched and no script runs (the page's \
+        limits and the cache's size before and after, and a verify audit's files by outcome \
+        and its bad files (name, size, reason); one section per report. Nothing is fetched \
+        and no script runs (the page's \
         Content-Security-Policy allows neither); everything that came from a URL or a server \
         is escaped.
 

@@ -6,10 +6,10 @@ import Runner
 struct RunCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "run",
-    abstract: "Run job files: migrate, prefetch, expire and trim, then write the report.",
+    abstract: "Run job files: migrate, prefetch, expire, trim and verify, then write the report.",
     discussion: """
       For each job, under the cache's run lock: the migrate pass (if the job lists it), the \
-      prefetch of the job's manifests, the expire and trim passes it lists, then the JSON \
+      prefetch of the job's manifests, the expire, trim and verify passes it lists, then the JSON \
       report (to the job's 'report' path, --report and/or --json). A mistake in a job file is \
       reported with its file, line and field, and nothing runs (exit 2). A signal stops the \
       job in hand after the work in hand, writes its report marked interrupted, and runs no \

@@ -17,7 +17,12 @@ struct VerifyCommand: AsyncParsableCommand {
       foreign file (never read), a symbolic link (never followed). Everything else is ok. \
       The report's verify section lists every bad and noted file; --metrics writes \
       imagecache_verify_files by outcome. Nothing is changed unless --repair says so; \
-      --dry-run says what a repair would do. A pixel decode (--level full) is not there yet.
+      --dry-run says what a repair would do. --level full also decodes every JPEG and PNG \
+      (libjpeg-turbo, libpng), which finds damage inside their compressed data; GIF, WebP \
+      and the other formats get the structure walk only.
+
+      In a job file, list verify in maintenance: (after expire and trim) and set \
+      verify: {level, repair}; see docs/verify.md.
 
       Exit codes: 0 no bad file, 1 bad files found (or one could not be repaired), 2 usage, \
       or more bad files than --max-delete allows a repair (nothing repaired), 3 another run \
@@ -35,8 +40,9 @@ struct VerifyCommand: AsyncParsableCommand {
   @Option(
     name: .long,
     help: ArgumentHelp(
-      "How deep to look: header (magic bytes and header only) or structure (the container "
-        + "walked end to end, chunk CRCs included).",
+      "How deep to look: header (magic bytes and header only), structure (the container "
+        + "walked end to end, chunk CRCs included) or full (structure, then every JPEG and PNG "
+        + "decoded).",
       valueName: "level"))
   var level = VerifyConfiguration().level
 

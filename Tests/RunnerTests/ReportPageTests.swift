@@ -36,6 +36,10 @@ final class ReportPageTests: XCTestCase {
     "blacklisted URL": "https://example.invalid/b.png#\u{0600}\"\u{0600}><b class=n>",
     // A host percent-encodes what it may not hold; Foundation hands it back decoded.
     "host URL": "https://%3Cimg%20src%3Dx%20onerror%3Dalert(10)%3E.example/c.jpg",
+    // A cache may hold any file name; a reason quotes the file's first bytes.
+    "verified file": "a/\u{0600}<img src=x onerror=alert(12)>.jpg",
+    "verify reason": "an HTML page, not an image (starts with \"<script>alert(13)\")",
+    "verify error": "/c/<b>x</b>: Permission denied",
   ]
 
   /// A report that carries `text(field)` in every field named in ``hostile``.
@@ -70,6 +74,14 @@ final class ReportPageTests: XCTestCase {
     ]
     prefetch.blacklistedURLs = [text("blacklisted URL")]
     report.prefetch = prefetch
+    report.verify = VerifyReport(
+      level: .structure, repair: .none, counts: VerifyCounts(),
+      files: [
+        VerifiedFile(
+          name: text("verified file"), size: 10, modifiedAt: start, outcome: .bad,
+          reason: text("verify reason"))
+      ],
+      errors: [text("verify error")])
     return (text("report file"), report)
   }
 
@@ -302,6 +314,61 @@ final class ReportPageTests: XCTestCase {
     XCTAssertEqual(positions, positions.sorted(), "img-1, img-2, img-10, img-100")
   }
 
+  /// A verify section of `bad` bad files among `files`, with one noted file.
+  private func verified(bad: Int, of files: Int) -> VerifyReport {
+    var counts = VerifyCounts()
+    for index in 0..<files { counts.count(index < bad ? .bad : index == bad ? .note : .ok) }
+    let start = Date(timeIntervalSince1970: 1_700_000_000)
+    let listed = (0...bad).map { index in
+      index < bad
+        ? VerifiedFile(
+          name: String(format: "%032x.jpg", index + 1), size: UInt64(1000 * (index + 1)),
+          modifiedAt: start, outcome: .bad,
+          reason: "jpeg: truncated: scan data runs to the end without an EOI marker "
+            + String(repeating: "and more ", count: index))
+        : VerifiedFile(
+          name: "notes.txt", size: 5, modifiedAt: start, outcome: .note, notes: ["foreign"])
+    }
+    return VerifyReport(
+      level: .full, repair: .quarantine, dryRun: true, counts: counts, files: listed)
+  }
+
+  func testTheVerifySectionCountsTheFilesByOutcomeAndListsTheBadOnesWholeOnHover() throws {
+    var report = run(.completed, failed: 0, of: 0)
+    report.verify = verified(bad: 3, of: 20)
+
+    let page = ReportPage.render([("verify.json", report)])
+
+    let text = try parse(page).text
+    for shown in [
+      "Verify", "levelfull", "repairquarantine (dry run)", "files20", "ok16", "with notes1",
+      "bad3", "not read0", "Bad files (3)", "filesizereason",
+    ] {
+      XCTAssertTrue(text.replacingOccurrences(of: "\n", with: "").contains(shown), shown)
+    }
+    XCTAssertTrue(page.contains(#"<tr><th>bad</th><td class="n failed">3</td></tr>"#), page)
+    XCTAssertTrue(
+      page.contains(#"<b class="warning">completed, 3 bad files</b>"#), "amber, as failed URLs")
+    for file in report.verify!.files {
+      let row = #"<tr><td title=""# + file.name + #""><code>"# + file.name + "</code></td>"
+      XCTAssertEqual(page.contains(row), file.outcome == .bad, "\(file.name): \(page)")
+      if let reason = file.reason {
+        XCTAssertTrue(page.contains("<td title=\"\(reason)\">\(reason)</td></tr>"), reason)
+      }
+    }
+    XCTAssertTrue(page.contains(#"<td class="n">3.0 KB</td>"#), "the size, as bytes are shown")
+    XCTAssertTrue(page.contains(#"<table class="failures">"#), "one line a row, as the failures")
+    XCTAssertFalse(page.contains("Not read"), "no entry went unread")
+
+    report.verify = verified(bad: 0, of: 5)
+    let clean = ReportPage.render([("verify.json", report)])
+    XCTAssertTrue(clean.contains(#"<tr><th>bad</th><td class="n">0</td></tr>"#), clean)
+    XCTAssertTrue(clean.contains(#"<b class="completed">completed</b>"#), clean)
+    XCTAssertFalse(clean.contains("Bad files"), clean)
+    XCTAssertFalse(
+      ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))]).contains("<h3>Verify"))
+  }
+
   /// The page as a browser lays it out, at a desktop's 1280 px and a phone's 390 px: headless
   /// Chromium takes a screenshot of each into the test's folder (for a person to look at; the
   /// test checks that both were made). Skipped without Chromium, except where CI requires it.
@@ -323,6 +390,7 @@ final class ReportPageTests: XCTestCase {
     }
     var report = run(.interrupted, failed: 12, of: 2484, failures: failures)
     report.urlsListed = 5000
+    report.verify = verified(bad: 6, of: 2484)
     let page = temporary.appending("report.html")
     try ReportPage.render([("nightly.json", report)]).write(
       toFile: page, atomically: true, encoding: .utf8)

@@ -85,3 +85,76 @@ public let validCacheImages: [(url: String, data: Data)] = [
   ("https://images.example/lossy.webp", Fixtures.webpLossy),
   ("https://images.example/noextension", Fixtures.jpeg),
 ]
+
+/// Damage inside the compressed data, where only a decode looks (`verify --level full`): the
+/// container still holds together, so the structure walk passes both.
+public enum EntropyDamagedImage: String, CaseIterable, Sendable {
+  /// The 400x300 JPEG with one byte in the middle of its scan data flipped (no marker made or
+  /// broken): the Huffman decoding goes astray and libjpeg-turbo runs out of data before the
+  /// last block, "premature end of data segment". Not every flip shows: one that decodes to
+  /// other valid codes only changes pixels, and JPEG has no checksum to tell.
+  case flippedJPEGScanByte
+  /// The 64x48 PNG with a byte of its IDAT's zlib data flipped and the chunk's CRC made right
+  /// again, as a writer that compressed wrong would leave it: zlib's check fails.
+  case corruptPNGDeflateData
+
+  public var data: Data {
+    switch self {
+    case .flippedJPEGScanByte:
+      var jpeg = Fixtures.largeJPEG
+      let bytes = [UInt8](jpeg)
+      let sos = (0..<bytes.count - 1).first { bytes[$0] == 0xFF && bytes[$0 + 1] == 0xDA }!
+      let scan = sos + 2 + (Int(bytes[sos + 2]) << 8 | Int(bytes[sos + 3]))
+      let middle = scan + (bytes.count - 2 - scan) / 2
+      precondition(bytes[middle] != 0xFF && bytes[middle - 1] != 0xFF && bytes[middle] != 0xAA)
+      jpeg[middle] ^= 0x55
+      return jpeg
+    case .corruptPNGDeflateData:
+      var png = [UInt8](Fixtures.png)
+      let type = (0..<png.count - 4).first { Array(png[$0..<$0 + 4]) == Array("IDAT".utf8) }!
+      let length = png[(type - 4)..<type].reduce(0) { $0 << 8 | Int($1) }
+      png[type + 4 + length / 2] ^= 0x55
+      let crc = crc32(png[type..<(type + 4 + length)])
+      for index in 0..<4 {
+        png[type + 4 + length + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index))
+      }
+      return Data(png)
+    }
+  }
+
+  /// How the reason `verify --level full` gives begins.
+  public var reason: String {
+    switch self {
+    case .flippedJPEGScanByte: "jpeg: Corrupt JPEG data"
+    case .corruptPNGDeflateData: "png: IDAT:"
+    }
+  }
+
+  public var url: String {
+    "https://images.example/damaged/\(rawValue).\(self == .corruptPNGDeflateData ? "png" : "jpg")"
+  }
+}
+
+/// The 64x48 PNG with its header declaring `width` x `height` (the header's CRC made right): a
+/// container that holds together, whose pixels only a decode would miss.
+public func pngDeclaring(width: UInt32, height: UInt32) -> Data {
+  var png = [UInt8](Fixtures.png)
+  for (offset, value) in [(16, width), (20, height)] {
+    for index in 0..<4 {
+      png[offset + index] = UInt8(truncatingIfNeeded: value >> (24 - 8 * index))
+    }
+  }
+  let crc = crc32(png[12..<29])
+  for index in 0..<4 { png[29 + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index)) }
+  return Data(png)
+}
+
+/// PNG's CRC-32 (ISO 3309), bit by bit: for fixtures only.
+func crc32(_ bytes: ArraySlice<UInt8>) -> UInt32 {
+  var crc: UInt32 = 0xFFFF_FFFF
+  for byte in bytes {
+    crc ^= UInt32(byte)
+    for _ in 0..<8 { crc = crc & 1 == 1 ? (crc >> 1) ^ 0xEDB8_8320 : crc >> 1 }
+  }
+  return ~crc
+}

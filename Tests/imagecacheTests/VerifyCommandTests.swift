@@ -314,8 +314,155 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertEqual(namespaceFiles.count, count)
   }
 
+  func testTheFullLevelDecodesJPEGAndPNGAndFindsDamageInsideTheirCompressedData() throws {
+    let valid = try storeValidImages()
+    var damaged: [String: EntropyDamagedImage] = [:]
+    for kind in EntropyDamagedImage.allCases { damaged[try store(kind.data, url: kind.url)] = kind }
+    let reportPath = temporary.appending("verify.json")
+
+    let structure = try verify(["--report", reportPath])
+
+    XCTAssertEqual(structure.status, 0, "the containers hold together: \(structure.stderr)")
+    XCTAssertEqual(try XCTUnwrap(report(reportPath).verify).counts.bad, 0)
+
+    let full = try verify(["--level", "full", "--report", reportPath])
+
+    XCTAssertEqual(full.status, 1, full.stderr)
+    let verify = try XCTUnwrap(report(reportPath).verify)
+    XCTAssertEqual(verify.level, .full)
+    XCTAssertEqual(verify.counts.files, valid.count + damaged.count)
+    XCTAssertEqual(verify.counts.bad, damaged.count, "no valid fixture flagged: \(verify.files)")
+    for file in verify.files where file.outcome == .bad {
+      let kind = try XCTUnwrap(damaged[file.name], "\(file.name) is valid: \(file)")
+      let reason = try XCTUnwrap(file.reason)
+      XCTAssertTrue(reason.hasPrefix(kind.reason), reason)
+      XCTAssertTrue(reason.hasSuffix("(full decode)"), reason)
+    }
+    XCTAssertTrue(full.stderr.contains("verified \(verify.counts.files) files (full)"), full.stderr)
+  }
+
+  func testTheFullLevelNotesAnImageTooLargeToDecodeAndWalksItsStructureOnly() throws {
+    let name = try store(
+      pngDeclaring(width: 20000, height: 20000), url: "https://images.example/huge.png")
+    let reportPath = temporary.appending("verify.json")
+
+    let result = try verify(["--level", "full", "--report", reportPath])
+
+    XCTAssertEqual(result.status, 0, "not decoded is no verdict: \(result.stderr)")
+    let file = try XCTUnwrap(report(reportPath).verify?.files.first)
+    XCTAssertEqual(file.name, name)
+    XCTAssertEqual(file.outcome, .note)
+    XCTAssertEqual(
+      file.notes,
+      ["not decoded: 20000x20000 is over 100000000 pixels; its structure was checked"])
+  }
+
+  // MARK: The verify pass of a job
+
+  /// Writes a job file for the test's cache, with `settings` after its `cache:`; returns its path.
+  @discardableResult
+  func job(_ settings: String) throws -> String {
+    let path = temporary.appending("job.yaml")
+    try "cache:\n  directory: \(location.directory)\n  maxDiskAge: 7d\n\(settings)".write(
+      toFile: path, atomically: true, encoding: .utf8)
+    return path
+  }
+
+  /// A valid image a month old, which expire removes.
+  func storeExpiredImage() throws -> String {
+    let name = try store(Fixtures.gif, url: "https://images.example/old.gif")
+    try FileManager.default.setAttributes(
+      [.modificationDate: Date().addingTimeInterval(-30 * 86400)],
+      ofItemAtPath: location.diskCachePath + "/" + name)
+    return name
+  }
+
+  func testAJobListingVerifyAuditsTheCacheAfterExpireAndExitsOneOnABadFile() throws {
+    let valid = try storeValidImages()
+    let expired = try storeExpiredImage()
+    let damaged = try storeDamagedImages([.truncatedPNG])
+    let reportPath = temporary.appending("reports/job.json")
+    let metricsPath = temporary.appending("metrics/job.prom")
+    let file = try job(
+      "maintenance: [expire, verify]\nreport: \(reportPath)\nmetrics: \(metricsPath)\n")
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 1, "a bad file makes the run exit 1: \(result.stderr)")
+    let report = try report(reportPath)
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire], "a report only: no repair pass")
+    let verify = try XCTUnwrap(report.verify, "the job's report has a verify section")
+    XCTAssertEqual(verify.level, .structure)
+    XCTAssertEqual(verify.repair, .none)
+    XCTAssertEqual(
+      verify.counts.files, valid.count + damaged.count, "expired before the audit: \(expired)")
+    XCTAssertEqual(verify.counts.bad, 1)
+    let bad = try XCTUnwrap(verify.files.first)
+    XCTAssertEqual(bad.name, try XCTUnwrap(damaged.keys.first))
+    XCTAssertEqual(bad.outcome, .bad)
+    XCTAssertTrue(
+      bad.reason?.hasPrefix("png: truncated") ?? false, "\(String(describing: bad.reason))")
+    XCTAssertTrue(namespaceFiles.contains(bad.name), "a report only: nothing repaired")
+    XCTAssertTrue(result.stderr.contains("verify: bad: \(bad.name)"), result.stderr)
+    let metrics = try String(contentsOfFile: metricsPath, encoding: .utf8)
+    XCTAssertTrue(
+      metrics.contains(
+        "imagecache_verify_files{imagecache_job=\"job\",namespace=\"default\",outcome=\"bad\"} 1.0"),
+      metrics)
+  }
+
+  func testAJobsVerifySettingsChooseTheLevelAndTheRepair() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages([.truncatedJPEG, .brokenPNGCRC])
+    let reportPath = temporary.appending("job.json")
+    let file = try job(
+      "maintenance: [verify]\nverify: {level: header, repair: quarantine}\n"
+        + "report: \(reportPath)\n")
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let report = try report(reportPath)
+    let verify = try XCTUnwrap(report.verify)
+    XCTAssertEqual(verify.level, .header)
+    XCTAssertEqual(verify.repair, .quarantine)
+    XCTAssertEqual(verify.counts.bad, 0, "the header level passes damage beyond the header")
+    XCTAssertEqual(namespaceFiles, (valid + damaged.keys).sorted())
+
+    try job("maintenance: [verify]\nverify: {repair: quarantine}\nreport: \(reportPath)\n")
+    let repaired = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(repaired.status, 1, repaired.stderr)
+    XCTAssertEqual(namespaceFiles, valid.sorted(), "the bad files are quarantined")
+    let repair = try XCTUnwrap(self.report(reportPath).maintenance.first { $0.pass == .repair })
+    XCTAssertEqual(repair.filesMoved, damaged.count)
+  }
+
+  func testAJobWithoutTheVerifyPassDoesNotVerify() throws {
+    try storeValidImages()
+    try storeDamagedImages([.truncatedPNG, .htmlPage])
+    let reportPath = temporary.appending("job.json")
+    let metricsPath = temporary.appending("job.prom")
+    let file = try job(
+      "maintenance: [expire, trim]\nreport: \(reportPath)\nmetrics: \(metricsPath)\n")
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertNil(try report(reportPath).verify)
+    XCTAssertFalse(
+      try String(contentsOfFile: metricsPath, encoding: .utf8).contains("imagecache_verify_files"))
+    XCTAssertFalse(result.stderr.contains("verify:"), result.stderr)
+
+    try job("maintenance: [expire]\nverify: {level: header}\n")
+    let unlisted = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(unlisted.status, 2, "verify settings without the pass: \(unlisted.stderr)")
+    XCTAssertTrue(unlisted.stderr.contains("does not list the verify pass"), unlisted.stderr)
+  }
+
   func testUsageErrorsExitTwo() throws {
-    for arguments in [["--level", "full"], ["--repair", "refetch"], ["--jobs", "0"]] {
+    for arguments in [["--level", "pixels"], ["--repair", "refetch"], ["--jobs", "0"]] {
       let result = try verify(arguments)
       XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
     }

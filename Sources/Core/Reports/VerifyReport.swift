@@ -9,6 +9,10 @@ public enum VerifyLevel: String, Sendable, Codable, CaseIterable {
   /// segments and scans to the EOI marker, every PNG chunk and its CRC to IEND, every GIF
   /// block to the trailer, WebP's RIFF size, ISO media's boxes...
   case structure
+  /// The structure, then every JPEG and PNG decoded as the prefetch's `full` validation does
+  /// (libjpeg-turbo, libpng; a warning fails): damage inside the entropy-coded or compressed
+  /// data, which the structure walk does not look into. Other formats: the structure only.
+  case full
 }
 
 /// What `verify` does with a bad file (`--repair`).
@@ -99,4 +103,16 @@ public struct VerifyReport: Sendable, Codable, Equatable {
   public var files: [VerifiedFile]
   /// Entries that could not be read.
   public var errors: [String]
+
+  public init(
+    level: VerifyLevel, repair: VerifyRepair, dryRun: Bool = false, counts: VerifyCounts,
+    files: [VerifiedFile] = [], errors: [String] = []
+  ) {
+    self.level = level
+    self.repair = repair
+    self.dryRun = dryRun
+    self.counts = counts
+    self.files = files
+    self.errors = errors
+  }
 }

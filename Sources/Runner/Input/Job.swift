@@ -13,6 +13,8 @@ public enum JobPass: String, Sendable, CaseIterable {
   case migrate
   case expire
   case trim
+  /// `imagecache verify`'s audit, after expire and trim (issue 45).
+  case verify
 }
 
 /// One job: the configuration tree that job files (SPEC section 6) and the command line both
@@ -46,11 +48,12 @@ public struct Job: Sendable {
   public var options = ImageOptions()
   public var context = ImageContext()
   public var prefetch = PrefetchConfiguration()
-  /// The passes to run: migrate before the prefetch, expire and trim after it. None unless
+  /// The passes to run: migrate before the prefetch, expire, trim and verify after it. None unless
   /// the job lists them (SPEC section 6): a job that names no passes deletes nothing.
   public var passes: [JobPass] = []
-  /// The audit of `imagecache verify` (issue 45), run after any prefetch and before expire and
-  /// trim; a run that verifies leaves temporary files to it, unswept.
+  /// The audit of `imagecache verify` (issue 45), run after any prefetch, expire and trim. The
+  /// `verify` command leaves temporary files to it, unswept; a job that lists the `verify`
+  /// pass sweeps them first, as every job does.
   public var verify: VerifyConfiguration?
   /// A legacy folder to merge in the migrate pass (else SD 3/4's folder beside the cache).
   public var migrateFrom: String?
@@ -82,7 +85,7 @@ public struct Job: Sendable {
 
   public static let knownKeys = [
     "name", "cache", "manifests", "sitemap", "shard", "options", "context", "prefetch",
-    "maintenance", "migrate", "report", "metrics", "allowURLFailures",
+    "maintenance", "verify", "migrate", "report", "metrics", "allowURLFailures",
   ]
 
   /// Whether the file at `path` reads as a job file rather than a manifest: its first line

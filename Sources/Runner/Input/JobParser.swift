@@ -117,10 +117,17 @@ struct JobParser {
         guard let pass = JobPass(rawValue: name) else {
           throw fail(
             maintenance, "maintenance",
-            "unknown pass \(name.debugDescription) (known: migrate, expire, trim)")
+            "unknown pass \(name.debugDescription) (known: migrate, expire, trim, verify)")
         }
         return pass
       }
+    }
+    let verify = try verifyConfiguration(top["verify"], maxDelete: job.cleanup.maxDelete)
+    if job.passes.contains(.verify) {
+      job.verify = verify
+    } else if let node = top["verify"] {
+      throw fail(
+        node, "verify", "'maintenance' does not list the verify pass these settings are for")
     }
     if let migrate = top["migrate"] {
       guard let mapping = migrate.mapping else {
@@ -138,6 +145,27 @@ struct JobParser {
     job.report = try string(top["report"], "report").map(resolve)
     job.metrics = try string(top["metrics"], "metrics").map(resolve)
     return job
+  }
+
+  /// The `verify` pass's settings (`verify: {level, repair}`): the `verify` command's defaults,
+  /// a report only unless `repair` says otherwise, guarded by `cache.maxDelete`.
+  func verifyConfiguration(_ node: Node?, maxDelete: DeletionLimit?) throws(ConfigurationError)
+    -> VerifyConfiguration
+  {
+    var configuration = VerifyConfiguration()
+    configuration.maxDelete = maxDelete
+    guard let node else { return configuration }
+    guard let mapping = node.mapping else {
+      throw fail(node, "verify", "expected a mapping (level, repair)")
+    }
+    try checkKeys(mapping, known: ["level", "repair"], prefix: "verify.")
+    if let level = mapping["level"] {
+      configuration.level = try choice(level, "verify.level", VerifyLevel.self)
+    }
+    if let repair = mapping["repair"] {
+      configuration.repair = try choice(repair, "verify.repair", VerifyRepair.self)
+    }
+    return configuration
   }
 
   /// The `prefetch:` settings, over the defaults of ``PrefetchConfiguration``.

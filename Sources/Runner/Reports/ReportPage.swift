@@ -84,6 +84,7 @@ public enum ReportPage {
     }
     if let prefetch = report.prefetch { html += self.prefetch(prefetch) }
     if !report.maintenance.isEmpty { html += maintenance(report.maintenance) }
+    if let verify = report.verify { html += self.verify(verify) }
     if !report.warnings.isEmpty {
       html += "<h3>Warnings</h3>\n<ul>\n"
       for warning in report.warnings.prefix(maxRows) { html += "<li>\(escape(warning))</li>\n" }
@@ -142,7 +143,10 @@ public enum ReportPage {
     if counts.inputsFailed > 0 {
       text += ", \(counts.inputsFailed) manifest\(counts.inputsFailed == 1 ? "" : "s") failed"
     }
-    if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0) {
+    // Bad files exit 1 as failed URLs do: a run that found them is not green either.
+    let bad = report.verify?.counts.bad ?? 0
+    if bad > 0 { text += ", \(bad) bad file\(bad == 1 ? "" : "s")" }
+    if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0 || bad > 0) {
       return (text, "warning")
     }
     return (text, style)
@@ -237,6 +241,46 @@ public enum ReportPage {
   /// The error a failure is grouped under: its name, and its HTTP status when there is one.
   static func error(_ failure: FailureReport) -> String {
     failure.name + (failure.httpStatus.map { " \($0)" } ?? "")
+  }
+
+  /// `verify`'s audit: how it looked, the files by outcome, and the bad files, each one line
+  /// as the failures are, whole on hover. What a repair did is the maintenance table's.
+  static func verify(_ verify: VerifyReport) -> String {
+    let counts = verify.counts
+    var html = "<h3>Verify</h3>\n<table>\n"
+    html += row("level", verify.level.rawValue)
+    html += row("repair", verify.repair.rawValue + (verify.dryRun ? " (dry run)" : ""))
+    for (label, value, style) in [
+      ("files", counts.files, ""), ("ok", counts.ok, ""), ("with notes", counts.note, ""),
+      ("bad", counts.bad, counts.bad > 0 ? "failed" : ""),
+      ("not read", counts.errors, counts.errors > 0 ? "failed" : ""),
+    ] {
+      let styled = style.isEmpty ? "" : " \(style)"
+      html += "<tr><th>\(label)</th><td class=\"n\(styled)\">\(value)</td></tr>\n"
+    }
+    html += "</table>\n"
+    let bad = verify.files.filter { $0.outcome == .bad }
+    if !bad.isEmpty {
+      html += "<h3>Bad files (\(bad.count))</h3>\n<div class=\"wide\">\n"
+      html += "<table class=\"failures\">\n<colgroup><col style=\"width:40%\">"
+      html += "<col style=\"width:10%\"><col style=\"width:50%\"></colgroup>\n"
+      html += "<tr><th>file</th><th class=\"n\">size</th><th>reason</th></tr>\n"
+      for file in bad.prefix(maxRows) {
+        html += "<tr>\(cell(file.name, code: true))"
+        html += "<td class=\"n\">\(escape(formatBytes(file.size)))</td>"
+        html += "\(cell(file.reason ?? ""))</tr>\n"
+      }
+      html += "</table>\n</div>\n"
+      if bad.count > maxRows {
+        html += "<p>and \(bad.count - maxRows) more, in the JSON report.</p>\n"
+      }
+    }
+    if !verify.errors.isEmpty {
+      html += "<h3>Not read (\(verify.errors.count))</h3>\n<ul>\n"
+      for error in verify.errors.prefix(maxRows) { html += "<li>\(escape(error))</li>\n" }
+      html += "</ul>\n"
+    }
+    return html
   }
 
   /// The passes, each with the limits it ran with and the cache's size before and after it.

@@ -253,10 +253,11 @@ public struct JobRunner: Sendable {
       case .failure(let error): throw error
       }
       if let failure { throw failure }
+      if !signals.interrupted { try clean(into: writer, stop: signals.stop) }
+      // After expire and trim: the audit judges the cache an app will read.
       if let verify = job.verify, !signals.interrupted {
         try self.verify(verify, into: writer, stop: signals.stop)
       }
-      if !signals.interrupted { try clean(into: writer, stop: signals.stop) }
     } catch {
       console.report(.runFailed(job: job.name, error: error))
       do {
@@ -395,12 +396,13 @@ public struct JobRunner: Sendable {
   public static let staleTemporaryAge: TimeInterval = 3600
 
   /// Removes what killed runs left behind (SPEC section 8), or in a dry run says what would go.
-  /// A run that verifies removes nothing it was not asked to: its audit names them instead.
+  /// `imagecache verify` removes nothing it was not asked to: its audit names them instead. A
+  /// job that lists the verify pass sweeps them as every job does, before its audit.
   private func staleTemporaries(startedAt: Date) -> Result<
     (count: Int, bytes: UInt64), FileSystemError
   > {
     Result { () throws(FileSystemError) in
-      guard job.verify == nil else { return (0, 0) }
+      guard job.verify == nil || job.passes.contains(.verify) else { return (0, 0) }
       return try FileSystem.removeStaleTemporaries(
         in: job.location.diskCachePath, olderThan: Self.staleTemporaryAge, now: startedAt,
         dryRun: settings.dryRun)
