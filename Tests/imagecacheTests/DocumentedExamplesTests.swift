@@ -72,6 +72,10 @@ final class DocumentedExamplesTests: XCTestCase {
       why: "the label of a measured row (two tables): Benchmarks/ runs it on a million-file "
         + "cache with the limits the page gives"),
     RunElsewhere(
+      page: "docs/mutation-testing.md", command: "scripts/mutants  ",
+      why: "the mutation exercise rebuilds and tests the tree with each mutant: not from inside "
+        + "the suite; MutantListTests runs its --check with the suite"),
+    RunElsewhere(
       page: "docs/mutation-testing.md", command: "swift build --build-tests",
       why: "a contributor's recipe that builds and runs test classes: not from inside the suite"),
     RunElsewhere(
