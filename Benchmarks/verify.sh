@@ -22,6 +22,8 @@ cd "$(dirname "$0")/.."
 SIZES=${SIZES:-${N:-20000 100000}}
 RUNS=${RUNS:-5}
 JOBS=${JOBS:-$(nproc)}
+# The levels timed and checked: full decodes every JPEG and PNG, as jpeginfo -c and pngcheck do.
+LEVELS=${LEVELS:-header structure full}
 BIG=${BIG:-}
 WORK=${WORK:-$(mktemp -d /tmp/vbench-XXXXXX)}
 
@@ -218,9 +220,9 @@ cpu_median() { awk '{print $2 + $3}' "$WORK/$1" | median; }
 # The files each tool called bad (one name a line), from one run writing its output: the
 # checkers one batch at a time, so that their lines do not interleave.
 bad_lists() {
-  verify header --report "$WORK/out/header.json" 2>/dev/null
-  verify structure --report "$WORK/out/structure.json" 2>/dev/null
-  for level in header structure; do
+  local level
+  for level in $LEVELS; do
+    verify "$level" --report "$WORK/out/$level.json" 2>/dev/null
     python3 -c "
 import json, sys
 for f in json.load(open(sys.argv[1]))['verify']['files']:
@@ -253,14 +255,14 @@ PY
 
 # Found / injected per damage kind, and false positives among the valid files, for each tool.
 detection_table() { # files
-  python3 - "$MANIFEST" "$1" "$WORK/out" <<'PY'
+  python3 - "$MANIFEST" "$1" "$WORK/out" "$LEVELS" <<'PY'
 import collections, sys
 manifest, files, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 damaged = {}
 for line in open(manifest):
     name, kind, label, _ = line.rstrip("\n").split("\t")
     damaged[name] = (kind, label)
-tools = [("header", "verify header"), ("structure", "verify structure"), ("checkers", "checkers")]
+tools = [(t, f"verify {t}") for t in sys.argv[4].split()] + [("checkers", "checkers")]
 bad = {t: set(open(f"{out}/{t}.bad").read().split()) for t, _ in tools}
 kinds = collections.Counter(k for k, _ in damaged.values())
 print(f"\ndetection at {files} files ({len(damaged)} damaged): found / injected")
@@ -288,24 +290,25 @@ for FILES in $SIZES; do
   for ext in jpg png gif webp; do (cd "$DIR" && find . -maxdepth 1 -name "*.$ext" -printf '%f\n') >"$WORK/$ext.list"; done
   echo "$FILES files: $(wc -l <"$WORK/jpg.list") JPEG, $(wc -l <"$WORK/png.list") PNG," \
     "$(wc -l <"$WORK/gif.list") GIF, $(wc -l <"$WORK/webp.list") WebP; $(du -sh "$DIR" | cut -f1)" >&2
-  rm -f "$WORK/checkers" "$WORK/header" "$WORK/structure"
+  rm -f "$WORK/checkers" "$WORK/header" "$WORK/structure" "$WORK/full"
   verify structure >/dev/null 2>&1 # warm the dentry cache
   for run in $(seq "$RUNS"); do
     measure checkers bash -c "$(declare -f checkers); checkers $JOBS"
-    measure header "$BIN" verify --cache "$WORK/cache" --level header --jobs "$JOBS"
-    measure structure "$BIN" verify --cache "$WORK/cache" --level structure --jobs "$JOBS"
-    echo "run $run of $RUNS: $(tail -qn1 "$WORK/checkers" "$WORK/header" "$WORK/structure" | cut -d' ' -f1 | paste -sd' ')" >&2
+    for level in $LEVELS; do
+      measure "$level" "$BIN" verify --cache "$WORK/cache" --level "$level" --jobs "$JOBS"
+    done
+    echo "run $run of $RUNS: $(cd "$WORK" && tail -qn1 checkers $LEVELS | cut -d' ' -f1 | paste -sd' ')" >&2
   done
   base=$(column_median checkers 1)
   base_cpu=$(cpu_median checkers)
-  for label in checkers header structure; do
+  for label in checkers $LEVELS; do
     s=$(column_median "$label" 1)
     cpu=$(cpu_median "$label")
     rows+=("$(printf '| %s | %s | %.3f s | %.0f | %.2f s | %.1f | %.1f | %.1f MiB |' "$FILES" "$label" \
       "$s" "$(echo "$FILES / $s" | bc -l)" "$cpu" "$(echo "$base / $s" | bc -l)" \
       "$(echo "$base_cpu / $cpu" | bc -l)" "$(echo "$(column_median "$label" 4) / 1024" | bc -l)")")
   done
-  printf '%s\n' "${rows[@]: -3}" >&2 # this size's, as it comes
+  printf '%s\n' "${rows[@]: -$((1 + $(wc -w <<<"$LEVELS")))}" >&2 # this size's, as it comes
   bad_lists
   detection_table "$FILES"
 done
@@ -328,7 +331,7 @@ for i in range(largest, big):
     source = names[i % largest]
     os.link(os.path.join(root, source), os.path.join(root, name + source[32:]))
 PY
-  for level in header structure; do
+  for level in $LEVELS; do
     { /usr/bin/time -f "$BIG files, verify $level: %e s, peak RSS %M KiB" "$BIN" verify --cache "$WORK/cache" \
       --level "$level" --jobs "$JOBS" --report "$WORK/out/big.json" 2>&1 >/dev/null || true; } | tail -1
   done

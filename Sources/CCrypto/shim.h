@@ -7,3 +7,12 @@
 static inline void ic_md5(const unsigned char *bytes, size_t count, unsigned char *digest) {
   MD5(bytes, count, digest);
 }
+
+#include <openssl/crypto.h>
+
+// Initialises libcrypto without its exit-time cleanup: exit() from one thread would otherwise
+// free OpenSSL's tables while other threads (a key's MD5, libcurl's TLS) still use them. Only
+// the first initialisation decides, so this is called before anything else uses OpenSSL.
+static inline int ic_crypto_init_without_exit_cleanup(void) {
+  return OPENSSL_init_crypto(OPENSSL_INIT_NO_ATEXIT, NULL);
+}

@@ -88,6 +88,7 @@ struct ImageCacheCommand: AsyncParsableCommand {
     // Before any thread allocates: a thread's arena is chosen at its first allocation.
     ProcessMemory.capArenas()
     ProcessMemory.keepFreedMemory()
+    LibraryCleanup.skipOpenSSLCleanupAtExit()
     var command: ParsableCommand
     // `-V`, as curl, wget and rsync spell `--version`.
     let arguments = CommandLine.arguments.dropFirst()
