@@ -126,6 +126,25 @@ final class FleetNight: Sendable {
     return images + (0..<missing).map { server.url("/gone/\($0).jpg") }
   }
 
+  /// The night's manifest `urls.txt` and the recipes' job `nightly.yaml` on it, caching into
+  /// `cache`, in `folder`; the URLs. The job's long timeout and deadline let a held image wait
+  /// for the kill however loaded the machine.
+  static func writeJob(
+    in folder: String, server: LoopbackServer, broken: Bool, cache: String = "cache"
+  ) throws -> [String] {
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    let urls = urls(on: server, broken: broken)
+    try urls.joined(separator: "\n").write(
+      toFile: folder + "/urls.txt", atomically: true, encoding: .utf8)
+    try """
+    name: nightly
+    cache: {directory: \(cache)}
+    manifests: [urls.txt]
+    prefetch: {timeout: 300s, deadline: 300s}
+    """.write(toFile: folder + "/nightly.yaml", atomically: true, encoding: .utf8)
+    return urls
+  }
+
   /// The files of shard `shard` stored in the cache under `folder` (SD's names, whose first
   /// hex digits give the shard).
   static func storedFiles(of shard: Int, under folder: String) -> Int {
@@ -316,6 +335,41 @@ struct BackgroundCommand {
     return CommandResult(
       status: process.terminationStatus, stdout: String(decoding: output, as: UTF8.self),
       stderr: String(decoding: errors, as: UTF8.self))
+  }
+}
+
+/// A one-node engine of our own (`scripts/slurm-local`, `scripts/sge-local`) in a scratch
+/// folder apart from the test's (munged wants every folder above its socket open to all, which
+/// a test's temporary folder is not), started by `init` and stopped by ``stop()``, which a
+/// test's tearDown calls even after a failure.
+final class LocalCluster {
+  let folder: TemporaryDirectory
+  /// What the script's `start` printed: the line to `eval` (the engine's variables).
+  let exports: String
+  private let script: String
+
+  init(script name: String, prefix: String) throws {
+    script = DeployTests.repository.appendingPathComponent("scripts/" + name).path
+    folder = try TemporaryDirectory(prefix: prefix)
+    let started = try Command.run("/bin/bash", [script, "start", folder.path])
+    guard started.status == 0 else {
+      _ = try? Command.run("/bin/bash", [script, "stop", folder.path])
+      folder.remove()
+      throw FleetError("\(name) start failed (\(started.status)):\n\(started.stderr)")
+    }
+    exports = started.stdout
+  }
+
+  var path: String { folder.path }
+
+  /// Stops every daemon the script started, by its pid file (jobs still running cancelled
+  /// first), and removes the folder.
+  func stop() {
+    let stopped = try? Command.run("/bin/bash", [script, "stop", folder.path])
+    if stopped?.status != 0 {
+      print("\((script as NSString).lastPathComponent) stop: \(stopped?.stderr ?? "did not run")")
+    }
+    folder.remove()
   }
 }
 

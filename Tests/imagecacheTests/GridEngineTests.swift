@@ -26,15 +26,12 @@ final class GridEngineTests: XCTestCase {
   var temporary: TemporaryDirectory!
   var server: LoopbackServer!
   /// The cell's SGE_ROOT, apart from the test's folder.
-  var cellFolder: TemporaryDirectory!
+  var localCell: LocalCluster?
   /// SGE_ROOT, SGE_CELL and the ports, as `sge-local start` printed them.
   var cell: [String: String] = [:]
   /// Where the jobs are submitted from and run (-cwd): the recipe's folder.
   var work: String { temporary.appending("cell-work") }
 
-  static var script: String {
-    DeployTests.repository.appendingPathComponent("scripts/sge-local").path
-  }
 
   final class LatePaths: Sendable {
     private let paths = Mutex<Set<String>>([])
@@ -58,23 +55,15 @@ final class GridEngineTests: XCTestCase {
           return response
         }
       })
-    cellFolder = try TemporaryDirectory(prefix: "imagecache-sge")
-    let started = try Command.run("/bin/bash", [Self.script, "start", cellFolder.path])
-    guard started.status == 0 else {
-      _ = try? Command.run("/bin/bash", [Self.script, "stop", cellFolder.path])
-      throw FleetError("sge-local start failed (\(started.status)):\n\(started.stderr)")
-    }
-    cell = try Self.exports(started.stdout)
+    let started = try LocalCluster(script: "sge-local", prefix: "imagecache-sge")
+    localCell = started
+    cell = try Self.exports(started.exports)
   }
 
   override func tearDown() {
     // Both daemons are stopped by their pid files, and the cell's jobs deleted, even after a
     // failure.
-    if let cellFolder {
-      let stopped = try? Command.run("/bin/bash", [Self.script, "stop", cellFolder.path])
-      if stopped?.status != 0 { print("sge-local stop: \(stopped?.stderr ?? "did not run")") }
-    }
-    cellFolder?.remove()
+    localCell?.stop()
     server?.shutdown()
     temporary?.remove()
     super.tearDown()
@@ -148,16 +137,7 @@ final class GridEngineTests: XCTestCase {
   /// night's URLs. The job's long timeout and deadline let a held image wait for the kill
   /// however loaded the machine. No reports folder: imagecache makes a report's folders.
   private func prepare(broken: Bool) throws -> [String] {
-    try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-    let urls = FleetNight.urls(on: server, broken: broken)
-    try urls.joined(separator: "\n").write(
-      toFile: work + "/urls.txt", atomically: true, encoding: .utf8)
-    try """
-    name: nightly
-    cache: {directory: cache}
-    manifests: [urls.txt]
-    prefetch: {timeout: 300s, deadline: 300s}
-    """.write(toFile: work + "/nightly.yaml", atomically: true, encoding: .utf8)
+    let urls = try FleetNight.writeJob(in: work, server: server, broken: broken)
     let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
     try "-v PATH=\(binaries):/usr/bin:/bin\n".write(
       toFile: work + "/.sge_request", atomically: true, encoding: .utf8)

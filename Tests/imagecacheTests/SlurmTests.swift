@@ -20,14 +20,11 @@ final class SlurmTests: XCTestCase {
   var server: LoopbackServer!
   /// The cluster's own folder, apart from the test's: munged wants every folder above its
   /// socket open to all (0755), which a test's temporary folder (0700) is not.
-  var clusterFolder: TemporaryDirectory!
-  var cluster: String { clusterFolder.path }
+  var localCluster: LocalCluster?
+  var cluster: String { localCluster!.path }
   /// Where the jobs are submitted from and run: the recipe's folder.
   var work: String { temporary.appending("cluster-work") }
 
-  static var script: String {
-    DeployTests.repository.appendingPathComponent("scripts/slurm-local").path
-  }
 
   override func setUpWithError() throws {
     try super.setUpWithError()
@@ -35,42 +32,21 @@ final class SlurmTests: XCTestCase {
       "Slurm cluster", tools: Self.tools, packages: "slurm-wlm munge")
     temporary = try TemporaryDirectory()
     server = try LoopbackServer(routes: fleet.routes)
-    clusterFolder = try TemporaryDirectory(prefix: "imagecache-slurm")
-    let started = try Command.run("/bin/bash", [Self.script, "start", cluster])
-    guard started.status == 0 else {
-      _ = try? Command.run("/bin/bash", [Self.script, "stop", cluster])
-      throw FleetError("slurm-local start failed (\(started.status)):\n\(started.stderr)")
-    }
+    localCluster = try LocalCluster(script: "slurm-local", prefix: "imagecache-slurm")
   }
 
   override func tearDown() {
     // Every daemon the cluster started is stopped by its pid file, even after a failure.
-    if let clusterFolder {
-      let stopped = try? Command.run("/bin/bash", [Self.script, "stop", clusterFolder.path])
-      if stopped?.status != 0 { print("slurm-local stop: \(stopped?.stderr ?? "did not run")") }
-    }
-    clusterFolder?.remove()
+    localCluster?.stop()
     server?.shutdown()
     temporary?.remove()
     super.tearDown()
   }
 
-  /// The night's manifest and the recipe's job, `nightly.yaml`, in the work folder; the URLs.
-  /// The job's long timeout and deadline let a held image wait for the kill however loaded the
-  /// machine.
+  /// The night's manifest and the recipe's job, `nightly.yaml`, in the work folder (no reports
+  /// folder: the recipe needs none made; imagecache makes a report's folders); the URLs.
   private func prepare(broken: Bool) throws -> [String] {
-    // No reports folder: the recipe needs none made (imagecache makes a report's folders).
-    try FileManager.default.createDirectory(atPath: work, withIntermediateDirectories: true)
-    let urls = FleetNight.urls(on: server, broken: broken)
-    try urls.joined(separator: "\n").write(
-      toFile: work + "/urls.txt", atomically: true, encoding: .utf8)
-    try """
-    name: nightly
-    cache: {directory: cache}
-    manifests: [urls.txt]
-    prefetch: {timeout: 300s, deadline: 300s}
-    """.write(toFile: work + "/nightly.yaml", atomically: true, encoding: .utf8)
-    return urls
+    try FleetNight.writeJob(in: work, server: server, broken: broken)
   }
 
   /// The page's Slurm lines after `heading`, run in the work folder with `variables` set (a

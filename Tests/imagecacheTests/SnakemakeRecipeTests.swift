@@ -20,13 +20,8 @@ final class SnakemakeRecipeTests: FleetRecipeTestCase {
   private func prepare(broken: Bool) throws -> [String] {
     try FleetDocs.block(startingWith: "# Snakefile").write(
       toFile: temporary.appending("Snakefile"), atomically: true, encoding: .utf8)
-    try """
-    name: nightly
-    cache: {directory: \(cache)}
-    manifests: [urls.txt]
-    prefetch: {timeout: 300s, deadline: 300s}
-    """.write(toFile: temporary.appending("nightly.yaml"), atomically: true, encoding: .utf8)
-    return try writeManifest(broken: broken)
+    return try FleetNight.writeJob(
+      in: temporary.path, server: server, broken: broken, cache: cache)
   }
 
   /// Starts the page's Snakemake lines after `heading`, the variables in `variables` set (a
