@@ -32,7 +32,6 @@ final class GridEngineTests: XCTestCase {
   /// Where the jobs are submitted from and run (-cwd): the recipe's folder.
   var work: String { temporary.appending("cell-work") }
 
-
   final class LatePaths: Sendable {
     private let paths = Mutex<Set<String>>([])
 

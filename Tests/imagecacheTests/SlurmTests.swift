@@ -25,7 +25,6 @@ final class SlurmTests: XCTestCase {
   /// Where the jobs are submitted from and run: the recipe's folder.
   var work: String { temporary.appending("cluster-work") }
 
-
   override func setUpWithError() throws {
     try super.setUpWithError()
     try FleetDocs.requireCluster(
