@@ -99,6 +99,22 @@ public enum ImageCacheBinary {
     try Command.run(path, arguments, environment: environment, directory: directory)
   }
 
+  /// Starts the binary with `arguments`, sends it `signal` once its stderr says `text` (or at
+  /// once, should it end first), and reads everything it prints until it exits: a run stopped
+  /// halfway, at a point it names.
+  public static func interrupt(
+    _ arguments: [String], when text: String, with signal: Int32 = SIGINT,
+    timeout: TimeInterval = 60, file: StaticString = #filePath, line: UInt = #line
+  ) throws -> CommandResult {
+    let (process, stdout, stderr) = try start(arguments)
+    let errors = PipeReader(stderr)
+    waitUntil(timeout: timeout, "the run to say \"\(text)\"", file: file, line: line) {
+      errors.text.contains(text) || !process.isRunning
+    }
+    kill(process.processIdentifier, signal)
+    return finish(process, stdout, errors)
+  }
+
   /// Reads everything a started process prints and waits for it to exit.
   public static func finish(_ process: Process, _ stdout: Pipe, _ stderr: Pipe) -> CommandResult {
     finish(process, stdout, PipeReader(stderr))

@@ -56,20 +56,13 @@ final class MaintenanceCommandTests: XCTestCase {
       try builder.file("d\(index % 100)/f\(index)", size: 10, accessTime: 10_000 + Int64(index))
     }
     let reportPath = temporary.appending("report.json")
-    let (process, stdout, stderr) = try ImageCacheBinary.start([
-      "maintain", "--cache", location.directory, "--max-age", "-1", "--max-size", "1", "-v",
-      "--report", reportPath,
-    ])
-    var said = ""
-    while !said.contains("trim: delete") {
-      let chunk = stderr.fileHandleForReading.availableData
-      guard !chunk.isEmpty else { break }
-      said += String(decoding: chunk, as: UTF8.self)
-    }
-    kill(process.processIdentifier, SIGINT)
-    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    let result = try ImageCacheBinary.interrupt(
+      [
+        "maintain", "--cache", location.directory, "--max-age", "-1", "--max-size", "1", "-v",
+        "--report", reportPath,
+      ], when: "trim: delete")
 
-    XCTAssertEqual(result.status, 130, said + result.stderr)
+    XCTAssertEqual(result.status, 130, result.stderr)
     let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
     XCTAssertEqual(report.status, .interrupted)
     let remaining = try builder.remainingFiles().count
@@ -90,19 +83,11 @@ final class MaintenanceCommandTests: XCTestCase {
         accessTime: 10_000 + Int64(index))
     }
     let reportPath = temporary.appending("report.json")
-    let (process, stdout, stderr) = try ImageCacheBinary.start([
-      "migrate", "--cache", location.directory, "-v", "--report", reportPath,
-    ])
-    var said = ""
-    while !said.contains("migrate: move") {
-      let chunk = stderr.fileHandleForReading.availableData
-      guard !chunk.isEmpty else { break }
-      said += String(decoding: chunk, as: UTF8.self)
-    }
-    kill(process.processIdentifier, SIGINT)
-    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    let result = try ImageCacheBinary.interrupt(
+      ["migrate", "--cache", location.directory, "-v", "--report", reportPath],
+      when: "migrate: move")
 
-    XCTAssertEqual(result.status, 130, String(said.suffix(2000)) + result.stderr)
+    XCTAssertEqual(result.status, 130, String(result.stderr.suffix(2000)))
     let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
     XCTAssertEqual(report.status, .interrupted)
     let left = try legacy.remainingFiles().count

@@ -289,20 +289,13 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
         contents: nil)
     }
     let reportPath = temporary.appending("verify.json")
-    let (process, stdout, stderr) = try ImageCacheBinary.start([
-      "verify", "--cache", location.directory, "--repair", "delete", "--report", reportPath,
-      "--jobs", "1",
-    ])
-    var said = ""
-    while !said.contains("verify: bad: ") {
-      let chunk = stderr.fileHandleForReading.availableData
-      guard !chunk.isEmpty else { break }
-      said += String(decoding: chunk, as: UTF8.self)
-    }
-    kill(process.processIdentifier, SIGINT)
-    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    let result = try ImageCacheBinary.interrupt(
+      [
+        "verify", "--cache", location.directory, "--repair", "delete", "--report", reportPath,
+        "--jobs", "1",
+      ], when: "verify: bad: ")
 
-    XCTAssertEqual(result.status, 130, String(said.suffix(500)) + result.stderr.suffix(500))
+    XCTAssertEqual(result.status, 130, String(result.stderr.suffix(1000)))
     let report = try report(reportPath)
     XCTAssertEqual(report.status, .interrupted)
     let verify = try XCTUnwrap(report.verify)
