@@ -197,6 +197,25 @@ final class FleetNight: Sendable {
     }
   }
 
+  /// What an engine array's ordinary night leaves in `reports` (the recipes' folder): a report
+  /// per shard, each of its own shard and of the run `runID` (`engine`'s array job), and a
+  /// merged `run.json` as ``checkOrdinaryNight(_:server:urls:file:line:)`` wants it.
+  static func checkArrayNight(
+    in reports: String, runID: String, engine: String, server: LoopbackServer, urls: [String],
+    file: StaticString = #filePath, line: UInt = #line
+  ) throws {
+    for index in 0..<shards {
+      let shard = try RunReport.load(path: reports + "/shard-\(index).json")
+      XCTAssertEqual(shard.shard?.index, index, file: file, line: line)
+      XCTAssertEqual(shard.shard?.count, shards, file: file, line: line)
+      XCTAssertEqual(
+        shard.runID, runID, "the run is \(engine)'s array job", file: file, line: line)
+    }
+    checkOrdinaryNight(
+      try RunReport.load(path: reports + "/run.json"), server: server, urls: urls, file: file,
+      line: line)
+  }
+
   /// What an ordinary night's merged report and server show: every URL fetched once by the
   /// fleet, the 404s in the report, the gate passed (`completed`, failed URLs allowed).
   static func checkOrdinaryNight(

@@ -84,13 +84,9 @@ final class GridEngineTests: XCTestCase {
     XCTAssertEqual(merged.exitStatus, 0, "the merge passes the night: \(jobOutput())")
     XCTAssertGreaterThanOrEqual(
       merged.started, tasks.map(\.ended).max()!, "-hold_jid starts the merge after every task")
-    for index in 0..<Self.shards {
-      let shard = try report("shard-\(index)")
-      XCTAssertEqual(shard.shard?.index, index)
-      XCTAssertEqual(shard.shard?.count, Self.shards)
-      XCTAssertEqual(shard.runID, array, "the run is Grid Engine's array job (JOB_ID)")
-    }
-    FleetNight.checkOrdinaryNight(try report("run"), server: server, urls: urls)
+    try FleetNight.checkArrayNight(
+      in: work + "/reports", runID: array, engine: "Grid Engine (JOB_ID)", server: server,
+      urls: urls)
   }
 
   func testATaskKilledWithSIGKILLFailsTheMergeNamingItsShardAndItsRerunAloneCompletesTheNight()

@@ -80,13 +80,8 @@ final class SlurmTests: XCTestCase {
     let merged = try waitForOrdinaryNight(array, merge: merge)
     XCTAssertEqual(merged.state, "COMPLETED", "the merge passes the night: \(logs(work))")
     XCTAssertEqual(merged.exitCode, "0:0", logs(work))
-    for index in 0..<Self.shards {
-      let shard = try report("shard-\(index)")
-      XCTAssertEqual(shard.shard?.index, index)
-      XCTAssertEqual(shard.shard?.count, Self.shards)
-      XCTAssertEqual(shard.runID, array, "the run is Slurm's array job")
-    }
-    FleetNight.checkOrdinaryNight(try report("run"), server: server, urls: urls)
+    try FleetNight.checkArrayNight(
+      in: work + "/reports", runID: array, engine: "Slurm", server: server, urls: urls)
 
     // A merge that lacks a shard would undercount the night: it is refused, naming the shard.
     let partial = try ImageCacheBinary.run(
