@@ -8,6 +8,8 @@ let package = Package(
   products: [
     .executable(name: "imagecache", targets: ["imagecache"]),
     .library(name: "Core", targets: ["Core"]),
+    .library(name: "HTTP", targets: ["HTTP"]),
+    .library(name: "Pipeline", targets: ["Pipeline"]),
     .library(name: "Prefetcher", targets: ["Prefetcher"]),
     .library(name: "Maintenance", targets: ["Maintenance"]),
     .library(name: "Runner", targets: ["Runner"]),
@@ -67,10 +69,22 @@ let package = Package(
     // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng and
     // cairo.
     .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging"]),
+    // The data flow's three stages of a prefetch, as Nuke's folders show its stages.
+    // HTTP: the downloader on libcurl and its per-host limits; knows nothing of SD or caches.
+    .target(
+      name: "HTTP",
+      dependencies: [
+        "Core", "CCurl", .product(name: "DequeModule", package: "swift-collections"),
+      ]),
+    // SD's manager: what a load needs (SPEC section 2, steps 1-4, decided once) and what
+    // becomes of its download (validation, store, validators, blacklist).
+    .target(name: "Pipeline", dependencies: ["Core", "Imaging", "HTTP"]),
+    // Scheduling: the item feed, the window, retries, coalescing; runs the pipeline's loads on
+    // the downloader, or plans them.
     .target(
       name: "Prefetcher",
       dependencies: [
-        "Core", "Imaging", "CCurl",
+        "Core", "HTTP", "Pipeline",
         .product(name: "DequeModule", package: "swift-collections"),
       ]),
     // Expire, trim, migrate and verify: neither YAML nor SQL.
@@ -82,7 +96,7 @@ let package = Package(
     .target(
       name: "Runner",
       dependencies: [
-        "Core", "State", "Prefetcher", "Maintenance", "CXML2", "CZlib",
+        "Core", "State", "HTTP", "Pipeline", "Prefetcher", "Maintenance", "CXML2", "CZlib",
         .product(name: "Yams", package: "Yams"),
         .product(name: "Prometheus", package: "swift-prometheus"),
         .product(name: "DequeModule", package: "swift-collections"),
@@ -91,7 +105,7 @@ let package = Package(
     .executableTarget(
       name: "imagecache",
       dependencies: [
-        "Core", "State", "Runner", "Prefetcher", "Imaging", "Maintenance",
+        "Core", "State", "Runner", "HTTP", "Pipeline", "Prefetcher", "Imaging", "Maintenance",
         .product(name: "ArgumentParser", package: "swift-argument-parser"),
       ]),
     .target(
@@ -112,12 +126,16 @@ let package = Package(
     .testTarget(name: "ImagingTests", dependencies: ["Imaging", "Core", "CPNG", "TestSupport"]),
     .testTarget(
       name: "PrefetcherTests",
-      dependencies: ["Prefetcher", "Runner", "Core", "State", "TestSupport", "CCurl"]),
+      dependencies: [
+        "HTTP", "Pipeline", "Prefetcher", "Runner", "Core", "State", "TestSupport", "CCurl",
+      ]),
     .testTarget(
       name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "Imaging", "TestSupport"]),
     .testTarget(
       name: "RunnerTests",
-      dependencies: ["Runner", "Core", "State", "Prefetcher", "Maintenance", "TestSupport"]),
+      dependencies: [
+        "Runner", "Core", "State", "HTTP", "Pipeline", "Prefetcher", "Maintenance", "TestSupport",
+      ]),
     .testTarget(
       name: "imagecacheTests",
       dependencies: [

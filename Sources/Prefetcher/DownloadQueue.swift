@@ -1,4 +1,5 @@
 import Dispatch
+import HTTP
 import Synchronization
 
 /// Where the transfer thread leaves finished downloads for the prefetcher, which takes them in

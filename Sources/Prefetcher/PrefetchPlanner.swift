@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Pipeline
 
 /// Decides what a prefetch would do with each URL without doing it: `--dry-run`'s plan. It
 /// takes the decisions of ``ImageManager/prepare(_:options:context:parsed:)`` in the same order

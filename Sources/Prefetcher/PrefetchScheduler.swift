@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 
 /// The prefetch loop's state: the items read ahead (the window), the loads handed to the
 /// downloader (their slots, in all and per host), the table of loads in flight by ``LoadKey``
@@ -20,7 +22,7 @@ final class PrefetchScheduler {
 
   private let manager: ImageManager
   private let downloader: Downloader
-  private let configuration: PrefetchConfiguration
+  private let configuration: DownloaderConfiguration
   /// Attempts after the first for a transient failure.
   private let retries: Int
   private let stop: StopFlag
@@ -52,12 +54,12 @@ final class PrefetchScheduler {
   /// The loads that ended since the caller last took them.
   private var finished: [Finished] = []
 
-  init(manager: ImageManager, stop: StopFlag, retries: Int) {
+  init(manager: ImageManager, downloader: Downloader, stop: StopFlag, retries: Int) {
     self.manager = manager
     self.stop = stop
     self.retries = retries
-    downloader = manager.downloader
-    configuration = manager.configuration
+    self.downloader = downloader
+    configuration = downloader.configuration
     windowSize = max(configuration.concurrency * 4, 64)
     queuedLimit = configuration.concurrency * 2
     queuedPerHostLimit = configuration.mostPerHost * 2

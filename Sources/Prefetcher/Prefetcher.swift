@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Synchronization
 
 /// One URL to prefetch, with its options and context resolved.
@@ -49,12 +51,45 @@ public protocol PrefetchProgress: Sendable {
 /// read ahead, as SD's operation queue orders only the operations it holds. Transient failures
 /// are retried with exponential backoff and jitter, honouring `Retry-After`.
 public struct Prefetcher: Sendable {
+  /// SD's pipeline: what each item needs, and what becomes of its download.
   public let manager: ImageManager
-  /// The manager's configuration: one value for the whole pipeline.
-  public var configuration: PrefetchConfiguration { manager.configuration }
+  /// Where the downloads go: the only per-host limits.
+  public let downloader: Downloader
+  /// Attempts after the first for a transient failure.
+  public let retries: Int
+  /// Take only this shard's items; `nil`: every item.
+  public let shard: Shard?
 
-  public init(manager: ImageManager) {
+  /// - Parameters:
+  ///   - manager: made with the prefetch's ``PrefetchConfiguration/pipeline`` settings.
+  ///   - downloader: made with its ``PrefetchConfiguration/http`` settings.
+  public init(
+    manager: ImageManager, downloader: Downloader,
+    retries: Int = PrefetchConfiguration().retries, shard: Shard? = nil
+  ) {
     self.manager = manager
+    self.downloader = downloader
+    self.retries = retries
+    self.shard = shard
+  }
+
+  /// A prefetcher of `configuration`'s retries and shard.
+  public init(manager: ImageManager, downloader: Downloader, configuration: PrefetchConfiguration) {
+    self.init(
+      manager: manager, downloader: downloader, retries: configuration.retries,
+      shard: configuration.shard)
+  }
+
+  /// A prefetcher of `configuration` into `location`, with a manager of its own, on
+  /// `downloader` (made with `configuration.http`).
+  public init(
+    location: CacheLocation, configuration: PrefetchConfiguration,
+    namespaces: any NamespaceProvider, downloader: Downloader
+  ) throws {
+    self.init(
+      manager: try ImageManager(
+        location: location, configuration: configuration.pipeline, namespaces: namespaces),
+      downloader: downloader, configuration: configuration)
   }
 
   /// Prefetches every item and returns the whole report, in memory.
@@ -83,7 +118,8 @@ public struct Prefetcher: Sendable {
     let clock = RunClock()
     var report = PrefetchCounts()
     var exhausted = false
-    let scheduler = PrefetchScheduler(manager: manager, stop: stop, retries: configuration.retries)
+    let scheduler = PrefetchScheduler(
+      manager: manager, downloader: downloader, stop: stop, retries: retries)
     let feed = ItemFeed(
       items, capacity: max(scheduler.windowSize * 4, 1024), stop: stop,
       wake: scheduler.itemsArrived)
@@ -130,7 +166,7 @@ public struct Prefetcher: Sendable {
     }
     await feed.close()
     report.durationSeconds = clock.elapsed
-    report.hostBackoffs = manager.downloader.hostBackoffs
+    report.hostBackoffs = downloader.hostBackoffs
     progress?.finish(report, elapsed: report.durationSeconds)
     return report
   }
@@ -143,7 +179,7 @@ public struct Prefetcher: Sendable {
   ) {
     switch next {
     case .success(let item):
-      if let shard = configuration.shard, !Self.belongs(item, to: shard) {
+      if let shard, !Self.belongs(item, to: shard) {
         report.otherShards += 1
       } else {
         scheduler.enqueue(item)
@@ -155,7 +191,7 @@ public struct Prefetcher: Sendable {
       recorder.recordInputFailure(error.description)
     case .failure(let error):
       // Every shard reads every line: shard 0 alone reports a bad one.
-      if let shard = configuration.shard, shard.index != 0 {
+      if let shard, shard.index != 0 {
         report.otherShards += 1
         return
       }
@@ -165,10 +201,20 @@ public struct Prefetcher: Sendable {
     }
   }
 
+  /// Loads one URL once (no retries), through the prefetch's own path: a one-item run.
+  /// Separate calls are not coalesced with each other; many URLs go through
+  /// ``run(_:stop:progress:)``.
+  public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async
+    -> LoadResult
+  {
+    await load(PrefetchItem(url: rawURL, options: options, context: context), retries: 0)
+  }
+
   /// Loads one item as ``run(_:stop:progress:recorder:)`` loads each, with `retries` attempts
   /// after the first for a transient failure.
   func load(_ item: PrefetchItem, retries: Int) async -> LoadResult {
-    let scheduler = PrefetchScheduler(manager: manager, stop: StopFlag(), retries: retries)
+    let scheduler = PrefetchScheduler(
+      manager: manager, downloader: downloader, stop: StopFlag(), retries: retries)
     scheduler.enqueue(item)
     scheduler.startWaiting()
     while !scheduler.isIdle { await scheduler.waitAndHandle() }

@@ -1,8 +1,10 @@
 import ArgumentParser
 import Core
 import Foundation
+import HTTP
 import Imaging
 import Maintenance
+import Pipeline
 import Prefetcher
 import Runner
 import State

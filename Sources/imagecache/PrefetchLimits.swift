@@ -1,6 +1,8 @@
 import ArgumentParser
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import Runner
 

@@ -3,6 +3,8 @@ import Foundation
 import TestSupport
 import XCTest
 
+@testable import HTTP
+@testable import Pipeline
 @testable import Prefetcher
 
 /// Address rules (issue 38, docs/security.md): the address a connection is opened to, after
@@ -44,12 +46,13 @@ final class AddressRulesTests: XCTestCase {
   }
 
   private func load(_ url: String, denying rules: [String]) async throws -> LoadOutcome {
-    let downloader = Downloader(configuration: try configuration(denying: rules))
+    let configuration = try configuration(denying: rules)
+    let downloader = Downloader(configuration: configuration.http)
     downloaders.append(downloader)
-    let manager = try ImageManager(
-      location: CacheLocation(directory: temporary.appending("cache")), downloader: downloader,
-      namespaces: MemoryNamespaces())
-    return try await manager.load(url, options: ImageOptions(), context: ImageContext()).outcome
+    let prefetcher = try Prefetcher(
+      location: CacheLocation(directory: temporary.appending("cache")),
+      configuration: configuration, namespaces: MemoryNamespaces(), downloader: downloader)
+    return await prefetcher.load(url, options: ImageOptions(), context: ImageContext()).outcome
   }
 
   private func assertDenied(
@@ -93,7 +96,7 @@ final class AddressRulesTests: XCTestCase {
   }
 
   func testADocumentAtADeniedAddressIsNotFetched() throws {
-    let downloader = Downloader(configuration: try configuration(denying: ["loopback"]))
+    let downloader = Downloader(configuration: try configuration(denying: ["loopback"]).http)
     downloaders.append(downloader)
     XCTAssertThrowsError(
       try DocumentFetcher.fetch(

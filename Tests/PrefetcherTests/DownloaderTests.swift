@@ -6,6 +6,8 @@ import Synchronization
 import TestSupport
 import XCTest
 
+@testable import HTTP
+@testable import Pipeline
 @testable import Prefetcher
 
 /// The libcurl downloader (SPEC section 2): credentials and redirects, how each way a transfer
@@ -64,17 +66,18 @@ final class DownloaderTests: XCTestCase {
   }
 
   private func manager(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws
-    -> ImageManager
+    -> Prefetcher
   {
     var configuration = PrefetchConfiguration()
     configuration.timeout = 2
     configuration.deadline = 5
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration)
+    let downloader = Downloader(configuration: configuration.http)
     downloaders.append(downloader)
-    return try ImageManager(
-      location: location, downloader: downloader, namespaces: MemoryNamespaces())
+    return try Prefetcher(
+      location: location, configuration: configuration, namespaces: MemoryNamespaces(),
+      downloader: downloader)
   }
 
   private func failure(_ outcome: LoadOutcome, file: StaticString = #filePath, line: UInt = #line)
@@ -145,10 +148,12 @@ final class DownloaderTests: XCTestCase {
     var configuration = PrefetchConfiguration()
     configuration.concurrency = 3
     configuration.perHostConcurrency = 3
-    let downloader = Downloader(configuration: configuration, idleWaitMilliseconds: 3_600_000)
+    let downloader = Downloader(
+      configuration: configuration.http, idleWaitMilliseconds: 3_600_000)
     downloaders.append(downloader)
-    let manager = try ImageManager(
-      location: location, downloader: downloader, namespaces: MemoryNamespaces())
+    let manager = try Prefetcher(
+      location: location, configuration: configuration, namespaces: MemoryNamespaces(),
+      downloader: downloader)
     let finished = expectation(description: "every download ends")
     let singles = (0..<3).map { server.url("/img.png?round=\($0)") }
     let batch = (0..<40).map { server.url("/after.png?n=\($0)") }
@@ -165,7 +170,7 @@ final class DownloaderTests: XCTestCase {
         guard case .downloaded(let bytes, _) = outcome else { return XCTFail("\(outcome)") }
         XCTAssertEqual(bytes, Fixtures.png.count)
       }
-      let report = await Prefetcher(manager: manager).run(
+      let report = await manager.run(
         batch.map { .success(PrefetchItem(url: $0)) })
       XCTAssertEqual(report.downloaded, 40)
       finished.fulfill()
@@ -175,7 +180,7 @@ final class DownloaderTests: XCTestCase {
   }
 
   func testABodyCutShortOrResetIsConnectionLostRetriedAndNeverBlacklisted() async throws {
-    let prefetcher = Prefetcher(manager: try manager { $0.retries = 1 })
+    let prefetcher = try manager { $0.retries = 1 }
     let report = await prefetcher.run(
       ["/short.jpg", "/reset.jpg"].map { .success(PrefetchItem(url: server.url($0))) })
     XCTAssertEqual(report.failed, 2)
@@ -262,7 +267,7 @@ final class DownloaderTests: XCTestCase {
     XCTAssertEqual(
       failure(compressed.outcome)?.name, "trailingDataAfterCompressedBody", "\(compressed.outcome)")
     XCTAssertEqual(failure(compressed.outcome)?.blacklisted, false, "not the image's fault")
-    XCTAssertEqual(try manager.blacklistedURLs(), [hugeHeader.url("/a.png")])
+    XCTAssertEqual(try manager.manager.blacklistedURLs(), [hugeHeader.url("/a.png")])
   }
 
   func testACompressedBodyIsStoredDecodedAndABadEncodingIsCannotDecode() async throws {
@@ -325,7 +330,7 @@ final class DownloaderTests: XCTestCase {
     ])
     var configuration = PrefetchConfiguration()
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration)
+    let downloader = Downloader(configuration: configuration.http)
     downloaders.append(downloader)
     return (slow, downloader)
   }
@@ -568,7 +573,7 @@ private func threadsAsleepInPoll() -> Int {
 
 extension DownloaderTests {
   func testTheTransferThreadCarriesItsNameForTopAndPs() async throws {
-    let downloader = Downloader(configuration: PrefetchConfiguration())
+    let downloader = Downloader(configuration: DownloaderConfiguration())
     downloaders.append(downloader)
     _ = try await downloader.download(DownloadRequest(url: URL(string: server.url("/img.png"))!))
     let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")

@@ -1,3 +1,5 @@
+import HTTP
+import Pipeline
 import Prefetcher
 import XCTest
 

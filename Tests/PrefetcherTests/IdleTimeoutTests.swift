@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import TestSupport
 import XCTest
@@ -25,7 +27,7 @@ final class IdleTimeoutTests: LoopbackTestCase {
     var configuration = PrefetchConfiguration()
     configuration.timeout = 1
     configuration.deadline = 60
-    let downloader = Downloader(configuration: configuration)
+    let downloader = Downloader(configuration: configuration.http)
     var request = DownloadRequest(url: try XCTUnwrap(URL(string: url)))
     request.allowInvalidSSLCertificates = true
     let started = ContinuousClock.now

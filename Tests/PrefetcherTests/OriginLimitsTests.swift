@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import TestSupport
 import XCTest
@@ -39,12 +41,12 @@ final class OriginLimitsTests: LoopbackTestCase {
     var configuration = PrefetchConfiguration()
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration)
+    let downloader = Downloader(configuration: configuration.http)
     downloaders.append(downloader)
-    let manager = try ImageManager(
-      location: CacheLocation(directory: temporary.appending("cache")), downloader: downloader,
-      namespaces: MemoryNamespaces())
-    return await Prefetcher(manager: manager).run(
+    let prefetcher = try Prefetcher(
+      location: CacheLocation(directory: temporary.appending("cache")),
+      configuration: configuration, namespaces: MemoryNamespaces(), downloader: downloader)
+    return await prefetcher.run(
       urls.map { .success(PrefetchItem(url: $0)) })
   }
 

@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import NIOCore
+import Pipeline
 import Prefetcher
 import TestSupport
 import XCTest
@@ -71,7 +73,7 @@ final class PipelineTests: XCTestCase {
     configuration.timeout = 1
     configuration.deadline = 2
     configuration.maxResponseSize = 2000
-    downloader = Downloader(configuration: configuration)
+    downloader = Downloader(configuration: configuration.http)
   }
 
   override func tearDown() async throws {
@@ -83,8 +85,15 @@ final class PipelineTests: XCTestCase {
   /// The runs' state, in memory: the pipeline's tests need no database and no lock.
   private let namespaces = MemoryNamespaces()
 
-  private func manager() throws -> ImageManager {
-    try ImageManager(location: location, downloader: downloader, namespaces: namespaces)
+  private func manager(_ configuration: PipelineConfiguration = PipelineConfiguration()) throws
+    -> ImageManager
+  {
+    try ImageManager(location: location, configuration: configuration, namespaces: namespaces)
+  }
+
+  /// Loads through `manager` on the test's downloader, or on `downloader`.
+  private func prefetcher(_ manager: ImageManager, on downloader: Downloader? = nil) -> Prefetcher {
+    Prefetcher(manager: manager, downloader: downloader ?? self.downloader)
   }
 
   private func load(
@@ -92,8 +101,10 @@ final class PipelineTests: XCTestCase {
     manager: ImageManager? = nil
   ) async throws -> LoadOutcome {
     let manager = try manager ?? self.manager()
-    return await manager.load(server.url(path), options: ImageOptions(options), context: context)
-      .outcome
+    return await prefetcher(manager).load(
+      server.url(path), options: ImageOptions(options), context: context
+    )
+    .outcome
   }
 
   private var cacheFiles: [String] {
@@ -193,8 +204,10 @@ final class PipelineTests: XCTestCase {
       "ftp://example.com/a.png", "file:///etc/passwd", "data:image/png;base64,AAAA", "not a url",
       "",
     ] {
-      let outcome = await manager.load(url, options: ImageOptions(), context: ImageContext())
-        .outcome
+      let outcome = await prefetcher(manager).load(
+        url, options: ImageOptions(), context: ImageContext()
+      )
+      .outcome
       guard case .failed(let error, _) = outcome else { return XCTFail("\(url): \(outcome)") }
       XCTAssertEqual(error.code, 1000, url)
     }
@@ -290,13 +303,9 @@ final class PipelineTests: XCTestCase {
     store.recordFailure(
       url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r",
       at: Date().addingTimeInterval(-120))
-    var configuration = PrefetchConfiguration()
+    var configuration = PipelineConfiguration()
     configuration.blacklistTTL = 60
-    let patient = Downloader(configuration: configuration)
-    let outcome = try await load(
-      "/image.png",
-      manager: ImageManager(location: location, downloader: patient, namespaces: namespaces))
-    await patient.shutdown()
+    let outcome = try await load("/image.png", manager: manager(configuration))
     guard case .downloaded = outcome else { return XCTFail("\(outcome)") }
   }
 
@@ -325,7 +334,7 @@ final class PipelineTests: XCTestCase {
   func testCacheKeyFilterAndStoreCacheType() async throws {
     var context = ImageContext()
     context.cacheKeyFilter = .stripQueryParameters(["token"])
-    _ = try await manager().load(
+    _ = await prefetcher(try manager()).load(
       server.url("/photo.jpg?token=abc&w=10"), options: ImageOptions(), context: context)
     XCTAssertEqual(try cacheFiles, [CacheFileName.fileName(forKey: server.url("/photo.jpg?w=10"))])
 
@@ -382,10 +391,9 @@ extension PipelineTests {
     closed.shutdown()
     var configuration = PrefetchConfiguration()
     configuration.timeout = 20
-    let patient = Downloader(configuration: configuration)
+    let patient = Downloader(configuration: configuration.http)
     let started = Date()
-    let outcome = await
-      (try ImageManager(location: location, downloader: patient, namespaces: namespaces))
+    let outcome = await prefetcher(try manager(), on: patient)
       .load(url, options: ImageOptions(), context: ImageContext()).outcome
     await patient.shutdown()
     guard case .failed(let error, let blacklisted) = outcome else { return XCTFail("\(outcome)") }

@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import NIOCore
+import Pipeline
 import Prefetcher
 import Runner
 import Synchronization
@@ -58,11 +60,11 @@ final class PrefetcherTests: LoopbackTestCase {
     var configuration = PrefetchConfiguration()
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration)
+    let downloader = Downloader(configuration: configuration.http)
     downloaders.append(downloader)
-    return Prefetcher(
-      manager: try ImageManager(
-        location: location, downloader: downloader, namespaces: MemoryNamespaces()))
+    return try Prefetcher(
+      location: location, configuration: configuration, namespaces: MemoryNamespaces(),
+      downloader: downloader)
   }
 
   private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<

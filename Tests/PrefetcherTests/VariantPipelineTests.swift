@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import Imaging
+import Pipeline
 import Prefetcher
 import TestSupport
 import XCTest
@@ -25,7 +27,7 @@ final class VariantPipelineTests: LoopbackTestCase {
   override func setUpWithError() throws {
     try super.setUpWithError()
     location = CacheLocation(directory: temporary.appending("cache"))
-    downloader = Downloader(configuration: PrefetchConfiguration())
+    downloader = Downloader(configuration: DownloaderConfiguration())
   }
 
   override func tearDown() async throws {
@@ -42,8 +44,10 @@ final class VariantPipelineTests: LoopbackTestCase {
     _ path: String, _ context: ImageContext, options: Set<ImageOption> = [],
     manager: ImageManager? = nil
   ) async throws -> LoadResult {
-    let manager = try manager ?? ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
-    return await manager.load(server.url(path), options: ImageOptions(options), context: context)
+    let manager =
+      try manager ?? ImageManager(location: location, namespaces: MemoryNamespaces())
+    return await Prefetcher(manager: manager, downloader: downloader).load(
+      server.url(path), options: ImageOptions(options), context: context)
   }
 
   private var disk: DiskCache { DiskCache(location: location) }
@@ -146,8 +150,8 @@ final class VariantPipelineTests: LoopbackTestCase {
 
   func testADerivedKeyWithoutExtensionIsWrittenUnderBothNames() async throws {
     let url = server.url("/p/noext") + "?w=1"
-    let manager = try ImageManager(location: location, downloader: downloader, namespaces: MemoryNamespaces())
-    let result = await manager.load(
+    let manager = try ImageManager(location: location, namespaces: MemoryNamespaces())
+    let result = await Prefetcher(manager: manager, downloader: downloader).load(
       url, options: ImageOptions(),
       context: try context(##"{"imageThumbnailPixelSize": [40, 40]}"##))
     guard case .downloaded = result.outcome else { return XCTFail("\(result.outcome)") }

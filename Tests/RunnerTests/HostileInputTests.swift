@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import Maintenance
+import Pipeline
 import Prefetcher
 import Runner
 import State

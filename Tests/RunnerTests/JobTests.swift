@@ -1,5 +1,7 @@
 import Core
+import HTTP
 import Maintenance
+import Pipeline
 import Prefetcher
 import Runner
 import TestSupport

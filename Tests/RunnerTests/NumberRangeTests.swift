@@ -1,4 +1,6 @@
 import Core
+import HTTP
+import Pipeline
 import Prefetcher
 import Runner
 import TestSupport

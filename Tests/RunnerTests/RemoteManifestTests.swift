@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import Runner
 import Synchronization
@@ -113,9 +115,10 @@ final class RemoteManifestTests: LoopbackTestCase {
     items.stop = stop
     let report = try await Downloader.withDownloader { downloader in
       items.downloader = downloader
-      let manager = try ImageManager(
-        location: location, downloader: downloader, namespaces: MemoryNamespaces())
-      return await Prefetcher(manager: manager).run(items, stop: stop)
+      let prefetcher = try Prefetcher(
+        location: location, configuration: PrefetchConfiguration(),
+        namespaces: MemoryNamespaces(), downloader: downloader)
+      return await prefetcher.run(items, stop: stop)
     }
     _ = await stopper.value
     XCTAssertEqual(report.total, 0, "nothing of the sitemap was read")

@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import Runner
 import TestSupport
@@ -103,9 +105,9 @@ final class NumberPropertyTests: XCTestCase {
         XCTAssertLessThanOrEqual(job.cleanup.maxDiskSize, UInt64(Int64.max), label)
         XCTAssertLessThanOrEqual(job.prefetch.maxResponseSize, UInt64(Int64.max), label)
         XCTAssertTrue(
-          PrefetchConfiguration.concurrencyRange.contains(job.prefetch.concurrency), label)
+          DownloaderConfiguration.concurrencyRange.contains(job.prefetch.concurrency), label)
         XCTAssertTrue(PrefetchConfiguration.retriesRange.contains(job.prefetch.retries), label)
-        XCTAssertTrue(PrefetchConfiguration.maxPixelsRange.contains(job.prefetch.maxPixels), label)
+        XCTAssertTrue(PipelineConfiguration.maxPixelsRange.contains(job.prefetch.maxPixels), label)
         for seconds in [job.prefetch.timeout, job.prefetch.deadline]
           + [job.prefetch.blacklistTTL, job.context.downloadTimeout].compactMap({ $0 })
         {

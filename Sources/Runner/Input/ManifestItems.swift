@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import Synchronization
 
@@ -129,7 +131,7 @@ public struct ManifestItems: Sequence, Sendable {
   /// option. It blocks: the prefetcher reads items on a thread of their own.
   func fetch(_ url: URL) throws(ImageCacheError) -> Int32 {
     try DocumentFetcher.fetch(
-      url, through: downloader, configuration: configuration, headers: defaultContext.headers,
+      url, through: downloader, configuration: configuration.http, headers: defaultContext.headers,
       trustedOrigins: defaultContext.trustedOrigins,
       allowInvalidSSLCertificates: defaultOptions.contains(.allowInvalidSSLCertificates),
       stop: stop)

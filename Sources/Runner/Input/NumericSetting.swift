@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import Maintenance
+import Pipeline
 import Prefetcher
 
 /// A numeric setting that a job file and the command line both take, with its name in each and
@@ -29,9 +31,9 @@ public enum NumericSetting: Sendable, CaseIterable {
   public var rule: Rule {
     switch self {
     case .concurrency, .perHostConcurrency, .perHostStreams, .fleetPerHostConcurrency:
-      .count(PrefetchConfiguration.concurrencyRange)
+      .count(DownloaderConfiguration.concurrencyRange)
     case .retries: .count(PrefetchConfiguration.retriesRange)
-    case .maxPixels: .count(PrefetchConfiguration.maxPixelsRange)
+    case .maxPixels: .count(PipelineConfiguration.maxPixelsRange)
     case .timeout, .deadline, .blacklistTTL, .maxRunTime: .duration(.positive)
     case .maxDiskAge: .duration(.age)
     }

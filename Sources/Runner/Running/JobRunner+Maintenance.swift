@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import Maintenance
+import Pipeline
 import Prefetcher
 import State
 
@@ -84,7 +86,7 @@ extension JobRunner {
     let pass = try beginPass(.migrate, in: writer, listsActions: true)
     // One downloader for the pass's sitemaps and manifest URLs (their connections reused, the
     // host's limits kept across them), stopped before the pass ends.
-    try await Downloader.withDownloader(configuration: job.prefetch) { documents in
+    try await Downloader.withDownloader(configuration: job.prefetch.http) { documents in
       var recorder = pass
       var items = job.manifestItems
       items.stop = stop

@@ -1,6 +1,8 @@
 import Core
 import Foundation
+import HTTP
 import Maintenance
+import Pipeline
 import Prefetcher
 import State
 
@@ -44,10 +46,10 @@ extension JobRunner {
 
     await libraryPrepared
     let (counts, failure, stateWarnings, oldestFailure) = try await Downloader.withDownloader(
-      configuration: job.prefetch
+      configuration: job.prefetch.http
     ) { downloader in
       let manager = try ImageManager(
-        location: job.location, downloader: downloader,
+        location: job.location, configuration: job.prefetch.pipeline,
         namespaces: StateNamespaces(location: job.location, store: store, shard: job.shard))
       defer { manager.close() }
       // Sitemaps and manifests named by URL come through the same transfer thread.
@@ -58,7 +60,8 @@ extension JobRunner {
       // Told on the prefetch's own thread, before the task group winds down; the scope's end
       // waits for it.
       let counts = await Self.prefetch(
-        items, with: Prefetcher(manager: manager), signals: signals, progress: progress,
+        items, with: Prefetcher(
+          manager: manager, downloader: downloader, configuration: job.prefetch), signals: signals, progress: progress,
         recorder: recorder, whenOver: { downloader.beginShutdown() })
       // A state that cannot be written now ends the run as failed, keeping every URL's
       // outcome for the report, instead of throwing them away with the error.
@@ -135,7 +138,7 @@ extension JobRunner {
   {
     // One downloader for the plan's sitemaps and manifest URLs (no image is requested),
     // stopped before the plan is returned.
-    try await Downloader.withDownloader(configuration: job.prefetch) { documents in
+    try await Downloader.withDownloader(configuration: job.prefetch.http) { documents in
       try plan(into: writer, stop: stop, warnings: warnings, documents: documents)
     }
   }

@@ -1,5 +1,7 @@
 import Core
 import Foundation
+import HTTP
+import Pipeline
 import Prefetcher
 import State
 import Synchronization

@@ -26,7 +26,7 @@ struct HostGate {
     var until: UInt64 = 0
   }
 
-  init(configuration: PrefetchConfiguration) {
+  init(configuration: DownloaderConfiguration) {
     interval = configuration.requestsPerSecondPerHost.map { UInt64((1e9 / $0).rounded()) }
     longestBackoff = configuration.maxRetryDelay
     backsOff = configuration.hostBackoff

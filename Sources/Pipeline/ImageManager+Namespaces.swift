@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import HTTP
 import Synchronization
 
 extension ImageManager {

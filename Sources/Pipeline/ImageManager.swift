@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import HTTP
 import Imaging
 import Synchronization
 
@@ -28,6 +29,16 @@ public struct LoadResult: Sendable {
   /// Why a transient failure was not tried again, when that is not obvious (a `Retry-After`
   /// over the cap, a wait past the deadline): added to the failure's message.
   public var note: String?
+
+  package init(
+    outcome: LoadOutcome, retryAfter: TimeInterval? = nil, variant: VariantReport? = nil,
+    note: String? = nil
+  ) {
+    self.outcome = outcome
+    self.retryAfter = retryAfter
+    self.variant = variant
+    self.note = note
+  }
 }
 
 /// SD's `SDWebImageManager` for one cache directory: the pipeline of SPEC section 2 (URL check,
@@ -36,8 +47,7 @@ public struct LoadResult: Sendable {
 public final class ImageManager: Sendable {
   public let directory: String
   public let defaultNamespace: String
-  public let configuration: PrefetchConfiguration
-  let downloader: Downloader
+  public let configuration: PipelineConfiguration
   let memory: MemoryCache
   /// Opens the namespaces the lines name: the runner's takes their locks and state files.
   let namespaces: any NamespaceProvider
@@ -63,15 +73,15 @@ public final class ImageManager: Sendable {
   ///   - namespaces: where each namespace's blacklist and validators are kept; the default
   ///     namespace is opened now, others when a line first names them.
   public init(
-    location: CacheLocation, downloader: Downloader, namespaces: any NamespaceProvider,
+    location: CacheLocation, configuration: PipelineConfiguration = PipelineConfiguration(),
+    namespaces: any NamespaceProvider,
     memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20)
   ) throws {
     directory = location.directory
     defaultNamespace = location.namespace
-    self.downloader = downloader
+    self.configuration = configuration
     self.memory = memory
     self.namespaces = namespaces
-    configuration = downloader.configuration
     let state = try NamespaceState(
       location: location, memory: memory,
       opened: try namespaces.open(location, timeToLive: configuration.blacklistTTL))
@@ -92,22 +102,12 @@ public final class ImageManager: Sendable {
       now: Date(), timeToLive: configuration.blacklistTTL, body)
   }
 
-  /// Loads one URL once (no retries: that is the prefetcher's job), through the prefetcher's
-  /// own path: a one-item run. Separate calls are not coalesced with each other; many URLs go
-  /// through ``Prefetcher/run(_:stop:progress:)``.
-  public func load(_ rawURL: String, options: ImageOptions, context: ImageContext) async
-    -> LoadResult
-  {
-    await Prefetcher(manager: self).load(
-      PrefetchItem(url: rawURL, options: options, context: context), retries: 0)
-  }
-
   /// A load that needs the network: the request to send, and what ``finish(_:_:)`` needs to
   /// finish the load once it is answered.
   public struct PendingDownload: Sendable {
     public let request: DownloadRequest
     /// Loads with the same key are one download (SD coalesces them too).
-    let loadKey: LoadKey
+    package let loadKey: LoadKey
     let rawURL: String
     let blacklistKey: String
     let originalKey: String
@@ -232,7 +232,8 @@ public final class ImageManager: Sendable {
 
   /// `parsed` when it is a URL the downloader fetches (http or https, with a host), else the
   /// `invalidURL` failure SD blacklists it for (SPEC section 2, step 1).
-  static func fetchableURL(_ trimmed: String, parsed: URL?) -> Result<URL, ImageCacheError> {
+  package static func fetchableURL(_ trimmed: String, parsed: URL?) -> Result<URL, ImageCacheError>
+  {
     guard let url = parsed, let scheme = url.scheme?.lowercased() else {
       return .failure(.invalidURL(trimmed, reason: "not a URL"))
     }
@@ -248,7 +249,9 @@ public final class ImageManager: Sendable {
 
   /// The original key and the key looked up and stored: with a thumbnail or transformers, SD
   /// looks up the derived key first, then the original key, then downloads (SPEC section 3).
-  static func cacheKeys(for url: URL, context: ImageContext) -> (original: String, key: String) {
+  package static func cacheKeys(for url: URL, context: ImageContext) -> (
+    original: String, key: String
+  ) {
     let originalKey = context.cacheKeyFilter.cacheKey(for: url)
     return (
       originalKey,

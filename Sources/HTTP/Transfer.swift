@@ -111,7 +111,7 @@ final class Transfer: @unchecked Sendable {
   /// its stream alone; a larger one is told apart by ``isolated``.
   static let maxHeaderBytes = 100 * 1024
 
-  init(request: DownloadRequest, configuration: PrefetchConfiguration) {
+  init(request: DownloadRequest, configuration: DownloaderConfiguration) {
     self.request = request
     hop = Hop(request.url)
     var validators: [RedirectChain.Header] = []
@@ -384,7 +384,9 @@ final class Transfer: @unchecked Sendable {
         error = .invalidURL(url.absoluteString, reason: reason)
       }
       error = namingProxy(error, code: code, curlMessage: message)
-      return .done(.failure(.init(namingHop(error))))
+      var failure = DownloadFailure(namingHop(error))
+      failure.ownCertificateAuthorities = connection.namesCertificateAuthorities
+      return .done(.failure(failure))
     }
     let status = easy.info(CURLINFO_RESPONSE_CODE)
     if RedirectChain.redirectStatuses.contains(status), let location {

@@ -32,7 +32,7 @@ public enum DocumentFetcher {
   ///     of the producing thread (``ProducerContext``); once set, the fetch ends as
   ///     `cancelled` (a signal must not wait for a slow server).
   public static func fetch(
-    _ url: URL, through downloader: Downloader? = nil, configuration: PrefetchConfiguration,
+    _ url: URL, through downloader: Downloader? = nil, configuration: DownloaderConfiguration,
     headers: [String: String] = [:], trustedOrigins: Set<Origin> = [],
     allowInvalidSSLCertificates: Bool = false, stop: StopFlag? = nil
   ) throws(ImageCacheError) -> Int32 {

@@ -60,6 +60,9 @@ public struct DownloadFailure: Error, Sendable {
   /// The server refused the HTTP/2 stream before answering (RST_STREAM REFUSED_STREAM): its
   /// host is held back for ``retryAfter`` as after a 429.
   public var refusedStream = false
+  /// The certificates it was checked against are the run's own (`--cacert`, `--capath`, the
+  /// CA environment): an untrusted server certificate may be their fault, not the server's.
+  public var ownCertificateAuthorities = false
 
   public init(_ error: ImageCacheError, retryAfter: TimeInterval? = nil) {
     self.error = error
@@ -80,7 +83,7 @@ public struct DownloadFailure: Error, Sendable {
 /// size limit counted after decompression. Its thread and handles live for one
 /// ``withDownloader(configuration:_:)`` scope.
 public final class Downloader: Sendable {
-  public let configuration: PrefetchConfiguration
+  public let configuration: DownloaderConfiguration
   /// Started by the first download, so that a run of cache hits never starts the thread or
   /// opens a connection; `stopped` once shut down.
   private let state = Mutex<(loop: TransferLoop?, stopped: Bool)>((nil, false))
@@ -92,7 +95,7 @@ public final class Downloader: Sendable {
   /// Callers use ``withDownloader(configuration:_:)``; tests of this package that keep one
   /// downloader across a test's steps create and shut it down themselves.
   package init(
-    configuration: PrefetchConfiguration = PrefetchConfiguration(),
+    configuration: DownloaderConfiguration = DownloaderConfiguration(),
     idleWaitMilliseconds: Int32 = 1000
   ) {
     self.configuration = configuration
@@ -108,7 +111,7 @@ public final class Downloader: Sendable {
   /// Runs `body` with a downloader whose transfer thread is stopped when it returns or throws,
   /// as async-http-client's `withHTTPClient` does with its client.
   public static func withDownloader<Result>(
-    configuration: PrefetchConfiguration = PrefetchConfiguration(),
+    configuration: DownloaderConfiguration = DownloaderConfiguration(),
     _ body: (Downloader) async throws -> Result
   ) async throws -> Result {
     let downloader = Downloader(configuration: configuration)

@@ -96,7 +96,7 @@ final class TransferLoop: @unchecked Sendable {
   /// socket or one of curl's timers wakes it.
   static let stallGuardMilliseconds: Int32 = 10
 
-  init(configuration: PrefetchConfiguration, idleWaitMilliseconds: Int32) {
+  init(configuration: DownloaderConfiguration, idleWaitMilliseconds: Int32) {
     precondition(curlInitialised, "curl_global_init failed")
     self.idleWaitMilliseconds = idleWaitMilliseconds
     maxRunning = max(1, configuration.concurrency)

@@ -6,7 +6,7 @@ import DequeModule
 public enum DownloadPriority: Int, Sendable, CaseIterable {
   case high, normal, low
 
-  init(_ options: ImageOptions) {
+  package init(_ options: ImageOptions) {
     self =
       options.contains(.highPriority) ? .high : options.contains(.lowPriority) ? .low : .normal
   }
@@ -16,20 +16,22 @@ public enum DownloadPriority: Int, Sendable, CaseIterable {
 /// priority, the best priority first; one that cannot start yet (its host is full) lets the
 /// next go first. The prefetcher's items read ahead and the transfer thread's waiting
 /// transfers are both kept in one.
-struct StartQueue<Element> {
+package struct StartQueue<Element> {
   private var queues = [Deque<Element>](repeating: [], count: DownloadPriority.allCases.count)
-  private(set) var count = 0
+  package private(set) var count = 0
 
-  var isEmpty: Bool { count == 0 }
+  package init() {}
 
-  mutating func append(_ element: Element, priority: DownloadPriority) {
+  package var isEmpty: Bool { count == 0 }
+
+  package mutating func append(_ element: Element, priority: DownloadPriority) {
     queues[priority.rawValue].append(element)
     count += 1
   }
 
   /// Removes and returns the first element of the best priority that `canStart` (usually the
   /// head of a queue), or `nil` when none can.
-  mutating func takeFirst(where canStart: (Element) -> Bool) -> Element? {
+  package mutating func takeFirst(where canStart: (Element) -> Bool) -> Element? {
     for priority in queues.indices {
       if let index = queues[priority].firstIndex(where: canStart) {
         count -= 1
@@ -40,7 +42,7 @@ struct StartQueue<Element> {
   }
 
   /// Removes and returns every element, best priority first.
-  mutating func removeAll() -> [Element] {
+  package mutating func removeAll() -> [Element] {
     let all = queues.flatMap { $0 }
     queues = [Deque<Element>](repeating: [], count: queues.count)
     count = 0

@@ -9,7 +9,7 @@ import Foundation
 /// Left out on purpose: the priority and the timeout (they change when and how long, not what),
 /// `fromLoaderOnly` (it skips the cache query, which is over by the time a load is coalesced) and
 /// the variant, which the cache key already encodes.
-struct LoadKey: Hashable, Sendable {
+package struct LoadKey: Hashable, Sendable {
   /// The namespace written: another namespace is another cache and another state store.
   let namespace: String
   /// The URL fetched, as parsed.

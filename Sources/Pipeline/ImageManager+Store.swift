@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import HTTP
 import Imaging
 import Synchronization
 
@@ -81,7 +82,9 @@ extension ImageManager {
     case .success(let answered):
       response = answered
     case .failure(let error):
-      var result = fail(error.error, url: blacklistKey, in: namespace)
+      var result = fail(
+        error.error, url: blacklistKey, in: namespace,
+        ownCertificateAuthorities: error.ownCertificateAuthorities)
       result.retryAfter = error.retryAfter
       return result
     }
@@ -180,9 +183,10 @@ extension ImageManager {
   /// Records a failure, blacklisting the URL when SD 5 would; never for a certificate that
   /// the operator's own CA certificates did not verify: the fault may be theirs, and a URL
   /// blacklisted for it would stay failed once they are fixed.
-  func fail(_ error: ImageCacheError, url: String, in namespace: NamespaceState)
-    -> LoadResult
-  {
+  func fail(
+    _ error: ImageCacheError, url: String, in namespace: NamespaceState,
+    ownCertificateAuthorities: Bool = false
+  ) -> LoadResult {
     // Out of file descriptors: the machine's fault, not the URL's; every later URL would
     // meet it too.
     if error.endsRun {
@@ -190,9 +194,7 @@ extension ImageManager {
       endRun(said)
       return LoadResult(outcome: .failed(said, blacklisted: false))
     }
-    if case .network(.serverCertificateUntrusted, let message) = error,
-      configuration.connection.namesCertificateAuthorities
-    {
+    if case .network(.serverCertificateUntrusted, let message) = error, ownCertificateAuthorities {
       let said = ImageCacheError.network(
         .serverCertificateUntrusted,
         message: message + " (not blacklisted: the CA certificates are the run's own, from "
