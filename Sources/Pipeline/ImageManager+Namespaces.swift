@@ -20,8 +20,11 @@ extension ImageManager {
 
     /// Creates the namespace's cache folder if it is not there: a store finds it made, and one
     /// that is gone later was removed during the run (an error, not re-created in silence).
-    init(location: CacheLocation, memory: MemoryCache, opened: OpenedNamespace) throws {
-      try FileSystem.createDirectory(path: location.diskCachePath)
+    init(
+      location: CacheLocation, memory: MemoryCache, createsFolder: Bool = true,
+      opened: OpenedNamespace
+    ) throws {
+      if createsFolder { try FileSystem.createDirectory(path: location.diskCachePath) }
       cache = ImageCache(memory: memory, disk: DiskCache(location: location))
       blacklistStore = opened.blacklist
       validatorStore = opened.validators
@@ -70,7 +73,7 @@ extension ImageManager {
     // Before its lock and state are opened: nothing is read or written through a link.
     try FileSystem.checkCacheFolders(location)
     let created = try NamespaceState(
-      location: location, memory: memory,
+      location: location, memory: memory, createsFolder: !readOnly,
       opened: try namespaces.open(location, timeToLive: configuration.blacklistTTL))
     return states.withLock { states in
       if let existing = states[name] { return existing }

@@ -48,6 +48,10 @@ public final class ImageManager: Sendable {
   public let directory: String
   public let defaultNamespace: String
   public let configuration: PipelineConfiguration
+  /// A planning manager: it decides each load and carries none out. It looks the cache up
+  /// without recording a hit (a `stat`, no access time set) and creates no folder; its
+  /// namespaces are opened for reading.
+  public let readOnly: Bool
   let memory: MemoryCache
   /// Opens the namespaces the lines name: the runner's takes their locks and state files.
   let namespaces: any NamespaceProvider
@@ -75,15 +79,16 @@ public final class ImageManager: Sendable {
   public init(
     location: CacheLocation, configuration: PipelineConfiguration = PipelineConfiguration(),
     namespaces: any NamespaceProvider,
-    memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20)
+    memory: MemoryCache = MemoryCache(totalCostLimit: 64 << 20), readOnly: Bool = false
   ) throws {
     directory = location.directory
     defaultNamespace = location.namespace
     self.configuration = configuration
+    self.readOnly = readOnly
     self.memory = memory
     self.namespaces = namespaces
     let state = try NamespaceState(
-      location: location, memory: memory,
+      location: location, memory: memory, createsFolder: !readOnly,
       opened: try namespaces.open(location, timeToLive: configuration.blacklistTTL))
     states = Mutex([location.namespace: state])
   }
@@ -105,7 +110,7 @@ public final class ImageManager: Sendable {
   /// A load that needs the network: the request to send, and what ``finish(_:_:)`` needs to
   /// finish the load once it is answered.
   public struct PendingDownload: Sendable {
-    public let request: DownloadRequest
+    public internal(set) var request: DownloadRequest
     /// Loads with the same key are one download (SD coalesces them too).
     package let loadKey: LoadKey
     let rawURL: String
@@ -116,118 +121,6 @@ public final class ImageManager: Sendable {
     let options: ImageOptions
     let context: ImageContext
     let namespace: NamespaceState
-  }
-
-  /// A load up to the network: finished (a hit, a miss under `fromCacheOnly`, a refusal, a
-  /// variant made from the original in the cache), or a download to make.
-  public enum PreparedLoad: Sendable {
-    case finished(LoadResult)
-    case download(PendingDownload)
-  }
-
-  /// Everything of a load before the download (SPEC section 2, steps 1-4), without suspending:
-  /// the prefetcher finishes hits inline and starts downloads itself.
-  ///
-  /// - Parameter parsed: `URL(string: rawURL)`, when the caller has parsed it already.
-  public func prepare(
-    _ rawURL: String, options: ImageOptions, context: ImageContext, parsed: URL? = nil
-  ) -> PreparedLoad {
-    let trimmed = rawURL.trimmingWhitespace(keepingLineBreaks: true)
-    guard !trimmed.isEmpty else {
-      return .finished(
-        LoadResult(
-          outcome: .failed(.invalidURL(rawURL, reason: "empty URL"), blacklisted: false)))
-    }
-    let namespace: NamespaceState
-    do {
-      namespace = try state(for: context.namespace)
-    } catch ImageCacheError.namespaceLocked(let name) {
-      // Another run holds it: its lines fail, the others go on.
-      return .finished(LoadResult(outcome: .failed(.namespaceLocked(name), blacklisted: false)))
-    } catch {
-      // Another namespace's state that cannot be opened fails the lines that name it.
-      return .finished(stateFailed(error, endsRun: false))
-    }
-    let parsed = (trimmed == rawURL ? parsed : nil) ?? URL(string: trimmed)
-    // Kept with its password masked, as the state keeps it (SPEC section 11).
-    let blacklistKey = (parsed?.absoluteString ?? trimmed).maskingURLPasswords
-    if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
-      return .finished(LoadResult(outcome: .blacklisted))
-    }
-    let url: URL
-    switch Self.fetchableURL(trimmed, parsed: parsed) {
-    case .success(let checked): url = checked
-    case .failure(let error): return .finished(fail(error, url: blacklistKey, in: namespace))
-    }
-
-    let (originalKey, key) = Self.cacheKeys(for: url, context: context)
-    let cache = namespace.cache
-    // The file names, once: the query and the store both need them.
-    // The key is usually the URL itself, already parsed.
-    let paths = cache.disk.paths(forKey: key, parsedKey: key == trimmed ? url : nil)
-    var cachedOnDisk = false
-    var derivedHit = false
-    if !options.contains(.fromLoaderOnly) {
-      do {
-        if let hit = try cache.query(
-          key: key, cacheType: context.queryCacheType, readData: false, paths: paths)
-        {
-          // fromCacheOnly never downloads, not even to revalidate.
-          guard options.contains(.refreshCached) && !options.contains(.fromCacheOnly) else {
-            return .finished(LoadResult(outcome: hit.source == .memory ? .memoryHit : .diskHit))
-          }
-          derivedHit = true
-          // What is revalidated is the original's download.
-          cachedOnDisk =
-            try (key == originalKey && hit.source == .disk)
-            || cache.disk.containsData(forKey: originalKey)
-        }
-      } catch {
-        return .finished(queryFailed(error))
-      }
-      if !derivedHit && key != originalKey && context.originalQueryCacheType != .none {
-        let original: CacheHit?
-        do {
-          original = try cache.query(key: originalKey, cacheType: context.originalQueryCacheType)
-        } catch {
-          return .finished(queryFailed(error))
-        }
-        if let original, let data = original.data {
-          // The original is in the cache: the variant is made from it, nothing is downloaded.
-          return .finished(
-            storeVariant(
-              from: data, originalSource: original.source, url: rawURL, originalKey: originalKey,
-              key: key, paths: paths, context: context, in: namespace,
-              outcome: original.source == .memory ? .memoryHit : .diskHit))
-        }
-      }
-      if options.contains(.fromCacheOnly) { return .finished(LoadResult(outcome: .cacheMiss)) }
-    }
-
-    var request = DownloadRequest(url: url)
-    request.headers = context.headers
-    request.trustedOrigins = context.trustedOrigins
-    request.timeout = context.downloadTimeout
-    request.allowInvalidSSLCertificates = options.contains(.allowInvalidSSLCertificates)
-    request.handleCookies = options.contains(.handleCookies)
-    request.priority = DownloadPriority(options)
-    request.spillFolder = namespace.cache.disk.path
-    if options.contains(.refreshCached) && cachedOnDisk {
-      do {
-        try namespace.flush()
-        request.validators = try namespace.validatorStore.validators(forKey: originalKey)
-      } catch {
-        return .finished(stateFailed(error))
-      }
-    }
-    return .download(
-      PendingDownload(
-        request: request,
-        loadKey: LoadKey(
-          namespace: context.namespace ?? defaultNamespace, url: url, cacheKey: key,
-          options: options, context: context),
-        rawURL: rawURL, blacklistKey: blacklistKey, originalKey: originalKey, key: key,
-        paths: paths, options: options, context: context, namespace: namespace))
   }
 
   /// `parsed` when it is a URL the downloader fetches (http or https, with a host), else the

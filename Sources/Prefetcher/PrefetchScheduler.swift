@@ -18,6 +18,8 @@ final class PrefetchScheduler {
     var item: PrefetchItem
     var result: LoadResult
     var attempts: Int
+    /// What a planning prefetch would do with the item, in place of a result.
+    var planned: (action: PlannedAction, reason: String?)?
   }
 
   private let manager: ImageManager
@@ -30,6 +32,9 @@ final class PrefetchScheduler {
   /// A download waiting in the downloader starts only if the run has not stopped since.
   private let startsIf: @Sendable () -> Bool
 
+  /// Each item is decided and planned as it comes, in manifest order, and none is carried out:
+  /// the manager is a planning one.
+  private let planning: Bool
   /// The items read ahead.
   private var window = StartQueue<PrefetchItem>()
   let windowSize: Int
@@ -55,6 +60,7 @@ final class PrefetchScheduler {
   private var finished: [Finished] = []
 
   init(manager: ImageManager, downloader: Downloader, stop: StopFlag, retries: Int) {
+    planning = manager.readOnly
     self.manager = manager
     self.stop = stop
     self.retries = retries
@@ -92,7 +98,13 @@ final class PrefetchScheduler {
   var isIdle: Bool { running == 0 }
 
   func enqueue(_ item: PrefetchItem) {
-    window.append(item, priority: item.priority)
+    guard planning else { return window.append(item, priority: item.priority) }
+    let decision = manager.decide(
+      item.url, options: item.options, context: item.context, parsed: item.parsedURL)
+    finished.append(
+      Finished(
+        item: item, result: LoadResult(outcome: .cacheMiss), attempts: 0,
+        planned: decision.planned))
   }
 
   /// Forgets the items read ahead: the run stops.
@@ -178,12 +190,13 @@ final class PrefetchScheduler {
   /// Ends slot `id` with `result`, and the duplicates that waited for it.
   private func end(_ id: Int, _ result: LoadResult) {
     guard let slot = remove(id) else { return }
-    finished.append(Finished(item: slot.item, result: result, attempts: slot.attempts))
+    finished.append(
+      Finished(item: slot.item, result: result, attempts: slot.attempts, planned: nil))
     // A duplicate finds the downloaded image in place; a failure is shared.
     var shared = result
     if case .downloaded = result.outcome { shared = LoadResult(outcome: .diskHit) }
     for duplicate in slot.duplicates {
-      finished.append(Finished(item: duplicate, result: shared, attempts: 1))
+      finished.append(Finished(item: duplicate, result: shared, attempts: 1, planned: nil))
     }
   }
 
@@ -199,7 +212,7 @@ final class PrefetchScheduler {
         end(id, result)
       } else {
         release(item)
-        finished.append(Finished(item: item, result: result, attempts: attempts))
+        finished.append(Finished(item: item, result: result, attempts: attempts, planned: nil))
       }
     case .download(let pending):
       if id == nil, let owner = owners[pending.loadKey] {

@@ -59,6 +59,9 @@ public struct Prefetcher: Sendable {
   public let retries: Int
   /// Take only this shard's items; `nil`: every item.
   public let shard: Shard?
+  /// Told each item's outcome as it is recorded, hits included (a report counts those only):
+  /// for the package's tests that compare a run with its plan line by line.
+  package var observesOutcome: (@Sendable (PrefetchItem, LoadOutcome) -> Void)?
 
   /// - Parameters:
   ///   - manager: made with the prefetch's ``PrefetchConfiguration/pipeline`` settings.
@@ -92,6 +95,37 @@ public struct Prefetcher: Sendable {
       downloader: downloader, configuration: configuration)
   }
 
+  /// Whether ``run(_:stop:progress:recorder:)`` plans instead of fetching: its manager is a
+  /// planning one (``ImageManager/readOnly``). The same loop reads the items, keeps this
+  /// shard's, counts the bad lines and decides each load (``ImageManager/decide(_:options:context:parsed:)``):
+  /// a dry run's plan is a run's decisions, not a copy of them.
+  public var plans: Bool { manager.readOnly }
+
+  /// What each item would do, in manifest order, with the plan's counts: `--dry-run`'s
+  /// prefetch. The manager must be a planning one.
+  public func plan<Items: Sequence & Sendable>(_ items: Items, stop: StopFlag = StopFlag()) async
+    -> PrefetchPlan
+  where Items.Element == Result<PrefetchItem, ConfigurationError> {
+    var plan = PrefetchPlan()
+    plan.counts = await self.plan(items, stop: stop, recorder: &plan)
+    return plan
+  }
+
+  /// ``plan(_:stop:)``, handing each planned URL, bad line and failed input to `recorder` as
+  /// it comes, and returning the counts.
+  public func plan<Items: Sequence & Sendable, Recorder: PrefetchRecorder>(
+    _ items: Items, stop: StopFlag = StopFlag(), recorder: inout Recorder
+  ) async -> PrefetchPlanCounts where Items.Element == Result<PrefetchItem, ConfigurationError> {
+    precondition(plans, "a plan is made by a planning manager")
+    var tally = PlanTally(base: recorder)
+    let counts = await run(items, stop: stop, recorder: &tally)
+    recorder = tally.base
+    tally.counts.total = counts.total
+    tally.counts.skipped = counts.skipped
+    tally.counts.inputsFailed = counts.inputsFailed
+    return tally.counts
+  }
+
   /// Prefetches every item and returns the whole report, in memory.
   public func run<Items: Sequence & Sendable>(
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil
@@ -111,6 +145,10 @@ public struct Prefetcher: Sendable {
   /// sitemap fetched or a pipe waited on holds up no download. The window is filled whole
   /// before items start (priorities order what it holds), unless the input waits on its
   /// source: then what has come starts. The reading thread has ended when this returns.
+  ///
+  /// With a planning manager (``plans``), each item is decided as it is read and recorded as
+  /// planned (``PrefetchRecorder/recordPlanned(_:)``): nothing is requested, stored or
+  /// touched.
   public func run<Items: Sequence & Sendable, Recorder: PrefetchRecorder>(
     _ items: Items, stop: StopFlag = StopFlag(), progress: (any PrefetchProgress)? = nil,
     recorder: inout Recorder
@@ -244,6 +282,13 @@ public struct Prefetcher: Sendable {
     recorder: inout Recorder
   ) {
     report.total += 1
+    if let planned = finished.planned {
+      return recorder.recordPlanned(
+        PlannedURL(
+          url: finished.item.url, action: planned.action, reason: planned.reason,
+          source: finished.item.source))
+    }
+    observesOutcome?(finished.item, finished.result.outcome)
     if let variant = finished.result.variant {
       if variant.skipped == nil { report.derived += 1 }
       recorder.recordVariant(variant)
@@ -269,4 +314,21 @@ public struct Prefetcher: Sendable {
           source: finished.item.source))
     }
   }
+}
+
+/// Counts a plan's actions on their way to another recorder.
+private struct PlanTally<Base: PrefetchRecorder>: PrefetchRecorder {
+  var base: Base
+  var counts = PrefetchPlanCounts()
+
+  mutating func recordPlanned(_ planned: PlannedURL) {
+    counts.count(planned.action)
+    base.recordPlanned(planned)
+  }
+
+  mutating func recordDownload(_ download: DownloadReport) { base.recordDownload(download) }
+  mutating func recordVariant(_ variant: VariantReport) { base.recordVariant(variant) }
+  mutating func recordFailure(_ failure: FailureReport) { base.recordFailure(failure) }
+  mutating func recordLineError(_ message: String) { base.recordLineError(message) }
+  mutating func recordInputFailure(_ message: String) { base.recordInputFailure(message) }
 }

@@ -301,7 +301,7 @@ public final class StateStore: Sendable {
     return migrator
   }
 
-  private static func isCorruption(_ error: DatabaseError) -> Bool {
+  static func isCorruption(_ error: DatabaseError) -> Bool {
     [.SQLITE_CORRUPT, .SQLITE_NOTADB].contains(error.resultCode)
   }
 
@@ -325,11 +325,15 @@ public struct StateStoreError: Error, Sendable, CustomStringConvertible {
   /// `open`, `read` or `write`.
   public var operation: String
   public var message: String
+  /// The file is no database, or a damaged one: a run moves it aside and starts a fresh one
+  /// (``StateStore/init(location:shard:now:)``) instead of failing.
+  public var isCorrupt = false
 
   public init(path: String, operation: String, underlying: any Error) {
     self.path = path
     self.operation = operation
     if let error = underlying as? DatabaseError {
+      isCorrupt = StateStore.isCorruption(error)
       message = error.message ?? "\(error.resultCode)"
       // SQLite's words ("attempt to write a readonly database", "unable to open database
       // file") name neither the file nor why: the usual cause is a cache of another user.

@@ -68,7 +68,8 @@ struct PrefetchCommand: AsyncParsableCommand {
       discussion: """
         One line a URL on stdout: hit (in the cache, under its current or legacy name, or the \
         original of a variant), download, revalidate (refreshCached), blacklisted, invalid (not \
-        an http(s) URL: a run would fail and blacklist it) or miss (fromCacheOnly). Bad lines \
+        an http(s) URL: a run would fail and blacklist it), miss (fromCacheOnly) or failed (a \
+        namespace's state or the cache cannot be read: the run would fail it). Bad lines \
         and the counts go to stderr. Manifests and sitemaps given by URL are still fetched, to \
         list their URLs; no image is requested. The cache must exist; access times are left \
         alone.

@@ -43,7 +43,7 @@ extension RunEvent {
       "\(job) (dry run): \(plan.total) URLs: \(plan.hit) hits, \(plan.download) would "
         + "download, \(plan.revalidate) would revalidate, \(plan.blacklisted) blacklisted, "
         + "\(plan.invalid) invalid, \(plan.miss) not in the cache (fromCacheOnly), "
-        + "\(plan.skipped) skipped"
+        + (plan.failed > 0 ? "\(plan.failed) would fail, " : "") + "\(plan.skipped) skipped"
         + (plan.inputsFailed > 0 ? ", \(plan.inputsFailed) inputs failed" : "")
         + "; no image requested, nothing written"
     case .noLegacyFolder(let path): "migrate: no legacy folder at \(path): nothing to merge"

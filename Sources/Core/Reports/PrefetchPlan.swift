@@ -15,13 +15,16 @@ public enum PlannedAction: String, Sendable, Codable, CaseIterable {
   case invalid
   /// Not in the cache, with `fromCacheOnly`: skipped, nothing downloaded.
   case miss
+  /// The run would fail it before any request: its namespace's state or the cache cannot be
+  /// read (the reason says which).
+  case failed
 }
 
 /// One URL of a prefetch's plan.
 public struct PlannedURL: Sendable, Codable, Equatable {
   public var url: String
   public var action: PlannedAction
-  /// Why, for an `invalid` URL.
+  /// Why, for an `invalid` or a `failed` URL.
   public var reason: String?
   /// `file:line`.
   public var source: String?
@@ -44,12 +47,34 @@ public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
   public var blacklisted = 0
   public var invalid = 0
   public var miss = 0
+  public var failed = 0
   /// Bad manifest lines, as a run skips them.
   public var skipped = 0
   /// Manifests and sitemaps that could not be read as a whole: not in `total`.
   public var inputsFailed = 0
 
   public init() {}
+
+  private enum CodingKeys: String, CodingKey {
+    case total, hit, download, revalidate, blacklisted, invalid, miss, failed, skipped
+    case inputsFailed
+  }
+
+  /// Reads reports of every version: `failed` came later, and is 0 in one without it.
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    func count(_ key: CodingKeys) throws -> Int { try container.decode(Int.self, forKey: key) }
+    total = try count(.total)
+    hit = try count(.hit)
+    download = try count(.download)
+    revalidate = try count(.revalidate)
+    blacklisted = try count(.blacklisted)
+    invalid = try count(.invalid)
+    miss = try count(.miss)
+    failed = try container.decodeIfPresent(Int.self, forKey: .failed) ?? 0
+    skipped = try count(.skipped)
+    inputsFailed = try count(.inputsFailed)
+  }
 
   public mutating func count(_ action: PlannedAction) {
     total += 1
@@ -60,17 +85,27 @@ public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
     case .blacklisted: blacklisted += 1
     case .invalid: invalid += 1
     case .miss: miss += 1
+    case .failed: failed += 1
     }
   }
 }
 
 /// A dry run's prefetch plan in a report (`prefetch --dry-run`, `run --dry-run`): what each URL
-/// would do, in manifest order.
-public struct PrefetchPlan: Sendable, Codable, Equatable {
+/// would do, in manifest order. Held in memory, it records a planning prefetch.
+public struct PrefetchPlan: Sendable, Codable, Equatable, PrefetchRecorder {
   public var counts = PrefetchPlanCounts()
   public var urls: [PlannedURL] = []
   public var lineErrors: [String] = []
   public var inputFailures: [String] = []
 
   public init() {}
+
+  public mutating func recordPlanned(_ planned: PlannedURL) { urls.append(planned) }
+  public mutating func recordLineError(_ message: String) { lineErrors.append(message) }
+  public mutating func recordInputFailure(_ message: String) { inputFailures.append(message) }
+
+  // A plan requests nothing: it has no download, variant or failure.
+  public mutating func recordDownload(_ download: DownloadReport) {}
+  public mutating func recordVariant(_ variant: VariantReport) {}
+  public mutating func recordFailure(_ failure: FailureReport) {}
 }

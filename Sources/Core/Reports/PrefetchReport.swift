@@ -161,6 +161,13 @@ public protocol PrefetchRecorder {
   /// A manifest or sitemap that failed as a whole (counted in `inputsFailed`), as
   /// `input[:line]: message`.
   mutating func recordInputFailure(_ message: String)
+  /// What a dry run's planning prefetch would do with one URL (SPEC section 2, steps 1-4).
+  mutating func recordPlanned(_ planned: PlannedURL)
+}
+
+extension PrefetchRecorder {
+  /// A run's recorder keeps no plan: only a planning prefetch plans.
+  public mutating func recordPlanned(_ planned: PlannedURL) {}
 }
 
 /// The prefetch part of a report, held in memory: what a decoded report holds. The

@@ -24,6 +24,8 @@ public struct PrefetchSink: PrefetchRecorder, Sendable {
   public mutating func recordInputFailure(_ message: String) {
     writer.append(to: \ReportWriter.State.inputFailures) { $0.string(message) }
   }
+
+  public mutating func recordPlanned(_ planned: PlannedURL) { writer.recordPlanned(planned) }
 }
 
 /// Streams one maintenance pass's actions and errors into a ``ReportWriter``, counting them.

@@ -362,7 +362,7 @@ public final class ReportWriter: Sendable {
       let counts: [(StaticString, Int)] = [
         ("hit", plan.hit), ("download", plan.download), ("revalidate", plan.revalidate),
         ("blacklisted", plan.blacklisted), ("invalid", plan.invalid), ("miss", plan.miss),
-        ("skipped", plan.skipped), ("inputsFailed", plan.inputsFailed),
+        ("failed", plan.failed), ("skipped", plan.skipped), ("inputsFailed", plan.inputsFailed),
       ]
       for (name, value) in counts { json.member(name, value) }
       json.raw("}")

@@ -60,8 +60,10 @@ extension JobRunner {
       // Told on the prefetch's own thread, before the task group winds down; the scope's end
       // waits for it.
       let counts = await Self.prefetch(
-        items, with: Prefetcher(
-          manager: manager, downloader: downloader, configuration: job.prefetch), signals: signals, progress: progress,
+        items,
+        with: Prefetcher(
+          manager: manager, downloader: downloader, configuration: job.prefetch), signals: signals,
+        progress: progress,
         recorder: recorder, whenOver: { downloader.beginShutdown() })
       // A state that cannot be written now ends the run as failed, keeping every URL's
       // outcome for the report, instead of throwing them away with the error.
@@ -139,41 +141,27 @@ extension JobRunner {
     // One downloader for the plan's sitemaps and manifest URLs (no image is requested),
     // stopped before the plan is returned.
     try await Downloader.withDownloader(configuration: job.prefetch.http) { documents in
-      try plan(into: writer, stop: stop, warnings: warnings, documents: documents)
+      try await plan(into: writer, stop: stop, warnings: warnings, documents: documents)
     }
   }
 
   private func plan(
     into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings, documents: Downloader
-  ) throws -> PrefetchPlanCounts {
-    let planner = PrefetchPlanner(
-      location: job.location, timeToLive: job.prefetch.blacklistTTL,
-      blacklist: { try StateStore.blacklistOfEveryStateFile(location: $0, leavingNoTrace: true) })
-    var counts = PrefetchPlanCounts()
+  ) async throws -> PrefetchPlanCounts {
+    let manager = try ImageManager(
+      location: job.location, configuration: job.prefetch.pipeline,
+      namespaces: PlanningNamespaces(shard: job.shard), readOnly: true)
+    defer { manager.close() }
     var items = job.manifestItems
     items.stop = stop
     items.downloader = documents
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
-    for next in items {
-      if stop.isStopped { break }
-      switch next {
-      case .success(let item):
-        if let shard = job.shard, !Prefetcher.belongs(item, to: shard) { continue }
-        let planned = try planner.plan(item)
-        counts.count(planned.action)
-        writer.recordPlanned(planned)
-        if !settings.printsReport { console.output(.planned(planned)) }
-      case .failure(let error) where error.wholeInput:
-        counts.inputsFailed += 1
-        recorder.recordInputFailure(error.description)
-      case .failure(let error):
-        // Every shard reads every line: shard 0 alone reports a bad one, as in a run.
-        if let shard = job.shard, shard.index != 0 { continue }
-        counts.total += 1
-        counts.skipped += 1
-        recorder.recordLineError(error.description)
-      }
-    }
+    recorder.echoesPlan = !settings.printsReport
+    // The run's own loop and decisions: the plan cannot disagree with the run.
+    let counts = await Prefetcher(
+      manager: manager, downloader: documents, configuration: job.prefetch
+    ).plan(items, stop: stop, recorder: &recorder)
+    for warning in manager.warnings { warnings.add(.stateFile(warning)) }
     for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
     return counts
   }
@@ -235,5 +223,13 @@ struct EchoingPrefetchSink: PrefetchRecorder, Sendable {
   mutating func recordInputFailure(_ message: String) {
     console.report(.inputFailed(message: message))
     sink.recordInputFailure(message)
+  }
+
+  /// Says each URL of a plan on the console's output (unless the report goes there).
+  var echoesPlan = false
+
+  mutating func recordPlanned(_ planned: PlannedURL) {
+    sink.recordPlanned(planned)
+    if echoesPlan { console.output(.planned(planned)) }
   }
 }

@@ -28,19 +28,21 @@ final class StateNamespaces: NamespaceProvider {
 
   func open(_ location: CacheLocation, timeToLive: TimeInterval?) throws -> OpenedNamespace {
     let store = location == defaultLocation ? defaultStore : try otherStore(location)
-    var warnings: [String] = []
-    // The blacklists of its other state files (other shards', or the unsharded one) count
-    // too, so that a run with another number of shards loses nothing (SPEC section 9).
+    // The default store's own warnings (a corrupt file moved aside) are the run's to say.
+    var warnings = location == defaultLocation ? [] : store.warnings
     let entries = try StateStore.blacklistOfEveryStateFile(
       location: location, timeToLive: timeToLive, opened: store
-    ) { path, error in
-      // A file that cannot be read is its own shard's to repair: this run goes on without
-      // its entries, and says so.
-      warnings.append(
-        "the blacklist of \(path) was not read (\(error)): its URLs are not refused by this run")
-    }
+    ) { path, error in warnings.append(Self.notRead(path, error)) }
     return OpenedNamespace(
       blacklist: store, validators: store, blacklistEntries: entries, warnings: warnings)
+  }
+
+  /// The blacklists of a namespace's other state files (other shards', or the unsharded one)
+  /// count too, so that a run with another number of shards loses nothing (SPEC section 9); a
+  /// file that cannot be read is its own shard's to repair: the run goes on without its
+  /// entries, and says so.
+  static func notRead(_ path: String, _ error: any Error) -> String {
+    "the blacklist of \(path) was not read (\(error)): its URLs are not refused by this run"
   }
 
   /// Another namespace's store, under its lock, each opened once.
@@ -73,4 +75,33 @@ final class StateNamespaces: NamespaceProvider {
   }
 
   deinit { close() }
+}
+
+/// A dry run's namespaces: each namespace's blacklist read from every one of its state files,
+/// leaving no trace (no lock taken, no file created, no access recorded), as a run would read
+/// it. What a run would do with a file it cannot read, the plan does: another shard's is a
+/// warning; this shard's own, when corrupt, would be moved aside and started afresh (a warning,
+/// and none of its entries), and otherwise fails the namespace's lines. Nothing is written: the
+/// plan records no failure.
+final class PlanningNamespaces: NamespaceProvider {
+  private let shard: Shard?
+
+  init(shard: Shard?) { self.shard = shard }
+
+  func open(_ location: CacheLocation, timeToLive: TimeInterval?) throws -> OpenedNamespace {
+    let own = location.stateDirectory + "/" + StateStore.fileName(shard: shard)
+    var warnings: [String] = []
+    let entries = try StateStore.blacklistOfEveryStateFile(
+      location: location, leavingNoTrace: true, timeToLive: timeToLive
+    ) { path, error in
+      guard path == own else { return warnings.append(StateNamespaces.notRead(path, error)) }
+      guard (error as? StateStoreError)?.isCorrupt == true else { throw error }
+      warnings.append("\(error): a run would move it aside and start a fresh one")
+    }
+    let unwritten = MemoryStateStore()
+    return OpenedNamespace(
+      blacklist: unwritten, validators: unwritten, blacklistEntries: entries, warnings: warnings)
+  }
+
+  func close() {}
 }
