@@ -6,17 +6,7 @@ import XCTest
 
 /// SPEC section 10: random and mutated manifests and job files, from a fixed seed, never crash
 /// the readers, every error names its file and line, and memory stays bounded.
-final class InputFuzzTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
+final class InputFuzzTests: TemporaryFolderTestCase {
   static let fragments: [[UInt8]] = [
     "https://cdn.example.com/a.jpg", "http://x/y.png?w=1&h=2", "# comment", "",
     #"{"url": "https://x/a.jpg"}"#, #"{"url": "https://x/b.jpg", "options": ["highPriority"]}"#,
