@@ -1,10 +1,11 @@
 import Core
 import Foundation
+import TestSupport
 import XCTest
 
 /// Directory scans read each name `readdir(3)` returns, in place: a record is only as long as
 /// its name, and the last one in glibc's buffer may end where the mapping ends.
-final class DirectoryEntryTests: XCTestCase {
+final class DirectoryEntryTests: TemporaryFolderTestCase {
   func testANameIsReadWithinItsRecordEvenAtTheEndOfAMapping() throws {
     let page = Int(sysconf(Int32(_SC_PAGESIZE)))
     // Two pages, the second unreadable: a read past the first one faults.
@@ -32,10 +33,7 @@ final class DirectoryEntryTests: XCTestCase {
   }
 
   func testEveryNameOfAFolderIsReadWhole() throws {
-    let folder = FileManager.default.temporaryDirectory
-      .appendingPathComponent("entries-\(UUID().uuidString)").path
-    try FileSystem.createDirectory(path: folder)
-    defer { try? FileManager.default.removeItem(atPath: folder) }
+    let folder = temporary.path
     // Names of every length up to the longest a file system allows.
     let names = (1...255).map { String(repeating: "x", count: $0) } + ["é.jpg", ".hidden"]
     for name in names {

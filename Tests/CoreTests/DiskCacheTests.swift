@@ -3,17 +3,7 @@ import State
 import TestSupport
 import XCTest
 
-final class DiskCacheTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
+final class DiskCacheTests: TemporaryFolderTestCase {
   private var location: CacheLocation { CacheLocation(directory: temporary.path) }
 
   /// A stored file's dates before a test reads it: access and modification years apart, so
@@ -291,10 +281,8 @@ private func killAndReap(_ writer: Process) -> Int32? {
 }
 
 /// Issue 26, item 8: the temporary name of a store fits `NAME_MAX` for every name SD makes.
-final class LongFileNameTests: XCTestCase {
+final class LongFileNameTests: TemporaryFolderTestCase {
   func testAKeyWithTheLongestExtensionSDKeepsIsStoredAndReadBack() throws {
-    let temporary = try TemporaryDirectory()
-    defer { temporary.remove() }
     let cache = DiskCache(location: CacheLocation(directory: temporary.path))
     for extensionLength in [200, 222] {
       let key = "https://example.com/a." + String(repeating: "e", count: extensionLength)
@@ -319,10 +307,8 @@ final class LongFileNameTests: XCTestCase {
 /// standard-output device names do) is written to that descriptor, never opened or renamed.
 /// Here the descriptor is the test's own pipe, reached through a link in a temporary folder:
 /// nothing on the machine but the pipe is written.
-final class OwnDescriptorOutputTests: XCTestCase {
+final class OwnDescriptorOutputTests: TemporaryFolderTestCase {
   func testALinkToThisProcesssOwnDescriptorIsWrittenThroughTheDescriptor() throws {
-    let temporary = try TemporaryDirectory()
-    defer { temporary.remove() }
     var ends: [Int32] = [0, 0]
     XCTAssertEqual(pipe(&ends), 0)
     defer {

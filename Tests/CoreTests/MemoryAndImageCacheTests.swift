@@ -63,18 +63,13 @@ final class MemoryCacheTests: XCTestCase {
   }
 }
 
-final class ImageCacheTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class ImageCacheTests: TemporaryFolderTestCase {
   var cache: ImageCache!
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     cache = ImageCache(
       memory: MemoryCache(), disk: DiskCache(location: CacheLocation(directory: temporary.path)))
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   func testQuerySaysWhereTheHitCameFrom() throws {

@@ -8,12 +8,7 @@ import XCTest
 /// read as a big-endian unsigned 64-bit integer, modulo N. Here it is computed apart from the
 /// code, over many keys and shard counts, including counts that do not divide 255 (for those
 /// that do, 256 = 1 mod N, and any byte order gives the same remainder).
-final class ShardHashTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class ShardHashTests: TemporaryFolderTestCase {
   /// The MD5 of each key as md5sum(1) prints it (lowercase hex), one process for them all.
   private func md5sums(_ keys: [String]) throws -> [String] {
     let paths = keys.indices.map { temporary.appending("key-\($0)") }

@@ -20,7 +20,7 @@ final class BoundedTrimTests: TemporaryFolderTestCase {
   }
 
   func testTrimDeletesExactlyWhatSortingEverySurvivorWouldWithTiesAndFailedDeletes() throws {
-    var generator = SeededGenerator(seed: 0xB0_0DED)
+    var generator = SeededRandom(seed: 0xB0_0DED)
     var failedDeletes = (expire: 0, trim: 0)
     for round in 0..<30 {
       fileSystems.makeAllMutable()
@@ -98,7 +98,7 @@ final class BoundedTrimTests: TemporaryFolderTestCase {
   /// fills while it is written (a full disk is when a trim matters most), they stay in memory
   /// and the trim is the same.
   func testTrimIsTheSameWhenTheTemporaryFileCannotBeMadeOrTheDiskFills() throws {
-    var generator = SeededGenerator(seed: 0xF011)
+    var generator = SeededRandom(seed: 0xF011)
     for i in 0..<400 {
       // Long names: 400 records of some 220 bytes overflow the 64 KiB disk below.
       let name = "f\(i)-" + String(repeating: "n", count: 200)

@@ -320,7 +320,7 @@ final class CacheCleanerTests: TemporaryFolderTestCase {
   /// Compares the pass with a deliberately simple implementation (sort everything) on random
   /// caches: random sizes, distinct random dates, random limits.
   func testMatchesASimpleImplementationOnRandomCaches() throws {
-    var generator = SeededGenerator(seed: 0x5EED)
+    var generator = SeededRandom(seed: 0x5EED)
     for round in 0..<40 {
       try? FileManager.default.removeItem(atPath: builder.root)
       let count = Int.random(in: 0...30, using: &generator)
@@ -372,18 +372,5 @@ final class CacheCleanerTests: TemporaryFolderTestCase {
       }
     }
     return (expired, trimmed)
-  }
-}
-
-/// A small deterministic generator (SplitMix64), so that a failing round can be replayed.
-struct SeededGenerator: RandomNumberGenerator {
-  var state: UInt64
-  init(seed: UInt64) { state = seed }
-  mutating func next() -> UInt64 {
-    state &+= 0x9E37_79B9_7F4A_7C15
-    var z = state
-    z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-    z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-    return z ^ (z >> 31)
   }
 }

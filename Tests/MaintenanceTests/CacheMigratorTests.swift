@@ -3,22 +3,17 @@ import Maintenance
 import TestSupport
 import XCTest
 
-final class CacheMigratorTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class CacheMigratorTests: TemporaryFolderTestCase {
   var location: CacheLocation!
   var cache: CacheBuilder!
   var legacy: CacheBuilder!
   let now = Date(timeIntervalSince1970: 1_700_000_000)
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.appending("com.hackemist.SDImageCache"))
     cache = CacheBuilder(root: location.diskCachePath)
     legacy = CacheBuilder(root: CacheMigrator(location: location).legacyDirectories[0])
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   private func contents(_ path: String) -> Data? { FileManager.default.contents(atPath: path) }

@@ -10,31 +10,30 @@ import XCTest
 /// Address rules (issue 38, docs/security.md): the address a connection is opened to, after
 /// the name resolves, is checked for images, documents and every redirect hop. Refusals are
 /// shown on loopback alone: 127.0.0.1 and 127.0.0.2 are two addresses of one machine.
-final class AddressRulesTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class AddressRulesTests: DownloaderTestCase {
+  /// 127.0.0.2, where `/away` redirects.
   var second: LoopbackServer!
-  var downloaders: [Downloader] = []
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    let second = try LoopbackServer(
-      routes: ["/img.png": { _ in .image(Fixtures.png, type: "image/png") }], host: "127.0.0.2")
-    self.second = second
-    server = try LoopbackServer(routes: [
+  override var routes: [String: Route] {
+    let second = second!
+    return [
       "/img.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/away": { _ in .redirect(to: second.url("/img.png")) },
       "/sitemap.xml": { _ in
         ServerResponse(headers: [("Content-Type", "application/xml")], body: Data("<urlset/>".utf8))
       },
-    ])
+    ]
   }
 
-  override func tearDown() async throws {
-    for downloader in downloaders { await downloader.shutdown() }
-    server.shutdown()
-    second.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    second = try LoopbackServer(
+      routes: ["/img.png": { _ in .image(Fixtures.png, type: "image/png") }], host: "127.0.0.2")
+    try super.setUpWithError()
+  }
+
+  override func tearDown() {
+    second?.shutdown()
+    super.tearDown()
   }
 
   private func configuration(denying rules: [String]) throws -> PrefetchConfiguration {
@@ -46,12 +45,7 @@ final class AddressRulesTests: XCTestCase {
   }
 
   private func load(_ url: String, denying rules: [String]) async throws -> LoadOutcome {
-    let configuration = try configuration(denying: rules)
-    let downloader = Downloader(configuration: configuration.http)
-    downloaders.append(downloader)
-    let prefetcher = try Prefetcher(
-      location: CacheLocation(directory: temporary.appending("cache")),
-      configuration: configuration, namespaces: MemoryNamespaces(), downloader: downloader)
+    let prefetcher = try makePrefetcher(try configuration(denying: rules))
     return await prefetcher.load(url, options: ImageOptions(), context: ImageContext()).outcome
   }
 
@@ -96,8 +90,7 @@ final class AddressRulesTests: XCTestCase {
   }
 
   func testADocumentAtADeniedAddressIsNotFetched() throws {
-    let downloader = Downloader(configuration: try configuration(denying: ["loopback"]).http)
-    downloaders.append(downloader)
+    let downloader = makeDownloader(try configuration(denying: ["loopback"]).http)
     XCTAssertThrowsError(
       try DocumentFetcher.fetch(
         URL(string: server.url("/sitemap.xml"))!, through: downloader,

@@ -12,22 +12,14 @@ import XCTest
 
 /// The libcurl downloader (SPEC section 2): credentials and redirects, how each way a transfer
 /// can fail is named, decompression and the cookie engine, against real servers on 127.0.0.1.
-final class DownloaderTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class DownloaderTests: DownloaderTestCase {
+  /// Another origin, where `/away` redirects.
   var other: LoopbackServer!
-  var location: CacheLocation!
-  var downloaders: [Downloader] = []
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    let other = try LoopbackServer(routes: [
-      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
-    ])
-    self.other = other
+  override var routes: [String: Route] {
+    let other = other!
     let half = Fixtures.jpeg.prefix(400)
-    server = try LoopbackServer(routes: [
+    return [
       "/away": { _ in .redirect(to: other.url("/img.png")) },
       "/here": { _ in .redirect(to: "/img.png") },
       "/img.png": { _ in .image(Fixtures.png, type: "image/png") },
@@ -55,14 +47,19 @@ final class DownloaderTests: XCTestCase {
           body: Fixtures.png)
       },
       "/after.png": { _ in .image(Fixtures.png, type: "image/png") },
-    ])
+    ]
   }
 
-  override func tearDown() async throws {
-    for downloader in downloaders { await downloader.shutdown() }
-    server.shutdown()
-    other.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    other = try LoopbackServer(routes: [
+      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
+    ])
+    try super.setUpWithError()
+  }
+
+  override func tearDown() {
+    other?.shutdown()
+    super.tearDown()
   }
 
   private func manager(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws
@@ -73,11 +70,7 @@ final class DownloaderTests: XCTestCase {
     configuration.deadline = 5
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration.http)
-    downloaders.append(downloader)
-    return try Prefetcher(
-      location: location, configuration: configuration, namespaces: MemoryNamespaces(),
-      downloader: downloader)
+    return try makePrefetcher(configuration)
   }
 
   private func failure(_ outcome: LoadOutcome, file: StaticString = #filePath, line: UInt = #line)
@@ -151,9 +144,7 @@ final class DownloaderTests: XCTestCase {
     let downloader = Downloader(
       configuration: configuration.http, idleWaitMilliseconds: 3_600_000)
     downloaders.append(downloader)
-    let manager = try Prefetcher(
-      location: location, configuration: configuration, namespaces: MemoryNamespaces(),
-      downloader: downloader)
+    let manager = try makePrefetcher(configuration, on: downloader)
     let finished = expectation(description: "every download ends")
     let singles = (0..<3).map { server.url("/img.png?round=\($0)") }
     let batch = (0..<40).map { server.url("/after.png?n=\($0)") }
@@ -330,9 +321,7 @@ final class DownloaderTests: XCTestCase {
     ])
     var configuration = PrefetchConfiguration()
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration.http)
-    downloaders.append(downloader)
-    return (slow, downloader)
+    return (slow, makeDownloader(configuration.http))
   }
 
   /// The transfer thread keeps the limits itself: downloads queued beyond them wait on it, in
@@ -476,8 +465,7 @@ final class DownloaderTests: XCTestCase {
       "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .seconds(5)) }
     ])
     defer { slow.shutdown() }
-    let downloader = Downloader()
-    downloaders.append(downloader)
+    let downloader = makeDownloader()
     let started = Date()
     let task = Task {
       try await downloader.download(DownloadRequest(url: URL(string: slow.url("/slow.png"))!))
@@ -573,8 +561,7 @@ private func threadsAsleepInPoll() -> Int {
 
 extension DownloaderTests {
   func testTheTransferThreadCarriesItsNameForTopAndPs() async throws {
-    let downloader = Downloader(configuration: DownloaderConfiguration())
-    downloaders.append(downloader)
+    let downloader = makeDownloader()
     _ = try await downloader.download(DownloadRequest(url: URL(string: server.url("/img.png"))!))
     let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
     let names = tasks.compactMap {

@@ -9,9 +9,7 @@ import XCTest
 /// Issue 29, item 4: gentle with origins. A per-host request rate, a bandwidth cap for the
 /// run, and a `Retry-After` that holds back every download of its host, measured against the
 /// arrival times the loopback server logs (each within 10%). The measured figures are printed.
-final class OriginLimitsTests: LoopbackTestCase {
-  var downloaders: [Downloader] = []
-
+final class OriginLimitsTests: DownloaderTestCase {
   /// 250,000 bytes: a JPEG's start, padded (validation is off where it is served).
   static let quarterMegabyte = Fixtures.paddedJPEG(count: 250_000)
 
@@ -30,23 +28,13 @@ final class OriginLimitsTests: LoopbackTestCase {
     ]
   }
 
-  override func tearDown() async throws {
-    for downloader in downloaders { await downloader.shutdown() }
-    try await super.tearDown()
-  }
-
   private func run(
     _ urls: [String], _ configure: (inout PrefetchConfiguration) -> Void
   ) async throws -> PrefetchReport {
     var configuration = PrefetchConfiguration()
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration.http)
-    downloaders.append(downloader)
-    let prefetcher = try Prefetcher(
-      location: CacheLocation(directory: temporary.appending("cache")),
-      configuration: configuration, namespaces: MemoryNamespaces(), downloader: downloader)
-    return await prefetcher.run(
+    return try await makePrefetcher(configuration).run(
       urls.map { .success(PrefetchItem(url: $0)) })
   }
 

@@ -8,10 +8,7 @@ import TestSupport
 import XCTest
 
 /// SPEC section 2 against a real HTTP server on 127.0.0.1.
-final class PipelineTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
-  var location: CacheLocation!
+final class PipelineTests: DownloaderTestCase {
   var downloader: Downloader!
 
   /// What `/modified.png` says, and the only validator it sends (no ETag).
@@ -19,11 +16,9 @@ final class PipelineTests: XCTestCase {
 
   static let truncatedJPEG = Fixtures.jpeg.prefix(Fixtures.jpeg.count - 200)
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-    location = CacheLocation(directory: temporary.appending("cache"))
+  override var routes: [String: Route] {
     let etag = "\"v1\""
-    server = try LoopbackServer(routes: [
+    return [
       "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
       "/image.png": { _ in .image(Fixtures.png, type: "image/png") },
       "/anim.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
@@ -68,18 +63,16 @@ final class PipelineTests: XCTestCase {
             body: Fixtures.png)
       },
       "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
-    ])
+    ]
+  }
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
     var configuration = PrefetchConfiguration()
     configuration.timeout = 1
     configuration.deadline = 2
     configuration.maxResponseSize = 2000
-    downloader = Downloader(configuration: configuration.http)
-  }
-
-  override func tearDown() async throws {
-    await downloader.shutdown()
-    server.shutdown()
-    temporary.remove()
+    downloader = makeDownloader(configuration.http)
   }
 
   /// The runs' state, in memory: the pipeline's tests need no database and no lock.

@@ -9,19 +9,14 @@ import XCTest
 /// The plan of `prefetch --dry-run` is the pipeline's own decision (SPEC section 2, steps 1-4),
 /// from the cache and the URL alone, taken by a planning manager: these are the cases the
 /// command-line tests leave out.
-final class PrefetchPlannerTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class PrefetchPlannerTests: TemporaryFolderTestCase {
   var location: CacheLocation!
   let url = "https://cdn.example/p/a.jpg"
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.path)
     try FileSystem.createDirectory(path: location.diskCachePath)
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   private func plan(_ options: Set<ImageOption> = [], context: ImageContext = ImageContext())

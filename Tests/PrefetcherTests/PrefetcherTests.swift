@@ -10,11 +10,7 @@ import TestSupport
 import XCTest
 
 /// SPEC section 5: bounded concurrency, priorities, retries, coalescing, manifests, report.
-final class PrefetcherTests: LoopbackTestCase {
-  var location: CacheLocation!
-  /// Every downloader a test made, shut down after it.
-  var downloaders: [Downloader] = []
-
+final class PrefetcherTests: DownloaderTestCase {
   override var routes: [String: Route] {
     [
       "/slow.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .milliseconds(300)) },
@@ -44,27 +40,13 @@ final class PrefetcherTests: LoopbackTestCase {
     ]
   }
 
-  override func setUpWithError() throws {
-    try super.setUpWithError()
-    location = CacheLocation(directory: temporary.appending("cache"))
-  }
-
-  override func tearDown() async throws {
-    for downloader in downloaders { await downloader.shutdown() }
-    try await super.tearDown()
-  }
-
   private func prefetcher(_ configure: (inout PrefetchConfiguration) -> Void = { _ in }) throws
     -> Prefetcher
   {
     var configuration = PrefetchConfiguration()
     configuration.retryBaseDelay = 0.01
     configure(&configuration)
-    let downloader = Downloader(configuration: configuration.http)
-    downloaders.append(downloader)
-    return try Prefetcher(
-      location: location, configuration: configuration, namespaces: MemoryNamespaces(),
-      downloader: downloader)
+    return try makePrefetcher(configuration)
   }
 
   private func items(_ urls: [String], options: Set<ImageOption> = []) -> [Result<

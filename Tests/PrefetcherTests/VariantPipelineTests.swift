@@ -10,8 +10,7 @@ import XCTest
 /// Thumbnails and transformers through SD 5.21.5's pipeline (issue 12): the derived key first,
 /// then the original in the cache, then the network; the original stored under its own key and
 /// the variant under the derived one.
-final class VariantPipelineTests: LoopbackTestCase {
-  var location: CacheLocation!
+final class VariantPipelineTests: DownloaderTestCase {
   var downloader: Downloader!
 
   override var routes: [String: Route] {
@@ -26,13 +25,7 @@ final class VariantPipelineTests: LoopbackTestCase {
 
   override func setUpWithError() throws {
     try super.setUpWithError()
-    location = CacheLocation(directory: temporary.appending("cache"))
-    downloader = Downloader(configuration: DownloaderConfiguration())
-  }
-
-  override func tearDown() async throws {
-    await downloader.shutdown()
-    try await super.tearDown()
+    downloader = makeDownloader()
   }
 
   private func context(_ json: String) throws -> ImageContext {

@@ -6,12 +6,7 @@ import XCTest
 
 /// A job file's fleet settings (issue 28): `allowURLFailures`, `prefetch.fleetPerHostConcurrency`
 /// and `{shard}` in its paths.
-final class FleetJobTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class FleetJobTests: TemporaryFolderTestCase {
   private func load(_ text: String) throws -> Job {
     let path = temporary.appending("nightly.yaml")
     try text.write(toFile: path, atomically: true, encoding: .utf8)

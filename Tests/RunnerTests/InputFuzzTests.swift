@@ -6,30 +6,7 @@ import XCTest
 
 /// SPEC section 10: random and mutated manifests and job files, from a fixed seed, never crash
 /// the readers, every error names its file and line, and memory stays bounded.
-final class InputFuzzTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
-  /// SplitMix64: small, fast, and the same sequence on every machine.
-  struct Random {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-      state &+= 0x9E37_79B9_7F4A_7C15
-      var z = state
-      z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-      z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-      return z ^ (z >> 31)
-    }
-    mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
-  }
-
+final class InputFuzzTests: TemporaryFolderTestCase {
   static let fragments: [[UInt8]] = [
     "https://cdn.example.com/a.jpg", "http://x/y.png?w=1&h=2", "# comment", "",
     #"{"url": "https://x/a.jpg"}"#, #"{"url": "https://x/b.jpg", "options": ["highPriority"]}"#,
@@ -38,7 +15,7 @@ final class InputFuzzTests: XCTestCase {
     "ftp://x/a", "data:image/png;base64,AAAA", "é€😀", "%00", "\\u0000",
   ].map { Array($0.utf8) }
 
-  private func mutate(_ bytes: inout [UInt8], _ random: inout Random) {
+  private func mutate(_ bytes: inout [UInt8], _ random: inout SeededRandom) {
     for _ in 0..<random.below(8) {
       switch random.below(5) {
       case 0 where !bytes.isEmpty: bytes[random.below(bytes.count)] = UInt8(random.below(256))
@@ -61,7 +38,7 @@ final class InputFuzzTests: XCTestCase {
   }
 
   func testManifestsNeverCrashTheReaderAndEveryErrorNamesItsLine() throws {
-    var random = Random(state: 20_261_122)
+    var random = SeededRandom(seed: 20_261_122)
     let path = temporary.appending("fuzz.txt")
     let memoryBefore = Self.peakResidentKilobytes
     for _ in 0..<3_000 {
@@ -110,7 +87,7 @@ final class InputFuzzTests: XCTestCase {
       maintenance: [migrate, expire]
       report: reports/{date}.json
       """.utf8)
-    var random = Random(state: 7)
+    var random = SeededRandom(seed: 7)
     let path = temporary.appending("fuzz.yaml")
     let memoryBefore = Self.peakResidentKilobytes
     var parsed = 0

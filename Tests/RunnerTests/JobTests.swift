@@ -7,17 +7,7 @@ import Runner
 import TestSupport
 import XCTest
 
-final class JobTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
+final class JobTests: TemporaryFolderTestCase {
   private func write(_ text: String, name: String = "job.yaml") throws -> String {
     let path = temporary.appending(name)
     try text.write(toFile: path, atomically: true, encoding: .utf8)
@@ -270,12 +260,7 @@ final class JobTests: XCTestCase {
 }
 
 /// Issue 26, item 6: a job's name becomes part of paths (`{job}`), so it is checked as one.
-final class JobNameTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class JobNameTests: TemporaryFolderTestCase {
   private func loadError(name: String) throws -> ConfigurationError? {
     let path = temporary.appending("job.yaml")
     try "cache:\n  directory: c\nname: \(name)\n".write(
@@ -303,10 +288,8 @@ final class JobNameTests: XCTestCase {
 }
 
 /// Issue 29, item 2: `cache.maxDelete` in a job file.
-final class MaxDeleteJobTests: XCTestCase {
+final class MaxDeleteJobTests: TemporaryFolderTestCase {
   func testMaxDeleteIsAFileCountOrAShareAndAnythingElseNamesTheField() throws {
-    let temporary = try TemporaryDirectory()
-    defer { temporary.remove() }
     let path = temporary.appending("job.yaml")
     for (value, expected) in [("500", DeletionLimit.files(500)), ("\"10%\"", .percent(10))] {
       try "cache:\n  directory: c\n  maxDelete: \(value)\n".write(

@@ -5,12 +5,7 @@ import XCTest
 
 /// The manifest line reader (SPEC sections 6 and 10): lines as their bytes say, numbered from
 /// 1, whatever the line endings, the chunk boundaries, or the bytes a hostile file holds.
-final class LineReaderTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class LineReaderTests: TemporaryFolderTestCase {
   private func file(_ bytes: [UInt8]) throws -> String {
     let path = temporary.appending("manifest-\(UUID().uuidString).txt")
     XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(bytes)))

@@ -9,17 +9,7 @@ import XCTest
 /// Numbers from job files and reports are range-checked (SPEC section 7, issue 27 item 1): out
 /// of range is a ``ConfigurationError`` (exit 2) naming the file, line and field and the range,
 /// never a trap later when the number is converted or summed.
-final class NumberRangeTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
+final class NumberRangeTests: TemporaryFolderTestCase {
   private func loadError(_ text: String) throws -> ConfigurationError? {
     let path = temporary.appending("job.yaml")
     try text.write(toFile: path, atomically: true, encoding: .utf8)

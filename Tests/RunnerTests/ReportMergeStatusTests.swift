@@ -7,12 +7,7 @@ import XCTest
 /// SPEC section 9: a merged report has the worst status of its reports (failed, then
 /// interrupted, then incomplete, then completed), whatever their order: one shard that failed
 /// makes the whole run failed.
-final class ReportMergeStatusTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class ReportMergeStatusTests: TemporaryFolderTestCase {
   private func merged(_ statuses: [String]) throws -> (RunReport.Status, RunReport.Status) {
     let paths = try statuses.enumerated().map { index, status in
       let path = temporary.appending("report-\(index).json")

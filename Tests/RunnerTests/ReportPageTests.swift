@@ -8,12 +8,7 @@ import XCTest
 /// of other systems, and the page is opened by people. Whatever they hold shows as text; no
 /// element or attribute on the page comes from them, and the page forbids script should one
 /// ever slip through. The page is read by a real HTML parser (Python's `html.parser`).
-final class ReportPageTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class ReportPageTests: TemporaryFolderTestCase {
   /// Every string of a report that reaches the page, each with markup of its own: behind a
   /// prepend character and before combining marks, joiners and variation selectors (which
   /// make one grapheme cluster with the `<` or quote), beside CR/LF and NUL, and the openers

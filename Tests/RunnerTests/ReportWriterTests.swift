@@ -5,17 +5,7 @@ import TestSupport
 import XCTest
 
 /// SPEC section 6: the streamed report has the schema's shape and decodes to what was recorded.
-final class ReportWriterTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
+final class ReportWriterTests: TemporaryFolderTestCase {
   func testAStreamedReportDecodesToWhatWasRecorded() throws {
     let location = CacheLocation(directory: "/srv/c\"ache", namespace: "ns")
     let started = Date(timeIntervalSince1970: 1_700_000_000.25)

@@ -9,9 +9,7 @@ import XCTest
 
 /// Sitemap manifests (SPEC section 6, issue 14): image sitemaps, indexes, gzip, local files and
 /// URLs, and the hostile ones, through the runner against a loopback server.
-final class SitemapTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-  var server: LoopbackServer!
+final class SitemapTests: LoopbackTestCase {
   var location: CacheLocation!
   /// Sitemap bodies served by path, set by each test before it runs.
   let documents = DocumentTable()
@@ -25,16 +23,11 @@ final class SitemapTests: XCTestCase {
     }
   }
 
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+  override var routes: [String: Route] {
     let documents = documents
-    var routes: [String: Route] = [
-      "/a.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/b.png": { _ in .image(Fixtures.png, type: "image/png") },
-      "/c.gif": { _ in .image(Fixtures.gif, type: "image/gif") },
-      "/d.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
-    ]
+    var routes = Self.images
+    routes["/d.jpg"] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
+    routes["/photo.jpg"] = { _ in .image(Fixtures.jpeg, type: "image/jpeg") }
     for name in [
       "/sitemap.xml", "/sitemap.xml.gz", "/index.xml", "/one.xml", "/two.xml.gz", "/self.xml",
       "/deep1.xml", "/deep2.xml", "/deep3.xml",
@@ -46,13 +39,12 @@ final class SitemapTests: XCTestCase {
           ?? ServerResponse(status: 404)
       }
     }
-    server = try LoopbackServer(routes: routes)
-    location = CacheLocation(directory: temporary.appending("cache"))
+    return routes
   }
 
-  override func tearDown() {
-    server.shutdown()
-    temporary.remove()
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    location = CacheLocation(directory: temporary.appending("cache"))
   }
 
   // MARK: Documents

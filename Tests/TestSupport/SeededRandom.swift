@@ -12,4 +12,8 @@ public struct SeededRandom: RandomNumberGenerator {
     z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
     return z ^ (z >> 31)
   }
+
+  /// A number in `0..<bound` from one draw, by remainder: slightly uneven, but one draw a
+  /// number, so a seed replays the same cases (`Int.random(in:using:)` may draw again).
+  public mutating func below(_ bound: Int) -> Int { Int(next() % UInt64(bound)) }
 }

@@ -4,8 +4,7 @@ import XCTest
 
 /// `cron/imagecache-cron` and the systemd unit (issue 13, items 1-4): pruning, exit codes and
 /// the mail, with a stand-in for the binary that writes what the real one would.
-final class CronWrapperTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class CronWrapperTests: TemporaryFolderTestCase {
   var fake: String!
   var job: String!
 
@@ -14,7 +13,7 @@ final class CronWrapperTests: XCTestCase {
   static var wrapper: String { repository.appendingPathComponent("cron/imagecache-cron").path }
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     // Writes the --report file, if given, and, like the real binary, the job's own `report:` with {date}
     // and {time} filled in from FAKE_NOW (seconds, default now), `-2`, `-3`... before the
     // extension when the name is taken; prints what `run` prints, and exits with FAKE_STATUS.
@@ -61,10 +60,6 @@ final class CronWrapperTests: XCTestCase {
       atPath: temporary.appending("jobs"), withIntermediateDirectories: true)
     try "cache:\n  directory: /srv/c\nreport: own/nightly-{date}-{time}.json  # kept 14\n".write(
       toFile: job, atomically: true, encoding: .utf8)
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   private func wrap(

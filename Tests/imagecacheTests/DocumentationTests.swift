@@ -6,12 +6,7 @@ import XCTest
 /// accepts and every setting a job file may hold is described there, and no link in the README
 /// or `docs/` leads nowhere. Each list is asked of the built binary, so that a flag or setting
 /// added without its documentation fails here.
-final class DocumentationTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class DocumentationTests: TemporaryFolderTestCase {
   private static var repository: URL { CronWrapperTests.repository }
 
   /// The Markdown pages of `docs/`, by path relative to the repository.

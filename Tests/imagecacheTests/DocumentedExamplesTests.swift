@@ -22,12 +22,7 @@ import XCTest
 /// `/etc`, `/var`, `/tmp`...) are the page's folders, by rewriting the commands, and in the
 /// namespace the root file system is read-only, so a block can write nowhere else. Needs root
 /// and unshare(1); without them it skips, unless `IMAGECACHE_REQUIRE_ENGINES=1`.
-final class DocumentedExamplesTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary?.remove() }
-
+final class DocumentedExamplesTests: TemporaryFolderTestCase {
   private static var repository: URL { CronWrapperTests.repository }
 
   // MARK: What is not run here, and what some blocks need

@@ -14,7 +14,7 @@ import XCTest
 /// Needs root and Debian's `gridengine-master`, `gridengine-exec` and `gridengine-client`;
 /// without them the tests skip, saying so, unless `IMAGECACHE_REQUIRE_ENGINES=1` (set by
 /// `.ci/run`, which installs them), where they fail.
-final class GridEngineTests: XCTestCase {
+final class GridEngineTests: TemporaryFolderTestCase {
   static let shards = FleetNight.shards
   static let tools = ["sge_qmaster", "sge_execd", "qconf", "qsub", "qstat", "qacct", "qdel"]
   /// The task the page's rerun narrows the array to (`qsub -t 3`): the victim's.
@@ -23,7 +23,6 @@ final class GridEngineTests: XCTestCase {
   let fleet = FleetNight()
   /// Paths the server answers late: in the ordinary night, one shard's images.
   let late = LatePaths()
-  var temporary: TemporaryDirectory!
   var server: LoopbackServer!
   /// The cell's SGE_ROOT, apart from the test's folder.
   var localCell: LocalCluster?
@@ -44,7 +43,6 @@ final class GridEngineTests: XCTestCase {
     try FleetDocs.requireCluster(
       "Grid Engine cell", tools: Self.tools,
       packages: "gridengine-master gridengine-exec gridengine-client")
-    temporary = try TemporaryDirectory()
     let late = late
     server = try LoopbackServer(
       routes: fleet.routes.mapValues { route in
@@ -64,7 +62,6 @@ final class GridEngineTests: XCTestCase {
     // failure.
     localCell?.stop()
     server?.shutdown()
-    temporary?.remove()
     super.tearDown()
   }
 

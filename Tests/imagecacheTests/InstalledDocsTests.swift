@@ -4,12 +4,7 @@ import XCTest
 
 /// What an installed host has to read (issue 29, item 9): man pages that render cleanly, a job
 /// file reference naming every setting, and an install script that a package build can stage.
-final class InstalledDocsTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws { temporary = try TemporaryDirectory() }
-  override func tearDown() { temporary.remove() }
-
+final class InstalledDocsTests: TemporaryFolderTestCase {
   private func repositoryPath(_ relative: String) -> String {
     CronWrapperTests.repository.appendingPathComponent(relative).path
   }

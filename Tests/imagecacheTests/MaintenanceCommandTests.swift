@@ -5,19 +5,14 @@ import TestSupport
 import XCTest
 
 /// End-to-end: the built binary on real folders.
-final class MaintenanceCommandTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class MaintenanceCommandTests: TemporaryFolderTestCase {
   var location: CacheLocation!
   var builder: CacheBuilder!
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.appending("cache"))
     builder = CacheBuilder(root: location.diskCachePath)
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   func testMaintainTrimsToASmallLimitAndWritesTheReport() throws {
@@ -302,21 +297,18 @@ final class MaintenanceCommandTests: XCTestCase {
 
 /// Issue 29, item 2 (SPEC section 11): no pass deletes by a limit nobody stated, and a guard
 /// stops limits that would delete far more than meant.
-final class DeletionLimitTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class DeletionLimitTests: TemporaryFolderTestCase {
   var location: CacheLocation!
   var builder: CacheBuilder!
   /// A month old by access date: every one of them is past SD's 7 days.
   let monthOld = Int64(Date().timeIntervalSince1970) - 30 * 86_400
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.appending("cache"))
     builder = CacheBuilder(root: location.diskCachePath)
     for i in 0..<10 { try builder.file("f\(i)", size: 100, accessTime: monthOld + Int64(i)) }
   }
-
-  override func tearDown() { temporary.remove() }
 
   private func maintain(_ arguments: [String]) throws -> CommandResult {
     try ImageCacheBinary.run(["maintain", "--cache", location.directory] + arguments)

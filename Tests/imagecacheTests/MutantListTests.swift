@@ -5,7 +5,7 @@ import XCTest
 /// The mutation exercise's list (scripts/mutants.txt, docs/mutation-testing.md) follows the
 /// code: a mutant whose text is no longer where the list says fails here, not months later when
 /// someone runs the exercise. Only `--check`: nothing is built or changed.
-final class MutantListTests: XCTestCase {
+final class MutantListTests: TemporaryFolderTestCase {
   private var script: String {
     DeployTests.repository.appendingPathComponent("scripts/mutants").path
   }
@@ -24,8 +24,6 @@ final class MutantListTests: XCTestCase {
   /// A mutant whose text is gone, or is on several lines near the one named, stops the exercise
   /// (exit 2) naming it; one that moved a few lines is found there, with a warning.
   func testAStaleMutantIsRefusedAndAMovedOneIsFoundAndNamed() throws {
-    let temporary = try TemporaryDirectory()
-    defer { temporary.remove() }
     let file = "Sources/Core/Configuration/Shard.swift"
     let lines = try String(
       contentsOf: DeployTests.repository.appendingPathComponent(file), encoding: .utf8

@@ -14,17 +14,8 @@ import XCTest
 /// A seeded generator in XCTest rather than swift-property-based: that library runs under Swift
 /// Testing, and this suite runs XCTest alone (`--disable-swift-testing`). Set
 /// IMAGECACHE_PROPERTY_SEED to replay or vary a run; every failure names its seed and case.
-final class NumberPropertyTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class NumberPropertyTests: TemporaryFolderTestCase {
   let seed = UInt64(ProcessInfo.processInfo.environment["IMAGECACHE_PROPERTY_SEED"] ?? "") ?? 27
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
 
   static let edges = [
     "0", "-0", "1", "-1", "nan", "NaN", ".nan", "inf", "-inf", ".inf", "infinity", "1e308",

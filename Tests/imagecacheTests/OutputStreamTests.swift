@@ -7,18 +7,13 @@ import XCTest
 /// Issue 29 item 7: what a command exists to print goes to stdout, so that it can be piped
 /// (`blacklist list | grep host`, `stats > before.txt`); progress, warnings and summaries go to
 /// stderr, as curl, rsync and git do.
-final class OutputStreamTests: XCTestCase {
-  var temporary: TemporaryDirectory!
+final class OutputStreamTests: TemporaryFolderTestCase {
   var location: CacheLocation!
 
   override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
+    try super.setUpWithError()
     location = CacheLocation(directory: temporary.appending("cache"))
     try FileSystem.createDirectory(path: location.diskCachePath)
-  }
-
-  override func tearDown() {
-    temporary.remove()
   }
 
   func testBlacklistListPrintsItsEntriesOnStdoutAndItsCountOnStderr() throws {

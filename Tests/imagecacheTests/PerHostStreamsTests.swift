@@ -7,17 +7,7 @@ import XCTest
 /// at once as the total allows (streams on one connection), while a host that answers over
 /// HTTP/1.1 still gets SD's 6 connections; `--per-host-streams` / `prefetch.perHostStreams`
 /// bound the streams.
-final class PerHostStreamsTests: XCTestCase {
-  var temporary: TemporaryDirectory!
-
-  override func setUpWithError() throws {
-    temporary = try TemporaryDirectory()
-  }
-
-  override func tearDown() {
-    temporary.remove()
-  }
-
+final class PerHostStreamsTests: TemporaryFolderTestCase {
   private func http2Server() throws -> HTTP2LoopbackServer {
     try HTTP2LoopbackServer(body: Fixtures.jpeg, delay: 0.3, root: temporary.appending("h2"))
   }

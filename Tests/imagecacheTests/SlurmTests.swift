@@ -11,12 +11,11 @@ import XCTest
 ///
 /// Needs root and Debian's `slurm-wlm` and `munge`; without them the tests skip, saying so,
 /// unless `IMAGECACHE_REQUIRE_ENGINES=1` (set by `.ci/run`, which installs them), where they fail.
-final class SlurmTests: XCTestCase {
+final class SlurmTests: TemporaryFolderTestCase {
   static let shards = FleetNight.shards
   static let tools = ["munged", "mungekey", "slurmctld", "slurmd", "sbatch", "scontrol", "scancel"]
 
   let fleet = FleetNight()
-  var temporary: TemporaryDirectory!
   var server: LoopbackServer!
   /// The cluster's own folder, apart from the test's: munged wants every folder above its
   /// socket open to all (0755), which a test's temporary folder (0700) is not.
@@ -29,7 +28,6 @@ final class SlurmTests: XCTestCase {
     try super.setUpWithError()
     try FleetDocs.requireCluster(
       "Slurm cluster", tools: Self.tools, packages: "slurm-wlm munge")
-    temporary = try TemporaryDirectory()
     server = try LoopbackServer(routes: fleet.routes)
     localCluster = try LocalCluster(script: "slurm-local", prefix: "imagecache-slurm")
   }
@@ -38,7 +36,6 @@ final class SlurmTests: XCTestCase {
     // Every daemon the cluster started is stopped by its pid file, even after a failure.
     localCluster?.stop()
     server?.shutdown()
-    temporary?.remove()
     super.tearDown()
   }
 
