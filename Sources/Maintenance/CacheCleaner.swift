@@ -86,8 +86,8 @@ public enum DeletionLimit: Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-/// What the user asked for cannot be done on this cache.
-public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertible {
+/// What the user asked for cannot be done on this cache: a usage error (exit code 2).
+public enum MaintenanceError: ExitStatusProviding, Sendable, Equatable {
   /// The passes would delete more than ``CleanupConfiguration/maxDelete`` allows.
   case overDeletionLimit(planned: Int, files: Int, limit: DeletionLimit)
   /// `creationDate` was chosen, but the filesystem reports no birth time.
@@ -115,6 +115,8 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
         + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"
     }
   }
+
+  public var exitStatus: ExitStatus { .usage }
 }
 
 /// The allocated bytes of the files a ``CacheCleaner`` walked (a shard's: its own), before

@@ -430,7 +430,10 @@ public struct JobRunner: Sendable {
 
 /// A failure that ended a run part-way (exit code 4): the disk is full, over quota or
 /// read-only, so every later store would fail too (SPEC section 2, step 7).
-public struct RunEndingError: Error, Sendable, CustomStringConvertible {
+public struct RunEndingError: ExitStatusProviding, CauseProviding, Sendable {
   public var failure: ImageCacheError
   public var description: String { "the run stopped: \(failure.message)" }
+  public var exitStatus: ExitStatus { .fatalIO }
+  /// What the file system or SQLite said under the failure.
+  public var cause: FailureCause? { failure.cause }
 }
