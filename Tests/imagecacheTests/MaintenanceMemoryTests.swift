@@ -53,4 +53,26 @@ final class MaintenanceMemoryTests: TemporaryFolderTestCase {
     // cost some 30 MB.
     XCTAssertLessThan(large, small + 4 * 1024, "400,000 files: \(large) KiB, 100,000: \(small) KiB")
   }
+
+  /// `migrate` moves a legacy folder of any size in the same memory: it walks the folder as it
+  /// moves the files, never listing it whole first.
+  func testMigratePeakMemoryDoesNotGrowWithTheNumberOfFiles() throws {
+    let mounted = try fileSystems.mountTmpfs(
+      at: temporary.appending("tmpfs"), size: "256m", inodes: 1 << 20)
+    let legacy = mounted + "/legacy"
+
+    func peak(moving files: Range<Int>) throws -> Int {
+      try FileSystem.createDirectory(path: legacy)
+      try addFiles(files, to: legacy)
+      let (status, kib) = try PeakMemory.run(
+        ImageCacheBinary.path, ["migrate", "--cache", mounted + "/cache", "--from", legacy])
+      XCTAssertEqual(status, 0)
+      XCTAssertFalse(FileManager.default.fileExists(atPath: legacy), "every file moved")
+      return kib
+    }
+    let small = try peak(moving: 0..<50_000)
+    let large = try peak(moving: 50_000..<250_000)
+    // Listed first, 150,000 more files would cost some 30 MB.
+    XCTAssertLessThan(large, small + 4 * 1024, "200,000 files: \(large) KiB, 50,000: \(small) KiB")
+  }
 }
