@@ -119,6 +119,22 @@ public enum MaintenanceError: ExitStatusProviding, Sendable, Equatable {
   public var exitStatus: ExitStatus { .usage }
 }
 
+/// Something a pass tells the operator besides its actions and per-file errors: it went on,
+/// but not within the bounds it was made for.
+public enum MaintenanceWarning: Sendable, Equatable, CustomStringConvertible {
+  /// Trim's temporary file for the files it sorts could not be made or written (`TMPDIR`
+  /// missing, read-only or full): they were held in memory, which grows with the cache.
+  case trimInMemory(FileSystemError)
+
+  public var description: String {
+    switch self {
+    case .trimInMemory(let error):
+      "trim: no temporary file (\(error)): the files it sorts were held in memory, which grows "
+        + "with the cache; set TMPDIR to a writable folder with room"
+    }
+  }
+}
+
 /// The allocated bytes of the files a ``CacheCleaner`` walked (a shard's: its own), before
 /// its passes, after the expire pass and after the trim pass; in a dry run, as they would be.
 public struct CacheSizes: Sendable, Equatable {
@@ -192,21 +208,23 @@ public struct CacheCleaner: Sendable {
   /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
   /// delete succeeds), handing each action and per-file error to the recorders as it happens;
   /// the passes go on after a per-file error. Once `stop` returns true (a signal), the pass
-  /// stops after the file in hand: what was done is recorded, nothing is half done.
+  /// stops after the file in hand: what was done is recorded, nothing is half done. A pass that
+  /// goes on outside its bounds says so to `warn`, once.
   /// - Returns: the cache's size before and after each pass, or `nil` when stopped.
   @discardableResult
   public func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
-    stop: () -> Bool = { false }
+    stop: () -> Bool = { false }, warn: (MaintenanceWarning) -> Void = { _ in }
   ) throws -> CacheSizes? {
     var files = 0
     return try run(
-      now: now, dryRun: dryRun, expire: &expire, trim: &trim, stop: stop, filesSeen: &files)
+      now: now, dryRun: dryRun, expire: &expire, trim: &trim, stop: stop, warn: warn,
+      filesSeen: &files)
   }
 
   private func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date, dryRun: Bool, expire: inout Expire, trim: inout Trim, stop: () -> Bool,
-    filesSeen: inout Int
+    warn: (MaintenanceWarning) -> Void = { _ in }, filesSeen: inout Int
   ) throws -> CacheSizes? {
     let cutoff = Self.cutoff(now: now, maxDiskAge: configuration.maxDiskAge)
     let expireType = configuration.expireType
@@ -247,6 +265,7 @@ public struct CacheCleaner: Sendable {
       if trimming { try survivors.append(path: file.relativePath, date: date, size: size) }
       return true
     }
+    if let error = survivors.memoryFallback { warn(.trimInMemory(error)) }
     if stopped { return nil }
     var sizes = CacheSizes(
       before: scannedBytes, afterExpire: remainingBytes, afterTrim: remainingBytes)

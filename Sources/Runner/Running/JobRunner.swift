@@ -253,7 +253,7 @@ public struct JobRunner: Sendable {
       case .failure(let error): throw error
       }
       if let failure { throw failure }
-      if !signals.interrupted { try clean(into: writer, stop: signals.stop) }
+      if !signals.interrupted { try clean(into: writer, stop: signals.stop, warnings: warnings) }
       // After expire and trim: the audit judges the cache an app will read.
       if let verify = job.verify, !signals.interrupted {
         try self.verify(verify, into: writer, stop: signals.stop)
