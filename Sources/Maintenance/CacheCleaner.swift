@@ -86,8 +86,8 @@ public enum DeletionLimit: Sendable, Equatable, CustomStringConvertible {
   }
 }
 
-/// What the user asked for cannot be done on this cache.
-public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertible {
+/// What the user asked for cannot be done on this cache: a usage error (exit code 2).
+public enum MaintenanceError: ExitStatusProviding, Sendable, Equatable {
   /// The passes would delete more than ``CleanupConfiguration/maxDelete`` allows.
   case overDeletionLimit(planned: Int, files: Int, limit: DeletionLimit)
   /// `creationDate` was chosen, but the filesystem reports no birth time.
@@ -113,6 +113,24 @@ public enum MaintenanceError: Error, Sendable, Equatable, CustomStringConvertibl
     case .creationDateUnavailable(let path):
       "expireType creationDate needs file birth times, and this filesystem reports none "
         + "(statx gave no birth time for \(path)); choose accessDate, modificationDate or changeDate"
+    }
+  }
+
+  public var exitStatus: ExitStatus { .usage }
+}
+
+/// Something a pass tells the operator besides its actions and per-file errors: it went on,
+/// but not within the bounds it was made for.
+public enum MaintenanceWarning: Sendable, Equatable, CustomStringConvertible {
+  /// Trim's temporary file for the files it sorts could not be made or written (`TMPDIR`
+  /// missing, read-only or full): they were held in memory, which grows with the cache.
+  case trimInMemory(FileSystemError)
+
+  public var description: String {
+    switch self {
+    case .trimInMemory(let error):
+      "trim: no temporary file (\(error)): the files it sorts were held in memory, which grows "
+        + "with the cache; set TMPDIR to a writable folder with room"
     }
   }
 }
@@ -190,21 +208,23 @@ public struct CacheCleaner: Sendable {
   /// Runs both passes (or, with `dryRun`, plans them: what would be deleted, assuming every
   /// delete succeeds), handing each action and per-file error to the recorders as it happens;
   /// the passes go on after a per-file error. Once `stop` returns true (a signal), the pass
-  /// stops after the file in hand: what was done is recorded, nothing is half done.
+  /// stops after the file in hand: what was done is recorded, nothing is half done. A pass that
+  /// goes on outside its bounds says so to `warn`, once.
   /// - Returns: the cache's size before and after each pass, or `nil` when stopped.
   @discardableResult
   public func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date = Date(), dryRun: Bool, expire: inout Expire, trim: inout Trim,
-    stop: () -> Bool = { false }
+    stop: () -> Bool = { false }, warn: (MaintenanceWarning) -> Void = { _ in }
   ) throws -> CacheSizes? {
     var files = 0
     return try run(
-      now: now, dryRun: dryRun, expire: &expire, trim: &trim, stop: stop, filesSeen: &files)
+      now: now, dryRun: dryRun, expire: &expire, trim: &trim, stop: stop, warn: warn,
+      filesSeen: &files)
   }
 
   private func run<Expire: MaintenanceRecorder, Trim: MaintenanceRecorder>(
     now: Date, dryRun: Bool, expire: inout Expire, trim: inout Trim, stop: () -> Bool,
-    filesSeen: inout Int
+    warn: (MaintenanceWarning) -> Void = { _ in }, filesSeen: inout Int
   ) throws -> CacheSizes? {
     let cutoff = Self.cutoff(now: now, maxDiskAge: configuration.maxDiskAge)
     let expireType = configuration.expireType
@@ -245,6 +265,7 @@ public struct CacheCleaner: Sendable {
       if trimming { try survivors.append(path: file.relativePath, date: date, size: size) }
       return true
     }
+    if let error = survivors.memoryFallback { warn(.trimInMemory(error)) }
     if stopped { return nil }
     var sizes = CacheSizes(
       before: scannedBytes, afterExpire: remainingBytes, afterTrim: remainingBytes)

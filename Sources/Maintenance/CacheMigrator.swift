@@ -85,11 +85,22 @@ public struct CacheMigrator: Sendable {
     stop: () -> Bool = { false }
   ) throws -> Bool {
     let sourcePath = (source as NSString).standardizingPath
-    guard sourcePath != (disk.path as NSString).standardizingPath else { return true }
-    let files = try CacheScanner(root: sourcePath).files()
-    for file in files {
-      if stop() { return false }
-      if let shard, shard.owns(fileName: file.name) != true { continue }
+    let diskPath = (disk.path as NSString).standardizingPath
+    guard sourcePath != diskPath else { return true }
+    // A source above the cache (`--from` its parent) holds the cache itself: its files are
+    // not legacy ones, and those moved into it are never met again by the walk.
+    let cacheInSource =
+      diskPath.hasPrefix(sourcePath + "/") ? diskPath.dropFirst(sourcePath.count + 1) + "/" : nil
+    var stopped = false
+    // File by file as the walk finds them, never the whole folder listed first: a legacy
+    // folder holds as many files as the cache.
+    try CacheScanner(root: sourcePath).forEachFile { file in
+      if stop() {
+        stopped = true
+        return false
+      }
+      if let shard, shard.owns(fileName: file.name) != true { return true }
+      if let cacheInSource, file.relativePath.hasPrefix(cacheInSource) { return true }
       let from = sourcePath + "/" + file.relativePath
       let to = disk.path + "/" + file.relativePath
       do {
@@ -105,7 +116,9 @@ public struct CacheMigrator: Sendable {
       } catch {
         report.recordError("\(error)")
       }
+      return true
     }
+    if stopped { return false }
     if !dryRun { removeEmptyDirectories(under: sourcePath) }
     return true
   }

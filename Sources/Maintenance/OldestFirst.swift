@@ -22,7 +22,8 @@ struct TrimLimits: Sendable {
 /// relative path: in memory while they are few, then in a temporary file, unlinked at once so
 /// that nothing is left behind whatever happens to the run. When no temporary file can be
 /// made or written (a full disk is when maintenance matters most), they stay in memory, as
-/// they always did, rather than the trim failing.
+/// they always did, rather than the trim failing; ``memoryFallback`` says why, for the pass to
+/// warn of it (``MaintenanceWarning/trimInMemory(_:)``).
 final class SurvivorSpill {
   /// One survivor, valid only while the visitor runs.
   struct Record {
@@ -43,6 +44,8 @@ final class SurvivorSpill {
   /// Records not yet in the file; all of them once the file is given up.
   private var pending: [UInt8] = []
   private var memoryOnly = false
+  /// Why the records stay in memory: the first failure to make or write the file.
+  private(set) var memoryFallback: FileSystemError?
   private(set) var count = 0
   private(set) var lowestKey = UInt64.max
   private(set) var highestKey = UInt64.min
@@ -77,13 +80,15 @@ final class SurvivorSpill {
   private func spill() throws {
     if descriptor < 0 {
       // No file is no loss: the records stay in memory, as the type's comment says.
-      guard let made = try? FileSystem.makeScratchFile(for: "trim") else {
+      do throws(FileSystemError) {
+        descriptor = try FileSystem.makeScratchFile(for: "trim")
+      } catch {
         memoryOnly = true
+        memoryFallback = error
         return
       }
-      descriptor = made
     }
-    do {
+    do throws(FileSystemError) {
       try FileSystem.writeAll(pending, to: descriptor, path: "trim temporary file")
       fileLength += pending.count
       pending.removeAll(keepingCapacity: true)
@@ -97,6 +102,7 @@ final class SurvivorSpill {
       descriptor = -1
       fileLength = 0
       memoryOnly = true
+      memoryFallback = error
     }
   }
 

@@ -135,7 +135,7 @@ extension ImageManager {
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }
     } catch {
       // The image is in the cache all the same: the URL keeps its outcome, the run ends.
-      endRun(stateFailure(error))
+      endRun(.stateFailed(error))
     }
     return result
   }
@@ -162,7 +162,7 @@ extension ImageManager {
       } else {
         "\(error)"
       }
-    let failure = ImageCacheError.storeFailed(reason: reason, errno: errno)
+    let failure = ImageCacheError.storeFailed(reason: reason, cause: FailureCause(of: error))
     if failure.endsRun { endRun(failure) }
     return LoadResult(outcome: .failed(failure, blacklisted: false))
   }
@@ -171,13 +171,9 @@ extension ImageManager {
   /// section 11): a state that cannot be written loses every later URL's blacklist entry and
   /// validators, as a full cache disk loses its stores.
   func stateFailed(_ error: any Error, endsRun: Bool = true) -> LoadResult {
-    let failure = stateFailure(error)
+    let failure = ImageCacheError.stateFailed(error)
     if endsRun { endRun(failure) }
     return LoadResult(outcome: .failed(failure, blacklisted: false))
-  }
-
-  func stateFailure(_ error: any Error) -> ImageCacheError {
-    .stateFailed(reason: "\(error)")
   }
 
   /// Records a failure, blacklisting the URL when SD 5 would; never for a certificate that
@@ -210,7 +206,7 @@ extension ImageManager {
         url: url, code: error.code, name: error.name, reason: error.message, at: now)
     } catch let stateError {
       // Not recorded, so not reported blacklisted: the URL keeps its own failure.
-      endRun(stateFailure(stateError))
+      endRun(.stateFailed(stateError))
       return LoadResult(outcome: .failed(error, blacklisted: false))
     }
     namespace.blacklist.withLock { $0[url] = now }

@@ -11,7 +11,7 @@ import Foundation
 /// never run at once. An `flock(2)` lock, so a crashed run never leaves it held. The holder
 /// writes its pid and start time in the file, so that a run that waits can say whom for.
 public final class RunLock: Sendable {
-  public enum Failure: Error, Sendable, Equatable, CustomStringConvertible {
+  public enum Failure: ExitStatusProviding, Sendable, Equatable {
     /// Another process holds the lock (exit code 3): `holder` as the lock file names it, so
     /// that the message says which run to look at (docs/operations.md).
     case held(path: String, holder: Holder?)
@@ -36,6 +36,14 @@ public final class RunLock: Sendable {
       guard [EACCES, EPERM, EROFS].contains(errno) else { return nil }
       return StateAccess.readOnlyForThisUser(
         [(path as NSString).deletingLastPathComponent, path])
+    }
+
+    /// Exit code 3 while another run holds the lock; 4 when it cannot be opened.
+    public var exitStatus: ExitStatus {
+      switch self {
+      case .held, .stillHeld: .locked
+      case .cannotOpen: .fatalIO
+      }
     }
 
     /// "another imagecache run (pid 4711, started at ...)", or without the parenthesis when

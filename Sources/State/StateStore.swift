@@ -328,12 +328,16 @@ public struct StateStoreError: Error, Sendable, CustomStringConvertible {
   /// The file is no database, or a damaged one: a run moves it aside and starts a fresh one
   /// (``StateStore/init(location:shard:now:)``) instead of failing.
   public var isCorrupt = false
+  /// SQLite's extended result code (its low byte the primary one, `SQLITE_FULL`...), or the
+  /// file system's `errno`.
+  public var cause: FailureCause?
 
   public init(path: String, operation: String, underlying: any Error) {
     self.path = path
     self.operation = operation
     if let error = underlying as? DatabaseError {
       isCorrupt = StateStore.isCorruption(error)
+      cause = .sqlite(error.extendedResultCode.rawValue)
       message = error.message ?? "\(error.resultCode)"
       // SQLite's words ("attempt to write a readonly database", "unable to open database
       // file") name neither the file nor why: the usual cause is a cache of another user.
@@ -343,6 +347,7 @@ public struct StateStoreError: Error, Sendable, CustomStringConvertible {
         message = explanation + " (SQLite: \(message))"
       }
     } else {
+      cause = FailureCause(of: underlying)
       message = "\(underlying)"
     }
   }
@@ -355,4 +360,8 @@ public struct StateStoreError: Error, Sendable, CustomStringConvertible {
   }
 
   public var description: String { "state file \(path): cannot \(operation): \(message)" }
+}
+
+extension StateStoreError: CauseProviding, ExitStatusProviding {
+  public var exitStatus: ExitStatus { .fatalIO }
 }

@@ -3,24 +3,12 @@ import Core
 import Foundation
 import HTTP
 import Imaging
-import Maintenance
-import Pipeline
 import Prefetcher
 import Runner
-import State
 
 #if canImport(Glibc)
   import Glibc
 #endif
-
-/// The exit codes of SPEC section 6.
-enum ExitStatus: Int32 {
-  case success = 0
-  case someURLsFailed = 1
-  case usage = 2
-  case locked = 3
-  case fatalIO = 4
-}
 
 /// The first line of `--version`: "imagecache 0.1.0 (4a4bfc9, built 2026-11-29T06:00:00Z)", or
 /// "(unknown commit)" from a build without scripts/build-release.
@@ -252,32 +240,22 @@ struct ImageCacheCommand: AsyncParsableCommand {
 
   /// Says `error` in the one style of every error, `imagecache: ` and what is wrong, with the
   /// usage line only for a mistake in the command line's syntax (argument-parser's own errors
-  /// and the commands' `ValidationError`s), and exits with its code (SPEC section 6).
+  /// and the commands' `ValidationError`s), and exits with its code (SPEC section 6): our own
+  /// errors name theirs (``ExitStatusProviding``).
   static func fail(with error: Error, arguments: [String]) -> Never {
-    let status: ExitStatus
-    switch error {
-    case _ where exitCode(for: error).isSuccess, is ExitCode:
+    if error is ExitCode || exitCode(for: error).isSuccess {
       exit(withError: error)  // help, --version and explicit exit codes
-    case RunLock.Failure.held, RunLock.Failure.stillHeld:
-      status = .locked
-    case is ConfigurationError, is MaintenanceError:
-      status = .usage
-    case let error as FileSystemError where error.isUsageError:
-      status = .usage
-    case is RunLock.Failure, is FileSystemError, is StateStoreError, is RunEndingError:
-      status = .fatalIO
-    default:
-      // Usage and validation errors exit 2; anything else is a failure of the machinery: 4.
-      status = exitCode(for: error) == .validationFailure ? .usage : .fatalIO
     }
-    let ours =
-      error is RunLock.Failure || error is FileSystemError || error is ConfigurationError
-      || error is MaintenanceError || error is StateStoreError || error is RunEndingError
-    let syntax = !ours && exitCode(for: error) == .validationFailure
+    if let error = error as? any ExitStatusProviding {
+      Console.standard.say("imagecache: \(error)", severity: .error)
+      Foundation.exit(error.exitStatus.rawValue)
+    }
+    // Usage and validation errors exit 2; anything else is a failure of the machinery: 4.
+    let syntax = exitCode(for: error) == .validationFailure
     Console.standard.say(
-      "imagecache: " + (ours ? "\(error)" : asClause(message(for: error)))
-        + (syntax ? "\n" + usage(arguments) : ""), severity: .error)
-    Foundation.exit(status.rawValue)
+      "imagecache: " + asClause(message(for: error)) + (syntax ? "\n" + usage(arguments) : ""),
+      severity: .error)
+    Foundation.exit((syntax ? ExitStatus.usage : .fatalIO).rawValue)
   }
 }
 

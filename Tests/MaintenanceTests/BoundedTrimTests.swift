@@ -96,7 +96,7 @@ final class BoundedTrimTests: TemporaryFolderTestCase {
 
   /// The survivors go to a temporary file in `TMPDIR`; where none can be made, or the disk
   /// fills while it is written (a full disk is when a trim matters most), they stay in memory
-  /// and the trim is the same.
+  /// and the trim is the same, and says once why its memory was not bounded.
   func testTrimIsTheSameWhenTheTemporaryFileCannotBeMadeOrTheDiskFills() throws {
     var generator = SeededRandom(seed: 0xF011)
     for i in 0..<400 {
@@ -126,12 +126,31 @@ final class BoundedTrimTests: TemporaryFolderTestCase {
     defer {
       if let saved { setenv("TMPDIR", saved, 1) } else { unsetenv("TMPDIR") }
     }
-    for folder in [temporary.appending("missing"), small] {
+    for (folder, cause) in [(temporary.appending("missing"), ENOENT), (small, ENOSPC)] {
       setenv("TMPDIR", folder, 1)
-      let plan = try cleaner.run(now: nowDate, dryRun: true)
-      XCTAssertEqual(plan.trim.actions.map(\.path), expected.trimmed, folder)
+      let (trimmed, warnings) = try plan(cleaner)
+      XCTAssertEqual(trimmed, expected.trimmed, folder)
+      XCTAssertEqual(warnings.count, 1, "\(warnings)")
+      guard case .trimInMemory(let error)? = warnings.first else { continue }
+      XCTAssertEqual(error.errno, cause, "\(error)")
+      XCTAssertTrue(
+        warnings[0].description.contains("held in memory"), warnings[0].description)
     }
+    setenv("TMPDIR", temporary.path, 1)
+    XCTAssertEqual(try plan(cleaner).warnings, [], "a temporary file that works is no news")
     XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: small), [], "nothing left")
+  }
+
+  /// The trim `cleaner` plans, and what it warned of.
+  private func plan(_ cleaner: CacheCleaner) throws -> (
+    trimmed: [String], warnings: [MaintenanceWarning]
+  ) {
+    var expire = MaintenancePassReport(pass: .expire, dryRun: true)
+    var trim = MaintenancePassReport(pass: .trim, dryRun: true)
+    var warnings: [MaintenanceWarning] = []
+    try cleaner.run(
+      now: nowDate, dryRun: true, expire: &expire, trim: &trim, warn: { warnings.append($0) })
+    return (trim.actions.map(\.path), warnings)
   }
 
   /// SPEC section 4 as plainly as it can be written: every survivor sorted by date, ties in the

@@ -109,6 +109,75 @@ final class CacheMigratorTests: TemporaryFolderTestCase {
     XCTAssertEqual(try cache.remainingFiles(), ["a"])
   }
 
+  /// The legacy folder is walked as its files are moved, never listed whole first (it holds
+  /// as many files as the cache): a file that arrives in a folder the walk has not reached yet
+  /// is moved too.
+  func testMergeMovesFilesAsTheWalkFindsThem() throws {
+    try legacy.file("a/1", accessTime: 100)
+    try legacy.file("b/1", accessTime: 100)
+    var recorder = ActionRecorder()
+    recorder.onFirstAction = { action in
+      // The other folder, which the walk enters only after the one it is in.
+      let other = action.path.hasPrefix("a/") ? "b" : "a"
+      _ = try? self.legacy.file(other + "/2", accessTime: 100)
+    }
+    let migrator = CacheMigrator(location: location)
+    let finished = try migrator.mergeDirectory(
+      from: migrator.legacyDirectories[0], dryRun: false, now: now, into: &recorder)
+
+    XCTAssertTrue(finished)
+    XCTAssertEqual(recorder.summary.filesMoved, 3, "\(recorder.actions)")
+    XCTAssertEqual(try cache.remainingFiles().count, 3)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: legacy.root), "emptied and removed")
+  }
+
+  func testMergeStoppedLeavesTheRestAndTheFolder() throws {
+    for i in 0..<5 { try legacy.file("f\(i)", accessTime: 100) }
+    var recorder = ActionRecorder()
+    var asked = 0
+    let migrator = CacheMigrator(location: location)
+    // Asked before each file: the third time, after two.
+    let finished = try migrator.mergeDirectory(
+      from: migrator.legacyDirectories[0], dryRun: false, now: now, into: &recorder,
+      stop: {
+        asked += 1
+        return asked > 2
+      })
+
+    XCTAssertFalse(finished)
+    XCTAssertEqual(try cache.remainingFiles(), recorder.actions.map(\.path).sorted())
+    XCTAssertEqual(recorder.actions.count, 2)
+    XCTAssertEqual(try legacy.remainingFiles().count, 3, "the rest stays for the next run")
+  }
+
+  func testMergeOnAShardMovesOnlyTheShardsFiles() throws {
+    let names = (0..<12).map { CacheFileName.md5Hex("https://example.com/\($0).png") + ".png" }
+    for name in names { try legacy.file(name, accessTime: 100) }
+    let shard = try XCTUnwrap(Shard(index: 1, count: 3))
+    let migrator = CacheMigrator(location: location, shard: shard)
+    let report = try migrator.mergeDirectory(
+      from: migrator.legacyDirectories[0], dryRun: false, now: now)
+
+    let own = names.filter { shard.owns(fileName: $0) == true }.sorted()
+    XCTAssertFalse(own.isEmpty)
+    XCTAssertEqual(try cache.remainingFiles(), own)
+    XCTAssertEqual(report.actions.map(\.path).sorted(), own)
+    XCTAssertEqual(try legacy.remainingFiles(), names.filter { !own.contains($0) }.sorted())
+  }
+
+  /// A source above the cache (`--from` the cache's parent) holds the cache itself: its files
+  /// stay where they are, and none is moved into itself.
+  func testMergeFromAFolderHoldingTheCacheLeavesTheCachesFiles() throws {
+    try cache.file("in-cache", accessTime: 100)
+    let source = location.directory
+    try CacheBuilder(root: source).file("legacy", accessTime: 100)
+    let report = try CacheMigrator(location: location).mergeDirectory(
+      from: source, dryRun: false, now: now)
+
+    XCTAssertEqual(report.actions.map(\.path), ["legacy"])
+    XCTAssertEqual(try cache.remainingFiles(), ["in-cache", "legacy"])
+  }
+
   func testRenamesEveryLegacyFileNameScheme() throws {
     let noExtensionKey = "https://example.com/a.png"
     let rawKey = "https://example.com/img/photo.jpg?size=large"
@@ -162,4 +231,18 @@ final class CacheMigratorTests: TemporaryFolderTestCase {
     let keptSizes = aside.map { contents(location.diskCachePath + "/" + $0.destination!)?.count }
     XCTAssertEqual(Set(keptSizes), [10, 30])
   }
+}
+
+/// Keeps a pass's actions, and calls `onFirstAction` with the first.
+private struct ActionRecorder: MaintenanceRecorder {
+  var summary = PassSummary(pass: .migrate, dryRun: false)
+  var actions: [MaintenanceAction] = []
+  var onFirstAction: (MaintenanceAction) -> Void = { _ in }
+
+  mutating func keep(_ action: MaintenanceAction) {
+    if actions.isEmpty { onFirstAction(action) }
+    actions.append(action)
+  }
+
+  mutating func keep(error: String) {}
 }

@@ -88,6 +88,10 @@ final class RunEndingFailureTests: TemporaryFolderTestCase {
       ["/bad.jpg", "/state-disk-fills.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" })
     let error = try XCTUnwrap(ending, "the run went on with a state it could not write")
     XCTAssertEqual(error.failure.name, "stateFailed")
+    guard case .sqlite(let code)? = error.cause else {
+      return XCTFail("no SQLite code under \(error)")
+    }
+    XCTAssertEqual(code & 0xff, 13, "SQLITE_FULL, with its extended code: \(code)")
     XCTAssertEqual(report.status, .failed)
     XCTAssertTrue(report.error?.contains("state.sqlite") ?? false, report.error ?? "no error")
     let failures = try XCTUnwrap(report.prefetch?.failures)
@@ -108,6 +112,7 @@ final class RunEndingFailureTests: TemporaryFolderTestCase {
       ["/cache-goes-away.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" })
     let error = try XCTUnwrap(ending, "the run went on without its cache folder")
     XCTAssertEqual(error.failure.name, "storeFailed")
+    XCTAssertEqual(error.cause, .errno(ENOTDIR), "a file where the folder was")
     XCTAssertEqual(report.status, .failed)
     XCTAssertTrue(
       report.error?.contains("removed or replaced") ?? false, report.error ?? "no error")

@@ -244,6 +244,22 @@ final class StateStoreTests: TemporaryFolderTestCase {
     XCTAssertEqual(try store.blacklist(now: now).count, 1)
   }
 
+  /// A state file that SQLite cannot use says why with SQLite's own code, as a number, and the
+  /// run's failure keeps it; the words stay SQLite's.
+  func testAStateFileThatIsNoDatabaseCarriesSQLitesCode() throws {
+    try FileSystem.createDirectory(path: location.stateDirectory)
+    let path = location.stateDirectory + "/state.sqlite"
+    XCTAssertTrue(
+      FileManager.default.createFile(atPath: path, contents: Data(repeating: 0x5A, count: 8192)))
+
+    XCTAssertThrowsError(try StateStore.openForReading(location: location)?.blacklist()) {
+      let error = $0 as? StateStoreError
+      XCTAssertEqual(error?.cause, .sqlite(ResultCode.SQLITE_NOTADB.rawValue), "\($0)")
+      XCTAssertTrue(error?.message.contains("not a database") ?? false, "\($0)")
+      XCTAssertEqual(ImageCacheError.stateFailed($0).cause, error?.cause)
+    }
+  }
+
   /// A URL that failed while the wall clock ran ten years ahead: once a run has started, it
   /// ages from that start and leaves the blacklist when its time-to-live has passed, instead
   /// of staying on it for ten years.

@@ -53,4 +53,47 @@ final class MaintenanceMemoryTests: TemporaryFolderTestCase {
     // cost some 30 MB.
     XCTAssertLessThan(large, small + 4 * 1024, "400,000 files: \(large) KiB, 100,000: \(small) KiB")
   }
+
+  /// Where no temporary file can be made for the trim's records, they are held in memory, and
+  /// the run says so once, naming why: its memory is no longer bounded.
+  func testATrimWithoutATemporaryFileSaysItHeldItsFilesInMemory() throws {
+    let mounted = try fileSystems.mountTmpfs(
+      at: temporary.appending("tmpfs"), size: "64m", inodes: 1 << 17)
+    try FileSystem.createDirectory(path: mounted + "/cache/default")
+    // Some 1.4 MB of records: more than the 1 MB kept in memory before they go to the file.
+    try addFiles(0..<25_000, to: mounted + "/cache/default")
+    var environment = ProcessInfo.processInfo.environment
+    environment["TMPDIR"] = temporary.appending("missing")
+
+    let result = try ImageCacheBinary.run(
+      ["maintain", "--cache", mounted + "/cache", "--max-size", "1", "--dry-run"],
+      environment: environment)
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let said = result.stderr.split(separator: "\n").filter { $0.contains("held in memory") }
+    XCTAssertEqual(said.count, 1, result.stderr)
+    XCTAssertTrue(
+      said.first?.contains(temporary.appending("missing")) ?? false, "names the folder: \(said)")
+  }
+
+  /// `migrate` moves a legacy folder of any size in the same memory: it walks the folder as it
+  /// moves the files, never listing it whole first.
+  func testMigratePeakMemoryDoesNotGrowWithTheNumberOfFiles() throws {
+    let mounted = try fileSystems.mountTmpfs(
+      at: temporary.appending("tmpfs"), size: "256m", inodes: 1 << 20)
+    let legacy = mounted + "/legacy"
+
+    func peak(moving files: Range<Int>) throws -> Int {
+      try FileSystem.createDirectory(path: legacy)
+      try addFiles(files, to: legacy)
+      let (status, kib) = try PeakMemory.run(
+        ImageCacheBinary.path, ["migrate", "--cache", mounted + "/cache", "--from", legacy])
+      XCTAssertEqual(status, 0)
+      XCTAssertFalse(FileManager.default.fileExists(atPath: legacy), "every file moved")
+      return kib
+    }
+    let small = try peak(moving: 0..<50_000)
+    let large = try peak(moving: 50_000..<250_000)
+    // Listed first, 150,000 more files would cost some 30 MB.
+    XCTAssertLessThan(large, small + 4 * 1024, "200,000 files: \(large) KiB, 50,000: \(small) KiB")
+  }
 }

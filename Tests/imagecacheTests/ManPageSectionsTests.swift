@@ -80,10 +80,8 @@ final class ManPageSectionsTests: XCTestCase {
   /// with a number, and 128 + each signal that stops a run.
   private static func exitCodesInSources() throws -> Set<Int32> {
     var codes = Set(SignalScope.stopSignals.map { 128 + $0 })
-    for (path, text) in try sources() {
-      if path.hasSuffix("imagecache/ImageCacheCommand.swift"),
-        let body = text.firstMatch(of: /enum ExitStatus: Int32 \{([^}]*)\}/)
-      {
+    for (_, text) in try sources() {
+      if let body = text.firstMatch(of: /enum ExitStatus: Int32, Sendable \{([^}]*)\}/) {
         codes.formUnion(
           body.output.1.matches(of: /case \w+ = ([0-9]+)/).compactMap {
             Int32($0.output.1)

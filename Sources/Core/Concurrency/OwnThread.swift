@@ -44,7 +44,7 @@ public enum OwnThread {
         + "the process is short of memory or address space (ulimit -v) or of threads "
         + "(ulimit -u)\n"
       FileHandle.standardError.write(Data(message.utf8))
-      exit(4)
+      exit(ExitStatus.fatalIO.rawValue)
     }
   }
 }

@@ -33,6 +33,10 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
   }
 }
 
+extension ConfigurationError: ExitStatusProviding {
+  public var exitStatus: ExitStatus { .usage }
+}
+
 /// SD's `SDWebImageOptions` that mean something to a cache warmer (SPEC section 3).
 public enum ImageOption: String, Sendable, Codable, CaseIterable {
   case retryFailed

@@ -113,12 +113,12 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   case invalidDownloadContentType(String)
   case cancelled
   case network(NetworkFailure, message: String)
-  /// The image downloaded but could not be written to the cache; `errno` says why, when the
-  /// file system said.
-  case storeFailed(reason: String, errno: Int32 = 0)
+  /// The image downloaded but could not be written to the cache; `cause` says why (the file
+  /// system's `errno`), when the file system said.
+  case storeFailed(reason: String, cause: FailureCause? = nil)
   /// The state database (blacklist, validators) could not be read or written; the message
-  /// names its file.
-  case stateFailed(reason: String)
+  /// names its file, `cause` is SQLite's result code (or the file system's `errno`) under it.
+  case stateFailed(reason: String, cause: FailureCause? = nil)
   /// A manifest line names another namespace whose lock another run holds: nothing is
   /// written there (SPEC section 10).
   case namespaceLocked(String)
@@ -200,7 +200,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   /// or a download met it.
   public var endsRun: Bool {
     switch self {
-    case .storeFailed(_, let errno):
+    case .storeFailed(_, .errno(let errno)?):
       [ENOSPC, EDQUOT, EROFS, ENOENT, ENOTDIR].contains(errno)
         || OpenFileLimit.isExhausted(errno: errno)
     case .stateFailed: true
@@ -238,11 +238,26 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     case .cancelled: "cancelled"
     case .network(let failure, let message): "\(failure.rawValue): \(message)"
     case .storeFailed(let reason, _): "could not store in the cache: \(reason)"
-    case .stateFailed(let reason): "could not use the state database: \(reason)"
+    case .stateFailed(let reason, _): "could not use the state database: \(reason)"
     case .namespaceLocked(let namespace):
       "another run holds the lock of namespace \(namespace.debugDescription); nothing written there"
     case .localFailure(let reason): "failed on this machine, not the URL's fault: \(reason)"
     }
+  }
+}
+
+extension ImageCacheError: CauseProviding {
+  /// What the file system or SQLite said under a store or state failure.
+  public var cause: FailureCause? {
+    switch self {
+    case .storeFailed(_, let cause), .stateFailed(_, let cause): cause
+    default: nil
+    }
+  }
+
+  /// The state failure of `error`: its words as the reason, its code as the cause.
+  public static func stateFailed(_ error: any Error) -> ImageCacheError {
+    .stateFailed(reason: "\(error)", cause: FailureCause(of: error))
   }
 }
 

@@ -98,3 +98,11 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     return text
   }
 }
+
+extension FileSystemError: CauseProviding, ExitStatusProviding {
+  /// The call's `errno`; none for a path refused for what it is.
+  public var cause: FailureCause? { errno == 0 ? nil : .errno(errno) }
+
+  /// A path the user named wrongly is a usage error; any other failure a fatal I/O error.
+  public var exitStatus: ExitStatus { isUsageError ? .usage : .fatalIO }
+}

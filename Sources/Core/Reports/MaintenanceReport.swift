@@ -161,7 +161,10 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
   /// Per-file errors; the pass went on after each.
   public var errors: [String] = []
   /// Every action taken (or, in a dry run, planned), in order.
-  public var actions: [MaintenanceAction] = []
+  public private(set) var actions: [MaintenanceAction] = []
+  /// The name collisions among ``actions``, counted as they are kept: ``summary`` is read at
+  /// every record, and counting them there made recording a pass quadratic in its files.
+  private var filesKeptAside = 0
   /// The limits an expire or trim pass ran with (absent from migrate passes and from the
   /// reports of versions before them).
   public var limits: CleanupLimits?
@@ -175,12 +178,33 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
     self.dryRun = dryRun
   }
 
+  private enum CodingKeys: String, CodingKey {
+    case pass, dryRun, filesRemoved, filesMoved, bytesFreed, filesNotRemoved, errors, actions
+    case limits, cacheBytesBefore, cacheBytesAfter
+  }
+
+  public init(from decoder: any Decoder) throws {
+    let container = try decoder.container(keyedBy: CodingKeys.self)
+    pass = try container.decode(Pass.self, forKey: .pass)
+    dryRun = try container.decode(Bool.self, forKey: .dryRun)
+    filesRemoved = try container.decode(Int.self, forKey: .filesRemoved)
+    filesMoved = try container.decode(Int.self, forKey: .filesMoved)
+    bytesFreed = try container.decode(UInt64.self, forKey: .bytesFreed)
+    filesNotRemoved = try container.decodeIfPresent(Int.self, forKey: .filesNotRemoved)
+    errors = try container.decode([String].self, forKey: .errors)
+    actions = try container.decode([MaintenanceAction].self, forKey: .actions)
+    limits = try container.decodeIfPresent(CleanupLimits.self, forKey: .limits)
+    cacheBytesBefore = try container.decodeIfPresent(UInt64.self, forKey: .cacheBytesBefore)
+    cacheBytesAfter = try container.decodeIfPresent(UInt64.self, forKey: .cacheBytesAfter)
+    filesKeptAside = actions.lazy.filter { $0.kind == .keptAside }.count
+  }
+
   public var summary: PassSummary {
     get {
       var summary = PassSummary(pass: pass, dryRun: dryRun)
       summary.filesRemoved = filesRemoved
       summary.filesMoved = filesMoved
-      summary.filesKeptAside = actions.filter { $0.kind == .keptAside }.count
+      summary.filesKeptAside = filesKeptAside
       summary.bytesFreed = bytesFreed
       summary.filesNotRemoved = filesNotRemoved ?? 0
       summary.errorCount = errors.count
@@ -200,6 +224,9 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
     }
   }
 
-  public mutating func keep(_ action: MaintenanceAction) { actions.append(action) }
+  public mutating func keep(_ action: MaintenanceAction) {
+    actions.append(action)
+    if action.kind == .keptAside { filesKeptAside += 1 }
+  }
   public mutating func keep(error: String) { errors.append(error) }
 }

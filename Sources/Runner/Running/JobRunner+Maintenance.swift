@@ -102,7 +102,7 @@ extension JobRunner {
   }
 
   /// The expire and trim passes the job lists, in one walk (SPEC section 4).
-  func clean(into writer: ReportWriter, stop: StopFlag) throws {
+  func clean(into writer: ReportWriter, stop: StopFlag, warnings: RunWarnings) throws {
     let expires = job.passes.contains(.expire)
     let trims = job.passes.contains(.trim)
     guard expires || trims else {
@@ -132,7 +132,8 @@ extension JobRunner {
     let sizes = try CacheCleaner(
       diskCachePath: job.location.diskCachePath, configuration: configuration, shard: job.shard
     ).run(
-      dryRun: settings.dryRun, expire: &expire, trim: &trim, stop: { stop.isStopped })
+      dryRun: settings.dryRun, expire: &expire, trim: &trim, stop: { stop.isStopped },
+      warn: { warnings.add(.maintenance($0)) })
     // The report says what the limits were and what they did to the cache's size: a person
     // reading it in the morning should not have to know the job file or SD's defaults.
     expire.summary.limits = configuration.limits

@@ -77,7 +77,7 @@ extension JobRunner {
           writer.recordBlacklisted(entry.url)
         }
       } catch {
-        failure = failure ?? .stateFailed(reason: "\(error)")
+        failure = failure ?? .stateFailed(error)
       }
       let status: RunReport.Status =
         failure != nil ? .failed : signals.interrupted ? .interrupted : .completed
@@ -87,7 +87,7 @@ extension JobRunner {
           summary:
             "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
       } catch {
-        failure = failure ?? .stateFailed(reason: "\(error)")
+        failure = failure ?? .stateFailed(error)
       }
       return (counts, failure, manager.warnings, oldestFailure)
     }

@@ -255,7 +255,7 @@ public struct JobRunner: Sendable {
       case .failure(let error): throw error
       }
       if let failure { throw failure }
-      if !signals.interrupted { try clean(into: writer, stop: signals.stop) }
+      if !signals.interrupted { try clean(into: writer, stop: signals.stop, warnings: warnings) }
       // After expire and trim: the audit judges the cache an app will read.
       if let verify = job.verify, !signals.interrupted {
         try self.verify(verify, into: writer, stop: signals.stop)
@@ -432,7 +432,10 @@ public struct JobRunner: Sendable {
 
 /// A failure that ended a run part-way (exit code 4): the disk is full, over quota or
 /// read-only, so every later store would fail too (SPEC section 2, step 7).
-public struct RunEndingError: Error, Sendable, CustomStringConvertible {
+public struct RunEndingError: ExitStatusProviding, CauseProviding, Sendable {
   public var failure: ImageCacheError
   public var description: String { "the run stopped: \(failure.message)" }
+  public var exitStatus: ExitStatus { .fatalIO }
+  /// What the file system or SQLite said under the failure.
+  public var cause: FailureCause? { failure.cause }
 }

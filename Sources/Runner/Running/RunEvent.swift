@@ -143,6 +143,8 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   /// Files of the namespace under legacy names after a migration without manifests: SD 5
   /// looks for the current names, which only the URLs give.
   case legacyNamesLeft(count: Int, path: String, dryRun: Bool)
+  /// A maintenance pass that went on outside its bounds (trim's files held in memory).
+  case maintenance(MaintenanceWarning)
 
   public var description: String {
     switch self {
@@ -171,6 +173,7 @@ public enum RunWarning: Sendable, CustomStringConvertible {
       "migrate: \(count) file(s) in \(path) \(dryRun ? "would keep" : "keep") legacy names "
         + "(no extension, or query text in it) that SD 5 does not look up; give their URLs "
         + "with --manifest FILE (a job's manifests) to rename them to SD 5's names"
+    case .maintenance(let warning): "\(warning)"
     case .clockStepped(let seconds):
       "clockStepped: the system clock stepped \(seconds < 0 ? "back" : "forward") "
         + "\(String(format: "%.1f", abs(seconds))) s during the run; the duration is measured "
