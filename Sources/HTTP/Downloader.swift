@@ -92,6 +92,11 @@ public final class Downloader: Sendable {
   /// queued for it wakes it at once; tests make this long to show that nothing waits for it.
   private let idleWaitMilliseconds: Int32
 
+  /// The most downloads at once that one host may be given, whatever it speaks, as its
+  /// ``HostTable`` keeps the limit: a caller that queues ahead of the downloader (so that a
+  /// download that ends is followed at once) queues a multiple of it.
+  package var mostPerHost: Int { HostTable.mostPerHost(configuration) }
+
   /// Callers use ``withDownloader(configuration:_:)``; tests of this package that keep one
   /// downloader across a test's steps create and shut it down themselves.
   package init(
@@ -208,7 +213,7 @@ public final class Downloader: Sendable {
   /// started, and how long their downloads were held back, as of now.
   public var hostBackoffs: [HostBackoff] {
     guard let loop = state.withLock({ $0.loop }) else { return [] }
-    return HostGate.report(
+    return HostTable.report(
       loop.backoffLog.withLock { $0 }, at: DispatchTime.now().uptimeNanoseconds)
   }
 

@@ -51,9 +51,6 @@ public struct DownloaderConfiguration: Sendable, Equatable {
   /// `concurrency` when unset.
   public var streamsPerHost: Int { perHostStreams ?? concurrency }
 
-  /// The most downloads at once to one host, whatever it speaks.
-  public var mostPerHost: Int { max(perHostConcurrency, streamsPerHost) }
-
   /// What `concurrency`, `perHostConcurrency` and `perHostStreams` may be set to: past it, file
   /// descriptors and memory run out long before downloads go faster (SPEC section 7: numbers
   /// are range-checked).

@@ -16,13 +16,12 @@ let curlInitialised: Bool = curl_global_init(ic_global_all) == CURLE_OK
 /// and the store happen there, off this thread. Easy handles
 /// are kept and reused, so connections, TLS sessions and DNS answers are too.
 ///
-/// The loop keeps the limits: at most `concurrency` transfers under way; per host,
-/// `perHostConcurrency` (connections, and so transfers over HTTP/1.1) or, for a host that
-/// answered over HTTP/2, `perHostStreams`. A transfer queued beyond them waits here (by priority, then in order) and starts
-/// on this thread the moment one ends: the connections stay busy however long the queuing task
-/// takes to hear of the end and queue more. It keeps the origin limits there too (``HostGate``:
-/// the per-host rate and the host-wide back-off; ``BandwidthBudget``: the run's bandwidth cap),
-/// so that what is already queued in it keeps to them as well.
+/// The loop keeps the limits: at most `concurrency` transfers under way, and per host what its
+/// ``HostTable`` says (its limit, rate and back-off). A transfer queued beyond them waits here
+/// (by priority, then in order) and starts on this thread the moment one ends: the connections
+/// stay busy however long the queuing task takes to hear of the end and queue more. It keeps
+/// the run's bandwidth cap there too (``BandwidthBudget``), so that what is already queued in
+/// it keeps to the limits as well.
 final class TransferLoop: @unchecked Sendable {
   enum Command {
     case start(Transfer)
@@ -55,31 +54,23 @@ final class TransferLoop: @unchecked Sendable {
   private var idle: [EasyHandle] = []
   /// Transfers waiting for room in the limits.
   private var waiting = StartQueue<Transfer>()
-  /// Transfers under way (a redirect keeps its place between hops), in all and per host.
+  /// Transfers under way (a redirect keeps its place between hops), in all; per host, the
+  /// table says.
   private var running = 0
-  private var runningPerHost: [Origin: Int] = [:]
   private let maxRunning: Int
-  /// Transfers at once to a host not known to multiplex: one a connection.
-  private let maxRunningPerHost: Int
-  /// Transfers at once to a host whose last answer came over HTTP/2: streams on its
-  /// connections, which curl keeps within `maxRunningPerHost` connections and the server's
-  /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
-  private let maxStreamsPerHost: Int
-  /// Whether each host's last answer came over HTTP/2 or later (`true`) or HTTP/1 (`false`);
-  /// a host not here yet gets the lower of the two limits.
-  private var multiplexes: [Origin: Bool] = [:]
-  private let maxPerUnknownHost: Int
   /// Set by the write callbacks when a perform delivered data: see ``stallGuardMilliseconds``.
   private let received = PerformActivity()
   private let connection: Connection
-  /// The per-host rate and back-offs: which waiting transfers may start now.
-  private var gate: HostGate
-  /// The soonest a transfer held back by `gate` may start: the loop wakes for it.
+  /// Each host's transfers under way, protocol, limit, rate and back-off: which waiting
+  /// transfers may start now.
+  private var hosts: HostTable
+  /// The soonest a transfer held back by a host's rate or back-off may start: the loop wakes
+  /// for it.
   private var gateWake = UInt64.max
   /// The run's bandwidth cap, when one is set.
   private let bandwidth: BandwidthBudget?
   /// The hosts that asked to wait, for the report; written on this thread, read at the end.
-  let backoffLog = Mutex<[String: HostGate.Record]>([:])
+  let backoffLog = Mutex<[String: HostTable.Record]>([:])
 
   private let idleWaitMilliseconds: Int32
   /// The soonest a transfer under way can have been idle for its timeout: when the loop next
@@ -100,21 +91,18 @@ final class TransferLoop: @unchecked Sendable {
     precondition(curlInitialised, "curl_global_init failed")
     self.idleWaitMilliseconds = idleWaitMilliseconds
     maxRunning = max(1, configuration.concurrency)
-    maxRunningPerHost = max(1, configuration.perHostConcurrency)
-    maxStreamsPerHost = max(1, configuration.streamsPerHost)
-    maxPerUnknownHost = min(maxRunningPerHost, maxStreamsPerHost)
     connection = configuration.connection
-    gate = HostGate(configuration: configuration)
+    hosts = HostTable(configuration: configuration)
     bandwidth = configuration.maxBytesPerSecond.map {
       BandwidthBudget(bytesPerSecond: $0, now: DispatchTime.now().uptimeNanoseconds)
     }
     multi = curl_multi_init()
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
-    ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, configuration.perHostConcurrency)
+    ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, hosts.connectionsPerHost)
     // curl's own cap on streams a connection (100 by default) gives way to ours; the server's
     // SETTINGS_MAX_CONCURRENT_STREAMS still applies.
-    ic_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, maxStreamsPerHost)
+    ic_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, hosts.streamsPerHost)
     cookies = curl_share_init()
     ic_share_setopt_long(cookies, CURLSHOPT_SHARE, Int(CURL_LOCK_DATA_COOKIE.rawValue))
     OwnThread.start(name: "ic-transfers") { [self] in run() }
@@ -269,35 +257,24 @@ final class TransferLoop: @unchecked Sendable {
   private func startWaiting() -> Bool {
     var started = false
     // Without a rate or a back-off, the clock is not even read.
-    let gated = !gate.isOpen
+    let gated = !hosts.isOpen
     let now = gated ? DispatchTime.now().uptimeNanoseconds : 0
     var wake = UInt64.max
-    if gated { gate.prune(at: now) }
+    if gated { hosts.prune(at: now) }
     while running < maxRunning,
       let transfer = waiting.takeFirst(where: {
-        runningPerHost[$0.origin, default: 0] < limit(for: $0.origin)
-          && (!gated || gate.allows($0.origin, at: now, wake: &wake))
+        hosts.allows($0.origin, gated: gated, at: now, wake: &wake)
       })
     {
       if let startsIf = transfer.startsIf, !startsIf() {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
       }
-      if gated { gate.started(transfer.origin, at: now) }
-      start(transfer)
+      start(transfer, at: now)
       started = true
     }
     gateWake = wake
     return started
-  }
-
-  /// Transfers at once allowed to `origin`.
-  private func limit(for origin: Origin) -> Int {
-    switch multiplexes[origin] {
-    case true?: maxStreamsPerHost
-    case false?: maxRunningPerHost
-    case nil: maxPerUnknownHost
-    }
   }
 
   /// Unpauses the transfers the bandwidth budget can now pay for; returns when the next
@@ -344,10 +321,10 @@ final class TransferLoop: @unchecked Sendable {
     for transfer in waiting.removeAll() { finish(transfer, .failure(.cancelledBeforeStart)) }
   }
 
-  private func start(_ transfer: Transfer) {
+  private func start(_ transfer: Transfer, at now: UInt64) {
     transfer.phase = .running
     running += 1
-    runningPerHost[transfer.origin, default: 0] += 1
+    hosts.started(transfer.origin, at: now)
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received
@@ -418,18 +395,18 @@ final class TransferLoop: @unchecked Sendable {
     guard let easy = transfer.easy, !transfer.isolated else { return }
     let version = easy.info(CURLINFO_HTTP_VERSION)
     guard version != 0 else { return }
-    multiplexes[transfer.origin] = version >= ic_http_version_2_0
+    hosts.learned(transfer.origin, multiplexes: version >= ic_http_version_2_0)
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
     if case .running = transfer.phase {
       running -= 1
-      runningPerHost[transfer.origin, default: 1] -= 1
+      hosts.ended(transfer.origin)
       if case .failure(let failure) = result, failure.retryAfter != nil {
         // The host that answered (a redirect's target's, after a redirect).
         let origin = Origin(transfer.url)
         let now = DispatchTime.now().uptimeNanoseconds
-        backoffLog.withLock { gate.answered(origin, failure, at: now, log: &$0) }
+        backoffLog.withLock { hosts.answered(origin, failure, at: now, log: &$0) }
       }
     }
     transfer.phase = .finished

@@ -68,7 +68,7 @@ final class PrefetchScheduler {
     configuration = downloader.configuration
     windowSize = max(configuration.concurrency * 4, 64)
     queuedLimit = configuration.concurrency * 2
-    queuedPerHostLimit = configuration.mostPerHost * 2
+    queuedPerHostLimit = downloader.mostPerHost * 2
     startsIf = { [stop, manager, queue] in
       !(stop.isStopped || manager.runEndingFailure != nil || queue.isCancelled)
     }

@@ -1,0 +1,159 @@
+import Core
+import DequeModule
+import Foundation
+
+/// One origin's state (scheme, host and port, as libcurl keys its connections), kept by the
+/// transfer thread in the ``HostTable``.
+struct HostState {
+  /// Transfers under way to it (a redirect keeps its place between hops).
+  var running = 0
+  /// Whether its last answer came over HTTP/2 or later (`true`: it multiplexes), HTTP/1
+  /// (`false`), or none came yet (`nil`).
+  var multiplexes: Bool?
+  /// The earliest its next download may start, by the rate (uptime nanoseconds).
+  var nextStart: UInt64 = 0
+  /// Held back by a `Retry-After` until then; 0: not held.
+  var heldUntil: UInt64 = 0
+}
+
+/// The one home of what is per host, kept by the transfer thread where downloads start: each
+/// origin's transfers under way, its protocol, its limit, its rate gate and its back-off
+/// (SPEC section 5). The limit is stated here alone: per host, `perHostConcurrency`
+/// (connections, and so transfers over HTTP/1.1) or, for a host that answered over HTTP/2,
+/// `perHostStreams`, and the lower of the two before its first answer; libcurl's connection
+/// cap and what the prefetcher queues ahead are derived from it. The per-host rate
+/// (``DownloaderConfiguration/requestsPerSecondPerHost``: starts to one host at least `1 / rate`
+/// apart, no burst) and the host-wide back-off after a 429 or 503 with `Retry-After`
+/// (``DownloaderConfiguration/hostBackoff``) hold a download back in the loop's queue, where it
+/// already waits for room in the limits; other hosts go on.
+struct HostTable {
+  private var hosts: [Origin: HostState] = [:]
+  /// Transfers at once to a host not known to multiplex: one a connection.
+  let connectionsPerHost: Int
+  /// Transfers at once to a host whose last answer came over HTTP/2: streams on its
+  /// connections, which curl keeps within `connectionsPerHost` connections and the server's
+  /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
+  let streamsPerHost: Int
+  /// Nanoseconds between two starts to one host; `nil`: no rate.
+  private let interval: UInt64?
+  /// The longest a host is held back: the cap on any wait.
+  private let longestBackoff: TimeInterval
+  private let backsOff: Bool
+  /// The origins held back by a `Retry-After` now.
+  private var held: Set<Origin> = []
+
+  /// What the report says of one host's back-offs.
+  struct Record {
+    var pauses = 0
+    var nanoseconds: UInt64 = 0
+    var until: UInt64 = 0
+  }
+
+  init(configuration: DownloaderConfiguration) {
+    connectionsPerHost = max(1, configuration.perHostConcurrency)
+    streamsPerHost = max(1, configuration.streamsPerHost)
+    interval = configuration.requestsPerSecondPerHost.map { UInt64((1e9 / $0).rounded()) }
+    longestBackoff = configuration.maxRetryDelay
+    backsOff = configuration.hostBackoff
+  }
+
+  /// The most transfers at once that any one host may be given, whatever it speaks.
+  static func mostPerHost(_ configuration: DownloaderConfiguration) -> Int {
+    let table = HostTable(configuration: configuration)
+    return max(table.connectionsPerHost, table.streamsPerHost)
+  }
+
+  /// Transfers at once allowed to `origin`.
+  func limit(for origin: Origin) -> Int {
+    limit(hosts[origin]?.multiplexes)
+  }
+
+  private func limit(_ multiplexes: Bool?) -> Int {
+    switch multiplexes {
+    case true?: streamsPerHost
+    case false?: connectionsPerHost
+    case nil: min(connectionsPerHost, streamsPerHost)
+    }
+  }
+
+  /// Nothing to check but the limit: no rate, and no host held back. The common case, kept to
+  /// one test so that a run without rate or back-off reads no clock per download.
+  var isOpen: Bool { interval == nil && held.isEmpty }
+
+  /// Forgets the back-offs that are over.
+  mutating func prune(at now: UInt64) {
+    for origin in held where hosts[origin, default: HostState()].heldUntil <= now {
+      hosts[origin]?.heldUntil = 0
+      held.remove(origin)
+    }
+  }
+
+  /// Whether a transfer to `origin` may start: under its limit and, when `gated`, allowed by
+  /// its rate and back-off at `now`; when only those hold it, lowers `wake` to when they will
+  /// not.
+  func allows(_ origin: Origin, gated: Bool, at now: UInt64, wake: inout UInt64) -> Bool {
+    guard let host = hosts[origin] else { return true }
+    guard host.running < limit(host.multiplexes) else { return false }
+    guard gated else { return true }
+    var earliest: UInt64 = 0
+    if interval != nil { earliest = host.nextStart }
+    earliest = max(earliest, host.heldUntil)
+    guard earliest > now else { return true }
+    wake = min(wake, earliest)
+    return false
+  }
+
+  /// A transfer to `origin` started at `now` (0 when no clock was read: no rate).
+  mutating func started(_ origin: Origin, at now: UInt64) {
+    hosts[origin, default: HostState()].running += 1
+    if let interval { hosts[origin]?.nextStart = now + interval }
+  }
+
+  /// A transfer to `origin` that was under way ended.
+  mutating func ended(_ origin: Origin) {
+    hosts[origin]?.running -= 1
+  }
+
+  /// `origin` answered over HTTP/2 or later (`multiplexes`), or over HTTP/1.
+  mutating func learned(_ origin: Origin, multiplexes: Bool) {
+    hosts[origin, default: HostState()].multiplexes = multiplexes
+  }
+
+  /// `host` answered `failure`: a 429 or 503 with `Retry-After`, or a refused HTTP/2 stream
+  /// (a short jittered wait), holds every download of it
+  /// back until then, at most the cap on a wait (a longer wait fails the URL itself at once:
+  /// its host is still spared for as long as the run waits for anything). Adds it to `log`.
+  mutating func answered(
+    _ host: Origin, _ failure: DownloadFailure, at now: UInt64, log: inout [String: Record]
+  ) {
+    guard backsOff, let asked = failure.retryAfter, asked > 0,
+      failure.error.httpStatus == 429 || failure.error.httpStatus == 503
+        || failure.refusedStream
+    else { return }
+    let until = now + UInt64(min(asked, longestBackoff) * 1e9)
+    let previous = max(hosts[host]?.heldUntil ?? 0, now)
+    // The report names hosts: two ports of one host that each asked to wait share a line.
+    var record = log[host.host, default: Record()]
+    record.pauses += 1
+    if until > previous {
+      hosts[host, default: HostState()].heldUntil = until
+      held.insert(host)
+      // Overlapping waits count once: only what this one adds past the one under way.
+      record.nanoseconds += until - previous
+      record.until = until
+    }
+    log[host.host] = record
+  }
+
+  /// The back-offs so far, by host, each cut at `now` (the end of the run): a wait asked for
+  /// but not over when the run ended held nothing back past it.
+  static func report(_ log: [String: Record], at now: UInt64) -> [HostBackoff] {
+    log.keys.sorted().map { host in
+      let record = log[host]!
+      let unserved = record.until > now ? record.until - now : 0
+      return HostBackoff(
+        host: host, pauses: record.pauses,
+        seconds: Double(record.nanoseconds - min(unserved, record.nanoseconds)) / 1e9)
+    }
+  }
+}

@@ -1,0 +1,75 @@
+import Core
+import Foundation
+import XCTest
+
+@testable import HTTP
+
+/// The one home of what is per host: its limit by protocol, its rate and its back-off, kept
+/// together, each origin apart.
+final class HostTableTests: XCTestCase {
+  private let cdn = Origin(URL(string: "https://cdn.example/a.jpg")!)
+  private let small = Origin(URL(string: "http://small.example:8080/a.jpg")!)
+
+  private func table(_ configure: (inout DownloaderConfiguration) -> Void = { _ in }) -> HostTable {
+    var configuration = DownloaderConfiguration()
+    configuration.concurrency = 64
+    configuration.perHostConcurrency = 6
+    configure(&configuration)
+    return HostTable(configuration: configuration)
+  }
+
+  /// Starts transfers to `origin` while the table allows; returns how many started.
+  private func fill(_ table: inout HostTable, _ origin: Origin, at now: UInt64 = 0) -> Int {
+    var started = 0
+    var wake = UInt64.max
+    while table.allows(origin, gated: !table.isOpen, at: now, wake: &wake), started < 1000 {
+      table.started(origin, at: now)
+      started += 1
+    }
+    return started
+  }
+
+  func testTheLimitFollowsWhatEachHostSpeaks() {
+    var hosts = table { $0.perHostStreams = 32 }
+    XCTAssertEqual(fill(&hosts, cdn), 6, "before its first answer: the lower of the two")
+    hosts.learned(cdn, multiplexes: true)
+    XCTAssertEqual(fill(&hosts, cdn), 26, "over HTTP/2: streams, up to 32 in all")
+    hosts.learned(small, multiplexes: false)
+    XCTAssertEqual(fill(&hosts, small), 6, "over HTTP/1.1: one a connection")
+    hosts.ended(small)
+    XCTAssertEqual(fill(&hosts, small), 1, "an end makes room for one more, on that host only")
+    XCTAssertEqual(HostTable.mostPerHost(DownloaderConfiguration()), 50)
+  }
+
+  func testTheRateSpacesStartsToOneHostAndWakesTheLoopWhenDue() {
+    var hosts = table { $0.requestsPerSecondPerHost = 10 }
+    XCTAssertFalse(hosts.isOpen)
+    var wake = UInt64.max
+    XCTAssertTrue(hosts.allows(cdn, gated: true, at: 1_000, wake: &wake))
+    hosts.started(cdn, at: 1_000)
+    XCTAssertFalse(hosts.allows(cdn, gated: true, at: 50_000_000, wake: &wake))
+    XCTAssertEqual(wake, 100_001_000, "a tenth of a second after the last start")
+    XCTAssertTrue(hosts.allows(small, gated: true, at: 50_000_000, wake: &wake), "another host")
+    XCTAssertTrue(hosts.allows(cdn, gated: true, at: 100_001_000, wake: &wake))
+  }
+
+  func testABackoffHoldsItsHostUntilRetryAfterAndThenOpens() {
+    var hosts = table()
+    XCTAssertTrue(hosts.isOpen, "no rate and no back-off: no clock is read")
+    var log: [String: HostTable.Record] = [:]
+    var failure = DownloadFailure(.invalidDownloadStatusCode(503), retryAfter: 2)
+    hosts.answered(cdn, failure, at: 0, log: &log)
+    XCTAssertFalse(hosts.isOpen)
+    var wake = UInt64.max
+    XCTAssertFalse(hosts.allows(cdn, gated: true, at: 1_000_000_000, wake: &wake))
+    XCTAssertEqual(wake, 2_000_000_000)
+    XCTAssertTrue(hosts.allows(small, gated: true, at: 1_000_000_000, wake: &wake))
+    hosts.prune(at: 2_000_000_000)
+    XCTAssertTrue(hosts.isOpen, "over: the table is open again")
+    XCTAssertEqual(log[cdn.host]?.pauses, 1)
+    // A 404 with Retry-After holds nothing back.
+    failure = DownloadFailure(.invalidDownloadStatusCode(404), retryAfter: 2)
+    hosts.answered(small, failure, at: 0, log: &log)
+    XCTAssertTrue(hosts.isOpen)
+  }
+}
