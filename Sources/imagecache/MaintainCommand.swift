@@ -29,11 +29,8 @@ struct MaintainCommand: AsyncParsableCommand {
   @OptionGroup var shardOptions: ShardOptions
 
   @Option(
-    name: [.customLong("max-age"), .customLong("max-disk-age")], parsing: .unconditional,
-    help: ArgumentHelp(
-      "Expire files older than this (30s, 15m, 12h, 7d, up to 1000000d; negative: never; 0: "
-        + "everything). Without it nothing expires (SD's own default is 7d).",
-      valueName: "duration"))
+    name: JobSetting.maxDiskAge.names, parsing: .unconditional,
+    help: JobSetting.maxDiskAge.argumentHelp)
   var maxAge: Duration?
 
   @Option(

@@ -82,12 +82,7 @@ struct JobParser {
         throw fail(sitemap, "sitemap", "expected a mapping (pages, order)")
       }
       try checkKeys(mapping, known: ["pages", "order"], prefix: "sitemap.")
-      if let pages = mapping["pages"] {
-        guard let value = pages.bool else {
-          throw fail(pages, "sitemap.pages", "expected true or false")
-        }
-        job.sitemap.pages = value
-      }
+      if let pages = mapping["pages"] { job.sitemap.pages = try bool(pages, "sitemap.pages") }
       if let order = mapping["order"] {
         job.sitemap.order = try choice(order, "sitemap.order", SitemapOrder.self)
       }
@@ -117,7 +112,8 @@ struct JobParser {
         guard let pass = JobPass(rawValue: name) else {
           throw fail(
             maintenance, "maintenance",
-            "unknown pass \(name.debugDescription) (known: migrate, expire, trim, verify)")
+            "unknown pass \(name.debugDescription) (known: "
+              + JobPass.allCases.map(\.rawValue).joined(separator: ", ") + ")")
         }
         return pass
       }
@@ -137,10 +133,7 @@ struct JobParser {
       job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
     }
     if let allow = top["allowURLFailures"] {
-      guard let value = allow.bool else {
-        throw fail(allow, "allowURLFailures", "expected true or false")
-      }
-      job.allowURLFailures = value
+      job.allowURLFailures = try bool(allow, "allowURLFailures")
     }
     job.report = try string(top["report"], "report").map(resolve)
     job.metrics = try string(top["metrics"], "metrics").map(resolve)
@@ -168,105 +161,67 @@ struct JobParser {
     return configuration
   }
 
-  /// The `prefetch:` settings, over the defaults of ``PrefetchConfiguration``.
+  /// The `prefetch:` settings, over the defaults of ``PrefetchConfiguration``: those of
+  /// ``JobSetting/prefetch``, each read as its declaration says.
   func apply(_ node: Node, to limits: inout PrefetchConfiguration) throws(ConfigurationError) {
     guard let mapping = node.mapping else { throw fail(node, "prefetch", "expected a mapping") }
-    try checkKeys(
-      mapping,
-      known: [
-        "concurrency", "perHostConcurrency", "perHostStreams", "timeout", "deadline",
-        "maxResponseSize", "retries",
-        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
-        "noProxy", "rate", "maxBandwidth", "hostBackoff", "maxRunTime", "denyAddresses",
-        "allowLinkLocal",
-      ],
-      prefix: "prefetch.")
-    if let value = mapping["concurrency"] {
-      limits.concurrency = try count(value, .concurrency)
-    }
-    if let value = mapping["perHostConcurrency"] {
-      limits.perHostConcurrency = try count(value, .perHostConcurrency)
-    }
-    if let value = mapping["perHostStreams"] {
-      limits.perHostStreams = try count(value, .perHostStreams)
-    }
-    if let value = mapping["fleetPerHostConcurrency"] {
-      limits.fleetPerHostConcurrency = try count(value, .fleetPerHostConcurrency)
-    }
-    if let value = mapping["retries"] {
-      limits.retries = try count(value, .retries)
-    }
-    if let value = mapping["timeout"] {
-      limits.timeout = try duration(value, .timeout)
-    }
-    if let value = mapping["deadline"] {
-      limits.deadline = try duration(value, .deadline)
-    }
-    if let value = mapping["maxResponseSize"] {
-      limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize")
-    }
-    if let value = mapping["validate"] {
-      limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
-    }
-    if let value = mapping["maxPixels"] {
-      limits.maxPixels = try count(value, .maxPixels)
-    }
-    if let value = mapping["maxRunTime"] {
-      limits.maxRunTime = try duration(value, .maxRunTime)
-    }
-    if let value = mapping["blacklistTTL"] {
-      limits.blacklistTTL = try duration(value, .blacklistTTL)
-    }
-    if let value = mapping["rate"] {
-      limits.requestsPerSecondPerHost = try unit(value, "prefetch.rate", parseRequestRate)
-    }
-    if let value = mapping["maxBandwidth"] {
-      limits.maxBytesPerSecond = try unit(value, "prefetch.maxBandwidth", parseBandwidth)
-    }
-    if let value = mapping["hostBackoff"] {
-      guard let enabled = value.bool else {
-        throw fail(value, "prefetch.hostBackoff", "expected true or false")
+    try checkKeys(mapping, known: JobSetting.prefetch.map(\.name), prefix: "prefetch.")
+    for setting in JobSetting.prefetch {
+      guard let value = mapping[setting.name] else { continue }
+      switch setting {
+      case .concurrency: limits.concurrency = try count(value, setting)
+      case .perHostConcurrency: limits.perHostConcurrency = try count(value, setting)
+      case .perHostStreams: limits.perHostStreams = try count(value, setting)
+      case .fleetPerHostConcurrency: limits.fleetPerHostConcurrency = try count(value, setting)
+      case .retries: limits.retries = try count(value, setting)
+      case .maxPixels: limits.maxPixels = try count(value, setting)
+      case .timeout: limits.timeout = try duration(value, setting)
+      case .deadline: limits.deadline = try duration(value, setting)
+      case .blacklistTTL: limits.blacklistTTL = try duration(value, setting)
+      case .maxRunTime: limits.maxRunTime = try duration(value, setting)
+      case .maxResponseSize: limits.maxResponseSize = try byteCount(value, setting.field)
+      case .validate:
+        limits.validation = try choice(value, setting.field, ValidationLevel.self)
+      case .rate:
+        limits.requestsPerSecondPerHost = try unit(value, setting.field, parseRequestRate)
+      case .maxBandwidth:
+        limits.maxBytesPerSecond = try unit(value, setting.field, parseBandwidth)
+      case .hostBackoff: limits.hostBackoff = try bool(value, setting.field)
+      case .caBundle, .proxy, .noProxy, .denyAddresses, .allowLinkLocal:
+        try apply(setting, value, to: &limits.connection)
+      case .maxDiskAge: preconditionFailure("\(setting.field) is read with cache:")
       }
-      limits.hostBackoff = enabled
     }
-    try apply(mapping, to: &limits.connection)
   }
 
   /// `prefetch.caBundle` (relative to the job file), `prefetch.proxy` and `prefetch.noProxy`
   /// (text, or a list of hosts), `prefetch.denyAddresses` (text, or a list of rules) and
   /// `prefetch.allowLinkLocal`.
-  func apply(_ mapping: Node.Mapping, to connection: inout Connection) throws(ConfigurationError) {
-    if let value = mapping["caBundle"], let path = try string(value, "prefetch.caBundle") {
+  func apply(_ setting: JobSetting, _ value: Node, to connection: inout Connection)
+    throws(ConfigurationError)
+  {
+    let field = setting.field
+    switch setting {
+    case .caBundle:
+      guard let path = try string(value, field) else { return }
       let resolved = resolve(path)
-      if let problem = Connection.caBundleProblem(resolved) {
-        throw fail(value, "prefetch.caBundle", problem)
-      }
+      if let problem = Connection.caBundleProblem(resolved) { throw fail(value, field, problem) }
       connection.caBundle = resolved
-    }
-    if let value = mapping["proxy"], let proxy = try string(value, "prefetch.proxy") {
-      if let problem = Connection.proxyProblem(proxy) {
-        throw fail(value, "prefetch.proxy", problem)
-      }
+    case .proxy:
+      guard let proxy = try string(value, field) else { return }
+      if let problem = Connection.proxyProblem(proxy) { throw fail(value, field, problem) }
       connection.proxy = proxy
-    }
-    if let value = mapping["noProxy"] {
-      let hosts = try strings(value, "prefetch.noProxy").joined(separator: ",")
-      if let problem = Connection.noProxyProblem(hosts) {
-        throw fail(value, "prefetch.noProxy", problem)
-      }
+    case .noProxy:
+      let hosts = try strings(value, field).joined(separator: ",")
+      if let problem = Connection.noProxyProblem(hosts) { throw fail(value, field, problem) }
       connection.noProxy = hosts
-    }
-    if let value = mapping["denyAddresses"] {
-      switch AddressRules.parse(try strings(value, "prefetch.denyAddresses")) {
+    case .denyAddresses:
+      switch AddressRules.parse(try strings(value, field)) {
       case .success(let ranges): connection.addressRules.denied = ranges
-      case .failure(let error): throw fail(value, "prefetch.denyAddresses", error.description)
+      case .failure(let error): throw fail(value, field, error.description)
       }
-    }
-    if let value = mapping["allowLinkLocal"] {
-      guard let allowed = value.bool else {
-        throw fail(value, "prefetch.allowLinkLocal", "expected true or false")
-      }
-      connection.addressRules.allowLinkLocal = allowed
+    case .allowLinkLocal: connection.addressRules.allowLinkLocal = try bool(value, field)
+    default: preconditionFailure("\(field) is not a connection setting")
     }
   }
 
