@@ -35,9 +35,7 @@ struct JobParser {
       throw fail(top["cache"] ?? root, "cache", "required: a mapping with at least 'directory'")
     }
     try checkKeys(
-      cache,
-      known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType", "maxDelete"],
-      prefix: "cache.")
+      cache, known: ["directory", "namespace"] + JobSetting.cache.map(\.name), prefix: "cache.")
     guard let directory = try string(cache["directory"], "cache.directory") else {
       throw fail(cacheNode, "cache.directory", "required")
     }
@@ -49,21 +47,7 @@ struct JobParser {
     var job = Job(
       name: name, file: file,
       location: CacheLocation(directory: resolve(directory), namespace: namespace))
-    if let age = cache["maxDiskAge"] {
-      job.cleanup.maxDiskAge = try duration(age, .maxDiskAge)
-    }
-    if let size = cache["maxDiskSize"] {
-      job.cleanup.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
-    }
-    if let type = cache["expireType"] {
-      job.cleanup.expireType = try choice(type, "cache.expireType", ExpireType.self)
-    }
-    if let limit = cache["maxDelete"] {
-      guard let text = limit.scalar?.string, let parsed = DeletionLimit(parsing: text) else {
-        throw fail(limit, "cache.maxDelete", "expected a number of files (500) or a share (10%)")
-      }
-      job.cleanup.maxDelete = parsed
-    }
+    try apply(JobSetting.cache, of: cache, to: &job)
 
     if let manifests = top["manifests"] {
       guard let list = manifests.sequence, !list.isEmpty else {
@@ -106,7 +90,13 @@ struct JobParser {
       }
       job.context = try ImageContext().applying(object, source: file, line: context.mark?.line)
     }
-    if let prefetch = top["prefetch"] { try apply(prefetch, to: &job.prefetch) }
+    if let prefetch = top["prefetch"] {
+      guard let mapping = prefetch.mapping else {
+        throw fail(prefetch, "prefetch", "expected a mapping")
+      }
+      try checkKeys(mapping, known: JobSetting.prefetch.map(\.name), prefix: "prefetch.")
+      try apply(JobSetting.prefetch, of: mapping, to: &job)
+    }
     if let maintenance = top["maintenance"] {
       job.passes = try strings(maintenance, "maintenance").map { name throws(ConfigurationError) in
         guard let pass = JobPass(rawValue: name) else {
@@ -161,36 +151,47 @@ struct JobParser {
     return configuration
   }
 
-  /// The `prefetch:` settings, over the defaults of ``PrefetchConfiguration``: those of
-  /// ``JobSetting/prefetch``, each read as its declaration says.
-  func apply(_ node: Node, to limits: inout PrefetchConfiguration) throws(ConfigurationError) {
-    guard let mapping = node.mapping else { throw fail(node, "prefetch", "expected a mapping") }
-    try checkKeys(mapping, known: JobSetting.prefetch.map(\.name), prefix: "prefetch.")
-    for setting in JobSetting.prefetch {
+  /// The `settings` that `mapping` (a section such as `cache:` or `prefetch:`) gives, over the
+  /// defaults of ``CleanupConfiguration`` and ``PrefetchConfiguration``.
+  func apply(_ settings: [JobSetting], of mapping: Node.Mapping, to job: inout Job)
+    throws(ConfigurationError)
+  {
+    for setting in settings {
       guard let value = mapping[setting.name] else { continue }
-      switch setting {
-      case .concurrency: limits.concurrency = try count(value, setting)
-      case .perHostConcurrency: limits.perHostConcurrency = try count(value, setting)
-      case .perHostStreams: limits.perHostStreams = try count(value, setting)
-      case .fleetPerHostConcurrency: limits.fleetPerHostConcurrency = try count(value, setting)
-      case .retries: limits.retries = try count(value, setting)
-      case .maxPixels: limits.maxPixels = try count(value, setting)
-      case .timeout: limits.timeout = try duration(value, setting)
-      case .deadline: limits.deadline = try duration(value, setting)
-      case .blacklistTTL: limits.blacklistTTL = try duration(value, setting)
-      case .maxRunTime: limits.maxRunTime = try duration(value, setting)
-      case .maxResponseSize: limits.maxResponseSize = try byteCount(value, setting.field)
-      case .validate:
-        limits.validation = try choice(value, setting.field, ValidationLevel.self)
-      case .rate:
-        limits.requestsPerSecondPerHost = try unit(value, setting.field, parseRequestRate)
-      case .maxBandwidth:
-        limits.maxBytesPerSecond = try unit(value, setting.field, parseBandwidth)
-      case .hostBackoff: limits.hostBackoff = try bool(value, setting.field)
-      case .caBundle, .proxy, .noProxy, .denyAddresses, .allowLinkLocal:
-        try apply(setting, value, to: &limits.connection)
-      case .maxDiskAge: preconditionFailure("\(setting.field) is read with cache:")
+      try apply(setting, value, to: &job)
+    }
+  }
+
+  /// One setting, read and checked as its ``JobSetting`` declaration says.
+  func apply(_ setting: JobSetting, _ value: Node, to job: inout Job) throws(ConfigurationError) {
+    let field = setting.field
+    switch setting {
+    case .maxDiskAge: job.cleanup.maxDiskAge = try duration(value, setting)
+    case .maxDiskSize: job.cleanup.maxDiskSize = try byteCount(value, field)
+    case .expireType: job.cleanup.expireType = try choice(value, field, ExpireType.self)
+    case .maxDelete:
+      guard let text = value.scalar?.string, let parsed = DeletionLimit(parsing: text) else {
+        throw fail(value, field, "expected a number of files (500) or a share (10%)")
       }
+      job.cleanup.maxDelete = parsed
+    case .concurrency: job.prefetch.concurrency = try count(value, setting)
+    case .perHostConcurrency: job.prefetch.perHostConcurrency = try count(value, setting)
+    case .perHostStreams: job.prefetch.perHostStreams = try count(value, setting)
+    case .fleetPerHostConcurrency:
+      job.prefetch.fleetPerHostConcurrency = try count(value, setting)
+    case .retries: job.prefetch.retries = try count(value, setting)
+    case .maxPixels: job.prefetch.maxPixels = try count(value, setting)
+    case .timeout: job.prefetch.timeout = try duration(value, setting)
+    case .deadline: job.prefetch.deadline = try duration(value, setting)
+    case .blacklistTTL: job.prefetch.blacklistTTL = try duration(value, setting)
+    case .maxRunTime: job.prefetch.maxRunTime = try duration(value, setting)
+    case .maxResponseSize: job.prefetch.maxResponseSize = try byteCount(value, field)
+    case .validate: job.prefetch.validation = try choice(value, field, ValidationLevel.self)
+    case .rate: job.prefetch.requestsPerSecondPerHost = try unit(value, field, parseRequestRate)
+    case .maxBandwidth: job.prefetch.maxBytesPerSecond = try unit(value, field, parseBandwidth)
+    case .hostBackoff: job.prefetch.hostBackoff = try bool(value, field)
+    case .caBundle, .proxy, .noProxy, .denyAddresses, .allowLinkLocal:
+      try apply(setting, value, to: &job.prefetch.connection)
     }
   }
 

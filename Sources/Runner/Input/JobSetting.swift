@@ -3,12 +3,16 @@ import Foundation
 import Maintenance
 import Prefetcher
 
-/// The job settings that a job file and the command line both take, each declared once here
-/// (issue 43 item 3): its field in a job file, its flag, what values it takes, its default and
-/// its help. The job parser checks a value and names the field from here, the flags take their
-/// names, ranges and `--help` text from here, and `SettingsTableTests` holds docs/jobs.md's
-/// tables and the man page to it.
+/// The settings of a job file's `cache:` and `prefetch:` sections, which flags take too (SPEC
+/// section 7), each declared once here (issue 43 item 3): its field in a job file, its flag,
+/// what values it takes, its default and its help. The job parser reads and checks a value as
+/// its declaration says, the flags take their names, range checks and `--help` text from here,
+/// and `SettingsTableTests` holds docs/jobs.md's tables and the man pages to it.
 public enum JobSetting: String, Sendable, CaseIterable {
+  case maxDiskAge = "cache.maxDiskAge"
+  case maxDiskSize = "cache.maxDiskSize"
+  case expireType = "cache.expireType"
+  case maxDelete = "cache.maxDelete"
   case concurrency = "prefetch.concurrency"
   case perHostConcurrency = "prefetch.perHostConcurrency"
   case perHostStreams = "prefetch.perHostStreams"
@@ -29,7 +33,6 @@ public enum JobSetting: String, Sendable, CaseIterable {
   case noProxy = "prefetch.noProxy"
   case denyAddresses = "prefetch.denyAddresses"
   case allowLinkLocal = "prefetch.allowLinkLocal"
-  case maxDiskAge = "cache.maxDiskAge"
 
   /// What values a setting takes.
   public enum Kind: Sendable, Equatable {
@@ -96,6 +99,10 @@ public enum JobSetting: String, Sendable, CaseIterable {
 
   /// The section of a job file that holds it (`prefetch`).
   public var section: Substring { rawValue.prefix { $0 != "." } }
+
+  /// The settings of a job file's `cache:` section that a flag takes too, in the order the docs
+  /// list them.
+  public static var cache: [JobSetting] { allCases.filter { $0.section == "cache" } }
 
   /// The settings of a job file's `prefetch:` section, in the order the docs list them.
   public static var prefetch: [JobSetting] { allCases.filter { $0.section == "prefetch" } }
@@ -166,6 +173,36 @@ public enum JobSetting: String, Sendable, CaseIterable {
     let defaults = PrefetchConfiguration()
     let count = Kind.count(PrefetchConfiguration.concurrencyRange)
     switch self {
+    case .maxDiskAge:
+      // A job's default is SD's; `maintain` expires nothing unless the flag is given.
+      let sdDefault = formatDuration(CleanupConfiguration().maxDiskAge)
+      return Declaration(
+        flag: "--max-age", aliases: ["--max-disk-age"], kind: .duration(.age),
+        defaultValue: .described("`\(sdDefault)`"),
+        summary: "Expire files older than this: 30s, 15m, 12h, 7d",
+        notes: ["negative: never", "0: everything"],
+        more: "Without it nothing expires (SD's own default is \(sdDefault)).",
+        valueName: "duration")
+    case .maxDiskSize:
+      return Declaration(
+        flag: "--max-size", aliases: ["--max-disk-size"], kind: .size,
+        defaultValue: .described("`\(CleanupConfiguration().maxDiskSize)` (no limit)"),
+        summary: "Trim when the cache is above this size: 500MB, 2GiB", notes: ["0: no limit"],
+        more: "Alone, it only trims: nothing expires by an age nobody gave.", valueName: "size")
+    case .expireType:
+      // The flag's default is shown by argument-parser, from the option's own default.
+      return Declaration(
+        flag: "--expire-type", kind: .choice(ExpireType.allCases.map(\.rawValue)),
+        defaultValue: .described("`\(CleanupConfiguration().expireType.rawValue)`"),
+        summary: "Which file date counts: " + Self.either(ExpireType.allCases.map(\.rawValue)),
+        valueName: "type")
+    case .maxDelete:
+      return Declaration(
+        flag: "--max-delete", kind: .text, defaultValue: .described("none"),
+        summary:
+          "Delete nothing if the passes would delete more than this: a number of files (500) or "
+          + "a share of the files (10%)",
+        valueName: "count|percent")
     case .concurrency:
       return Declaration(
         flag: "--concurrency", kind: count, defaultValue: .value("\(defaults.concurrency)"),
@@ -216,9 +253,7 @@ public enum JobSetting: String, Sendable, CaseIterable {
       return Declaration(
         flag: "--validate", kind: .choice(levels),
         defaultValue: .value(defaults.validation.rawValue),
-        summary: "How downloads are checked: " + levels.dropLast().joined(separator: ", ")
-          + " or " + (levels.last ?? ""),
-        valueName: "level")
+        summary: "How downloads are checked: " + Self.either(levels), valueName: "level")
     case .maxPixels:
       return Declaration(
         flag: "--max-pixels", kind: .count(PrefetchConfiguration.maxPixelsRange),
@@ -306,16 +341,11 @@ public enum JobSetting: String, Sendable, CaseIterable {
           "Connect to link-local addresses (169.254.0.0/16, fe80::/10), which are refused by "
           + "default",
         namesField: true)
-    case .maxDiskAge:
-      // A job's default is SD's; `maintain` expires nothing unless the flag is given.
-      let sdDefault = formatDuration(CleanupConfiguration().maxDiskAge)
-      return Declaration(
-        flag: "--max-age", aliases: ["--max-disk-age"], kind: .duration(.age),
-        defaultValue: .described("`\(sdDefault)`"),
-        summary: "Expire files older than this: 30s, 15m, 12h, 7d",
-        notes: ["negative: never", "0: everything"],
-        more: "Without it nothing expires (SD's own default is \(sdDefault)).",
-        valueName: "duration")
     }
+  }
+
+  /// `a, b or c`.
+  private static func either(_ words: [String]) -> String {
+    words.dropLast().joined(separator: ", ") + " or " + (words.last ?? "")
   }
 }
