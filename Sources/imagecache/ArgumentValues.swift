@@ -9,7 +9,7 @@ import Runner
 struct Duration: ExpressibleByArgument, CustomStringConvertible {
   var seconds: TimeInterval
   /// As given, for messages: an overflowing value's seconds are infinite.
-  private var text: String?
+  private var text: String
   var description: String { formatDuration(seconds) }
   init?(argument: String) {
     // A value that does not parse is argument-parser's usage error, which names the flag.
@@ -17,21 +17,20 @@ struct Duration: ExpressibleByArgument, CustomStringConvertible {
     self.seconds = seconds
     text = argument
   }
-  init(seconds: TimeInterval) { self.seconds = seconds }
 
   /// Refuses a value outside `allowed`, naming `flag`.
   func check(_ flag: String, allowed: DurationRange) throws {
     do {
-      _ = try allowed.check(seconds, text: text ?? description)
+      _ = try allowed.check(seconds, text: text)
     } catch {
       throw ValidationError("\(flag) \(error)")
     }
   }
 
   /// Refuses a value `setting` does not take, naming its flag, in the job file's words.
-  func check(_ setting: NumericSetting) throws {
+  func check(_ setting: JobSetting) throws {
     do {
-      _ = try setting.check(seconds: seconds, text: text ?? description)
+      _ = try setting.check(seconds: seconds, text: text)
     } catch {
       throw ValidationError("\(setting.flag) \(error)")
     }
@@ -103,11 +102,23 @@ struct Bandwidth: ExpressibleByArgument {
 }
 
 /// Refuses a count `setting` does not take, naming its flag, in the job file's words.
-func checkCount(_ value: Int, _ setting: NumericSetting) throws {
+func checkCount(_ value: Int, _ setting: JobSetting) throws {
   do {
     _ = try setting.check(count: value, text: String(value))
   } catch {
     throw ValidationError("\(setting.flag) \(error)")
+  }
+}
+
+extension JobSetting {
+  /// Its flag and aliases, for `@Option(name:)`.
+  var names: NameSpecification {
+    NameSpecification(([flag] + declaration.aliases).map { .customLong(String($0.dropFirst(2))) })
+  }
+
+  /// Its `--help` text, discussion and value name, for `@Option(help:)`.
+  var argumentHelp: ArgumentHelp {
+    ArgumentHelp(help, discussion: declaration.discussion, valueName: declaration.valueName)
   }
 }
 

@@ -29,34 +29,17 @@ struct MaintainCommand: AsyncParsableCommand {
   @OptionGroup var shardOptions: ShardOptions
 
   @Option(
-    name: [.customLong("max-age"), .customLong("max-disk-age")], parsing: .unconditional,
-    help: ArgumentHelp(
-      "Expire files older than this (30s, 15m, 12h, 7d, up to 1000000d; negative: never; 0: "
-        + "everything). Without it nothing expires (SD's own default is 7d).",
-      valueName: "duration"))
+    name: JobSetting.maxDiskAge.names, parsing: .unconditional,
+    help: JobSetting.maxDiskAge.argumentHelp)
   var maxAge: Duration?
 
-  @Option(
-    name: [.customLong("max-size"), .customLong("max-disk-size")],
-    help: ArgumentHelp(
-      "Trim when the cache is above this size (500MB, 2GiB, up to 2^63-1 bytes; 0: no limit). "
-        + "Alone, it only trims: nothing expires by an age nobody gave.",
-      valueName: "size"))
+  @Option(name: JobSetting.maxDiskSize.names, help: JobSetting.maxDiskSize.argumentHelp)
   var maxSize: ByteCount?
 
-  @Option(
-    name: .customLong("max-delete"),
-    help: ArgumentHelp(
-      "Delete nothing if the passes would delete more than this: a number of files (500) or a "
-        + "share of the files (10%).",
-      valueName: "count|percent"))
+  @Option(name: JobSetting.maxDelete.names, help: JobSetting.maxDelete.argumentHelp)
   var maxDelete: DeletionLimit?
 
-  @Option(
-    name: .customLong("expire-type"),
-    help: ArgumentHelp(
-      "Which file date counts: accessDate, modificationDate, creationDate or changeDate.",
-      valueName: "type"))
+  @Option(name: JobSetting.expireType.names, help: JobSetting.expireType.argumentHelp)
   var expireType = CleanupConfiguration().expireType
 
   @Flag(
@@ -69,7 +52,7 @@ struct MaintainCommand: AsyncParsableCommand {
 
   func validate() throws {
     try maxAge?.check(.maxDiskAge)
-    try maxSize?.check("--max-size")
+    try maxSize?.check(JobSetting.maxDiskSize.flag)
   }
 
   func run() async throws {

@@ -28,7 +28,7 @@ public struct CleanupLimits: Sendable, Codable, Equatable {
 
 /// One thing a maintenance pass did, or would do under `--dry-run`.
 public struct MaintenanceAction: Sendable, Codable, Equatable {
-  public enum Kind: String, Sendable, Codable {
+  public enum Kind: String, Sendable, Codable, CaseIterable {
     case delete
     case move
     /// A name collision: the older file was kept aside instead of overwriting the newer one.
@@ -141,7 +141,7 @@ extension MaintenanceRecorder {
 /// One maintenance pass in a report (SPEC section 6), held in memory: what a decoded report
 /// holds, and a recorder for callers that want the whole pass back.
 public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRecorder {
-  public enum Pass: String, Sendable, Codable {
+  public enum Pass: String, Sendable, Codable, CaseIterable {
     case migrate
     case expire
     case trim

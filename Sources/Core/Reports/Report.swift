@@ -2,7 +2,7 @@ import Foundation
 
 /// The JSON report of one run, schema version 1 (SPEC section 6; `docs/report-schema.json`).
 public struct RunReport: Sendable, Codable, Equatable {
-  public enum Status: String, Sendable, Codable {
+  public enum Status: String, Sendable, Codable, CaseIterable {
     case completed
     case interrupted
     case failed

@@ -36,7 +36,7 @@ extension JobParser {
 
   /// A whole number that `setting` takes; anything else (a fraction, text, a number past 64
   /// bits) is an error that states the range, in the command line's words.
-  func count(_ node: Node, _ setting: NumericSetting) throws(ConfigurationError) -> Int {
+  func count(_ node: Node, _ setting: JobSetting) throws(ConfigurationError) -> Int {
     do {
       return try setting.check(count: node.int, text: node.string ?? "")
     } catch {
@@ -44,7 +44,7 @@ extension JobParser {
     }
   }
 
-  func duration(_ node: Node, _ setting: NumericSetting) throws(ConfigurationError)
+  func duration(_ node: Node, _ setting: JobSetting) throws(ConfigurationError)
     -> TimeInterval
   {
     guard let text = node.string else {
@@ -55,6 +55,11 @@ extension JobParser {
     } catch {
       throw fail(node, setting.field, error.description)
     }
+  }
+
+  func bool(_ node: Node, _ field: String) throws(ConfigurationError) -> Bool {
+    guard let value = node.bool else { throw fail(node, field, "expected true or false") }
+    return value
   }
 
   func byteCount(_ node: Node, _ field: String) throws(ConfigurationError) -> UInt64 {

@@ -37,9 +37,7 @@ struct JobParser {
       throw fail(top["cache"] ?? root, "cache", "required: a mapping with at least 'directory'")
     }
     try checkKeys(
-      cache,
-      known: ["directory", "namespace", "maxDiskAge", "maxDiskSize", "expireType", "maxDelete"],
-      prefix: "cache.")
+      cache, known: ["directory", "namespace"] + JobSetting.cache.map(\.name), prefix: "cache.")
     guard let directory = try string(cache["directory"], "cache.directory") else {
       throw fail(cacheNode, "cache.directory", "required")
     }
@@ -51,21 +49,7 @@ struct JobParser {
     var job = Job(
       name: name, file: file,
       location: CacheLocation(directory: resolve(directory), namespace: namespace))
-    if let age = cache["maxDiskAge"] {
-      job.cleanup.maxDiskAge = try duration(age, .maxDiskAge)
-    }
-    if let size = cache["maxDiskSize"] {
-      job.cleanup.maxDiskSize = try byteCount(size, "cache.maxDiskSize")
-    }
-    if let type = cache["expireType"] {
-      job.cleanup.expireType = try choice(type, "cache.expireType", ExpireType.self)
-    }
-    if let limit = cache["maxDelete"] {
-      guard let text = limit.scalar?.string, let parsed = DeletionLimit(parsing: text) else {
-        throw fail(limit, "cache.maxDelete", "expected a number of files (500) or a share (10%)")
-      }
-      job.cleanup.maxDelete = parsed
-    }
+    try apply(JobSetting.cache, of: cache, to: &job)
 
     if let manifests = top["manifests"] {
       guard let list = manifests.sequence, !list.isEmpty else {
@@ -84,12 +68,7 @@ struct JobParser {
         throw fail(sitemap, "sitemap", "expected a mapping (pages, order)")
       }
       try checkKeys(mapping, known: ["pages", "order"], prefix: "sitemap.")
-      if let pages = mapping["pages"] {
-        guard let value = pages.bool else {
-          throw fail(pages, "sitemap.pages", "expected true or false")
-        }
-        job.sitemap.pages = value
-      }
+      if let pages = mapping["pages"] { job.sitemap.pages = try bool(pages, "sitemap.pages") }
       if let order = mapping["order"] {
         job.sitemap.order = try choice(order, "sitemap.order", SitemapOrder.self)
       }
@@ -113,13 +92,20 @@ struct JobParser {
       }
       job.context = try ImageContext().applying(object, source: file, line: context.mark?.line)
     }
-    if let prefetch = top["prefetch"] { try apply(prefetch, to: &job.prefetch) }
+    if let prefetch = top["prefetch"] {
+      guard let mapping = prefetch.mapping else {
+        throw fail(prefetch, "prefetch", "expected a mapping")
+      }
+      try checkKeys(mapping, known: JobSetting.prefetch.map(\.name), prefix: "prefetch.")
+      try apply(JobSetting.prefetch, of: mapping, to: &job)
+    }
     if let maintenance = top["maintenance"] {
       job.passes = try strings(maintenance, "maintenance").map { name throws(ConfigurationError) in
         guard let pass = JobPass(rawValue: name) else {
           throw fail(
             maintenance, "maintenance",
-            "unknown pass \(name.debugDescription) (known: migrate, expire, trim, verify)")
+            "unknown pass \(name.debugDescription) (known: "
+              + JobPass.allCases.map(\.rawValue).joined(separator: ", ") + ")")
         }
         return pass
       }
@@ -139,10 +125,7 @@ struct JobParser {
       job.migrateFrom = try string(mapping["from"], "migrate.from").map(resolve)
     }
     if let allow = top["allowURLFailures"] {
-      guard let value = allow.bool else {
-        throw fail(allow, "allowURLFailures", "expected true or false")
-      }
-      job.allowURLFailures = value
+      job.allowURLFailures = try bool(allow, "allowURLFailures")
     }
     job.report = try string(top["report"], "report").map(resolve)
     job.metrics = try string(top["metrics"], "metrics").map(resolve)
@@ -170,105 +153,78 @@ struct JobParser {
     return configuration
   }
 
-  /// The `prefetch:` settings, over the defaults of ``PrefetchConfiguration``.
-  func apply(_ node: Node, to limits: inout PrefetchConfiguration) throws(ConfigurationError) {
-    guard let mapping = node.mapping else { throw fail(node, "prefetch", "expected a mapping") }
-    try checkKeys(
-      mapping,
-      known: [
-        "concurrency", "perHostConcurrency", "perHostStreams", "timeout", "deadline",
-        "maxResponseSize", "retries",
-        "validate", "maxPixels", "blacklistTTL", "fleetPerHostConcurrency", "caBundle", "proxy",
-        "noProxy", "rate", "maxBandwidth", "hostBackoff", "maxRunTime", "denyAddresses",
-        "allowLinkLocal",
-      ],
-      prefix: "prefetch.")
-    if let value = mapping["concurrency"] {
-      limits.concurrency = try count(value, .concurrency)
+  /// The `settings` that `mapping` (a section such as `cache:` or `prefetch:`) gives, over the
+  /// defaults of ``CleanupConfiguration`` and ``PrefetchConfiguration``.
+  func apply(_ settings: [JobSetting], of mapping: Node.Mapping, to job: inout Job)
+    throws(ConfigurationError)
+  {
+    for setting in settings {
+      guard let value = mapping[setting.name] else { continue }
+      try apply(setting, value, to: &job)
     }
-    if let value = mapping["perHostConcurrency"] {
-      limits.perHostConcurrency = try count(value, .perHostConcurrency)
-    }
-    if let value = mapping["perHostStreams"] {
-      limits.perHostStreams = try count(value, .perHostStreams)
-    }
-    if let value = mapping["fleetPerHostConcurrency"] {
-      limits.fleetPerHostConcurrency = try count(value, .fleetPerHostConcurrency)
-    }
-    if let value = mapping["retries"] {
-      limits.retries = try count(value, .retries)
-    }
-    if let value = mapping["timeout"] {
-      limits.timeout = try duration(value, .timeout)
-    }
-    if let value = mapping["deadline"] {
-      limits.deadline = try duration(value, .deadline)
-    }
-    if let value = mapping["maxResponseSize"] {
-      limits.maxResponseSize = try byteCount(value, "prefetch.maxResponseSize")
-    }
-    if let value = mapping["validate"] {
-      limits.validation = try choice(value, "prefetch.validate", ValidationLevel.self)
-    }
-    if let value = mapping["maxPixels"] {
-      limits.maxPixels = try count(value, .maxPixels)
-    }
-    if let value = mapping["maxRunTime"] {
-      limits.maxRunTime = try duration(value, .maxRunTime)
-    }
-    if let value = mapping["blacklistTTL"] {
-      limits.blacklistTTL = try duration(value, .blacklistTTL)
-    }
-    if let value = mapping["rate"] {
-      limits.requestsPerSecondPerHost = try unit(value, "prefetch.rate", parseRequestRate)
-    }
-    if let value = mapping["maxBandwidth"] {
-      limits.maxBytesPerSecond = try unit(value, "prefetch.maxBandwidth", parseBandwidth)
-    }
-    if let value = mapping["hostBackoff"] {
-      guard let enabled = value.bool else {
-        throw fail(value, "prefetch.hostBackoff", "expected true or false")
+  }
+
+  /// One setting, read and checked as its ``JobSetting`` declaration says.
+  func apply(_ setting: JobSetting, _ value: Node, to job: inout Job) throws(ConfigurationError) {
+    let field = setting.field
+    switch setting {
+    case .maxDiskAge: job.cleanup.maxDiskAge = try duration(value, setting)
+    case .maxDiskSize: job.cleanup.maxDiskSize = try byteCount(value, field)
+    case .expireType: job.cleanup.expireType = try choice(value, field, ExpireType.self)
+    case .maxDelete:
+      guard let text = value.scalar?.string, let parsed = DeletionLimit(parsing: text) else {
+        throw fail(value, field, "expected a number of files (500) or a share (10%)")
       }
-      limits.hostBackoff = enabled
+      job.cleanup.maxDelete = parsed
+    case .concurrency: job.prefetch.concurrency = try count(value, setting)
+    case .perHostConcurrency: job.prefetch.perHostConcurrency = try count(value, setting)
+    case .perHostStreams: job.prefetch.perHostStreams = try count(value, setting)
+    case .fleetPerHostConcurrency:
+      job.prefetch.fleetPerHostConcurrency = try count(value, setting)
+    case .retries: job.prefetch.retries = try count(value, setting)
+    case .maxPixels: job.prefetch.maxPixels = try count(value, setting)
+    case .timeout: job.prefetch.timeout = try duration(value, setting)
+    case .deadline: job.prefetch.deadline = try duration(value, setting)
+    case .blacklistTTL: job.prefetch.blacklistTTL = try duration(value, setting)
+    case .maxRunTime: job.prefetch.maxRunTime = try duration(value, setting)
+    case .maxResponseSize: job.prefetch.maxResponseSize = try byteCount(value, field)
+    case .validate: job.prefetch.validation = try choice(value, field, ValidationLevel.self)
+    case .rate: job.prefetch.requestsPerSecondPerHost = try unit(value, field, parseRequestRate)
+    case .maxBandwidth: job.prefetch.maxBytesPerSecond = try unit(value, field, parseBandwidth)
+    case .hostBackoff: job.prefetch.hostBackoff = try bool(value, field)
+    case .caBundle, .proxy, .noProxy, .denyAddresses, .allowLinkLocal:
+      try apply(setting, value, to: &job.prefetch.connection)
     }
-    try apply(mapping, to: &limits.connection)
   }
 
   /// `prefetch.caBundle` (relative to the job file), `prefetch.proxy` and `prefetch.noProxy`
   /// (text, or a list of hosts), `prefetch.denyAddresses` (text, or a list of rules) and
   /// `prefetch.allowLinkLocal`.
-  func apply(_ mapping: Node.Mapping, to connection: inout Connection) throws(ConfigurationError) {
-    if let value = mapping["caBundle"], let path = try string(value, "prefetch.caBundle") {
+  func apply(_ setting: JobSetting, _ value: Node, to connection: inout Connection)
+    throws(ConfigurationError)
+  {
+    let field = setting.field
+    switch setting {
+    case .caBundle:
+      guard let path = try string(value, field) else { return }
       let resolved = resolve(path)
-      if let problem = Connection.caBundleProblem(resolved) {
-        throw fail(value, "prefetch.caBundle", problem)
-      }
+      if let problem = Connection.caBundleProblem(resolved) { throw fail(value, field, problem) }
       connection.caBundle = resolved
-    }
-    if let value = mapping["proxy"], let proxy = try string(value, "prefetch.proxy") {
-      if let problem = Connection.proxyProblem(proxy) {
-        throw fail(value, "prefetch.proxy", problem)
-      }
+    case .proxy:
+      guard let proxy = try string(value, field) else { return }
+      if let problem = Connection.proxyProblem(proxy) { throw fail(value, field, problem) }
       connection.proxy = proxy
-    }
-    if let value = mapping["noProxy"] {
-      let hosts = try strings(value, "prefetch.noProxy").joined(separator: ",")
-      if let problem = Connection.noProxyProblem(hosts) {
-        throw fail(value, "prefetch.noProxy", problem)
-      }
+    case .noProxy:
+      let hosts = try strings(value, field).joined(separator: ",")
+      if let problem = Connection.noProxyProblem(hosts) { throw fail(value, field, problem) }
       connection.noProxy = hosts
-    }
-    if let value = mapping["denyAddresses"] {
-      switch AddressRules.parse(try strings(value, "prefetch.denyAddresses")) {
+    case .denyAddresses:
+      switch AddressRules.parse(try strings(value, field)) {
       case .success(let ranges): connection.addressRules.denied = ranges
-      case .failure(let error): throw fail(value, "prefetch.denyAddresses", error.description)
+      case .failure(let error): throw fail(value, field, error.description)
       }
-    }
-    if let value = mapping["allowLinkLocal"] {
-      guard let allowed = value.bool else {
-        throw fail(value, "prefetch.allowLinkLocal", "expected true or false")
-      }
-      connection.addressRules.allowLinkLocal = allowed
+    case .allowLinkLocal: connection.addressRules.allowLinkLocal = try bool(value, field)
+    default: preconditionFailure("\(field) is not a connection setting")
     }
   }
 
