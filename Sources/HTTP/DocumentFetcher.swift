@@ -28,9 +28,10 @@ public enum DocumentFetcher {
   ///   - downloader: the run's (a prefetch's, a dry run's, the migrate pass's); without one (a
   ///     library caller that gave none), a downloader is made for this fetch and stopped, its
   ///     thread ended, before this returns.
-  ///   - stop: checked every tenth of a second while the fetch waits, as is the cancellation
-  ///     of the producing thread (``ProducerContext``); once set, the fetch ends as
-  ///     `cancelled` (a signal must not wait for a slow server).
+  ///   - stop: the run's stop channel, watched while the fetch waits, as is the cancellation
+  ///     of the producing thread (``ProducerContext``); once either is set, the fetch is
+  ///     cancelled at once and ends as `cancelled` (a signal must not wait for a slow
+  ///     server).
   public static func fetch(
     _ url: URL, through downloader: Downloader? = nil, configuration: DownloaderConfiguration,
     headers: [String: String] = [:], trustedOrigins: Set<Origin> = [],
@@ -56,11 +57,9 @@ public enum DocumentFetcher {
     // A downloader of its own (a caller that gave none) is gone, thread and all, on return.
     defer { owned?.shutdownAndWait() }
     let context = ProducerContext.current
-    let stopped: @Sendable () -> Bool = {
-      stop?.isStopped == true || context?.cancellation.isStopped == true
-    }
+    let stops = [stop, context?.cancellation].compactMap { $0 }
     context?.willWait()
-    switch wait(for: request, on: downloader ?? owned!, stopped: stopped) {
+    switch wait(for: request, on: downloader ?? owned!, stops: stops) {
     case .success:
       lseek(descriptor, 0, SEEK_SET)
       return descriptor
@@ -70,22 +69,22 @@ public enum DocumentFetcher {
     }
   }
 
-  /// Starts `request` and waits for its end, cancelling it once `stopped` says so.
+  /// Starts `request` and waits for its end, cancelling it the moment one of `stops` is set.
   private static func wait(
-    for request: DownloadRequest, on downloader: Downloader, stopped: @escaping @Sendable () -> Bool
+    for request: DownloadRequest, on downloader: Downloader, stops: [StopFlag]
   ) -> Result<DownloadResponse, DownloadFailure> {
     let done = DispatchSemaphore(value: 0)
     let answer = Mutex<Result<DownloadResponse, DownloadFailure>?>(nil)
-    let handle = downloader.start(request, startsIf: { !stopped() }) { result in
+    let handle = downloader.start(request, startsIf: { !stops.contains { $0.isStopped } }) {
+      result in
       answer.withLock { $0 = result }
       done.signal()
     }
-    while done.wait(timeout: .now() + .milliseconds(100)) == .timedOut {
-      guard stopped() else { continue }
-      if let handle { downloader.cancel(handle) }
-      done.wait()
-      break
+    let observations = stops.map { stop in
+      stop.onStop { if let handle { downloader.cancel(handle) } }
     }
+    done.wait()
+    for observation in observations { observation.cancel() }
     return answer.withLock { $0 } ?? .failure(DownloadFailure(.cancelled))
   }
 }

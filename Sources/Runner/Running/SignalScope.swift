@@ -41,12 +41,8 @@ public final class SignalScope: Sendable {
   public let stop = StopFlag()
   private let received = Mutex<Int32?>(nil)
   private let timeLimit = Mutex(false)
-  private let signals: AsyncStream<Int32>
-  private let continuation: AsyncStream<Int32>.Continuation
 
-  private init() {
-    (signals, continuation) = AsyncStream.makeStream(bufferingPolicy: .bufferingNewest(1))
-  }
+  private init() {}
 
   /// The first signal received in the scope, if any.
   public var signal: Int32? { received.withLock { $0 } }
@@ -65,7 +61,6 @@ public final class SignalScope: Sendable {
     }
     guard first else { return }
     stop.stop()
-    continuation.yield(0)
   }
 
   /// Runs `body` with the signals handled; restores them when it returns or throws. Throws
@@ -84,9 +79,10 @@ public final class SignalScope: Sendable {
     return try await body(scope)
   }
 
-  /// Returns once a signal arrives, or when the waiting task is cancelled.
+  /// Returns once a signal arrives (or the time limit is reached), or when the waiting task is
+  /// cancelled: the wait of the one stop channel, ``stop``.
   public func waitForSignal() async {
-    for await _ in signals { return }
+    await stop.wait()
   }
 
   fileprivate func deliver(_ number: Int32) {
@@ -97,7 +93,6 @@ public final class SignalScope: Sendable {
     }
     guard first else { return }
     stop.stop()
-    continuation.yield(number)
   }
 
   /// A `sigaction` handler per signal that writes the signal's number to a pipe (the only
