@@ -127,7 +127,7 @@ let package = Package(
     .testTarget(
       name: "PrefetcherTests",
       dependencies: [
-        "HTTP", "Pipeline", "Prefetcher", "Runner", "Core", "State", "TestSupport", "CCurl",
+        "HTTP", "Pipeline", "Prefetcher", "Core", "TestSupport", "CCurl",
       ]),
     .testTarget(
       name: "MaintenanceTests", dependencies: ["Maintenance", "Core", "Imaging", "TestSupport"]),

@@ -30,6 +30,10 @@
 #   IMAGECACHE_FLAGS_64="--concurrency 64 --per-host-concurrency 8" CASES=latency ...
 #
 # IMAGES, when set, is also the default of LATENCY_IMAGES and PINNED_IMAGES (a quick run).
+# BASELINE=/path/to/an/earlier/imagecache adds it as a fourth tool ("baseline", run with the same
+# flags as imagecache, alternating with the others) and the ratio imagecache/baseline to each
+# table: a before/after series of one change.
+#   BASELINE=/tmp/before/imagecache CASES="contended warm manifest latency" bash Benchmarks/prefetch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CASES=${CASES:-contended warm manifest latency pinned waiting start}
@@ -45,6 +49,9 @@ HOLD_S=${HOLD_S:-3}
 START_RUNS=${START_RUNS:-$((RUNS * 2 + 1))}
 # imagecache's flags for "64 connections or streams to one host", in one place
 IMAGECACHE_FLAGS_64=${IMAGECACHE_FLAGS_64:---concurrency 64 --per-host-concurrency 64}
+BASELINE=${BASELINE:-}
+TOOLS="imagecache${BASELINE:+ baseline} curl wget2"
+export TOOLS
 PORT=${PORT:-18080}
 TLS_PORT=${TLS_PORT:-18443}
 WORK=${WORK:-$PWD/Benchmarks/work/prefetch}
@@ -135,8 +142,10 @@ make_list() {  # name path count
 tool_cmd() {  # tool scheme row list out
   local tool=$1 scheme=$2 row=$3 list=$WORK/lists/$4-$2 out=$5
   case $tool in
-    imagecache)
-      CMD=("$BIN" prefetch "$list.txt" --cache "$out" --option allowInvalidSSLCertificates)
+    imagecache | baseline)
+      local bin=$BIN
+      if [ "$tool" = baseline ]; then bin=$BASELINE; fi
+      CMD=("$bin" prefetch "$list.txt" --cache "$out" --option allowInvalidSSLCertificates)
       if [ "$row" = 64 ]; then CMD+=($IMAGECACHE_FLAGS_64); fi ;;
     curl)
       CMD=(curl -sk --parallel --remote-name-all --output-dir "$out" -K "$list.curl")
@@ -198,12 +207,18 @@ def med(tool, scheme, i):
     return statistics.median(r[i] for r in rows[(tool, scheme)])
 print("| | HTTP/1.1 wall | CPU | HTTPS + HTTP/2 wall | CPU |")
 print("|---|---|---|---|---|")
-for tool in ("imagecache", "curl", "wget2"):
+tools = [t for t in ("imagecache", "baseline", "curl", "wget2") if (t, "http") in rows]
+for tool in tools:
     cells = []
     for scheme in ("http", "https"):
         cells += [f"{med(tool, scheme, 0):.3f} s", f"{med(tool, scheme, 1):.2f} s"]
     print(f"| {tool} | " + " | ".join(cells) + " |")
 print()
+if "baseline" in tools:
+    for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
+        print(f"- {label}: imagecache/baseline wall = "
+              f"{med('imagecache', scheme, 0) / med('baseline', scheme, 0):.3f}, CPU = "
+              f"{med('imagecache', scheme, 1) / med('baseline', scheme, 1):.3f}")
 for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
     ours = med("imagecache", scheme, 0)
     print(f"- {label}: curl/imagecache = {med('curl', scheme, 0) / ours:.2f}, "
@@ -226,7 +241,7 @@ PY
     rm -f "$1"
     for run in $(seq "$2"); do
       for scheme in http https; do
-        for tool in imagecache curl wget2; do measure "$1" $tool $scheme "$3"; done
+        for tool in $TOOLS; do measure "$1" $tool $scheme "$3"; done
       done
     done
   }
@@ -249,6 +264,10 @@ warm() {
   for run in $(seq 3); do
     /usr/bin/time -f "imagecache (all hits): %e s, peak RSS %M KiB" \
       "$BIN" prefetch "$WARM_MANIFEST" --cache "$WORK/warm" 2>&1 >/dev/null | tail -1
+    if [ -n "$BASELINE" ]; then
+      /usr/bin/time -f "baseline (all hits): %e s, peak RSS %M KiB" \
+        "$BASELINE" prefetch "$WARM_MANIFEST" --cache "$WORK/warm" 2>&1 >/dev/null | tail -1
+    fi
     /usr/bin/time -f "xargs touch -a (floor): %e s" xargs touch -a < "$WORK/warm-files.txt" 2>&1 | tail -1
   done
 }
@@ -279,8 +298,14 @@ with open(sys.argv[3], "w") as out:
     for i in range(int(sys.argv[2])):
         out.write(urls[i % len(urls)] + "\n")
 PY
-  /usr/bin/time -f "imagecache prefetch, $MANIFEST_LINES lines: %e s, peak RSS %M KiB" \
-    "$BIN" prefetch "$WORK/big.txt" --cache "$WORK/warm" 2>&1 | tail -1
+  for run in $(seq 3); do
+    /usr/bin/time -f "imagecache prefetch, $MANIFEST_LINES lines: %e s, peak RSS %M KiB" \
+      "$BIN" prefetch "$WORK/big.txt" --cache "$WORK/warm" 2>&1 | tail -1
+    if [ -n "$BASELINE" ]; then
+      /usr/bin/time -f "baseline prefetch, $MANIFEST_LINES lines: %e s, peak RSS %M KiB" \
+        "$BASELINE" prefetch "$WORK/big.txt" --cache "$WORK/warm" 2>&1 | tail -1
+    fi
+  done
   rm -f "$WORK/big.txt"
 }
 
@@ -301,7 +326,7 @@ latency() {
     for ms in $DELAYS_MS; do
       for scheme in http https; do
         for row in 64 default; do
-          for tool in imagecache curl wget2; do
+          for tool in $TOOLS; do
             tool_cmd $tool $scheme $row "delay$ms" "$out"
             timed_run "$out" /usr/bin/time -f "%U %S" -o "$WORK/cpu"
             echo "$ms $row $tool $scheme $MS $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $(files_in "$out")" >> "$results"
@@ -328,7 +353,10 @@ labels = {
     ("default", "imagecache"): "imagecache, defaults",
     ("default", "curl"): "curl `--parallel` (50)",
     ("default", "wget2"): "wget2, defaults",
+    ("64", "baseline"): f"baseline `{flags}`",
+    ("default", "baseline"): "baseline, defaults",
 }
+tools = [t for t in ("imagecache", "baseline", "curl", "wget2") if any(k[2] == t for k in rows)]
 for ms in sorted({k[0] for k in rows}, key=int):
     print()
     print(f"### Latency {ms} ms per image ({images} images, medians of {runs} alternating runs)")
@@ -336,7 +364,7 @@ for ms in sorted({k[0] for k in rows}, key=int):
     print("| | HTTP/1.1 wall | CPU | HTTPS + HTTP/2 wall | CPU | files (min) |")
     print("|---|---|---|---|---|---|")
     for row in ("64", "default"):
-        for tool in ("imagecache", "curl", "wget2"):
+        for tool in tools:
             cells = []
             for scheme in ("http", "https"):
                 key = (ms, row, tool, scheme)
@@ -351,7 +379,10 @@ for ms in sorted({k[0] for k in rows}, key=int):
             theirs = (ms, row, peer, scheme)
             print(f"- {'64 connections/streams' if row == '64' else 'defaults'}, {label}: "
                   f"best peer ({peer})/imagecache wall = {med(theirs, 0) / med(ours, 0):.2f}, "
-                  f"CPU = {med(theirs, 1) / max(med(ours, 1), 0.001):.2f}")
+                  f"CPU = {med(theirs, 1) / max(med(ours, 1), 0.001):.2f}"
+                  + (f"; imagecache/baseline wall = "
+                     f"{med(ours, 0) / med((ms, row, 'baseline', scheme), 0):.3f}"
+                     if "baseline" in tools else ""))
 PY
 }
 
@@ -365,7 +396,7 @@ pinned() {
   for run in $(seq "$RUNS"); do
     for scheme in http https; do
       for list in one pinned; do
-        for tool in imagecache curl wget2; do
+        for tool in $TOOLS; do
           tool_cmd $tool $scheme 64 $list "$out"
           timed_run "$out" taskset -c 1 "$PERF" stat -e task-clock -x, -o "$WORK/perf" --
           echo "$list $tool $scheme $MS $(perf_value "$WORK/perf" task-clock) $(files_in "$out")" >> "$results"
@@ -414,7 +445,7 @@ waiting() {
   for run in $(seq "$RUNS"); do
     for scheme in http https; do
       for list in base hold; do
-        for tool in imagecache curl wget2; do
+        for tool in $TOOLS; do
           tool_cmd $tool $scheme 64 $list "$out"
           timed_run "$out" "$PERF" stat -e task-clock,context-switches -x, -o "$WORK/perf" --
           echo "$list $tool $scheme $MS $(perf_value "$WORK/perf" task-clock) $(perf_value "$WORK/perf" context-switches) $(files_in "$out")" >> "$results"
@@ -460,7 +491,7 @@ start() {
   if [ -f "$WORK/nginx/first.log" ]; then : > "$WORK/nginx/first.log"; fi  # nginx keeps it open
   for run in $(seq "$START_RUNS"); do
     for scheme in http https; do
-      for tool in imagecache curl wget2; do
+      for tool in $TOOLS; do
         # a URL of its own per run, so that its line in the log is found without doubt
         local url="$scheme://127.0.0.1:$(port_of $scheme)/first/$((run % 64)).jpg?$tool-$scheme-$run"
         echo "$url" > "$WORK/lists/first-$scheme.txt"

@@ -4,7 +4,6 @@ import HTTP
 import NIOCore
 import Pipeline
 import Prefetcher
-import Runner
 import Synchronization
 import TestSupport
 import XCTest
@@ -294,39 +293,6 @@ final class PrefetcherTests: DownloaderTestCase {
       order.map { String($0.prefix(while: { $0 != "=" })) },
       Array(repeating: "high", count: 4) + Array(repeating: "normal", count: 4)
         + Array(repeating: "low", count: 4))
-  }
-
-  func testManifestsInBothFormatsWithBadLinesSkippedAndReported() async throws {
-    let text = temporary.appending("urls.txt")
-    let jsonl = temporary.appending("urls.jsonl")
-    try "# nightly\n\(server.url("/photo.jpg"))\n\n\(server.url("/page.jpg"))\n".write(
-      toFile: text, atomically: true, encoding: .utf8)
-    try """
-    {"url": "\(server.url("/flaky.png"))", "options": ["retryFailed"]}
-    {"url": "\(server.url("/photo.jpg"))", "options": ["noSuchOption"]}
-    {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": "big"}}
-    {"url": "\(server.url("/photo.jpg"))", "options": ["progressiveLoad"]}
-    {not json
-    """.write(toFile: jsonl, atomically: true, encoding: .utf8)
-    let manifests = ManifestItems(paths: [text, jsonl])
-    let report = try await prefetcher().run(manifests)
-    XCTAssertEqual(report.total, 7)
-    XCTAssertEqual(report.downloaded, 2)
-    XCTAssertEqual(report.failed, 1)
-    XCTAssertEqual(report.skipped, 3)
-    XCTAssertEqual(report.diskHits + report.memoryHits, 1)
-    XCTAssertEqual(report.lineErrors.count, 3)
-    XCTAssertTrue(
-      report.lineErrors[0].hasPrefix("\(jsonl):2: field 'options': unknown option"),
-      report.lineErrors[0])
-    XCTAssertTrue(
-      report.lineErrors[1].contains(
-        "\(jsonl):3: field 'context.imageThumbnailPixelSize': expected [width, height]"),
-      report.lineErrors[1])
-    XCTAssertTrue(report.lineErrors[2].hasPrefix("\(jsonl):5:"), report.lineErrors[2])
-    XCTAssertEqual(manifests.warnings.count, 1)
-    XCTAssertTrue(manifests.warnings[0].message.contains("progressiveLoad"))
-    XCTAssertEqual(report.failures.first?.source, "\(text):4")
   }
 
   /// A stop during the run: the download under way finishes and is reported; the ones queued

@@ -1,0 +1,64 @@
+import Core
+import Foundation
+import HTTP
+import Pipeline
+import Prefetcher
+import Runner
+import TestSupport
+import XCTest
+
+/// Manifests read by the runner, prefetched: both formats, bad lines skipped and reported with
+/// their file and line, options a cache warmer ignores said once.
+final class ManifestPrefetchTests: LoopbackTestCase {
+  override var routes: [String: Route] {
+    [
+      "/flaky.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 503, headers: [("Retry-After", "0")])
+          : .image(Fixtures.png, type: "image/png")
+      },
+      "/page.jpg": { _ in .image(Data("<html></html>".utf8), type: "text/html") },
+      "/photo.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
+    ]
+  }
+
+  func testManifestsInBothFormatsWithBadLinesSkippedAndReported() async throws {
+    let text = temporary.appending("urls.txt")
+    let jsonl = temporary.appending("urls.jsonl")
+    try "# nightly\n\(server.url("/photo.jpg"))\n\n\(server.url("/page.jpg"))\n".write(
+      toFile: text, atomically: true, encoding: .utf8)
+    try """
+    {"url": "\(server.url("/flaky.png"))", "options": ["retryFailed"]}
+    {"url": "\(server.url("/photo.jpg"))", "options": ["noSuchOption"]}
+    {"url": "\(server.url("/photo.jpg"))", "context": {"imageThumbnailPixelSize": "big"}}
+    {"url": "\(server.url("/photo.jpg"))", "options": ["progressiveLoad"]}
+    {not json
+    """.write(toFile: jsonl, atomically: true, encoding: .utf8)
+    let manifests = ManifestItems(paths: [text, jsonl])
+    let report = try await Downloader.withDownloader { downloader in
+      var configuration = PrefetchConfiguration()
+      configuration.retryBaseDelay = 0.01
+      return await try Prefetcher(
+        location: CacheLocation(directory: temporary.appending("cache")),
+        configuration: configuration, namespaces: MemoryNamespaces(), downloader: downloader
+      ).run(manifests)
+    }
+    XCTAssertEqual(report.total, 7)
+    XCTAssertEqual(report.downloaded, 2)
+    XCTAssertEqual(report.failed, 1)
+    XCTAssertEqual(report.skipped, 3)
+    XCTAssertEqual(report.diskHits + report.memoryHits, 1)
+    XCTAssertEqual(report.lineErrors.count, 3)
+    XCTAssertTrue(
+      report.lineErrors[0].hasPrefix("\(jsonl):2: field 'options': unknown option"),
+      report.lineErrors[0])
+    XCTAssertTrue(
+      report.lineErrors[1].contains(
+        "\(jsonl):3: field 'context.imageThumbnailPixelSize': expected [width, height]"),
+      report.lineErrors[1])
+    XCTAssertTrue(report.lineErrors[2].hasPrefix("\(jsonl):5:"), report.lineErrors[2])
+    XCTAssertEqual(manifests.warnings.count, 1)
+    XCTAssertTrue(manifests.warnings[0].message.contains("progressiveLoad"))
+    XCTAssertEqual(report.failures.first?.source, "\(text):4")
+  }
+}
