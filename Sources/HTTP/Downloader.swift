@@ -209,6 +209,12 @@ public final class Downloader: Sendable {
     handle.loop.submit(.cancel(handle.transfer))
   }
 
+  /// Each host's limit with `--per-host-concurrency auto`, as of now (none with fixed limits).
+  public var hostLimits: [HostLimit] {
+    let limits = state.withLock { $0.loop }?.adaptiveLimits.withLock { $0 } ?? [:]
+    return limits.keys.sorted().map { limits[$0]! }
+  }
+
   /// The hosts that asked to wait (429 or 503 with `Retry-After`) since the downloader
   /// started, and how long their downloads were held back, as of now.
   public var hostBackoffs: [HostBackoff] {

@@ -17,6 +17,14 @@ public struct DownloaderConfiguration: Sendable, Equatable {
   /// from its first answer over it; until its first answer it gets the lower of this and
   /// `perHostConcurrency`.
   public var perHostStreams: Int?
+  /// `--per-host-concurrency auto`: each origin's limit is found as the run goes
+  /// (``AdaptiveLimit``: from 4, up while its answers start as fast as they did, down when they
+  /// queue or it refuses), up to `maxPerHostConcurrency`; `perHostConcurrency` and
+  /// `perHostStreams` are then unused.
+  public var adaptivePerHost = false
+  /// The most an adaptive per-host limit may reach (`--max-per-host-concurrency`); `nil`:
+  /// `concurrency`.
+  public var maxPerHostConcurrency: Int?
   /// The first retry waits about this long; each further one twice as long (with jitter). A
   /// host that refused an HTTP/2 stream is held back about this long.
   public var retryBaseDelay: TimeInterval = 0.5

@@ -123,6 +123,22 @@ final class EasyHandle {
     return value
   }
 
+  /// A 64-bit count the transfer reported (`CURLINFO_STARTTRANSFER_TIME_T`, microseconds...).
+  func offInfo(_ info: CURLINFO) -> Int64 {
+    var value: curl_off_t = 0
+    ic_easy_getinfo_off_t(handle, info, &value)
+    return Int64(value)
+  }
+
+  /// The server's time to first byte of the last hop, in nanoseconds: from the request sent
+  /// (the connection and TLS set up) to the answer's first byte, or `nil` when none came.
+  var firstByteNanoseconds: UInt64? {
+    let start = offInfo(CURLINFO_STARTTRANSFER_TIME_T)
+    let sent = offInfo(CURLINFO_PRETRANSFER_TIME_T)
+    guard start > 0, start >= sent else { return nil }
+    return UInt64(start - sent) * 1000
+  }
+
   /// A string the transfer reported (`CURLINFO_REDIRECT_URL`...), if any.
   func stringInfo(_ info: CURLINFO) -> String? {
     var value: UnsafeMutablePointer<CChar>?

@@ -14,6 +14,8 @@ struct HostState {
   var nextStart: UInt64 = 0
   /// Held back by a `Retry-After` until then; 0: not held.
   var heldUntil: UInt64 = 0
+  /// Its limit, found as the run goes (`--per-host-concurrency auto`); `nil`: a fixed one.
+  var adaptive: AdaptiveLimit?
 }
 
 /// The one home of what is per host, kept by the transfer thread where downloads start: each
@@ -41,6 +43,10 @@ struct HostTable {
   private let backsOff: Bool
   /// The origins held back by a `Retry-After` now.
   private var held: Set<Origin> = []
+  /// The most an adaptive limit may reach; `nil`: the limits are fixed.
+  let adaptiveCeiling: Int?
+  /// A host before its first transfer: with an adaptive limit at its start, if any.
+  private let newHost: HostState
 
   /// What the report says of one host's back-offs.
   struct Record {
@@ -50,8 +56,21 @@ struct HostTable {
   }
 
   init(configuration: DownloaderConfiguration) {
-    connectionsPerHost = max(1, configuration.perHostConcurrency)
-    streamsPerHost = max(1, configuration.streamsPerHost)
+    if configuration.adaptivePerHost {
+      // The adaptive limit is the one that counts: connections and streams may reach it.
+      let ceiling = max(
+        1, min(configuration.concurrency, configuration.maxPerHostConcurrency ?? .max))
+      adaptiveCeiling = ceiling
+      connectionsPerHost = ceiling
+      streamsPerHost = ceiling
+    } else {
+      adaptiveCeiling = nil
+      connectionsPerHost = max(1, configuration.perHostConcurrency)
+      streamsPerHost = max(1, configuration.streamsPerHost)
+    }
+    var newHost = HostState()
+    newHost.adaptive = adaptiveCeiling.map(AdaptiveLimit.init(ceiling:))
+    self.newHost = newHost
     interval = configuration.requestsPerSecondPerHost.map { UInt64((1e9 / $0).rounded()) }
     longestBackoff = configuration.maxRetryDelay
     backsOff = configuration.hostBackoff
@@ -65,7 +84,11 @@ struct HostTable {
 
   /// Transfers at once allowed to `origin`.
   func limit(for origin: Origin) -> Int {
-    limit(hosts[origin]?.multiplexes)
+    hosts[origin].map(limit) ?? newHost.adaptive?.limit ?? limit(nil)
+  }
+
+  private func limit(_ host: HostState) -> Int {
+    host.adaptive?.limit ?? limit(host.multiplexes)
   }
 
   private func limit(_ multiplexes: Bool?) -> Int {
@@ -93,7 +116,7 @@ struct HostTable {
   /// not.
   func allows(_ origin: Origin, gated: Bool, at now: UInt64, wake: inout UInt64) -> Bool {
     guard let host = hosts[origin] else { return true }
-    guard host.running < limit(host.multiplexes) else { return false }
+    guard host.running < limit(host) else { return false }
     guard gated else { return true }
     var earliest: UInt64 = 0
     if interval != nil { earliest = host.nextStart }
@@ -105,7 +128,7 @@ struct HostTable {
 
   /// A transfer to `origin` started at `now` (0 when no clock was read: no rate).
   mutating func started(_ origin: Origin, at now: UInt64) {
-    hosts[origin, default: HostState()].running += 1
+    hosts[origin, default: newHost].running += 1
     if let interval { hosts[origin]?.nextStart = now + interval }
   }
 
@@ -116,7 +139,30 @@ struct HostTable {
 
   /// `origin` answered over HTTP/2 or later (`multiplexes`), or over HTTP/1.
   mutating func learned(_ origin: Origin, multiplexes: Bool) {
-    hosts[origin, default: HostState()].multiplexes = multiplexes
+    hosts[origin, default: newHost].multiplexes = multiplexes
+  }
+
+  /// `origin` answered (2xx or 304) `nanoseconds` after the request was sent: a sample of its
+  /// adaptive limit. Error answers are none: a fast failure never raises a limit. Returns
+  /// whether what the report says of it changed.
+  mutating func answered(_ origin: Origin, after nanoseconds: UInt64) -> Bool {
+    hosts[origin]?.adaptive?.answered(after: nanoseconds) ?? false
+  }
+
+  /// `origin` refused (429, 503, a refused stream) or timed out: its adaptive limit is cut.
+  /// Returns whether it was.
+  mutating func cut(_ origin: Origin, _ cause: AdaptiveLimit.Cut) -> Bool {
+    hosts[origin]?.adaptive?.failed(cause) ?? false
+  }
+
+  /// What the report says of `origin`'s adaptive limit, if it has one.
+  func hostLimit(_ origin: Origin) -> HostLimit? {
+    guard let adaptive = hosts[origin]?.adaptive else { return nil }
+    let spread = adaptive.spread
+    return HostLimit(
+      host: origin.host, final: adaptive.limit, min: spread.min, median: spread.median,
+      max: spread.max,
+      cuts: Dictionary(uniqueKeysWithValues: adaptive.cuts.map { ($0.key.rawValue, $0.value) }))
   }
 
   /// `host` answered `failure`: a 429 or 503 with `Retry-After`, or a refused HTTP/2 stream
@@ -132,11 +178,12 @@ struct HostTable {
     else { return }
     let until = now + UInt64(min(asked, longestBackoff) * 1e9)
     let previous = max(hosts[host]?.heldUntil ?? 0, now)
+    if hosts[host] == nil { hosts[host] = newHost }
     // The report names hosts: two ports of one host that each asked to wait share a line.
     var record = log[host.host, default: Record()]
     record.pauses += 1
     if until > previous {
-      hosts[host, default: HostState()].heldUntil = until
+      hosts[host]?.heldUntil = until
       held.insert(host)
       // Overlapping waits count once: only what this one adds past the one under way.
       record.nanoseconds += until - previous

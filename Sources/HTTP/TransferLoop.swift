@@ -71,6 +71,9 @@ final class TransferLoop: @unchecked Sendable {
   private let bandwidth: BandwidthBudget?
   /// The hosts that asked to wait, for the report; written on this thread, read at the end.
   let backoffLog = Mutex<[String: HostTable.Record]>([:])
+  /// Each host's adaptive limit, as of its last change, by host name (two ports of a host: the
+  /// last changed): written on this thread, read for the report.
+  let adaptiveLimits = Mutex<[String: HostLimit]>([:])
 
   private let idleWaitMilliseconds: Int32
   /// The soonest a transfer under way can have been idle for its timeout: when the loop next
@@ -398,10 +401,40 @@ final class TransferLoop: @unchecked Sendable {
     hosts.learned(transfer.origin, multiplexes: version >= ic_http_version_2_0)
   }
 
+  /// What an ended transfer says of its origin's adaptive limit: an answer's time to first
+  /// byte (over the first hop's origin only), a refusal or a timeout. Error answers say
+  /// nothing.
+  private func sample(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
+    let origin: Origin
+    let changed: Bool
+    switch result {
+    case .success:
+      origin = transfer.origin
+      guard Origin(transfer.url) == origin, let nanoseconds = transfer.easy?.firstByteNanoseconds
+      else { return }
+      changed = hosts.answered(origin, after: nanoseconds)
+    case .failure(let failure):
+      origin = Origin(transfer.url)
+      if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {
+        changed = hosts.cut(origin, .refused)
+      } else if case .network(.timedOut, _) = failure.error {
+        changed = hosts.cut(origin, .timeout)
+      } else {
+        return
+      }
+    }
+    // Each host is in the report from its first answer, and kept as its limit changes.
+    guard let limit = hosts.hostLimit(origin) else { return }
+    adaptiveLimits.withLock { limits in
+      if changed || limits[origin.host] == nil { limits[origin.host] = limit }
+    }
+  }
+
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
     if case .running = transfer.phase {
       running -= 1
       hosts.ended(transfer.origin)
+      if hosts.adaptiveCeiling != nil { sample(transfer, result) }
       if case .failure(let failure) = result, failure.retryAfter != nil {
         // The host that answered (a redirect's target's, after a redirect).
         let origin = Origin(transfer.url)

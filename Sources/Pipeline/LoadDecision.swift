@@ -34,22 +34,29 @@ public struct LoadDecision: Sendable {
 
   let kind: Kind
 
+  /// What a dry run says of a load: its action, and the reason of one the run would fail at
+  /// once.
+  public struct Planned: Sendable {
+    public var action: PlannedAction
+    public var reason: String?
+  }
+
   /// What a dry run says of the load: the same decision, named (`download`, `hit`...), with
   /// the reason of one the run would fail at once.
-  public var planned: (action: PlannedAction, reason: String?) {
+  public var planned: Planned {
     switch kind {
     case .finished(let result):
       switch result.outcome {
-      case .memoryHit, .diskHit, .notModified, .downloaded: (.hit, nil)
-      case .cacheMiss: (.miss, nil)
-      case .blacklisted: (.blacklisted, nil)
-      case .failed(.invalidURL(_, let reason), _): (.invalid, reason)
-      case .failed(let error, _): (.failed, error.message)
+      case .memoryHit, .diskHit, .notModified, .downloaded: Planned(action: .hit)
+      case .cacheMiss: Planned(action: .miss)
+      case .blacklisted: Planned(action: .blacklisted)
+      case .failed(.invalidURL(_, let reason), _): Planned(action: .invalid, reason: reason)
+      case .failed(let error, _): Planned(action: .failed, reason: error.message)
       }
-    case .invalid(.invalidURL(_, let reason), _, _): (.invalid, reason)
-    case .invalid(let error, _, _): (.invalid, error.message)
-    case .render: (.hit, nil)
-    case .download(_, let revalidates): (revalidates ? .revalidate : .download, nil)
+    case .invalid(.invalidURL(_, let reason), _, _): Planned(action: .invalid, reason: reason)
+    case .invalid(let error, _, _): Planned(action: .invalid, reason: error.message)
+    case .render: Planned(action: .hit)
+    case .download(_, let revalidates): Planned(action: revalidates ? .revalidate : .download)
     }
   }
 }
@@ -172,7 +179,7 @@ extension ImageManager {
   /// Carries `decision` out up to the network: blacklists an invalid URL, makes a variant from
   /// the original in the cache, reads a revalidation's validators. A planning manager carries
   /// nothing out.
-  public func carryOut(_ decision: LoadDecision) -> PreparedLoad {
+  public func carryOut(_ decision: consuming LoadDecision) -> PreparedLoad {
     precondition(!readOnly, "a planning manager decides loads, it carries none out")
     switch decision.kind {
     case .finished(let result):
@@ -209,15 +216,14 @@ extension ImageManager {
   private func lookUp(
     _ key: String, in cache: ImageCache, cacheType: CacheType, readsData: Bool = false,
     paths: DiskCache.KeyPaths? = nil
-  ) throws -> (source: CacheHitSource, data: Data?)? {
+  ) throws -> CacheHit? {
     guard readOnly else {
       return try cache.query(key: key, cacheType: cacheType, readData: readsData, paths: paths)
-        .map { ($0.source, $0.data) }
     }
     if cacheType.includesMemory && cache.memory.containsData(forKey: key) {
-      return (.memory, nil)
+      return CacheHit(source: .memory, data: nil)
     }
     guard cacheType.includesDisk, try cache.disk.containsData(forKey: key) else { return nil }
-    return (.disk, nil)
+    return CacheHit(source: .disk, data: nil)
   }
 }

@@ -19,7 +19,7 @@ final class PrefetchScheduler {
     var result: LoadResult
     var attempts: Int
     /// What a planning prefetch would do with the item, in place of a result.
-    var planned: (action: PlannedAction, reason: String?)?
+    var planned: LoadDecision.Planned?
   }
 
   private let manager: ImageManager

@@ -205,6 +205,7 @@ public struct Prefetcher: Sendable {
     await feed.close()
     report.durationSeconds = clock.elapsed
     report.hostBackoffs = downloader.hostBackoffs
+    report.hostLimits = downloader.hostLimits
     progress?.finish(report, elapsed: report.durationSeconds)
     return report
   }

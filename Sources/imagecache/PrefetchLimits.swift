@@ -17,10 +17,15 @@ struct PrefetchLimits: ParsableArguments {
 
   @Option(
     name: JobSetting.perHostConcurrency.names, help: JobSetting.perHostConcurrency.argumentHelp)
-  var perHostConcurrency: Int?
+  var perHostConcurrency: PerHostConcurrency?
 
   @Option(name: JobSetting.perHostStreams.names, help: JobSetting.perHostStreams.argumentHelp)
   var perHostStreams: Int?
+
+  @Option(
+    name: JobSetting.maxPerHostConcurrency.names,
+    help: JobSetting.maxPerHostConcurrency.argumentHelp)
+  var maxPerHostConcurrency: Int?
 
   @Option(
     name: JobSetting.fleetPerHostConcurrency.names,
@@ -81,7 +86,8 @@ struct PrefetchLimits: ParsableArguments {
 
   func validate() throws {
     if let concurrency { try checkCount(concurrency, .concurrency) }
-    if let perHostConcurrency { try checkCount(perHostConcurrency, .perHostConcurrency) }
+    if case .fixed(let count) = perHostConcurrency { try checkCount(count, .perHostConcurrency) }
+    if let maxPerHostConcurrency { try checkCount(maxPerHostConcurrency, .maxPerHostConcurrency) }
     if let perHostStreams { try checkCount(perHostStreams, .perHostStreams) }
     if let fleetPerHostConcurrency {
       try checkCount(fleetPerHostConcurrency, .fleetPerHostConcurrency)
@@ -122,7 +128,15 @@ struct PrefetchLimits: ParsableArguments {
       given.append((setting.field, text(value)))
     }
     set(concurrency, .concurrency) { limits.concurrency = $0 }
-    set(perHostConcurrency, .perHostConcurrency) { limits.perHostConcurrency = $0 }
+    set(perHostConcurrency, .perHostConcurrency) {
+      switch $0 {
+      case .fixed(let count):
+        limits.perHostConcurrency = count
+        limits.adaptivePerHost = false
+      case .auto: limits.adaptivePerHost = true
+      }
+    }
+    set(maxPerHostConcurrency, .maxPerHostConcurrency) { limits.maxPerHostConcurrency = $0 }
     set(perHostStreams, .perHostStreams) { limits.perHostStreams = $0 }
     set(fleetPerHostConcurrency, .fleetPerHostConcurrency) {
       limits.fleetPerHostConcurrency = $0

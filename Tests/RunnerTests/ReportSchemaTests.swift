@@ -76,6 +76,11 @@ final class ReportSchemaTests: XCTestCase {
         ])
       ).prefetch?.counts)
     counts.hostBackoffs = [HostBackoff(host: "https://x", pauses: 2, seconds: 1.5)]
+    counts.hostLimits = [
+      HostLimit(
+        host: "x", final: 8, min: 4, median: 8, max: 16,
+        cuts: ["queue": 3, "refused": 1, "timeout": 1])
+    ]
     var plan = PrefetchPlanCounts()
     plan.count(.download)
     let merged = try RunReport.decode(ReportFixture.json())

@@ -31,6 +31,11 @@ public enum CacheHitSource: String, Sendable, Codable {
 public struct CacheHit: Sendable {
   public var source: CacheHitSource
   public var data: Data?
+
+  public init(source: CacheHitSource, data: Data?) {
+    self.source = source
+    self.data = data
+  }
 }
 
 /// The two tiers behind one facade, as SD's `SDImageCache`: memory first, then disk.

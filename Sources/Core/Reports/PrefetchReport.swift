@@ -99,12 +99,15 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   public var durationSeconds = 0.0
   /// The hosts that asked the run to slow down (429 or 503 with `Retry-After`), by host.
   public var hostBackoffs: [HostBackoff] = []
+  /// With `--per-host-concurrency auto`: the limit each host settled at, and its spread.
+  public var hostLimits: [HostLimit] = []
 
   public init() {}
 
   private enum CodingKeys: String, CodingKey {
     case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
     case otherShards, bytesDownloaded, durationSeconds, derived, inputsFailed, hostBackoffs
+    case hostLimits
   }
 
   public init(from decoder: any Decoder) throws {
@@ -128,6 +131,33 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
     // Absent when no host asked the run to wait.
     hostBackoffs =
       try container.decodeIfPresent([HostBackoff].self, forKey: .hostBackoffs) ?? []
+    // Absent unless the per-host limits were adaptive.
+    hostLimits = try container.decodeIfPresent([HostLimit].self, forKey: .hostLimits) ?? []
+  }
+}
+
+/// The per-host limit one host had with `--per-host-concurrency auto` (issue 44): where it
+/// settled, its spread over the run's rounds, and why it was cut, so that an operator can set
+/// a fixed number if wanted.
+public struct HostLimit: Sendable, Codable, Equatable {
+  public var host: String
+  /// The limit when the run ended.
+  public var final: Int
+  /// The least, the median and the most it had, weighted by the time spent at each.
+  public var min: Int
+  public var median: Int
+  public var max: Int
+  /// Cuts by cause: `queue` (its answers began to wait), `refused` (429, 503, a refused
+  /// stream), `timeout`.
+  public var cuts: [String: Int]
+
+  public init(host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int]) {
+    self.host = host
+    self.final = final
+    self.min = min
+    self.median = median
+    self.max = max
+    self.cuts = cuts
   }
 }
 

@@ -18,6 +18,7 @@ public enum JobSetting: String, Sendable, CaseIterable {
   case concurrency = "prefetch.concurrency"
   case perHostConcurrency = "prefetch.perHostConcurrency"
   case perHostStreams = "prefetch.perHostStreams"
+  case maxPerHostConcurrency = "prefetch.maxPerHostConcurrency"
   case fleetPerHostConcurrency = "prefetch.fleetPerHostConcurrency"
   case timeout = "prefetch.timeout"
   case deadline = "prefetch.deadline"
@@ -215,12 +216,23 @@ public enum JobSetting: String, Sendable, CaseIterable {
         defaultValue: .value("\(defaults.perHostConcurrency)"),
         summary:
           "Connections at once to one host, by this worker, and so downloads over HTTP/1.1",
-        notes: ["N shards open N times as many"])
+        notes: ["N shards open N times as many"],
+        more:
+          "auto: each host's limit is found as the run goes, from 4 up while its answers start "
+          + "as fast as they did, down when they queue or it answers 429 or 503 (up to "
+          + "--max-per-host-concurrency).",
+        valueName: "n|auto")
     case .perHostStreams:
       return Declaration(
         flag: "--per-host-streams", kind: count, defaultValue: .setting(.concurrency),
         summary:
           "Downloads at once to one host that answers over HTTP/2, as streams on its connections",
+        valueName: "n")
+    case .maxPerHostConcurrency:
+      return Declaration(
+        flag: "--max-per-host-concurrency", kind: count, defaultValue: .setting(.concurrency),
+        summary:
+          "The most downloads at once to one host that --per-host-concurrency auto may reach",
         valueName: "n")
     case .fleetPerHostConcurrency:
       return Declaration(

@@ -201,6 +201,21 @@ public enum ReportMerge {
       backoffs[backoff.host] = merged
     }
     sum.hostBackoffs = backoffs.keys.sorted().map { backoffs[$0]! }
+    // By host: the fleet's limit there is its shards' together, each figure summed.
+    var limits = Dictionary(uniqueKeysWithValues: a.hostLimits.map { ($0.host, $0) })
+    for limit in b.hostLimits {
+      guard var merged = limits[limit.host] else {
+        limits[limit.host] = limit
+        continue
+      }
+      merged.final += limit.final
+      merged.min += limit.min
+      merged.median += limit.median
+      merged.max += limit.max
+      merged.cuts.merge(limit.cuts, uniquingKeysWith: +)
+      limits[limit.host] = merged
+    }
+    sum.hostLimits = limits.keys.sorted().map { limits[$0]! }
     return sum
   }
 

@@ -459,6 +459,7 @@ public final class ReportWriter: Sendable {
     json.member("bytesDownloaded", counts.bytesDownloaded)
     json.member("durationSeconds")
     json.number(counts.durationSeconds)
+    writeHostLimits(counts.hostLimits, to: &json)
     guard !counts.hostBackoffs.isEmpty else { return }
     json.member("hostBackoffs")
     json.raw("[")
@@ -473,4 +474,32 @@ public final class ReportWriter: Sendable {
     }
     json.raw("]")
   }
+}
+
+/// `hostLimits`, when the per-host limits were adaptive (none otherwise).
+func writeHostLimits(_ limits: [HostLimit], to json: inout JSONOutput) {
+  guard !limits.isEmpty else { return }
+  json.member("hostLimits")
+  json.raw("[")
+  for (index, limit) in limits.enumerated() {
+    json.raw(index > 0 ? ",{" : "{")
+    json.key("host")
+    json.string(limit.host)
+    let figures: [(StaticString, Int)] = [
+      ("final", limit.final), ("min", limit.min), ("median", limit.median), ("max", limit.max),
+    ]
+    for (name, value) in figures { json.member(name, value) }
+    json.member("cuts")
+    json.raw("{")
+    for (position, cause) in limit.cuts.keys.sorted().enumerated() {
+      // The causes are AdaptiveLimit's own words, not input: no escaping needed, but quoted
+      // as any string is.
+      if position > 0 { json.raw(",") }
+      json.string(cause)
+      json.raw(":")
+      json.integer(limit.cuts[cause]!)
+    }
+    json.raw("}}")
+  }
+  json.raw("]")
 }

@@ -98,8 +98,13 @@ public struct JobRunner: Sendable {
     var job = job
     if let fleet = job.prefetch.fleetPerHostConcurrency {
       let shards = job.shard?.count ?? 1
-      job.prefetch.perHostConcurrency = PrefetchConfiguration.perHostShare(
-        ofFleet: fleet, shards: shards)
+      let share = PrefetchConfiguration.perHostShare(ofFleet: fleet, shards: shards)
+      job.prefetch.perHostConcurrency = share
+      // An adaptive limit finds its level within the shard's share of the fleet's budget.
+      if job.prefetch.adaptivePerHost {
+        job.prefetch.maxPerHostConcurrency = min(
+          job.prefetch.maxPerHostConcurrency ?? share, share)
+      }
     }
     environmentProblem = job.prefetch.connection.environmentProblem(settings.environment)
     job.prefetch.connection = job.prefetch.connection.trusting(environment: settings.environment)

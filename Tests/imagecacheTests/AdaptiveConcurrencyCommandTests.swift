@@ -1,0 +1,91 @@
+import Core
+import Foundation
+import TestSupport
+import XCTest
+
+/// `--per-host-concurrency auto` / `prefetch.perHostConcurrency: auto` from the command line
+/// and job files (issue 44): a real run keeps to `--max-per-host-concurrency` at the origin, the
+/// report says where the host's limit settled, and mistakes are usage errors naming the flag or
+/// the file, line and field.
+final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
+  var cache: String!
+
+  override var routes: [String: Route] {
+    ["/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20)) }]
+  }
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    cache = temporary.appending("cache")
+  }
+
+  private func urls(_ count: Int, _ tag: String) -> [String] {
+    (0..<count).map { server.url("/slow.png?\(tag)=\($0)") }
+  }
+
+  private func report(_ path: String) throws -> RunReport {
+    let data = try Data(contentsOf: URL(fileURLWithPath: path))
+    let json = try JSONSerialization.jsonObject(with: data)
+    XCTAssertEqual(SchemaValidator.validate(json, against: try SchemaValidator.reportSchema()), [])
+    return try RunReport.decode(data)
+  }
+
+  func testAnAdaptiveRunKeepsToItsCeilingAtTheOriginAndReportsWhereTheHostSettled() throws {
+    let path = temporary.appending("auto.json")
+    let result = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls(60, "auto")), "--cache", cache!,
+      "--per-host-concurrency", "auto", "--max-per-host-concurrency", "3", "--report", path,
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertLessThanOrEqual(server.peakConcurrency, 3, "the ceiling holds at the origin")
+    let decoded = try report(path)
+    XCTAssertEqual(decoded.prefetch?.downloaded, 60)
+    let limit = try XCTUnwrap(decoded.prefetch?.hostLimits.first)
+    XCTAssertEqual(limit.host, "127.0.0.1")
+    XCTAssertEqual(limit.max, 3, "from 4, capped: it starts at the ceiling")
+    XCTAssertTrue((1...3).contains(limit.final), "\(limit)")
+
+    let fixed = temporary.appending("fixed.json")
+    let fixedRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls(5, "fixed")), "--cache", cache!,
+      "--per-host-concurrency", "2", "--report", fixed,
+    ])
+    XCTAssertEqual(fixedRun.status, 0, fixedRun.stderr)
+    XCTAssertEqual(try report(fixed).prefetch?.hostLimits, [], "fixed limits report none")
+  }
+
+  func testAJobFilesAutoRunsAndItsMistakesNameTheFileLineAndField() throws {
+    let manifest = try temporary.manifest(urls(8, "job"))
+    func job(_ prefetch: String) throws -> String {
+      let path = temporary.appending("job.yaml")
+      try "cache:\n  directory: \(cache!)\nmanifests: [\(manifest)]\nprefetch:\n\(prefetch)"
+        .write(toFile: path, atomically: true, encoding: .utf8)
+      return path
+    }
+    let reportPath = temporary.appending("job.json")
+    let path = try job("  perHostConcurrency: auto\n  maxPerHostConcurrency: 2\n")
+    let result = try ImageCacheBinary.run(["run", path, "--report", reportPath])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertLessThanOrEqual(server.peakConcurrency, 2)
+    XCTAssertEqual(try report(reportPath).prefetch?.hostLimits.first?.max, 2)
+
+    let cases: [(String, String, String)] = [
+      ("  perHostConcurrency: sometimes\n", "prefetch.perHostConcurrency", "whole number"),
+      ("  maxPerHostConcurrency: 0\n", "prefetch.maxPerHostConcurrency", "1 to 10000"),
+    ]
+    for (settings, field, expected) in cases {
+      let wrong = try job(settings)
+      let failed = try ImageCacheBinary.run(["run", wrong])
+      XCTAssertEqual(failed.status, 2, "\(settings): \(failed.stderr)")
+      XCTAssertTrue(
+        failed.stderr.contains("\(wrong):5: field '\(field)'"), "\(settings): \(failed.stderr)")
+      XCTAssertTrue(failed.stderr.contains(expected), "\(settings): \(failed.stderr)")
+    }
+    for flags in [["--per-host-concurrency", "fast"], ["--max-per-host-concurrency", "0"]] {
+      let failed = try ImageCacheBinary.run(
+        ["prefetch", manifest, "--cache", cache!] + flags)
+      XCTAssertEqual(failed.status, 2, "\(flags): \(failed.stderr)")
+      XCTAssertTrue(failed.stderr.contains(flags[0]), "\(flags): \(failed.stderr)")
+    }
+  }
+}
