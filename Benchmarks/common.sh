@@ -72,3 +72,23 @@ remove_work() {
   if mountpoint -q "$WORK"; then umount "$WORK"; fi
   rm -rf "$WORK" "${WORK_EXTRA[@]}"
 }
+
+# COUNT JPEGs of 2-40 KiB in DIR (0.jpg, 1.jpg...: the fixture photo padded with COM segments
+# to a size drawn from a fixed seed, so every series serves the same files), readable by nginx's
+# workers, which run as nobody.
+generate_jpegs() {  # dir count
+  echo "generating $2 JPEGs of 2-40 KiB ..." >&2
+  python3 - "$1" "$2" Tests/Fixtures/photo.jpg <<'PY'
+import os, random, sys
+root, count, base = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "rb").read()
+rng = random.Random(7)
+for i in range(count):
+    target = rng.randint(2048, 40960)
+    padding = b""
+    while len(base) + len(padding) < target:  # COM segments pad a valid JPEG to size
+        n = max(1, min(65533, target - len(base) - len(padding)))
+        padding += b"\xff\xfe" + (n + 2).to_bytes(2, "big") + os.urandom(n)
+    open(os.path.join(root, f"{i}.jpg"), "wb").write(base[:2] + padding + base[2:])
+PY
+  chmod -R a+rX "$1"
+}

@@ -76,20 +76,7 @@ mkdir -p "$WORK/www/img" "$WORK/nginx" "$WORK/lists"
 count=$IMAGES
 if has_case latency && [ "$LATENCY_IMAGES" -gt "$count" ]; then count=$LATENCY_IMAGES; fi
 if has_case pinned && [ "$PINNED_IMAGES" -gt "$count" ]; then count=$PINNED_IMAGES; fi
-echo "generating $count JPEGs of 2-40 KiB ..." >&2
-python3 - "$WORK/www/img" "$count" Tests/Fixtures/photo.jpg <<'PY'
-import os, random, sys
-root, count, base = sys.argv[1], int(sys.argv[2]), open(sys.argv[3], "rb").read()
-rng = random.Random(7)
-for i in range(count):
-    target = rng.randint(2048, 40960)
-    padding = b""
-    while len(base) + len(padding) < target:  # COM segments pad a valid JPEG to size
-        n = max(1, min(65533, target - len(base) - len(padding)))
-        padding += b"\xff\xfe" + (n + 2).to_bytes(2, "big") + os.urandom(n)
-    open(os.path.join(root, f"{i}.jpg"), "wb").write(base[:2] + padding + base[2:])
-PY
-chmod -R a+rX "$WORK/www"  # nginx's workers run as nobody
+generate_jpegs "$WORK/www/img" "$count"
 
 openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
   -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" 2>/dev/null

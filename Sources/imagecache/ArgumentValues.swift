@@ -6,29 +6,6 @@ import Runner
 /// Parses `--max-age`-style values with the unit parsers of Core. The range is checked in
 /// `validate()`, where the flag's name and its range are known: a value out of range is exit 2
 /// naming both, never a crash when the seconds become nanoseconds.
-/// `--per-host-concurrency`: a number, or `auto` (each host's limit found as the run goes).
-enum PerHostConcurrency: ExpressibleByArgument, CustomStringConvertible, Equatable {
-  case fixed(Int)
-  case auto
-
-  init?(argument: String) {
-    if argument == "auto" {
-      self = .auto
-    } else if let count = Int(argument) {
-      self = .fixed(count)
-    } else {
-      return nil
-    }
-  }
-
-  var description: String {
-    switch self {
-    case .fixed(let count): "\(count)"
-    case .auto: "auto"
-    }
-  }
-}
-
 struct Duration: ExpressibleByArgument, CustomStringConvertible {
   var seconds: TimeInterval
   /// As given, for messages: an overflowing value's seconds are infinite.

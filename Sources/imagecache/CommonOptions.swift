@@ -148,7 +148,7 @@ struct ShardOptions: ParsableArguments {
   }
 }
 
-extension ShardCount: ExpressibleByArgument, CustomStringConvertible {
+extension CountOrAuto: ExpressibleByArgument, CustomStringConvertible {
   public init?(argument: String) {
     if argument == "auto" {
       self = .auto

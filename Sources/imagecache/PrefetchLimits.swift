@@ -17,7 +17,7 @@ struct PrefetchLimits: ParsableArguments {
 
   @Option(
     name: JobSetting.perHostConcurrency.names, help: JobSetting.perHostConcurrency.argumentHelp)
-  var perHostConcurrency: PerHostConcurrency?
+  var perHostConcurrency: CountOrAuto?
 
   @Option(name: JobSetting.perHostStreams.names, help: JobSetting.perHostStreams.argumentHelp)
   var perHostStreams: Int?

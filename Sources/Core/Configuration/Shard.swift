@@ -66,12 +66,16 @@ extension UInt8 {
   }
 }
 
-/// How many shards a worker is told there are: `--shards N`, or `--shards auto` to read N from
-/// the engine's environment too.
-public enum ShardCount: Sendable, Equatable {
+/// A number, or `auto` for one found as the run goes: how many shards a worker is told there
+/// are (`--shards N`, or `--shards auto` to read N from the engine's environment too), and the
+/// per-host limit (`--per-host-concurrency N|auto`).
+public enum CountOrAuto: Sendable, Equatable {
   case fixed(Int)
   case auto
 }
+
+/// How many shards a worker is told there are.
+public typealias ShardCount = CountOrAuto
 
 extension Shard {
   /// The shard an engine's environment gives a worker (SPEC section 9), or `nil` when none
