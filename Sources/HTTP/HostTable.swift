@@ -84,7 +84,7 @@ struct HostTable {
 
   /// Transfers at once allowed to `origin`.
   func limit(for origin: Origin) -> Int {
-    hosts[origin].map(limit) ?? newHost.adaptive?.limit ?? limit(nil)
+    limit(hosts[origin] ?? newHost)
   }
 
   private func limit(_ host: HostState) -> Int {

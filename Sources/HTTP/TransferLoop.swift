@@ -423,10 +423,13 @@ final class TransferLoop: @unchecked Sendable {
         return
       }
     }
-    // Each host is in the report from its first answer, and kept as its limit changes.
-    guard let limit = hosts.hostLimit(origin) else { return }
+    // Each host is in the report from its first answer, and kept as its limit changes: its
+    // entry is made only then, not at every answer.
     adaptiveLimits.withLock { limits in
-      if changed || limits[origin.host] == nil { limits[origin.host] = limit }
+      guard changed || limits[origin.host] == nil, let limit = hosts.hostLimit(origin) else {
+        return
+      }
+      limits[origin.host] = limit
     }
   }
 
