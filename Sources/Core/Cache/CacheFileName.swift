@@ -6,17 +6,17 @@ import Foundation
 /// The current scheme (SD 5) is `md5(key)` in lowercase hex, then `.` and the key's path
 /// extension when it has one. Older SD versions used other schemes; they are listed in
 /// ``LegacyScheme`` so that reads and migrations can find files written by them.
-public enum CacheFileName {
+package enum CacheFileName {
   /// The longest extension SD appends: NAME_MAX (255) minus the 32 hex digits and the dot.
-  public static let maxExtensionLength = 255 - 32 - 1
+  package static let maxExtensionLength = 255 - 32 - 1
 
   /// The file name SD 5 uses for `key`.
-  public static func fileName(forKey key: String) -> String {
+  package static func fileName(forKey key: String) -> String {
     join(md5Hex(key), currentExtension(forKey: key))
   }
 
   /// The file name an older SD version used for `key`.
-  public static func fileName(forKey key: String, scheme: LegacyScheme) -> String {
+  package static func fileName(forKey key: String, scheme: LegacyScheme) -> String {
     let digest = md5Hex(key)
     switch scheme {
     case .noExtension:
@@ -30,7 +30,7 @@ public enum CacheFileName {
 
   /// The names a variant under derived `key` is written to: the current one and, when SD
   /// before iOS 17 names the same key differently, that one too.
-  public static func variantFileNames(forKey key: String) -> [String] {
+  package static func variantFileNames(forKey key: String) -> [String] {
     let current = fileName(forKey: key)
     let older = fileNameBeforeiOS17(forKey: key)
     return older != current ? [current, older] : [current]
@@ -40,7 +40,7 @@ public enum CacheFileName {
   /// `keyURL ? keyURL.pathExtension : key.pathExtension`; the NSURL of those systems refused
   /// what ``isURLStringBeforeiOS17(_:)`` refuses (raw braces, a second `#`, ...), so such a key
   /// gets the raw string's extension where iOS 17 parses, encodes and takes the URL's.
-  public static func fileNameBeforeiOS17(forKey key: String) -> String {
+  package static func fileNameBeforeiOS17(forKey key: String) -> String {
     guard !isURLStringBeforeiOS17(key) else { return fileName(forKey: key) }
     return join(md5Hex(key), cleanedExtension(rawStringExtension(key)))
   }
@@ -53,7 +53,7 @@ public enum CacheFileName {
   /// `]` (kept for IPv6 hosts, anywhere), one `#` at most, or `%` followed by two hex digits.
   /// Spaces, `"`, `<`, `>`, `\`, `^`, the backquote, `{`, `|`, `}`, controls and every
   /// non-ASCII unit fail. iOS 17's parser encodes these instead of refusing the string.
-  public static func isURLStringBeforeiOS17(_ string: String) -> Bool {
+  package static func isURLStringBeforeiOS17(_ string: String) -> Bool {
     var sawHash = false
     var hexDigitsDue = 0
     let units = Array(string.utf16)
@@ -89,7 +89,7 @@ public enum CacheFileName {
   /// A name SD 5 would not write: an MD5 with no extension (readable through SD's fallback, but
   /// the current name carries the URL's extension when it has one), or an extension holding
   /// query text or a colon.
-  public static func isLegacyName(_ name: String) -> Bool {
+  package static func isLegacyName(_ name: String) -> Bool {
     let digest = name.prefix(32)
     guard digest.count == 32, digest.allSatisfy({ $0.isHexDigit && !$0.isUppercase }) else {
       return false
@@ -100,7 +100,7 @@ public enum CacheFileName {
   }
 
   /// Every distinct legacy name of `key` that differs from its current name.
-  public static func legacyFileNames(forKey key: String) -> [String] {
+  package static func legacyFileNames(forKey key: String) -> [String] {
     let current = fileName(forKey: key)
     var names: [String] = []
     for scheme in LegacyScheme.allCases {
@@ -114,7 +114,7 @@ public enum CacheFileName {
   ///
   /// SD hashes `key.UTF8String` with `strlen`, so a key with an embedded NUL is hashed only up
   /// to that NUL; we do the same so that such keys land on the same file.
-  public static func md5Hex(_ key: String) -> String {
+  package static func md5Hex(_ key: String) -> String {
     var key = key
     // Without copies: this runs for every URL of every run.
     return key.withUTF8 { utf8 in
@@ -145,7 +145,7 @@ public enum CacheFileName {
   /// ``maxExtensionLength`` UTF-16 units (NSString's length, as SD measures it) is dropped.
   ///
   /// - Parameter parsedKey: `URL(string: key)`, when the caller has parsed `key` already.
-  public static func currentExtension(forKey key: String, parsedKey: URL? = nil) -> String? {
+  package static func currentExtension(forKey key: String, parsedKey: URL? = nil) -> String? {
     cleanedExtension(urlExtension(forKey: key, parsedKey: parsedKey) ?? rawStringExtension(key))
   }
 
@@ -179,7 +179,7 @@ public enum CacheFileName {
 }
 
 /// File-name schemes of older SD versions (SPEC section 1, legacy layouts).
-public enum LegacyScheme: String, CaseIterable, Sendable {
+package enum LegacyScheme: String, CaseIterable, Sendable {
   /// Up to SD 3.7.3: the MD5 alone. SD 5 still reads it as a fallback.
   case noExtension
   /// SD 3.7.4 to 4.1.x: the raw string's extension, so query text can end up in it.

@@ -4,15 +4,15 @@ import Foundation
 /// across runs and remembers when and why the URL failed. A plain value here, so that the
 /// pipeline can hold and pass it without a database; the State module stores it.
 public struct BlacklistEntry: Codable, Sendable, Equatable {
-  public var url: String
-  public var code: Int
-  public var name: String
-  public var reason: String
-  public var firstFailedAt: Date
-  public var lastFailedAt: Date
-  public var failureCount: Int
+  package var url: String
+  package var code: Int
+  package var name: String
+  package var reason: String
+  package var firstFailedAt: Date
+  package var lastFailedAt: Date
+  package var failureCount: Int
 
-  public init(
+  package init(
     url: String, code: Int, name: String, reason: String, firstFailedAt: Date,
     lastFailedAt: Date, failureCount: Int
   ) {
@@ -27,7 +27,7 @@ public struct BlacklistEntry: Codable, Sendable, Equatable {
 
   /// Whether the entry still counts at `now`, given an optional time-to-live after the last
   /// failure.
-  public func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
+  package func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
     BlacklistRule.isActive(lastFailedAt: lastFailedAt, at: now, timeToLive: timeToLive)
   }
 }
@@ -35,12 +35,12 @@ public struct BlacklistEntry: Codable, Sendable, Equatable {
 /// The HTTP validators stored for a cache key, used by `refreshCached` to revalidate
 /// (SPEC section 3).
 public struct CacheValidators: Codable, Sendable, Equatable {
-  public var cacheKey: String
-  public var etag: String?
-  public var lastModified: String?
-  public var updatedAt: Date
+  package var cacheKey: String
+  package var etag: String?
+  package var lastModified: String?
+  package var updatedAt: Date
 
-  public init(cacheKey: String, etag: String?, lastModified: String?, updatedAt: Date) {
+  package init(cacheKey: String, etag: String?, lastModified: String?, updatedAt: Date) {
     self.cacheKey = cacheKey
     self.etag = etag
     self.lastModified = lastModified

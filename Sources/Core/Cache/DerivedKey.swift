@@ -3,16 +3,16 @@ import Foundation
 /// What an app asks SD for beyond the original: a thumbnail size and transformers (SPEC
 /// section 3, `imageThumbnailPixelSize`, `imagePreserveAspectRatio`, `imageTransformer`).
 public struct VariantRequest: Sendable, Equatable {
-  public var thumbnail: ThumbnailSize?
-  public var preserveAspectRatio = true
+  package var thumbnail: ThumbnailSize?
+  package var preserveAspectRatio = true
   /// `nil`: no transformer; an empty list is SD's empty pipeline.
-  public var transformers: [ImageTransformer]?
+  package var transformers: [ImageTransformer]?
   /// Points to pixels, from the key (SD's `SDImageScaleFactorForKey`).
-  public var scale = 1.0
+  package var scale = 1.0
   /// `imageEncodeOptions.compressionQuality`, SD's default 1.0.
-  public var compressionQuality = 1.0
+  package var compressionQuality = 1.0
 
-  public init(
+  package init(
     thumbnail: ThumbnailSize? = nil, preserveAspectRatio: Bool = true,
     transformers: [ImageTransformer]? = nil
   ) {
@@ -22,10 +22,10 @@ public struct VariantRequest: Sendable, Equatable {
   }
 
   /// Whether the request derives a key of its own (SD appends a thumbnail size even of 0x0).
-  public var isEmpty: Bool { thumbnail == nil && transformers == nil }
+  package var isEmpty: Bool { thumbnail == nil && transformers == nil }
 
   /// The key SD derives from `key` for this request (on iOS 17 and later, unless told).
-  public func derivedKey(for key: String, on system: DerivedKey.System = .iOS17AndLater)
+  package func derivedKey(for key: String, on system: DerivedKey.System = .iOS17AndLater)
     -> String
   {
     DerivedKey.key(
@@ -36,7 +36,7 @@ public struct VariantRequest: Sendable, Equatable {
   /// The files an app looks for this request's variant of `key` in: the name of the key iOS
   /// 17 and later derive, then, when it differs, the name SD before iOS 17 gives the key it
   /// derives there (which may be another key, see ``DerivedKey/key(for:thumbnail:preserveAspectRatio:transformers:on:)``).
-  public func derivedFileNames(for key: String) -> [String] {
+  package func derivedFileNames(for key: String) -> [String] {
     let current = CacheFileName.fileName(forKey: derivedKey(for: key))
     let older = CacheFileName.fileNameBeforeiOS17(forKey: derivedKey(for: key, on: .beforeiOS17))
     return older == current ? [current] : [current, older]
@@ -45,13 +45,13 @@ public struct VariantRequest: Sendable, Equatable {
 
 /// A transformer of SD's `imageTransformer` context, as far as its cache key goes
 /// (SDWebImage 5.21.5, `SDImageTransformer.m`): each prints its parameters in its own format.
-public enum ImageTransformer: Sendable, Equatable {
-  public enum ScaleMode: UInt, Sendable, CaseIterable {
+package enum ImageTransformer: Sendable, Equatable {
+  package enum ScaleMode: UInt, Sendable, CaseIterable {
     case fill = 0
     case aspectFit = 1
     case aspectFill = 2
 
-    public var name: String {
+    package var name: String {
       switch self {
       case .fill: "fill"
       case .aspectFit: "aspectFit"
@@ -61,25 +61,25 @@ public enum ImageTransformer: Sendable, Equatable {
   }
 
   /// UIRectCorner bits.
-  public struct Corners: OptionSet, Sendable, Equatable {
-    public let rawValue: UInt
-    public init(rawValue: UInt) { self.rawValue = rawValue }
-    public static let topLeft = Corners(rawValue: 1)
-    public static let topRight = Corners(rawValue: 2)
-    public static let bottomLeft = Corners(rawValue: 4)
-    public static let bottomRight = Corners(rawValue: 8)
+  package struct Corners: OptionSet, Sendable, Equatable {
+    package let rawValue: UInt
+    package init(rawValue: UInt) { self.rawValue = rawValue }
+    package static let topLeft = Corners(rawValue: 1)
+    package static let topRight = Corners(rawValue: 2)
+    package static let bottomLeft = Corners(rawValue: 4)
+    package static let bottomRight = Corners(rawValue: 8)
     /// `UIRectCornerAllCorners` is `~0UL`, not the four bits.
-    public static let all = Corners(rawValue: UInt.max)
+    package static let all = Corners(rawValue: UInt.max)
   }
 
   /// A colour as SD prints it: `#aarrggbb`, from `A<<24|R<<16|G<<8|B`, lowercase.
-  public struct Color: Sendable, Equatable {
-    public var argb: UInt32
+  package struct Color: Sendable, Equatable {
+    package var argb: UInt32
 
-    public init(argb: UInt32) { self.argb = argb }
+    package init(argb: UInt32) { self.argb = argb }
 
     /// `#rrggbb` (opaque) or `#aarrggbb`.
-    public init?(hex: String) {
+    package init?(hex: String) {
       guard hex.hasPrefix("#"), let value = UInt32(hex.dropFirst(), radix: 16) else { return nil }
       switch hex.count {
       case 7: argb = 0xFF00_0000 | value
@@ -88,7 +88,7 @@ public enum ImageTransformer: Sendable, Equatable {
       }
     }
 
-    public var keyText: String { "#" + String(format: "%08x", argb) }
+    package var keyText: String { "#" + String(format: "%08x", argb) }
   }
 
   case resizing(width: Double, height: Double, scaleMode: ScaleMode)
@@ -100,7 +100,7 @@ public enum ImageTransformer: Sendable, Equatable {
   case blur(radius: Double)
 
   /// The transformer's `transformerKey`.
-  public var key: String {
+  package var key: String {
     func f(_ value: Double) -> String { String(format: "%f", value) }
     func d(_ value: Bool) -> String { value ? "1" : "0" }
     switch self {
@@ -133,9 +133,9 @@ public enum ImageTransformer: Sendable, Equatable {
 /// ``CacheFileName/isURLStringBeforeiOS17(_:)``). A key appended raw in the thumbnail step
 /// (`https://a.com/x-Thumbnail({10.000000,20.000000},1)`) then takes the transformer step
 /// through the raw string on the older systems, and the two chains end at different keys.
-public enum DerivedKey {
+package enum DerivedKey {
   /// The Foundation SD's key functions run on.
-  public enum System: Sendable, Equatable {
+  package enum System: Sendable, Equatable {
     /// iOS 17, macOS 14 and later: NSURL parses RFC 3986 and encodes what it cannot keep.
     case iOS17AndLater
     /// Earlier systems: NSURL refuses a string with characters outside RFC 2396.
@@ -143,7 +143,7 @@ public enum DerivedKey {
   }
 
   /// `Thumbnail({w,h},preserve)` with C's `%f`.
-  public static func thumbnailSuffix(width: Double, height: Double, preserveAspectRatio: Bool)
+  package static func thumbnailSuffix(width: Double, height: Double, preserveAspectRatio: Bool)
     -> String
   {
     "Thumbnail({\(String(format: "%f", width)),\(String(format: "%f", height))},"
@@ -151,7 +151,7 @@ public enum DerivedKey {
   }
 
   /// A pipeline's key: its transformers' keys joined with `-`.
-  public static func transformerSuffix(_ transformers: [ImageTransformer]) -> String {
+  package static func transformerSuffix(_ transformers: [ImageTransformer]) -> String {
     transformers.map(\.key).joined(separator: "-")
   }
 
@@ -159,7 +159,7 @@ public enum DerivedKey {
   /// (`cacheKeyForURL:context:`): thumbnail first, then the transformers. Any size given is
   /// appended, 0x0 included; `nil` transformers add nothing, while an empty pipeline adds its
   /// empty key after a `-`, as SD's `SDImagePipelineTransformer` does.
-  public static func key(
+  package static func key(
     for key: String, thumbnail: (width: Double, height: Double)? = nil,
     preserveAspectRatio: Bool = true, transformers: [ImageTransformer]? = nil,
     on system: System = .iOS17AndLater
@@ -195,7 +195,7 @@ public enum DerivedKey {
   /// and a blur of 1 is `https://a.com/x-Thumbnail(%7B10.000000,20-SDImageBlurTransformer(1.000000).000000%7D,1)`
   /// on iOS 17 and `https:/a.com/x-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)`
   /// before.
-  public static func transformed(
+  package static func transformed(
     _ key: String, suffix: String, on system: System = .iOS17AndLater
   ) -> String {
     let url =
@@ -215,17 +215,17 @@ public enum DerivedKey {
   }
 }
 /// `imageThumbnailPixelSize`: pixels, not points.
-public struct ThumbnailSize: Sendable, Equatable {
-  public var width: Double
-  public var height: Double
+package struct ThumbnailSize: Sendable, Equatable {
+  package var width: Double
+  package var height: Double
 
-  public init(width: Double, height: Double) {
+  package init(width: Double, height: Double) {
     self.width = width
     self.height = height
   }
 
   /// `[w, h]` or `"WxH"`, non-negative numbers.
-  public init?(_ value: JSONValue) {
+  package init?(_ value: JSONValue) {
     switch value {
     case .array(let items):
       guard items.count == 2, case .number(let w) = items[0], case .number(let h) = items[1]
@@ -246,7 +246,7 @@ public struct ThumbnailSize: Sendable, Equatable {
 
 /// SD's `SDImageScaleFactorForKey`: 2 or 3 when the key names an `@2x.`/`@3x.` file (or, for
 /// an http(s) key, `%402x.`/`%403x.`), else 1. Transformer sizes are points of that scale.
-public func imageScaleFactor(forKey key: String) -> Double {
+package func imageScaleFactor(forKey key: String) -> Double {
   guard key.utf16.count >= 8 else { return 1 }
   let isURL = key.hasPrefix("http://") || key.hasPrefix("https://")
   for factor in [2, 3] {

@@ -4,14 +4,14 @@ import Foundation
 /// The disk cache path is `<directory>/<namespace>` (SPEC section 1).
 public struct CacheLocation: Sendable, Equatable, Codable {
   /// The folder SD calls the disk cache directory, e.g. `~/.cache/com.hackemist.SDImageCache`.
-  public var directory: String
+  package var directory: String
   /// The sub-folder for one cache; SD's default is `default`.
-  public var namespace: String
+  package var namespace: String
 
-  public static let defaultNamespace = "default"
-  public static let directoryName = "com.hackemist.SDImageCache"
+  package static let defaultNamespace = "default"
+  package static let directoryName = "com.hackemist.SDImageCache"
 
-  public init(directory: String, namespace: String = CacheLocation.defaultNamespace) {
+  package init(directory: String, namespace: String = CacheLocation.defaultNamespace) {
     self.directory = directory
     self.namespace = namespace
   }
@@ -20,12 +20,12 @@ public struct CacheLocation: Sendable, Equatable, Codable {
   /// so it must be one path component with no control characters (SPEC section 10). The one
   /// rule for job files, manifest lines and the command line, and for every other name that
   /// becomes part of a path (a job's name in `{job}`).
-  public static func namespaceProblem(_ name: String) -> String? {
+  package static func namespaceProblem(_ name: String) -> String? {
     pathComponentProblem(name)
   }
 
   /// Why `name` cannot be one component of a path the tool makes, or `nil` when it can.
-  public static func pathComponentProblem(_ name: String) -> String? {
+  package static func pathComponentProblem(_ name: String) -> String? {
     if name.isEmpty || name == "." || name == ".." {
       return "must be a single folder name, not \(name.debugDescription)"
     }
@@ -37,18 +37,18 @@ public struct CacheLocation: Sendable, Equatable, Codable {
   }
 
   /// `<directory>/<namespace>`.
-  public var diskCachePath: String {
+  package var diskCachePath: String {
     (directory as NSString).appendingPathComponent(namespace)
   }
 
   /// The tool's own hidden state folder inside the disk cache path (SPEC section 8).
-  public var stateDirectory: String {
+  package var stateDirectory: String {
     (diskCachePath as NSString).appendingPathComponent(".imagecache")
   }
 
   /// `$XDG_CACHE_HOME/com.hackemist.SDImageCache`, falling back to
   /// `~/.cache/com.hackemist.SDImageCache` when `XDG_CACHE_HOME` is unset or empty.
-  public static func defaultDirectory(
+  package static func defaultDirectory(
     environment: [String: String] = ProcessInfo.processInfo.environment
   ) -> String {
     let base: String
@@ -64,47 +64,47 @@ public struct CacheLocation: Sendable, Equatable, Codable {
 
 /// Totals over the files of a disk cache, hidden entries excluded.
 public struct DiskUsage: Sendable, Equatable {
-  public var fileCount = 0
-  public var logicalBytes: UInt64 = 0
-  public var allocatedBytes: UInt64 = 0
+  package var fileCount = 0
+  package var logicalBytes: UInt64 = 0
+  package var allocatedBytes: UInt64 = 0
 
-  public init() {}
+  package init() {}
 }
 
 /// The disk tier, laid out exactly as SD's `SDDiskCache`: one file a key, named by
 /// ``CacheFileName``, in one folder. It knows nothing of HTTP.
-public struct DiskCache: Sendable {
+package struct DiskCache: Sendable {
   /// The disk cache path (`<directory>/<namespace>`).
-  public let path: String
+  package let path: String
 
-  public init(path: String) {
+  package init(path: String) {
     self.path = path
   }
 
-  public init(location: CacheLocation) {
+  package init(location: CacheLocation) {
     self.init(path: location.diskCachePath)
   }
 
   /// Where `key` is stored under the current naming scheme.
-  public func cachePath(forKey key: String) -> String {
+  package func cachePath(forKey key: String) -> String {
     path + "/" + CacheFileName.fileName(forKey: key)
   }
 
   /// `key`'s paths, worked out once (one MD5, one URL parse) for the several calls a load
   /// makes: the current name, and the legacy name without extension when it differs.
-  public struct KeyPaths: Sendable {
-    public let current: String
+  package struct KeyPaths: Sendable {
+    package let current: String
     /// SD's fallback: the name without extension (SD 3.7.3 and earlier, and SD 5 still reads
     /// it), when it differs from the current one.
-    public let fallback: String?
+    package let fallback: String?
 
     /// The current name, then the legacy one: the order every lookup tries them in.
-    public var candidates: [String] { fallback.map { [current, $0] } ?? [current] }
+    package var candidates: [String] { fallback.map { [current, $0] } ?? [current] }
   }
 
   /// - Parameter parsedKey: `URL(string: key)`, when the caller has parsed `key` already (a
   ///   key is usually the URL just downloaded, and parsing is most of what a name costs).
-  public func paths(forKey key: String, parsedKey: URL? = nil) -> KeyPaths {
+  package func paths(forKey key: String, parsedKey: URL? = nil) -> KeyPaths {
     let digest = CacheFileName.md5Hex(key)
     let name = CacheFileName.join(
       digest, CacheFileName.currentExtension(forKey: key, parsedKey: parsedKey))
@@ -114,7 +114,7 @@ public struct DiskCache: Sendable {
   }
 
   /// ``touch(forKey:)`` with the paths already worked out.
-  public func touch(_ paths: KeyPaths) throws -> Bool {
+  package func touch(_ paths: KeyPaths) throws -> Bool {
     if try FileSystem.setAccessTimeToNow(path: paths.current) { return true }
     if let fallback = paths.fallback { return try FileSystem.setAccessTimeToNow(path: fallback) }
     return false
@@ -123,13 +123,13 @@ public struct DiskCache: Sendable {
   /// ``store(_:forKey:)`` with the paths already worked out, into a cache folder that exists:
   /// the pipeline's store, under a run's lock (which made the folder). A folder that is gone
   /// is an error (`ENOENT`, `ENOTDIR`) that ends the run, never made again in silence.
-  public func store(_ data: Data, at paths: KeyPaths) throws {
+  package func store(_ data: Data, at paths: KeyPaths) throws {
     try FileSystem.writeAtomically(data, toPath: paths.current, createsFolder: false)
   }
 
   /// The path holding `key`'s data (the current name, else the legacy name without extension),
   /// or `nil`.
-  public func existingPath(forKey key: String) throws -> String? {
+  package func existingPath(forKey key: String) throws -> String? {
     for candidate in paths(forKey: key).candidates {
       if let attributes = try FileSystem.attributes(atPath: candidate), attributes.isRegularFile {
         return candidate
@@ -140,13 +140,13 @@ public struct DiskCache: Sendable {
 
   /// Whether `key` is on disk, under its current or its legacy name. Not a hit: the access time
   /// is left alone.
-  public func containsData(forKey key: String) throws -> Bool {
+  package func containsData(forKey key: String) throws -> Bool {
     try existingPath(forKey: key) != nil
   }
 
   /// Reads `key`'s data, falling back to the legacy name without extension, and sets the file's
   /// access time to now on a hit.
-  public func data(forKey key: String) throws -> Data? {
+  package func data(forKey key: String) throws -> Data? {
     guard let (data, path) = try read(forKey: key) else { return nil }
     try FileSystem.setAccessTimeToNow(path: path)
     return data
@@ -167,19 +167,19 @@ public struct DiskCache: Sendable {
   /// Records a hit without reading the data: sets the access time of `key`'s file to now.
   /// Returns `false` on a miss. One system call on the common path, which is what keeps a warm
   /// run close to `touch -a`.
-  public func touch(forKey key: String) throws -> Bool {
+  package func touch(forKey key: String) throws -> Bool {
     try touch(paths(forKey: key))
   }
 
   /// Stores `data` under `key`'s current name, atomically (SPEC section 1).
-  public func store(_ data: Data, forKey key: String) throws {
+  package func store(_ data: Data, forKey key: String) throws {
     try FileSystem.writeAtomically(data, toPath: cachePath(forKey: key))
   }
 
   /// Removes `key`'s file under its current name and its legacy fallback name, so that a
   /// later read cannot find stale data. Returns whether anything was removed.
   @discardableResult
-  public func removeData(forKey key: String) throws -> Bool {
+  package func removeData(forKey key: String) throws -> Bool {
     var removed = false
     for candidate in paths(forKey: key).candidates {
       if try FileSystem.removeFile(path: candidate) { removed = true }
@@ -189,7 +189,7 @@ public struct DiskCache: Sendable {
 
   /// Removes every non-hidden entry of the disk cache path. Unlike SD, which deletes the whole
   /// folder, the tool's hidden `.imagecache/` state is kept.
-  public func removeAllData() throws {
+  package func removeAllData() throws {
     let entries: [String]
     do {
       entries = try FileManager.default.contentsOfDirectory(atPath: path)
@@ -207,7 +207,7 @@ public struct DiskCache: Sendable {
   }
 
   /// File count and logical and allocated bytes of every regular, non-hidden file.
-  public func usage() throws -> DiskUsage {
+  package func usage() throws -> DiskUsage {
     var usage = DiskUsage()
     try CacheScanner(root: path).forEachFile { file in
       usage.fileCount += 1

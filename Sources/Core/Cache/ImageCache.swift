@@ -2,17 +2,17 @@ import Foundation
 
 /// SD's `SDImageCacheType`, used both for where to query and where to store
 /// (`queryCacheType`, `storeCacheType`; SPEC section 3).
-public enum CacheType: String, Sendable, Codable, CaseIterable {
+package enum CacheType: String, Sendable, Codable, CaseIterable {
   case none
   case disk
   case memory
   case all
 
-  public var includesMemory: Bool { self == .memory || self == .all }
-  public var includesDisk: Bool { self == .disk || self == .all }
+  package var includesMemory: Bool { self == .memory || self == .all }
+  package var includesDisk: Bool { self == .disk || self == .all }
 
   /// The same tiers but the disk.
-  public var withoutDisk: CacheType {
+  package var withoutDisk: CacheType {
     switch self {
     case .all: .memory
     case .disk: .none
@@ -22,28 +22,28 @@ public enum CacheType: String, Sendable, Codable, CaseIterable {
 }
 
 /// Where a query found its data.
-public enum CacheHitSource: String, Sendable, Codable {
+package enum CacheHitSource: String, Sendable, Codable {
   case memory
   case disk
 }
 
 /// A cache hit: the data (when it was read) and the tier it came from.
-public struct CacheHit: Sendable {
-  public var source: CacheHitSource
-  public var data: Data?
+package struct CacheHit: Sendable {
+  package var source: CacheHitSource
+  package var data: Data?
 
-  public init(source: CacheHitSource, data: Data?) {
+  package init(source: CacheHitSource, data: Data?) {
     self.source = source
     self.data = data
   }
 }
 
 /// The two tiers behind one facade, as SD's `SDImageCache`: memory first, then disk.
-public struct ImageCache: Sendable {
-  public let memory: MemoryCache
-  public let disk: DiskCache
+package struct ImageCache: Sendable {
+  package let memory: MemoryCache
+  package let disk: DiskCache
 
-  public init(memory: MemoryCache, disk: DiskCache) {
+  package init(memory: MemoryCache, disk: DiskCache) {
     self.memory = memory
     self.disk = disk
   }
@@ -54,7 +54,7 @@ public struct ImageCache: Sendable {
   /// to know that the image is there, not its bytes). With it true the bytes are read, and a
   /// disk hit is recorded in memory when `promoteToMemory` is set, as SD does (as an
   /// ``MemoryEntry/onDisk`` entry: the bytes stay the disk's).
-  public func query(
+  package func query(
     key: String, cacheType: CacheType = .all, readData: Bool = true,
     promoteToMemory: Bool = true, paths: DiskCache.KeyPaths? = nil
   ) throws -> CacheHit? {
@@ -89,7 +89,7 @@ public struct ImageCache: Sendable {
   /// image once the file is written, without a copy of its bytes.
   /// - Parameter spilled: the file in the disk cache's folder that holds `data` (a download
   ///   over the memory buffer): the disk tier renames it into place instead of writing a copy.
-  public func store(
+  package func store(
     _ data: Data, forKey key: String, cacheType: CacheType = .all,
     paths: DiskCache.KeyPaths? = nil, spilled: SpilledBody? = nil
   ) throws {
@@ -108,7 +108,7 @@ public struct ImageCache: Sendable {
   }
 
   /// Removes `key` from both tiers.
-  public func removeData(forKey key: String) throws {
+  package func removeData(forKey key: String) throws {
     memory.removeData(forKey: key)
     try disk.removeData(forKey: key)
   }

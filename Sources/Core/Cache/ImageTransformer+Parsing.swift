@@ -2,7 +2,7 @@ import Foundation
 
 extension ImageTransformer {
   /// CGBlendMode by name, for `tint.blendMode`.
-  public static let blendModes: [String: Int] = [
+  package static let blendModes: [String: Int] = [
     "normal": 0, "multiply": 1, "screen": 2, "overlay": 3, "darken": 4, "lighten": 5,
     "colorDodge": 6, "colorBurn": 7, "softLight": 8, "hardLight": 9, "difference": 10,
     "exclusion": 11, "hue": 12, "saturation": 13, "color": 14, "luminosity": 15, "clear": 16,
@@ -14,7 +14,7 @@ extension ImageTransformer {
   /// The `imageTransformer` context value: one transformer object, an array of them (a
   /// pipeline, applied in order), or `null` (explicitly none, `nil`). Each object has one key
   /// naming the transformer. Throws a message naming what is wrong.
-  public static func parse(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer]? {
+  package static func parse(_ value: JSONValue) throws(TransformerError) -> [ImageTransformer]? {
     if case .null = value { return nil }
     return try parseList(value)
   }
@@ -158,8 +158,8 @@ extension ImageTransformer {
 }
 
 /// Why an `imageTransformer` value cannot be used.
-public struct TransformerError: Error, Sendable, Equatable, CustomStringConvertible {
-  public var message: String
-  public init(_ message: String) { self.message = message }
-  public var description: String { message }
+package struct TransformerError: Error, Sendable, Equatable, CustomStringConvertible {
+  package var message: String
+  package init(_ message: String) { self.message = message }
+  package var description: String { message }
 }

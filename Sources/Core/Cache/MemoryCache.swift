@@ -2,7 +2,7 @@ import Foundation
 import Synchronization
 
 /// What the memory tier holds for a key.
-public enum MemoryEntry: Sendable, Equatable {
+package enum MemoryEntry: Sendable, Equatable {
   /// The bytes themselves (an image stored in memory only).
   case data(Data)
   /// An image the disk tier holds too: the entry stands for it, at the cost of its bytes,
@@ -15,8 +15,8 @@ public enum MemoryEntry: Sendable, Equatable {
 /// use from any number of tasks at once. A limit of 0 means no limit, as in SD's
 /// `SDMemoryCache`.
 public final class MemoryCache: Sendable {
-  public let totalCostLimit: Int
-  public let countLimit: Int
+  package let totalCostLimit: Int
+  package let countLimit: Int
   private let state: Mutex<LRUList>
 
   public init(totalCostLimit: Int = 0, countLimit: Int = 0) {
@@ -26,31 +26,31 @@ public final class MemoryCache: Sendable {
   }
 
   /// The entry for `key`, which becomes the most recently used one.
-  public func entry(forKey key: String) -> MemoryEntry? {
+  package func entry(forKey key: String) -> MemoryEntry? {
     state.withLock { $0.get(key) }
   }
 
   /// The bytes held for `key` (not those of an ``MemoryEntry/onDisk`` entry), which becomes the
   /// most recently used entry.
-  public func data(forKey key: String) -> Data? {
+  package func data(forKey key: String) -> Data? {
     guard case .data(let data) = entry(forKey: key) else { return nil }
     return data
   }
 
   /// Whether `key` is held, without touching its recency.
-  public func containsData(forKey key: String) -> Bool {
+  package func containsData(forKey key: String) -> Bool {
     state.withLock { $0.contains(key) }
   }
 
   /// Stores `data` with a cost of its byte count, evicting least recently used entries until
   /// both limits hold. An entry larger than the cost limit is not kept at all.
-  public func setData(_ data: Data, forKey key: String) {
+  package func setData(_ data: Data, forKey key: String) {
     set(.data(data), cost: data.count, forKey: key)
   }
 
   /// Records that `key`'s image, of `cost` bytes, is in the disk tier: a hit from here on, on
   /// the same terms (cost, recency, limits) as bytes held.
-  public func setOnDisk(forKey key: String, cost: Int) {
+  package func setOnDisk(forKey key: String, cost: Int) {
     set(.onDisk, cost: cost, forKey: key)
   }
 
@@ -67,16 +67,16 @@ public final class MemoryCache: Sendable {
     }
   }
 
-  public func removeData(forKey key: String) {
+  package func removeData(forKey key: String) {
     state.withLock { _ = $0.remove(key) }
   }
 
-  public func removeAllData() {
+  package func removeAllData() {
     state.withLock { $0 = LRUList() }
   }
 
-  public var count: Int { state.withLock { $0.count } }
-  public var totalCost: Int { state.withLock { $0.totalCost } }
+  package var count: Int { state.withLock { $0.count } }
+  package var totalCost: Int { state.withLock { $0.totalCost } }
 }
 
 /// A doubly linked list over array slots plus an index, so that every operation is O(1) and no

@@ -6,9 +6,9 @@ import Foundation
 /// holding the cache's lock (issue 38). A thread that cannot start now ends the process with
 /// exit 4, saying why. Its stack is smaller than the default (`ulimit -s`, 8 MiB), so that
 /// the tool's threads reserve less of that space.
-public enum OwnThread {
+package enum OwnThread {
   /// Enough for libcurl and OpenSSL, libxml2's reader and the Swift code above them.
-  public static let stackSize = 2 << 20
+  package static let stackSize = 2 << 20
 
   private final class Start {
     let name: String
@@ -21,7 +21,7 @@ public enum OwnThread {
   }
 
   /// Runs `body` on a new detached thread named `name` (``ThreadName``).
-  public static func start(name: String, _ body: @escaping @Sendable () -> Void) {
+  package static func start(name: String, _ body: @escaping @Sendable () -> Void) {
     let start = Unmanaged.passRetained(Start(name: name, body: body))
     var attributes = pthread_attr_t()
     pthread_attr_init(&attributes)

@@ -11,7 +11,7 @@ public final class StopFlag: Sendable {
   public init() {}
 
   /// Sets the flag and calls, once, what waits on it.
-  public func stop() {
+  package func stop() {
     guard !stopped.exchange(true, ordering: .acquiringAndReleasing) else { return }
     let handlers = observers.withLock { observers in
       defer { observers.handlers.removeAll() }
@@ -20,15 +20,15 @@ public final class StopFlag: Sendable {
     for handler in handlers { handler() }
   }
 
-  public var isStopped: Bool { stopped.load(ordering: .relaxed) }
+  package var isStopped: Bool { stopped.load(ordering: .relaxed) }
 
   /// What ``onStop(_:)`` registered, to take back once it no longer matters.
-  public struct Observation: Sendable {
+  package struct Observation: Sendable {
     fileprivate let flag: StopFlag?
     fileprivate let id: Int
 
     /// Forgets the handler; it will not be called (it may be running already).
-    public func cancel() {
+    package func cancel() {
       _ = flag?.observers.withLock { $0.handlers.removeValue(forKey: id) }
     }
   }
@@ -36,7 +36,7 @@ public final class StopFlag: Sendable {
   /// Calls `handler` once when the flag is set, on the thread that sets it (at once, on this
   /// one, if it is set already). Keep it short: it runs in the signal's delivery.
   @discardableResult
-  public func onStop(_ handler: @escaping @Sendable () -> Void) -> Observation {
+  package func onStop(_ handler: @escaping @Sendable () -> Void) -> Observation {
     let id = observers.withLock { observers -> Int? in
       // Checked under the lock: a stop between the check and the insertion would miss it.
       guard !isStopped else { return nil }
@@ -52,7 +52,7 @@ public final class StopFlag: Sendable {
   }
 
   /// Returns once the flag is set, or when the waiting task is cancelled.
-  public func wait() async {
+  package func wait() async {
     let waiter = Mutex<CheckedContinuation<Void, Never>?>(nil)
     let resume: @Sendable () -> Void = { waiter.withLock { $0.take() }?.resume() }
     await withTaskCancellationHandler {

@@ -2,7 +2,7 @@ extension String {
   /// Whether the text holds a control character (NUL, CR, LF, ESC, C1 controls...): such text
   /// never goes into a path, a request or onto a terminal as it is (SPEC section 10). A tab may
   /// be allowed, as in header values.
-  public func containsControlCharacter(allowingTab: Bool = false) -> Bool {
+  package func containsControlCharacter(allowingTab: Bool = false) -> Bool {
     // The bytes in place (every manifest line comes through here): nil once one is not ASCII.
     var text = self
     let asciiControl = text.withUTF8 { bytes -> Bool? in
@@ -23,7 +23,7 @@ extension String {
   /// `keepingLineBreaks`), exactly as Foundation's `trimmingCharacters(in:)` with
   /// `.whitespacesAndNewlines` (or `.whitespaces`), without bridging to `NSString`: it runs for
   /// every manifest line and URL.
-  public func trimmingWhitespace(keepingLineBreaks: Bool = false) -> String {
+  package func trimmingWhitespace(keepingLineBreaks: Bool = false) -> String {
     func isBlank(_ scalar: Unicode.Scalar) -> Bool {
       switch scalar.value {
       case 0x20, 0x09: true

@@ -3,18 +3,18 @@ import Foundation
 /// A configuration mistake in a job, a manifest line or the command line: names where it is and
 /// which field, so that a user can fix it (exit code 2).
 public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConvertible {
-  public var source: String
-  public var line: Int?
-  public var field: String?
-  public var message: String
+  package var source: String
+  package var line: Int?
+  package var field: String?
+  package var message: String
   /// A whole input (a manifest or sitemap) that could not be read to its end, not one line of
   /// it: a failure of the run that its exit code shows (SPEC section 11), not a skipped line.
-  public var wholeInput: Bool
+  package var wholeInput: Bool
   /// A whole input that is no manifest at all (an image, binary data): the command was given
   /// the wrong thing, a usage error (exit 2) rather than an input that failed.
-  public var notAManifest: Bool
+  package var notAManifest: Bool
 
-  public init(
+  package init(
     source: String, line: Int? = nil, field: String? = nil, message: String,
     wholeInput: Bool = false, notAManifest: Bool = false
   ) {
@@ -34,7 +34,7 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
 }
 
 extension ConfigurationError: ExitStatusProviding {
-  public var exitStatus: ExitStatus { .usage }
+  package var exitStatus: ExitStatus { .usage }
 }
 
 /// SD's `SDWebImageOptions` that mean something to a cache warmer (SPEC section 3).
@@ -52,7 +52,7 @@ public enum ImageOption: String, Sendable, Codable, CaseIterable {
   case waitStoreCache
 
   /// SD options that only matter to a UI: accepted with a warning, then ignored.
-  public static let uiOnly: Set<String> = [
+  package static let uiOnly: Set<String> = [
     "progressiveLoad", "continueInBackground", "delayPlaceholder", "transformAnimatedImage",
     "avoidAutoSetImage", "queryMemoryDataSync", "queryDiskDataSync", "forceTransition",
     "avoidDecodeImage", "decodeFirstFrameOnly", "preloadAllFrames", "matchAnimatedImageClass",
@@ -60,23 +60,23 @@ public enum ImageOption: String, Sendable, Codable, CaseIterable {
   ]
 
   /// Options a later version brings; refused rather than silently ignored.
-  public static let notSupportedYet: Set<ImageOption> = [.scaleDownLargeImages]
+  package static let notSupportedYet: Set<ImageOption> = [.scaleDownLargeImages]
 }
 
 /// A set of ``ImageOption``s.
 public struct ImageOptions: Sendable, Equatable {
-  public var set: Set<ImageOption>
+  package var set: Set<ImageOption>
 
   public init(_ options: Set<ImageOption> = []) {
     set = options
   }
 
-  public func contains(_ option: ImageOption) -> Bool { set.contains(option) }
+  package func contains(_ option: ImageOption) -> Bool { set.contains(option) }
 
   /// Parses option names (SD's names without the `SDWebImage` prefix, any case of the first
   /// letter). Unknown names are errors, UI-only names give warnings (naming the source, line
   /// and field as an error does), and options that are not supported yet are refused.
-  public static func parse(
+  package static func parse(
     _ names: [String], source: String, line: Int? = nil, field: String = "options"
   ) throws(ConfigurationError) -> (ImageOptions, warnings: [ConfigurationError]) {
     var options = ImageOptions()
@@ -112,11 +112,11 @@ public struct ImageOptions: Sendable, Equatable {
     return (options, warnings)
   }
 
-  public func union(_ other: ImageOptions) -> ImageOptions { ImageOptions(set.union(other.set)) }
+  package func union(_ other: ImageOptions) -> ImageOptions { ImageOptions(set.union(other.set)) }
 }
 
 /// SD's cache-key filter (`SDWebImageCacheKeyFilter`): how a URL becomes a cache key.
-public enum CacheKeyFilter: Sendable, Equatable {
+package enum CacheKeyFilter: Sendable, Equatable {
   /// The URL's absolute string, query included (SD's default).
   case url
   /// The URL without its query.
@@ -125,7 +125,7 @@ public enum CacheKeyFilter: Sendable, Equatable {
   case stripQueryParameters([String])
 
   /// The cache key of `url`.
-  public func cacheKey(for url: URL) -> String {
+  package func cacheKey(for url: URL) -> String {
     switch self {
     case .url:
       return url.absoluteString
@@ -148,28 +148,28 @@ public enum CacheKeyFilter: Sendable, Equatable {
 
 /// SD's `SDWebImageContext` keys that a cache warmer uses (SPEC section 3).
 public struct ImageContext: Sendable, Equatable {
-  public var cacheKeyFilter: CacheKeyFilter = .url
+  package var cacheKeyFilter: CacheKeyFilter = .url
   /// Extra request headers (SD's request modifier).
-  public var headers: [String: String] = [:]
+  package var headers: [String: String] = [:]
   /// Origins besides the URL's own that `headers` go to when a redirect leads there, as
   /// curl's `--location-trusted` but per origin (SPEC section 5). Default: none.
-  public var trustedOrigins: Set<Origin> = []
-  public var storeCacheType: CacheType = .all
-  public var queryCacheType: CacheType = .all
+  package var trustedOrigins: Set<Origin> = []
+  package var storeCacheType: CacheType = .all
+  package var queryCacheType: CacheType = .all
   /// Another namespace of the same cache directory for this URL.
-  public var namespace: String?
+  package var namespace: String?
   /// The idle timeout of the download; the job's timeout when unset.
-  public var downloadTimeout: TimeInterval?
+  package var downloadTimeout: TimeInterval?
   /// A thumbnail and transformers: the variant stored under a derived key (SPEC section 3).
-  public var variant = VariantRequest()
+  package var variant = VariantRequest()
   /// Where the original is looked up and stored when a variant is asked for (SD's defaults:
   /// disk both).
-  public var originalQueryCacheType: CacheType = .disk
-  public var originalStoreCacheType: CacheType = .disk
+  package var originalQueryCacheType: CacheType = .disk
+  package var originalStoreCacheType: CacheType = .disk
 
   public init() {}
 
-  public static let knownKeys = [
+  package static let knownKeys = [
     "cacheKeyFilter", "headers", "storeCacheType", "queryCacheType", "namespace",
     "downloadTimeout", "imageThumbnailPixelSize", "imagePreserveAspectRatio", "imageTransformer",
     "originalQueryCacheType", "originalStoreCacheType", "imageEncodeOptions", "trustedOrigins",
@@ -177,7 +177,7 @@ public struct ImageContext: Sendable, Equatable {
 
   /// This context with the keys of `object` applied on top (headers are merged; every other key,
   /// `trustedOrigins` included, replaces). Unknown keys and bad values are errors naming the key.
-  public func applying(
+  package func applying(
     _ object: [String: JSONValue], source: String, line: Int? = nil
   ) throws(ConfigurationError) -> ImageContext {
     var context = self

@@ -4,11 +4,11 @@ import Foundation
 /// none). The job's and a line's headers go with a redirect only to the first request's origin
 /// and to the origins the job trusts (SPEC section 5).
 public struct Origin: Sendable, Hashable {
-  public let scheme: String
-  public let host: String
-  public let port: Int
+  package let scheme: String
+  package let host: String
+  package let port: Int
 
-  public init(_ url: URL) {
+  package init(_ url: URL) {
     scheme = url.scheme?.lowercased() ?? ""
     host = url.host?.lowercased() ?? ""
     port = url.port ?? Self.defaultPort(scheme)
@@ -17,7 +17,7 @@ public struct Origin: Sendable, Hashable {
   /// A bare http(s) origin as a user writes it, `https://cdn.example.com` or
   /// `http://10.0.0.5:8080` (one trailing slash allowed); `nil` for anything more or less: a
   /// path, query, fragment or user name would suggest a narrower trust than an origin gives.
-  public init?(parsing text: String) {
+  package init?(parsing text: String) {
     guard let components = URLComponents(string: text),
       let scheme = components.scheme?.lowercased(), scheme == "http" || scheme == "https",
       let host = components.host, !host.isEmpty,

@@ -6,7 +6,7 @@
 extension String {
   /// The password every URL in this text carries, masked: `https://user:***@host/a.jpg`.
   /// The user name stays (it says which account); text without `@` comes back as it is.
-  public var maskingURLPasswords: String {
+  package var maskingURLPasswords: String {
     var text = self
     let masked = text.withUTF8 { bytes -> [UInt8]? in
       guard bytes.contains(UInt8(ascii: "@")) else { return nil }

@@ -9,17 +9,17 @@ import Foundation
 /// name alone: its first 16 hex digits.
 public struct Shard: Sendable, Equatable, Hashable, CustomStringConvertible {
   /// 0-based, as Kubernetes' `JOB_COMPLETION_INDEX`.
-  public let index: Int
-  public let count: Int
+  package let index: Int
+  package let count: Int
 
-  public init?(index: Int, count: Int) {
+  package init?(index: Int, count: Int) {
     guard count >= 1, (0..<count).contains(index) else { return nil }
     self.index = index
     self.count = count
   }
 
   /// `K/N`, with `0 <= K < N`.
-  public init?(_ text: String) {
+  package init?(_ text: String) {
     let parts = text.split(separator: "/", omittingEmptySubsequences: false)
     guard parts.count == 2, let index = Int(parts[0]), let count = Int(parts[1]) else {
       return nil
@@ -30,10 +30,10 @@ public struct Shard: Sendable, Equatable, Hashable, CustomStringConvertible {
   public var description: String { "\(index)/\(count)" }
 
   /// What names this shard's lock and state files: `shard-K-of-N`.
-  public var fileSuffix: String { "shard-\(index)-of-\(count)" }
+  package var fileSuffix: String { "shard-\(index)-of-\(count)" }
 
   /// The shard of `cacheKey` among `count`.
-  public static func index(ofCacheKey cacheKey: String, count: Int) -> Int {
+  package static func index(ofCacheKey cacheKey: String, count: Int) -> Int {
     let bytes = Array(cacheKey.utf8.prefix { $0 != 0 })
     var digest = [UInt8](repeating: 0, count: 16)
     bytes.withUnsafeBufferPointer { ic_md5($0.baseAddress, $0.count, &digest) }
@@ -44,13 +44,13 @@ public struct Shard: Sendable, Equatable, Hashable, CustomStringConvertible {
     Int(prefix % UInt64(count))
   }
 
-  public func owns(cacheKey: String) -> Bool {
+  package func owns(cacheKey: String) -> Bool {
     Self.index(ofCacheKey: cacheKey, count: count) == index
   }
 
   /// Whether the cache file `name` (SD's `md5[.ext]`, or a legacy variant) is this shard's;
   /// `nil` when the name does not start with 32 hex digits (no shard owns it).
-  public func owns(fileName name: String) -> Bool? {
+  package func owns(fileName name: String) -> Bool? {
     let hex = name.utf8.prefix(32)
     guard hex.count == 32, hex.allSatisfy({ $0.isHexDigit }) else { return nil }
     guard let prefix = UInt64(String(decoding: hex.prefix(16), as: UTF8.self), radix: 16) else {
@@ -69,13 +69,13 @@ extension UInt8 {
 /// A number, or `auto` for one found as the run goes: how many shards a worker is told there
 /// are (`--shards N`, or `--shards auto` to read N from the engine's environment too), and the
 /// per-host limit (`--per-host-concurrency N|auto`).
-public enum CountOrAuto: Sendable, Equatable {
+package enum CountOrAuto: Sendable, Equatable {
   case fixed(Int)
   case auto
 }
 
 /// How many shards a worker is told there are.
-public typealias ShardCount = CountOrAuto
+package typealias ShardCount = CountOrAuto
 
 extension Shard {
   /// The shard an engine's environment gives a worker (SPEC section 9), or `nil` when none
@@ -98,7 +98,7 @@ extension Shard {
   ///
   /// A variable that is not a whole number, or that contradicts another or `count`, is a
   /// ``ConfigurationError`` naming it and its value.
-  public static func fromEnvironment(
+  package static func fromEnvironment(
     _ environment: [String: String], count: ShardCount, firstTask: Int? = nil
   ) throws(ConfigurationError) -> Shard? {
     if let text = environment["JOB_COMPLETION_INDEX"] {

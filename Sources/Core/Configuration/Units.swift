@@ -3,13 +3,13 @@ import Foundation
 /// A value given by a user that could not be understood, or that is outside what is allowed,
 /// with what was expected.
 public struct UnitParseError: Error, Sendable, Equatable, CustomStringConvertible {
-  public var value: String
-  public var expected: String
+  package var value: String
+  package var expected: String
   /// The value is a number of the right form, but too large or too small (`expected` then
   /// states the allowed range).
-  public var outOfRange = false
+  package var outOfRange = false
 
-  public init(value: String, expected: String, outOfRange: Bool = false) {
+  package init(value: String, expected: String, outOfRange: Bool = false) {
     self.value = value
     self.expected = expected
     self.outOfRange = outOfRange
@@ -26,24 +26,24 @@ public struct UnitParseError: Error, Sendable, Equatable, CustomStringConvertibl
 /// range-checked). Every duration the tool turns into nanoseconds or milliseconds stays far
 /// inside 64 bits within these bounds.
 public struct DurationRange: Sendable, Equatable, CustomStringConvertible {
-  public var lower: TimeInterval
-  public var upper: TimeInterval
+  package var lower: TimeInterval
+  package var upper: TimeInterval
 
   /// 100 years (36500 days): longer than anything a timeout, a deadline or a TTL means.
-  public static let longest: TimeInterval = 36_500 * 86_400
+  package static let longest: TimeInterval = 36_500 * 86_400
   /// Timeouts, deadlines and TTLs: from 1 ms (below it, libcurl reads 0 as "no timeout") to
   /// 100 years.
-  public static let positive = DurationRange(lower: 0.001, upper: longest)
+  package static let positive = DurationRange(lower: 0.001, upper: longest)
   /// Waits: from 0 to 100 years.
-  public static let nonNegative = DurationRange(lower: 0, upper: longest)
+  package static let nonNegative = DurationRange(lower: 0, upper: longest)
   /// `maxDiskAge`: a million days either way (about 2700 years), so that a "practically never"
   /// age such as `200000d` is accepted; negative means never (SPEC section 4).
-  public static let age = DurationRange(lower: -1_000_000 * 86_400, upper: 1_000_000 * 86_400)
+  package static let age = DurationRange(lower: -1_000_000 * 86_400, upper: 1_000_000 * 86_400)
 
-  public func contains(_ seconds: TimeInterval) -> Bool { (lower...upper).contains(seconds) }
+  package func contains(_ seconds: TimeInterval) -> Bool { (lower...upper).contains(seconds) }
 
   /// `seconds`, parsed from `text`, when in range; else the error that says the range.
-  public func check(_ seconds: TimeInterval, text: String) throws(UnitParseError) -> TimeInterval {
+  package func check(_ seconds: TimeInterval, text: String) throws(UnitParseError) -> TimeInterval {
     guard contains(seconds) else {
       throw UnitParseError(value: text, expected: description, outOfRange: true)
     }
@@ -58,7 +58,7 @@ public struct DurationRange: Sendable, Equatable, CustomStringConvertible {
 }
 
 /// `7d`, `12h`, `15m`, `30s` or `1ms`: the largest unit that divides the duration.
-public func formatDuration(_ seconds: TimeInterval) -> String {
+package func formatDuration(_ seconds: TimeInterval) -> String {
   guard seconds.isFinite, abs(seconds) < 1e15 else { return "\(seconds)s" }
   let milliseconds = (seconds * 1000).rounded()
   guard milliseconds / 1000 == seconds else { return "\(seconds)s" }
@@ -74,7 +74,7 @@ public func formatDuration(_ seconds: TimeInterval) -> String {
 /// bare number of seconds; a leading `-` gives a negative duration ("never" for `maxDiskAge`).
 /// A value outside `allowed` (including one too large for a `Double`) is an error that says
 /// the range.
-public func parseDuration(_ text: String, allowed: DurationRange) throws(UnitParseError)
+package func parseDuration(_ text: String, allowed: DurationRange) throws(UnitParseError)
   -> TimeInterval
 {
   try allowed.check(try parseDurationValue(text), text: text)
@@ -82,7 +82,7 @@ public func parseDuration(_ text: String, allowed: DurationRange) throws(UnitPar
 
 /// A duration's value without a range check: infinite when the number is too large for a
 /// `Double`. For flags, whose range is checked in `validate()` where the flag's name is known.
-public func parseDurationValue(_ text: String) throws(UnitParseError) -> TimeInterval {
+package func parseDurationValue(_ text: String) throws(UnitParseError) -> TimeInterval {
   let trimmed = text.trimmingCharacters(in: .whitespaces)
   let units: [(String, TimeInterval)] = [
     ("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600), ("d", 86_400), ("w", 604_800),
@@ -104,13 +104,13 @@ public func parseDurationValue(_ text: String) throws(UnitParseError) -> TimeInt
 }
 
 /// The largest size: 2^63-1 bytes, which every signed 64-bit count and `off_t` holds.
-public let largestByteCount = UInt64(Int64.max)
+package let largestByteCount = UInt64(Int64.max)
 
 /// Sizes as users write them (SPEC section 7): decimal `KB`, `MB`, `GB`, `TB` (powers of 1000)
 /// and binary `KiB`, `MiB`, `GiB`, `TiB` (powers of 1024), as written; `B` or a bare number is
 /// bytes. Case-insensitive. From 0 to 2^63-1 bytes, computed without overflow: a size past it
 /// is an error that says the range.
-public func parseByteCount(_ text: String) throws(UnitParseError) -> UInt64 {
+package func parseByteCount(_ text: String) throws(UnitParseError) -> UInt64 {
   let trimmed = text.trimmingCharacters(in: .whitespaces)
   let lower = trimmed.lowercased()
   let units: [(String, UInt64)] = [
@@ -149,7 +149,7 @@ public func parseByteCount(_ text: String) throws(UnitParseError) -> UInt64 {
 /// Request rates as users write them: `20/s`, `300/m`, `0.5/s`, `2/h`; a bare number is per
 /// second. Returns requests per second, from 1/h to 10000/s: slower is no prefetch, and faster
 /// is no limit an origin needs (past it, one request every 100 us is below the timer's grain).
-public func parseRequestRate(_ text: String) throws(UnitParseError) -> Double {
+package func parseRequestRate(_ text: String) throws(UnitParseError) -> Double {
   let trimmed = text.trimmingCharacters(in: .whitespaces)
   let parts = trimmed.split(separator: "/", maxSplits: 1, omittingEmptySubsequences: false)
   let per: [String: Double] = ["s": 1, "m": 60, "h": 3600]
@@ -168,12 +168,12 @@ public func parseRequestRate(_ text: String) throws(UnitParseError) -> Double {
 }
 
 /// What a request rate may be, in requests per second: 1/h to 10000/s.
-public let requestRateRange = (1.0 / 3600)...10_000
+package let requestRateRange = (1.0 / 3600)...10_000
 
 /// Bandwidths as users write them: a size (``parseByteCount(_:)``'s units) per second, `/s`
 /// optional: `10MB/s`, `500KiB/s`, `1MB`. From 1KB/s (slower, one read of a response would
 /// take minutes to pay back) to 2^63-1 bytes a second.
-public func parseBandwidth(_ text: String) throws(UnitParseError) -> UInt64 {
+package func parseBandwidth(_ text: String) throws(UnitParseError) -> UInt64 {
   let trimmed = text.trimmingCharacters(in: .whitespaces)
   let size = trimmed.lowercased().hasSuffix("/s") ? String(trimmed.dropLast(2)) : trimmed
   let outOfRange = UnitParseError(
@@ -193,7 +193,7 @@ public func parseBandwidth(_ text: String) throws(UnitParseError) -> UInt64 {
 }
 
 /// The smallest bandwidth cap, in bytes a second.
-public let smallestBandwidth: UInt64 = 1000
+package let smallestBandwidth: UInt64 = 1000
 
 /// `-12`, `1.5`, `.5`, `2e3`: an optional sign, digits with an optional fraction, an optional
 /// exponent.
@@ -218,7 +218,7 @@ extension Character {
 
 /// A byte count for people: `1.5 MB` (decimal units, one decimal). Plain arithmetic: on Linux
 /// `String(format:)` builds ICU formatters, which is slow in a loop over a million files.
-public func formatBytes(_ bytes: UInt64) -> String {
+package func formatBytes(_ bytes: UInt64) -> String {
   let units = ["B", "KB", "MB", "GB", "TB", "PB"]
   var unit = 0
   var scale: UInt64 = 1

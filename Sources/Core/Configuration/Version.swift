@@ -1,4 +1,4 @@
 /// The tool's version: `--version`, and the `User-Agent` of downloads (SPEC section 2).
-public enum ImageCacheVersion {
-  public static let current = "0.1.0"
+package enum ImageCacheVersion {
+  package static let current = "0.1.0"
 }

@@ -10,6 +10,6 @@ public enum ExitStatus: Int32, Sendable {
 /// An error of imagecache's own that ends a command: its ``exitStatus`` is the one place that
 /// says which exit code it ends with (SPEC section 6), and its description is what the command
 /// line says after `imagecache: `.
-public protocol ExitStatusProviding: Error, CustomStringConvertible {
+package protocol ExitStatusProviding: Error, CustomStringConvertible {
   var exitStatus: ExitStatus { get }
 }

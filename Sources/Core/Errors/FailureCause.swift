@@ -7,13 +7,13 @@ public enum FailureCause: Sendable, Hashable {
   case sqlite(Int32)
 
   /// The cause `error` carries (``CauseProviding``), if it carries one.
-  public init?(of error: any Error) {
+  package init?(of error: any Error) {
     guard let cause = (error as? any CauseProviding)?.cause else { return nil }
     self = cause
   }
 }
 
 /// An error that knows the code under it, when there is one.
-public protocol CauseProviding: Error {
+package protocol CauseProviding: Error {
   var cause: FailureCause? { get }
 }

@@ -5,7 +5,7 @@
 #endif
 
 /// SD's error codes (SPEC section 2), with the stable names reports use.
-public enum SDErrorCode: Int, Sendable, Codable, CaseIterable {
+package enum SDErrorCode: Int, Sendable, Codable, CaseIterable {
   case invalidURL = 1000
   case badImageData = 1001
   case cacheNotModified = 1002
@@ -17,7 +17,7 @@ public enum SDErrorCode: Int, Sendable, Codable, CaseIterable {
   case invalidDownloadContentType = 2004
 
   /// SD's name for the code, as it appears in reports.
-  public var name: String {
+  package var name: String {
     switch self {
     case .invalidURL: "invalidURL"
     case .badImageData: "badImageData"
@@ -60,7 +60,7 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
   case other
 
   /// SD 5's transient errors, which never put a URL on the blacklist.
-  public var isTransient: Bool {
+  package var isTransient: Bool {
     switch self {
     case .timedOut, .cannotConnectToHost, .cannotFindHost, .networkConnectionLost,
       .notConnectedToInternet, .cancelled:
@@ -74,12 +74,12 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
 
   /// SD 5's rule, every failure that is not transient puts the URL on the blacklist, but for
   /// ours alone: a body libcurl refuses where SD's URL loading takes it.
-  public var blacklistsURL: Bool {
+  package var blacklistsURL: Bool {
     !isTransient && self != .trailingDataAfterCompressedBody && self != .addressDenied
   }
 
   /// URLError-style numeric codes, so that every failure in a report carries a number.
-  public var code: Int {
+  package var code: Int {
     switch self {
     case .timedOut: -1001
     case .cannotFindHost: -1003
@@ -127,7 +127,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   case localFailure(reason: String)
 
   /// SD's code for this error, when SD has one (network and store failures have none).
-  public var sdCode: SDErrorCode? {
+  package var sdCode: SDErrorCode? {
     switch self {
     case .invalidURL: .invalidURL
     case .badImageData: .badImageData
@@ -141,7 +141,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   }
 
   /// SD's numeric code (URLError-style negative numbers for network failures).
-  public var code: Int {
+  package var code: Int {
     switch self {
     case .network(let failure, _): failure.code
     case .storeFailed: -3000
@@ -153,7 +153,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   }
 
   /// The stable name reports use.
-  public var name: String {
+  package var name: String {
     switch self {
     case .network(let failure, _): failure.rawValue
     case .storeFailed: "storeFailed"
@@ -165,13 +165,13 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   }
 
   /// The HTTP status, for status failures.
-  public var httpStatus: Int? {
+  package var httpStatus: Int? {
     if case .invalidDownloadStatusCode(let status) = self { return status }
     return nil
   }
 
   /// Worth another attempt (SPEC section 5): timeouts, connection errors, 429 and 502-504.
-  public var isTransient: Bool {
+  package var isTransient: Bool {
     switch self {
     case .network(let failure, _): failure.isTransient && failure != .cancelled
     case .invalidDownloadStatusCode(let status): [429, 502, 503, 504].contains(status)
@@ -181,7 +181,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
 
   /// SD 5's blacklist rule: invalid URLs, bad image data and non-transient network errors put a
   /// URL on the failed-URL blacklist; HTTP status failures and transient errors do not.
-  public var blacklistsURL: Bool {
+  package var blacklistsURL: Bool {
     switch self {
     case .invalidURL, .badImageData: true
     case .network(let failure, _): failure.blacklistsURL
@@ -198,7 +198,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   /// `ENOTDIR`: stores never create it once a run holds its lock), and any failure of the
   /// state database, and running out of file descriptors (``OpenFileLimit``), whether a store
   /// or a download met it.
-  public var endsRun: Bool {
+  package var endsRun: Bool {
     switch self {
     case .storeFailed(_, .errno(let errno)?):
       [ENOSPC, EDQUOT, EROFS, ENOENT, ENOTDIR].contains(errno)
@@ -212,7 +212,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
 
   /// This failure, with which limit was reached and how to raise it when it says the file
   /// descriptors ran out (``OpenFileLimit``).
-  public var withOpenFileAdvice: ImageCacheError {
+  package var withOpenFileAdvice: ImageCacheError {
     func advised(_ text: String) -> String {
       let errno = text.contains(String(cString: strerror(ENFILE))) ? ENFILE : EMFILE
       return "\(text); \(OpenFileLimit.advice(errno: errno))"
@@ -227,7 +227,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   }
 
   /// A sentence for people.
-  public var message: String {
+  package var message: String {
     switch self {
     case .invalidURL(let url, let reason): "invalid URL \(url.debugDescription): \(reason)"
     case .badImageData(let reason): "not a valid image: \(reason)"
@@ -248,7 +248,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
 
 extension ImageCacheError: CauseProviding {
   /// What the file system or SQLite said under a store or state failure.
-  public var cause: FailureCause? {
+  package var cause: FailureCause? {
     switch self {
     case .storeFailed(_, let cause), .stateFailed(_, let cause): cause
     default: nil
@@ -256,7 +256,7 @@ extension ImageCacheError: CauseProviding {
   }
 
   /// The state failure of `error`: its words as the reason, its code as the cause.
-  public static func stateFailed(_ error: any Error) -> ImageCacheError {
+  package static func stateFailed(_ error: any Error) -> ImageCacheError {
     .stateFailed(reason: "\(error)", cause: FailureCause(of: error))
   }
 }

@@ -9,15 +9,15 @@ import Foundation
 
 /// One regular file found under a disk cache path (or a symbolic link, when the scanner was
 /// asked for them: `attributes` are then the link's own).
-public struct ScannedFile: Sendable, Equatable {
+package struct ScannedFile: Sendable, Equatable {
   /// The path relative to the scanned root, `/`-separated.
-  public var relativePath: String
+  package var relativePath: String
   /// The last component of the path.
-  public var name: String
+  package var name: String
   /// The open directory that holds the file, valid only while the visitor runs: act on the
   /// file with `*at` calls on it rather than by path, so that nothing is resolved twice.
-  public var directoryFD: Int32
-  public var attributes: FileAttributes
+  package var directoryFD: Int32
+  package var attributes: FileAttributes
 }
 
 /// Walks a disk cache path with the POSIX calls (openat, readdir, statx) rather than
@@ -27,18 +27,18 @@ public struct ScannedFile: Sendable, Equatable {
 /// folder), skips every hidden entry (so the tool's `.imagecache/` state and the temporary
 /// files of atomic writes are never seen) and reports regular files, and symbolic links
 /// themselves when asked (SPEC sections 1 and 4).
-public struct CacheScanner: Sendable {
-  public let root: String
+package struct CacheScanner: Sendable {
+  package let root: String
   /// Whether a symbolic link is reported as an entry of its own, with its own (lstat)
   /// attributes, whatever it points to: what SD's `removeExpiredData` sees, since its
   /// enumerator lists a link without resolving it and `NSURLIsDirectoryKey` is false for one,
   /// even for a link to a folder.
-  public let includesSymbolicLinks: Bool
+  package let includesSymbolicLinks: Bool
   /// Whether hidden files (never hidden folders, such as `.imagecache/`) are reported too:
   /// `verify` names the temporary files of atomic writes and other hidden files.
-  public let includesHiddenFiles: Bool
+  package let includesHiddenFiles: Bool
 
-  public init(root: String, includesSymbolicLinks: Bool = false, includesHiddenFiles: Bool = false)
+  package init(root: String, includesSymbolicLinks: Bool = false, includesHiddenFiles: Bool = false)
   {
     self.root = root
     self.includesSymbolicLinks = includesSymbolicLinks
@@ -49,7 +49,7 @@ public struct CacheScanner: Sendable {
   /// with ``includesSymbolicLinks``), until it returns false.
   /// A missing root is an empty cache. An entry that cannot be read is passed to `onError`,
   /// and the walk goes on.
-  public func forEachFile(
+  package func forEachFile(
     onError: (FileSystemError) -> Void = { _ in },
     _ visit: (ScannedFile) throws -> Bool
   ) throws {
@@ -63,7 +63,7 @@ public struct CacheScanner: Sendable {
   }
 
   /// All regular, non-hidden files below the root.
-  public func files() throws -> [ScannedFile] {
+  package func files() throws -> [ScannedFile] {
     var result: [ScannedFile] = []
     try forEachFile {
       result.append($0)

@@ -11,26 +11,26 @@ import Foundation
 /// nanoseconds since the epoch, as the kernel gives them, so that comparisons at a cutoff are
 /// exact; the `Date` views are for people.
 public struct FileAttributes: Sendable, Equatable {
-  public var mode: UInt32
+  package var mode: UInt32
   /// Logical size in bytes.
-  public var size: UInt64
+  package var size: UInt64
   /// Allocated size in bytes: `st_blocks * 512` (Foundation on Linux gets this wrong).
-  public var allocatedSize: UInt64
-  public var accessTime: Int64
-  public var modificationTime: Int64
+  package var allocatedSize: UInt64
+  package var accessTime: Int64
+  package var modificationTime: Int64
   /// The inode change time (`ctime`), SD's `changeDate` (NSURLAttributeModificationDateKey).
-  public var changeTime: Int64
+  package var changeTime: Int64
   /// The birth time, where `statx` reports one.
-  public var creationTime: Int64?
+  package var creationTime: Int64?
 
-  public var accessDate: Date { Date(nanosecondsSince1970: accessTime) }
-  public var modificationDate: Date { Date(nanosecondsSince1970: modificationTime) }
-  public var changeDate: Date { Date(nanosecondsSince1970: changeTime) }
-  public var creationDate: Date? { creationTime.map { Date(nanosecondsSince1970: $0) } }
+  package var accessDate: Date { Date(nanosecondsSince1970: accessTime) }
+  package var modificationDate: Date { Date(nanosecondsSince1970: modificationTime) }
+  package var changeDate: Date { Date(nanosecondsSince1970: changeTime) }
+  package var creationDate: Date? { creationTime.map { Date(nanosecondsSince1970: $0) } }
 
-  public var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
-  public var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
-  public var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+  package var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+  package var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+  package var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
 
   init(_ stat: ic_file_stat) {
     mode = stat.mode
@@ -44,12 +44,12 @@ public struct FileAttributes: Sendable, Equatable {
 }
 
 extension Date {
-  public init(nanosecondsSince1970 ns: Int64) {
+  package init(nanosecondsSince1970 ns: Int64) {
     self.init(timeIntervalSince1970: Double(ns) / 1_000_000_000)
   }
 
   /// Nanoseconds since the epoch, rounded down.
-  public var nanosecondsSince1970: Int64 {
+  package var nanosecondsSince1970: Int64 {
     let seconds = timeIntervalSince1970.rounded(.down)
     return Int64(seconds) * 1_000_000_000
       + Int64(((timeIntervalSince1970 - seconds) * 1_000_000_000).rounded(.down))

@@ -13,7 +13,7 @@ extension FileSystem {
   /// through it: a link planted there would make a run as root truncate or overwrite its
   /// target. Returns whether it exists.
   @discardableResult
-  public static func checkOwnEntry(_ path: String, isFolder: Bool = false)
+  package static func checkOwnEntry(_ path: String, isFolder: Bool = false)
     throws(FileSystemError) -> Bool
   {
     var info = stat()
@@ -34,7 +34,7 @@ extension FileSystem {
   /// it (exit 2), before anything is read or written: following a namespace linked to
   /// `/some/folder` would expire, trim and store in that folder instead. The cache directory
   /// itself is the user's to place, and may be a link.
-  public static func checkCacheFolders(_ location: CacheLocation) throws(FileSystemError) {
+  package static func checkCacheFolders(_ location: CacheLocation) throws(FileSystemError) {
     for path in [location.diskCachePath, location.stateDirectory] {
       var info = stat()
       guard lstat(path, &info) == 0 else {
@@ -61,7 +61,7 @@ extension FileSystem {
   /// device (`/dev/zero` never ends), a socket or a folder is refused, and so is a file over
   /// `limit` (or one that grows past it while read), naming it (exit 2). A missing file is
   /// `ENOENT`.
-  public static func regularFileContents(atPath path: String, limit: Int)
+  package static func regularFileContents(atPath path: String, limit: Int)
     throws(FileSystemError) -> Data
   {
     var fd: Int32
@@ -90,7 +90,7 @@ extension FileSystem {
   /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on
   /// exec, and never blocking on a FIFO planted there; refuses anything but a regular file.
   /// Returns `nil` when it does not exist and `flags` do not create it.
-  public static func openOwnFile(_ path: String, flags: Int32, mode: mode_t = 0o644)
+  package static func openOwnFile(_ path: String, flags: Int32, mode: mode_t = 0o644)
     throws(FileSystemError) -> Int32?
   {
     var fd: Int32

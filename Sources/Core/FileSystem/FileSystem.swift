@@ -8,15 +8,15 @@ import Synchronization
   import Darwin
 #endif
 /// Thin, throwing wrappers over the POSIX calls the cache relies on.
-public enum FileSystem {
+package enum FileSystem {
   /// The attributes of `path` (not following a final symbolic link), or `nil` if it does not
   /// exist.
-  public static func attributes(atPath path: String) throws(FileSystemError) -> FileAttributes? {
+  package static func attributes(atPath path: String) throws(FileSystemError) -> FileAttributes? {
     try attributes(directoryFD: AT_FDCWD, name: path)
   }
 
   /// The attributes of `name` relative to an open directory, or `nil` if it does not exist.
-  public static func attributes(directoryFD: Int32, name: String) throws(FileSystemError)
+  package static func attributes(directoryFD: Int32, name: String) throws(FileSystemError)
     -> FileAttributes?
   {
     var stat = ic_file_stat()
@@ -33,7 +33,7 @@ public enum FileSystem {
   /// Linux mounts with relatime or noatime do not update it on reads, so SD 5.20+ sets it
   /// explicitly on every hit, and so do we (SPEC section 1).
   @discardableResult
-  public static func setAccessTimeToNow(path: String) throws -> Bool {
+  package static func setAccessTimeToNow(path: String) throws -> Bool {
     guard ic_touch_access_time(path) == 0 else {
       if errno == ENOENT || errno == ENOTDIR { return false }
       throw FileSystemError("set access time of", path: path, errno: errno)
@@ -42,7 +42,7 @@ public enum FileSystem {
   }
 
   /// Sets the access and modification times of `path` (used by tests and migrations).
-  public static func setTimes(path: String, access: Date, modification: Date)
+  package static func setTimes(path: String, access: Date, modification: Date)
     throws(FileSystemError)
   {
     try setTimes(
@@ -51,7 +51,7 @@ public enum FileSystem {
   }
 
   /// Sets the access and modification times of `path`, in nanoseconds since the epoch.
-  public static func setTimes(path: String, accessTime: Int64, modificationTime: Int64)
+  package static func setTimes(path: String, accessTime: Int64, modificationTime: Int64)
     throws(FileSystemError)
   {
     var times = [timespec(nanoseconds: accessTime), timespec(nanoseconds: modificationTime)]
@@ -61,7 +61,7 @@ public enum FileSystem {
   }
 
   /// Creates `path` and its missing parents (`mkdir -p`).
-  public static func createDirectory(path: String) throws(FileSystemError) {
+  package static func createDirectory(path: String) throws(FileSystemError) {
     do {
       try FileManager.default.createDirectory(
         atPath: path, withIntermediateDirectories: true)
@@ -72,33 +72,33 @@ public enum FileSystem {
 
   /// The working directory a relative `path` is resolved against, for errors to name; `nil`
   /// for an absolute path (or none).
-  public static func workingDirectory(resolving path: String) -> String? {
+  package static func workingDirectory(resolving path: String) -> String? {
     guard !path.isEmpty, !path.hasPrefix("/") else { return nil }
     return FileManager.default.currentDirectoryPath
   }
 
   /// `path` as messages name a path the user named: a relative one with the working directory
   /// it was resolved against.
-  public static func named(_ path: String) -> String {
+  package static func named(_ path: String) -> String {
     workingDirectory(resolving: path).map { "\(path) (relative to \($0))" } ?? path
   }
 
   /// `reason`, the failure of a `path` the user named, with the working directory a relative
   /// one was resolved against and what to do about it.
-  public static func reason(_ reason: String, forUserPath path: String) -> String {
+  package static func reason(_ reason: String, forUserPath path: String) -> String {
     guard let directory = workingDirectory(resolving: path) else { return reason }
     return "\(reason) (\(path) is relative to \(directory)); \(relativePathAdvice)"
   }
 
   /// What an error about a relative path the user named says to do.
-  public static let relativePathAdvice =
+  package static let relativePathAdvice =
     "give an absolute path, or cd to the folder it is relative to first (cron starts a job in "
     + "the user's home folder, a systemd service in /)"
 
   /// The whole content of the file at `path`, or `nil` when there is none (`ENOENT`,
   /// `ENOTDIR`). Anything else that stops the read (a folder in its place, an I/O error, no
   /// permission) is thrown, naming the path: an unreadable file is not a missing one.
-  public static func contents(atPath path: String) throws(FileSystemError) -> Data? {
+  package static func contents(atPath path: String) throws(FileSystemError) -> Data? {
     var fd: Int32
     repeat { fd = open(path, O_RDONLY | O_CLOEXEC) } while fd < 0 && errno == EINTR
     guard fd >= 0 else {
@@ -150,7 +150,7 @@ public enum FileSystem {
   /// `rename(2)` over the target. A reader sees the old file or the new one, never a partial
   /// one; a crash leaves at most a hidden temporary file, which no pass counts or serves.
   /// Missing directories are created, unless `createsFolder` is false.
-  public static func writeAtomically(
+  package static func writeAtomically(
     _ data: Data, toPath path: String, createsFolder: Bool = true
   ) throws {
     // Split at the last "/" by hand: NSString's path methods bridge and normalise, and this
@@ -183,7 +183,7 @@ public enum FileSystem {
   /// spilled body is mapped from it) and closed on
   /// exec; returns its descriptor and path. Missing directories are created, unless
   /// `createsFolder` is false.
-  public static func createTemporaryFile(
+  package static func createTemporaryFile(
     in directory: String, for name: String, createsFolder: Bool = false
   ) throws(FileSystemError) -> (descriptor: Int32, path: String) {
     let temporary =
@@ -202,7 +202,7 @@ public enum FileSystem {
   /// Never through `entry.pointee.d_name`: that copies the whole 256-byte field, and a record
   /// is only as long as its name (`d_reclen`), so the copy of one near the end of glibc's
   /// buffer read past it, and crashed (SIGSEGV) when that was the end of a mapping.
-  public static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
+  package static func entryName(_ entry: UnsafeMutablePointer<dirent>) -> String {
     let name = UnsafeRawPointer(entry) + MemoryLayout<dirent>.offset(of: \.d_name)!
     return String(cString: name.assumingMemoryBound(to: CChar.self))
   }
@@ -210,11 +210,11 @@ public enum FileSystem {
   /// How the temporary files of atomic writes begin: hidden (no pass, read or count sees them as
   /// cache files) and the tool's own, so that one left by a killed run can be found and removed
   /// (SPEC section 8).
-  public static let temporaryPrefix = ".imagecache-tmp."
+  package static let temporaryPrefix = ".imagecache-tmp."
 
   /// The tool's temporary files directly in `directory` (stores are flat), with their
   /// attributes. A missing folder has none.
-  public static func temporaryFiles(in directory: String) throws(FileSystemError) -> [(
+  package static func temporaryFiles(in directory: String) throws(FileSystemError) -> [(
     name: String, attributes: FileAttributes
   )] {
     guard let dir = opendir(directory) else {
@@ -243,7 +243,7 @@ public enum FileSystem {
   /// passed, instead of staying until the clock catches up, years later. One modified just
   /// after `now` is another worker's store in flight (shards share the cache): left alone,
   /// and one that a store renames or removes meanwhile is no error.
-  public static func removeStaleTemporaries(
+  package static func removeStaleTemporaries(
     in directory: String, olderThan age: TimeInterval, now: Date, dryRun: Bool
   ) throws(FileSystemError) -> (count: Int, bytes: UInt64) {
     let cutoff = now.addingTimeInterval(-age)
@@ -271,7 +271,7 @@ public enum FileSystem {
 
   /// Removes the file at `path`. Returns `false` when there was none.
   @discardableResult
-  public static func removeFile(path: String) throws(FileSystemError) -> Bool {
+  package static func removeFile(path: String) throws(FileSystemError) -> Bool {
     guard unlink(path) == 0 else {
       if errno == ENOENT { return false }
       throw FileSystemError("remove", path: path, errno: errno)
@@ -280,14 +280,14 @@ public enum FileSystem {
   }
 
   /// The longest file name the file systems we write to take (`NAME_MAX`).
-  public static let maxNameLength = 255
+  package static let maxNameLength = 255
 
   /// A hidden temporary name for a file that will be renamed to `name`: the tool's prefix,
   /// `name` shortened as far as needed, and `suffix`. Always at most ``maxNameLength`` bytes:
   /// SD's own names reach 255 (32 + 1 + a 222-byte extension), and a temporary name that did
   /// not fit would make such a file impossible to store. The name is kept only for people
   /// reading a folder; the prefix is what the sweep of stale files looks for.
-  public static func temporaryName(for name: String, suffix: String) -> String {
+  package static func temporaryName(for name: String, suffix: String) -> String {
     let room = maxNameLength - temporaryPrefix.utf8.count - 1 - suffix.utf8.count
     var kept = Substring(name)
     if name.utf8.count > room {
@@ -303,7 +303,7 @@ public enum FileSystem {
 
   /// Creates a new hidden file in `folder` for one that will be renamed to `name`, closed on
   /// exec (`mkstemp(3)`); returns its descriptor and path.
-  public static func makeTemporaryFile(in folder: String, for name: String)
+  package static func makeTemporaryFile(in folder: String, for name: String)
     throws(FileSystemError) -> (descriptor: Int32, path: String)
   {
     let path = (folder == "/" ? "" : folder) + "/" + temporaryName(for: name, suffix: "XXXXXX")
@@ -317,7 +317,7 @@ public enum FileSystem {
   }
 
   /// ``contents(atPath:)`` of a file that must be there: a missing one is an error (`ENOENT`).
-  public static func existingContents(atPath path: String) throws(FileSystemError) -> Data {
+  package static func existingContents(atPath path: String) throws(FileSystemError) -> Data {
     guard let data = try contents(atPath: path) else {
       throw FileSystemError("read", path: path, errno: ENOENT)
     }
@@ -327,7 +327,7 @@ public enum FileSystem {
   /// A scratch file for the run's own use (a report's entries, trim's records, a fetched
   /// sitemap) in `$TMPDIR`, else `/tmp`: unlinked as soon as it is made, so that nothing is
   /// left behind whatever happens to the run. `name` says whose it is, in an error.
-  public static func makeScratchFile(for name: String) throws(FileSystemError) -> Int32 {
+  package static func makeScratchFile(for name: String) throws(FileSystemError) -> Int32 {
     let folder =
       ProcessInfo.processInfo.environment["TMPDIR"].flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
     let (descriptor, path) = try makeTemporaryFile(in: folder, for: name)
@@ -336,7 +336,7 @@ public enum FileSystem {
   }
 
   /// Writes all of `bytes` to `descriptor`, through short writes and interruptions.
-  public static func writeAll(
+  package static func writeAll(
     _ bytes: some Collection<UInt8>, to descriptor: Int32, path: String
   ) throws(FileSystemError) {
     let written: Int32? =
@@ -361,7 +361,7 @@ public enum FileSystem {
   }
 
   /// A stream connection to the Unix socket at `path`; `naming` is the path errors name.
-  public static func connectUnixSocket(path: String, naming: String) throws(FileSystemError)
+  package static func connectUnixSocket(path: String, naming: String) throws(FileSystemError)
     -> Int32
   {
     let fd = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)

@@ -8,20 +8,20 @@ import Foundation
 
 /// A failed file-system call, with the path and the operation a user needs to act on it.
 public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertible {
-  public let operation: String
-  public let path: String
-  public let errno: Int32
+  package let operation: String
+  package let path: String
+  package let errno: Int32
   /// Why the path was refused, when that was for what it is rather than by a failed call.
-  public let reason: String?
+  package let reason: String?
   /// The user named the path wrongly (a folder for a report file): exit 2, not 4.
-  public let isUsageError: Bool
+  package let isUsageError: Bool
   /// The working directory a relative ``path`` the user named was resolved against: a cron
   /// job's or a service's is not the shell's the path was tried in (``namingWorkingDirectory()``).
-  public private(set) var workingDirectory: String?
+  package private(set) var workingDirectory: String?
   /// What else the user needs to act on it, after the reason.
-  public private(set) var note: String?
+  package private(set) var note: String?
 
-  public init(_ operation: String, path: String, errno: Int32) {
+  package init(_ operation: String, path: String, errno: Int32) {
     self.operation = operation
     self.path = path
     self.errno = errno
@@ -40,7 +40,7 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   /// A failure of one of Foundation's file calls, with the POSIX error under it when it
   /// carries one, else its own words: never an errno read after other calls may have changed
   /// it, nor one made up.
-  public init(_ operation: String, path: String, underlying error: any Error) {
+  package init(_ operation: String, path: String, underlying error: any Error) {
     if let error = error as? FileSystemError {
       self = error
       return
@@ -59,14 +59,14 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
 
   /// A file that ended before the bytes it was known to hold: not an I/O error (`EIO`), which
   /// would send someone looking at the disk.
-  public static func unexpectedEnd(_ operation: String, path: String) -> FileSystemError {
+  package static func unexpectedEnd(_ operation: String, path: String) -> FileSystemError {
     FileSystemError(operation, path: path, reason: "unexpected end of file", isUsageError: false)
   }
 
   /// `path` refused for what it is (a symbolic link, a block device...): `reason` says what.
   /// - Parameter usage: the user named `path` for this use (exit 2); otherwise the tool's own
   ///   files were found tampered with (exit 4).
-  public static func refused(
+  package static func refused(
     _ operation: String, path: String, because reason: String, usage: Bool = true
   ) -> FileSystemError {
     FileSystemError(operation, path: path, reason: reason, isUsageError: usage)
@@ -75,7 +75,7 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   /// This error naming the working directory when ``path`` is relative: for a path the user
   /// named (a manifest, a report), so that one given from cron or a unit says where it was
   /// looked for, and how to make it not depend on that.
-  public func namingWorkingDirectory() -> FileSystemError {
+  package func namingWorkingDirectory() -> FileSystemError {
     guard let directory = FileSystem.workingDirectory(resolving: path) else { return self }
     var error = self
     error.workingDirectory = directory
@@ -83,7 +83,7 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   }
 
   /// This error with `note` after its reason.
-  public func noting(_ note: String) -> FileSystemError {
+  package func noting(_ note: String) -> FileSystemError {
     var error = self
     error.note = note
     return error
@@ -101,8 +101,8 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
 
 extension FileSystemError: CauseProviding, ExitStatusProviding {
   /// The call's `errno`; none for a path refused for what it is.
-  public var cause: FailureCause? { errno == 0 ? nil : .errno(errno) }
+  package var cause: FailureCause? { errno == 0 ? nil : .errno(errno) }
 
   /// A path the user named wrongly is a usage error; any other failure a fatal I/O error.
-  public var exitStatus: ExitStatus { isUsageError ? .usage : .fatalIO }
+  package var exitStatus: ExitStatus { isUsageError ? .usage : .fatalIO }
 }

@@ -4,18 +4,18 @@ import Foundation
 /// the system's table). Every later download and store would fail the same way, one URL after
 /// another, so it ends the run as a full disk does (exit 4), naming the limit and how to raise
 /// it (issue 38).
-public enum OpenFileLimit {
+package enum OpenFileLimit {
   /// Whether `errno` says the descriptors ran out.
-  public static func isExhausted(errno: Int32) -> Bool { errno == EMFILE || errno == ENFILE }
+  package static func isExhausted(errno: Int32) -> Bool { errno == EMFILE || errno == ENFILE }
 
   /// Whether a library's message (libcurl's, which keeps no errno) says they ran out.
-  public static func isExhausted(message: String) -> Bool {
+  package static func isExhausted(message: String) -> Bool {
     [EMFILE, ENFILE].contains { message.contains(String(cString: strerror($0))) }
   }
 
   /// `EMFILE` or `ENFILE` when no descriptor can be opened now, else `nil`: for a failure that
   /// keeps no errno (libcurl's socket that could not be made is "Couldn't connect to server").
-  public static func probe() -> Int32? {
+  package static func probe() -> Int32? {
     let descriptor = open("/dev/null", O_RDONLY | O_CLOEXEC)
     guard descriptor < 0 else {
       close(descriptor)
@@ -26,7 +26,7 @@ public enum OpenFileLimit {
   }
 
   /// Which limit was reached, and how to raise it.
-  public static func advice(errno: Int32) -> String {
+  package static func advice(errno: Int32) -> String {
     guard errno != ENFILE else {
       return "the system's table of open files is full (fs.file-max); close files elsewhere "
         + "or raise it with sysctl"

@@ -26,7 +26,7 @@ import Foundation
 ///   every output before the run does any work, so that this comes first.
 public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
   /// How the output is written.
-  public enum Disposition: Sendable, Equatable {
+  package enum Disposition: Sendable, Equatable {
     /// Written under a temporary name in `target`'s folder, then renamed to `target`.
     case replace(target: String)
     /// Opened (following links, truncating where that means anything) and written in place.
@@ -38,14 +38,14 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
   }
 
   /// The path as the user named it.
-  public let path: String
-  public let disposition: Disposition
+  package let path: String
+  package let disposition: Disposition
 
   public var description: String { path }
 
   /// Looks at what `path` names now and decides how it is written; throws for what is refused,
   /// naming the working directory when `path` is relative.
-  public init(path: String) throws(FileSystemError) {
+  package init(path: String) throws(FileSystemError) {
     self.path = path
     do {
       disposition = try Self.disposition(of: path)
@@ -161,12 +161,12 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
   }
 
   /// Opens the output for writing: see ``OutputWriter``.
-  public func open(mode: mode_t = 0o644) throws(FileSystemError) -> OutputWriter {
+  package func open(mode: mode_t = 0o644) throws(FileSystemError) -> OutputWriter {
     try OutputWriter(self, mode: mode)
   }
 
   /// Writes `bytes` to the output at once.
-  public func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
+  package func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
     let writer = try open()
     try writer.write(bytes)
     try writer.commit()
@@ -174,7 +174,7 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
 
   /// The contents of the regular file this output replaces, if it replaces one: what an
   /// earlier run wrote there. A device, a FIFO or a descriptor is never read.
-  public func previousContents(limit: Int = 1 << 20) -> String? {
+  package func previousContents(limit: Int = 1 << 20) -> String? {
     guard case .replace(let target) = disposition else { return nil }
     let fd = Glibc.open(target, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK)
     guard fd >= 0 else { return nil }
@@ -193,7 +193,7 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
 /// FIFO, socket or descriptor, the thing itself, opened on the first write (a FIFO's open
 /// waits for its reader: that wait comes when there is something to write, not before the run).
 public final class OutputWriter: @unchecked Sendable {
-  public let output: OutputFile
+  package let output: OutputFile
   private var descriptor: Int32 = -1
   private var temporaryPath: String?
   private var committed = false
@@ -230,7 +230,7 @@ public final class OutputWriter: @unchecked Sendable {
     if let temporaryPath, !committed { unlink(temporaryPath) }
   }
 
-  public func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
+  package func write(_ bytes: some Collection<UInt8>) throws(FileSystemError) {
     do {
       if descriptor < 0 { try openInPlace() }
       try FileSystem.writeAll(bytes, to: descriptor, path: output.path)
@@ -268,7 +268,7 @@ public final class OutputWriter: @unchecked Sendable {
 
   /// Puts the output in place: the temporary file renamed over the target (after it is on
   /// disk), or the device, FIFO, socket or descriptor closed. Nothing written: an empty output.
-  public func commit() throws(FileSystemError) {
+  package func commit() throws(FileSystemError) {
     if descriptor < 0 {
       do { try openInPlace() } catch { throw error.namingWorkingDirectory() }
     }

@@ -12,11 +12,11 @@ import Synchronization
 /// killed run carries the tool's temporary prefix and is swept as every other (SPEC section 8).
 public final class SpilledBody: Sendable {
   /// The temporary file's path, until it is moved into place.
-  public let path: String
+  package let path: String
   /// Whether the file was renamed to a cache name: then it is no longer this body's to remove.
   private let moved = Mutex(false)
 
-  public init(path: String) {
+  package init(path: String) {
     self.path = path
   }
 
@@ -25,7 +25,7 @@ public final class SpilledBody: Sendable {
   }
 
   /// Renames the file to `destination` (in the same folder), atomically.
-  public func moveIntoPlace(at destination: String) throws(FileSystemError) {
+  package func moveIntoPlace(at destination: String) throws(FileSystemError) {
     try moved.withLock { moved throws(FileSystemError) in
       guard !moved else { return }
       guard rename(path, destination) == 0 else {
@@ -38,7 +38,7 @@ public final class SpilledBody: Sendable {
   /// The first `count` bytes of `descriptor`'s file, mapped read-only: the kernel reads the
   /// pages as they are used and may drop them again, so a large body is not the process's
   /// memory to keep. The mapping outlives the descriptor, a rename and an unlink.
-  public static func map(descriptor: Int32, count: Int, path: String) throws(FileSystemError)
+  package static func map(descriptor: Int32, count: Int, path: String) throws(FileSystemError)
     -> Data
   {
     guard count > 0 else { return Data() }

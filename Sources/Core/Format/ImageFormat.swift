@@ -15,7 +15,7 @@ public enum ImageFormat: String, Sendable, Codable, CaseIterable {
   case pdf
 
   /// Detects the format of `data` from its first bytes, or `nil` when it is none of these.
-  public static func detect(_ data: Data) -> ImageFormat? {
+  package static func detect(_ data: Data) -> ImageFormat? {
     let bytes = [UInt8](data.prefix(64))
     guard let first = bytes.first else { return nil }
     switch first {
@@ -83,11 +83,11 @@ public enum ValidationLevel: String, Sendable, Codable, CaseIterable {
 
 /// What validation learned about an image, for the report.
 public struct ImageInfo: Sendable, Equatable, Codable {
-  public var format: ImageFormat?
-  public var width: Int?
-  public var height: Int?
+  package var format: ImageFormat?
+  package var width: Int?
+  package var height: Int?
 
-  public init(format: ImageFormat?, width: Int? = nil, height: Int? = nil) {
+  package init(format: ImageFormat?, width: Int? = nil, height: Int? = nil) {
     self.format = format
     self.width = width
     self.height = height

@@ -14,12 +14,12 @@ public enum ExpireType: String, Sendable, Codable, CaseIterable {
 /// report needs to tell a pass that deleted by age from one that trimmed by size.
 public struct CleanupLimits: Sendable, Codable, Equatable {
   /// Seconds; negative: the expire pass was off (not listed, or a negative age).
-  public var maxDiskAge: Double
+  package var maxDiskAge: Double
   /// Bytes; zero: the trim pass was off (not listed, or no size).
-  public var maxDiskSize: UInt64
-  public var expireType: ExpireType
+  package var maxDiskSize: UInt64
+  package var expireType: ExpireType
 
-  public init(maxDiskAge: Double, maxDiskSize: UInt64, expireType: ExpireType) {
+  package init(maxDiskAge: Double, maxDiskSize: UInt64, expireType: ExpireType) {
     self.maxDiskAge = maxDiskAge
     self.maxDiskSize = maxDiskSize
     self.expireType = expireType
@@ -28,22 +28,22 @@ public struct CleanupLimits: Sendable, Codable, Equatable {
 
 /// One thing a maintenance pass did, or would do under `--dry-run`.
 public struct MaintenanceAction: Sendable, Codable, Equatable {
-  public enum Kind: String, Sendable, Codable, CaseIterable {
+  package enum Kind: String, Sendable, Codable, CaseIterable {
     case delete
     case move
     /// A name collision: the older file was kept aside instead of overwriting the newer one.
     case keptAside
   }
 
-  public var kind: Kind
+  package var kind: Kind
   /// The file, relative to the disk cache path when it is inside it.
-  public var path: String
+  package var path: String
   /// Where it goes, for moves.
-  public var destination: String?
-  public var bytes: UInt64
-  public var date: Date?
+  package var destination: String?
+  package var bytes: UInt64
+  package var date: Date?
 
-  public init(
+  package init(
     kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil
   ) {
     self.kind = kind
@@ -56,26 +56,26 @@ public struct MaintenanceAction: Sendable, Codable, Equatable {
 
 /// What a maintenance pass did, counted: the figures a report and the console give.
 public struct PassSummary: Sendable, Equatable {
-  public var pass: MaintenancePassReport.Pass
-  public var dryRun: Bool
-  public var filesRemoved = 0
-  public var filesMoved = 0
+  package var pass: MaintenancePassReport.Pass
+  package var dryRun: Bool
+  package var filesRemoved = 0
+  package var filesMoved = 0
   /// Name collisions whose loser was kept aside.
-  public var filesKeptAside = 0
+  package var filesKeptAside = 0
   /// Allocated bytes of the removed files.
-  public var bytesFreed: UInt64 = 0
+  package var bytesFreed: UInt64 = 0
   /// Files the pass meant to remove and could not (`EPERM`, an immutable file...): each is
   /// among the errors with its reason, and the run's exit code is 1.
-  public var filesNotRemoved = 0
-  public var errorCount = 0
+  package var filesNotRemoved = 0
+  package var errorCount = 0
   /// The limits an expire or trim pass ran with.
-  public var limits: CleanupLimits?
+  package var limits: CleanupLimits?
   /// The allocated bytes of the cache's files (a shard's: its own) before and after an expire
   /// or trim pass (in a dry run: as they would be after); unknown when the pass was stopped.
-  public var cacheBytesBefore: UInt64?
-  public var cacheBytesAfter: UInt64?
+  package var cacheBytesBefore: UInt64?
+  package var cacheBytesAfter: UInt64?
 
-  public init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
+  package init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
     self.pass = pass
     self.dryRun = dryRun
   }
@@ -105,35 +105,35 @@ public protocol MaintenanceRecorder {
 }
 
 extension MaintenanceRecorder {
-  public mutating func record(_ action: MaintenanceAction) {
+  package mutating func record(_ action: MaintenanceAction) {
     summary.count(action)
     keep(action)
   }
 
   /// Records a per-file error; the pass goes on.
-  public mutating func recordError(_ message: String) {
+  package mutating func recordError(_ message: String) {
     summary.errorCount += 1
     keep(error: message)
   }
 
   /// Records a file the pass meant to remove and could not; the pass goes on.
-  public mutating func recordNotRemoved(_ error: FileSystemError) {
+  package mutating func recordNotRemoved(_ error: FileSystemError) {
     summary.filesNotRemoved += 1
     recordError("\(error)")
   }
 
   /// Records a delete (or, in a dry run, a planned one).
-  public mutating func recordDelete(path: String, bytes: UInt64, date: Date?) {
+  package mutating func recordDelete(path: String, bytes: UInt64, date: Date?) {
     record(MaintenanceAction(kind: .delete, path: path, bytes: bytes, date: date))
   }
 
   /// Records a move (or a planned one).
-  public mutating func recordMove(from path: String, to destination: String, bytes: UInt64) {
+  package mutating func recordMove(from path: String, to destination: String, bytes: UInt64) {
     record(MaintenanceAction(kind: .move, path: path, destination: destination, bytes: bytes))
   }
 
   /// Records a collision whose loser was kept at `aside`.
-  public mutating func recordKeptAside(path: String, aside: String, bytes: UInt64) {
+  package mutating func recordKeptAside(path: String, aside: String, bytes: UInt64) {
     record(MaintenanceAction(kind: .keptAside, path: path, destination: aside, bytes: bytes))
   }
 }
@@ -149,31 +149,31 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
     case repair
   }
 
-  public var pass: Pass
-  public var dryRun: Bool
-  public var filesRemoved = 0
-  public var filesMoved = 0
+  package var pass: Pass
+  package var dryRun: Bool
+  package var filesRemoved = 0
+  package var filesMoved = 0
   /// Allocated bytes of the removed files.
-  public var bytesFreed: UInt64 = 0
+  package var bytesFreed: UInt64 = 0
   /// Files the pass meant to remove and could not, each with its reason in `errors` (absent
   /// from the reports of versions before it).
-  public var filesNotRemoved: Int?
+  package var filesNotRemoved: Int?
   /// Per-file errors; the pass went on after each.
-  public var errors: [String] = []
+  package var errors: [String] = []
   /// Every action taken (or, in a dry run, planned), in order.
-  public private(set) var actions: [MaintenanceAction] = []
+  package private(set) var actions: [MaintenanceAction] = []
   /// The name collisions among ``actions``, counted as they are kept: ``summary`` is read at
   /// every record, and counting them there made recording a pass quadratic in its files.
   private var filesKeptAside = 0
   /// The limits an expire or trim pass ran with (absent from migrate passes and from the
   /// reports of versions before them).
-  public var limits: CleanupLimits?
+  package var limits: CleanupLimits?
   /// The allocated bytes of the cache's files (a shard's: its own) before and after an expire
   /// or trim pass (in a dry run: as they would be after).
-  public var cacheBytesBefore: UInt64?
-  public var cacheBytesAfter: UInt64?
+  package var cacheBytesBefore: UInt64?
+  package var cacheBytesAfter: UInt64?
 
-  public init(pass: Pass, dryRun: Bool) {
+  package init(pass: Pass, dryRun: Bool) {
     self.pass = pass
     self.dryRun = dryRun
   }

@@ -22,14 +22,14 @@ public enum PlannedAction: String, Sendable, Codable, CaseIterable {
 
 /// One URL of a prefetch's plan.
 public struct PlannedURL: Sendable, Codable, Equatable {
-  public var url: String
-  public var action: PlannedAction
+  package var url: String
+  package var action: PlannedAction
   /// Why, for an `invalid` or a `failed` URL.
-  public var reason: String?
+  package var reason: String?
   /// `file:line`.
-  public var source: String?
+  package var source: String?
 
-  public init(url: String, action: PlannedAction, reason: String? = nil, source: String? = nil) {
+  package init(url: String, action: PlannedAction, reason: String? = nil, source: String? = nil) {
     self.url = url
     self.action = action
     self.reason = reason
@@ -40,20 +40,20 @@ public struct PlannedURL: Sendable, Codable, Equatable {
 /// The counts of a prefetch's plan, one per ``PlannedAction`` plus the bad lines.
 public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
   /// Every manifest entry of this shard, bad lines included.
-  public var total = 0
-  public var hit = 0
-  public var download = 0
-  public var revalidate = 0
-  public var blacklisted = 0
-  public var invalid = 0
-  public var miss = 0
-  public var failed = 0
+  package var total = 0
+  package var hit = 0
+  package var download = 0
+  package var revalidate = 0
+  package var blacklisted = 0
+  package var invalid = 0
+  package var miss = 0
+  package var failed = 0
   /// Bad manifest lines, as a run skips them.
-  public var skipped = 0
+  package var skipped = 0
   /// Manifests and sitemaps that could not be read as a whole: not in `total`.
-  public var inputsFailed = 0
+  package var inputsFailed = 0
 
-  public init() {}
+  package init() {}
 
   private enum CodingKeys: String, CodingKey {
     case total, hit, download, revalidate, blacklisted, invalid, miss, failed, skipped
@@ -76,7 +76,7 @@ public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
     inputsFailed = try count(.inputsFailed)
   }
 
-  public mutating func count(_ action: PlannedAction) {
+  package mutating func count(_ action: PlannedAction) {
     total += 1
     switch action {
     case .hit: hit += 1
@@ -93,12 +93,12 @@ public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
 /// A dry run's prefetch plan in a report (`prefetch --dry-run`, `run --dry-run`): what each URL
 /// would do, in manifest order. Held in memory, it records a planning prefetch.
 public struct PrefetchPlan: Sendable, Codable, Equatable, PrefetchRecorder {
-  public var counts = PrefetchPlanCounts()
-  public var urls: [PlannedURL] = []
-  public var lineErrors: [String] = []
-  public var inputFailures: [String] = []
+  package var counts = PrefetchPlanCounts()
+  package var urls: [PlannedURL] = []
+  package var lineErrors: [String] = []
+  package var inputFailures: [String] = []
 
-  public init() {}
+  package init() {}
 
   public mutating func recordPlanned(_ planned: PlannedURL) { urls.append(planned) }
   public mutating func recordLineError(_ message: String) { lineErrors.append(message) }

@@ -2,17 +2,17 @@ import Foundation
 
 /// One URL that failed, in a report.
 public struct FailureReport: Sendable, Codable, Equatable {
-  public var url: String
-  public var code: Int
-  public var name: String
-  public var httpStatus: Int?
-  public var message: String
-  public var attempts: Int
-  public var blacklisted: Bool
+  package var url: String
+  package var code: Int
+  package var name: String
+  package var httpStatus: Int?
+  package var message: String
+  package var attempts: Int
+  package var blacklisted: Bool
   /// Where the URL came from, for manifest line errors.
-  public var source: String?
+  package var source: String?
 
-  public init(
+  package init(
     url: String, code: Int, name: String, httpStatus: Int?, message: String, attempts: Int,
     blacklisted: Bool, source: String? = nil
   ) {
@@ -29,13 +29,13 @@ public struct FailureReport: Sendable, Codable, Equatable {
 
 /// One image downloaded in a run, with what validation learned of it (SPEC section 2, step 6).
 public struct DownloadReport: Sendable, Codable, Equatable {
-  public var url: String
-  public var bytes: Int
-  public var format: ImageFormat?
-  public var width: Int?
-  public var height: Int?
+  package var url: String
+  package var bytes: Int
+  package var format: ImageFormat?
+  package var width: Int?
+  package var height: Int?
 
-  public init(url: String, bytes: Int, info: ImageInfo) {
+  package init(url: String, bytes: Int, info: ImageInfo) {
     self.url = url
     self.bytes = bytes
     format = info.format
@@ -47,19 +47,19 @@ public struct DownloadReport: Sendable, Codable, Equatable {
 /// One variant (a thumbnail or transformed image) for a derived key (SPEC section 3): what was
 /// stored under the key, or why nothing was.
 public struct VariantReport: Sendable, Codable, Equatable {
-  public var url: String
-  public var key: String
-  public var format: ImageFormat?
-  public var width: Int?
-  public var height: Int?
-  public var bytes: Int?
+  package var url: String
+  package var key: String
+  package var format: ImageFormat?
+  package var width: Int?
+  package var height: Int?
+  package var bytes: Int?
   /// The original bytes were stored under the derived key (animated images, a zero
   /// thumbnail size), as SD does.
-  public var originalBytes: Bool
+  package var originalBytes: Bool
   /// Why nothing was stored under the key, when nothing was.
-  public var skipped: String?
+  package var skipped: String?
 
-  public init(
+  package init(
     url: String, key: String, format: ImageFormat? = nil, width: Int? = nil, height: Int? = nil,
     bytes: Int? = nil, originalBytes: Bool = false, skipped: String? = nil
   ) {
@@ -76,33 +76,33 @@ public struct VariantReport: Sendable, Codable, Equatable {
 
 /// The counts of a prefetch (SPEC section 6): what progress lines and reports show.
 public struct PrefetchCounts: Sendable, Codable, Equatable {
-  public var total = 0
-  public var memoryHits = 0
-  public var diskHits = 0
-  public var downloaded = 0
-  public var notModified = 0
-  public var failed = 0
-  public var blacklisted = 0
-  public var skipped = 0
+  package var total = 0
+  package var memoryHits = 0
+  package var diskHits = 0
+  package var downloaded = 0
+  package var notModified = 0
+  package var failed = 0
+  package var blacklisted = 0
+  package var skipped = 0
   /// Manifests and sitemaps that failed as a whole (not fetched, not opened, refused, broken):
   /// inputs, not URLs, so not in `total`; any makes the exit code 1.
-  public var inputsFailed = 0
+  package var inputsFailed = 0
   /// Of `inputsFailed`, those that are no manifest at all (an image, binary data): the
   /// command was given the wrong thing, so the exit code is 2. Not in the report.
-  public var inputsNotManifests = 0
+  package var inputsNotManifests = 0
   /// Variants stored under derived keys (thumbnails, transformed images).
-  public var derived = 0
+  package var derived = 0
   /// In a sharded run, manifest entries that belong to other shards: not in `total`, so that
   /// the shards' totals add up to one unsharded run's.
-  public var otherShards = 0
-  public var bytesDownloaded: UInt64 = 0
-  public var durationSeconds = 0.0
+  package var otherShards = 0
+  package var bytesDownloaded: UInt64 = 0
+  package var durationSeconds = 0.0
   /// The hosts that asked the run to slow down (429 or 503 with `Retry-After`), by host.
-  public var hostBackoffs: [HostBackoff] = []
+  package var hostBackoffs: [HostBackoff] = []
   /// With `--per-host-concurrency auto`: the limit each host settled at, and its spread.
-  public var hostLimits: [HostLimit] = []
+  package var hostLimits: [HostLimit] = []
 
-  public init() {}
+  package init() {}
 
   private enum CodingKeys: String, CodingKey {
     case total, memoryHits, diskHits, downloaded, notModified, failed, blacklisted, skipped
@@ -140,18 +140,18 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
 /// settled, its spread over the run's rounds, and why it was cut, so that an operator can set
 /// a fixed number if wanted.
 public struct HostLimit: Sendable, Codable, Equatable {
-  public var host: String
+  package var host: String
   /// The limit when the run ended.
-  public var final: Int
+  package var final: Int
   /// The least, the median and the most it had, weighted by the time spent at each.
-  public var min: Int
-  public var median: Int
-  public var max: Int
+  package var min: Int
+  package var median: Int
+  package var max: Int
   /// Cuts by cause: `queue` (its answers began to wait), `refused` (429, 503, a refused
   /// stream), `timeout`.
-  public var cuts: [String: Int]
+  package var cuts: [String: Int]
 
-  public init(host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int]) {
+  package init(host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int]) {
     self.host = host
     self.final = final
     self.min = min
@@ -164,14 +164,14 @@ public struct HostLimit: Sendable, Codable, Equatable {
 /// A host that answered 429 or 503 with `Retry-After`, and how long every download of it was
 /// held back for that (SPEC section 5: the wait is host-wide, not only the URL's).
 public struct HostBackoff: Sendable, Codable, Equatable {
-  public var host: String
+  package var host: String
   /// The answers that asked for a wait.
-  public var pauses: Int
+  package var pauses: Int
   /// How long the host's downloads were held back: each wait as asked (at most the cap on a
   /// wait), overlapping waits counted once, none past the end of the run.
-  public var seconds: Double
+  package var seconds: Double
 
-  public init(host: String, pauses: Int, seconds: Double) {
+  package init(host: String, pauses: Int, seconds: Double) {
     self.host = host
     self.pauses = pauses
     self.seconds = seconds
@@ -204,19 +204,19 @@ extension PrefetchRecorder {
 /// counts sit beside the lists in JSON, and read as if they were its own properties.
 @dynamicMemberLookup
 public struct PrefetchReport: Sendable, Codable, Equatable, PrefetchRecorder {
-  public var counts = PrefetchCounts()
-  public var failures: [FailureReport] = []
+  package var counts = PrefetchCounts()
+  package var failures: [FailureReport] = []
   /// Every image downloaded, with its format and dimensions (hits are only counted).
-  public var downloads: [DownloadReport] = []
+  package var downloads: [DownloadReport] = []
   /// Every variant made or skipped for a derived key.
-  public var variants: [VariantReport] = []
-  public var blacklistedURLs: [String] = []
+  package var variants: [VariantReport] = []
+  package var blacklistedURLs: [String] = []
   /// Manifest lines that could not be used (counted as skipped), as `file:line: message`.
-  public var lineErrors: [String] = []
+  package var lineErrors: [String] = []
   /// Manifests and sitemaps that failed as a whole, as `input[:line]: message`.
-  public var inputFailures: [String] = []
+  package var inputFailures: [String] = []
 
-  public init() {}
+  package init() {}
 
   public subscript<T>(dynamicMember keyPath: WritableKeyPath<PrefetchCounts, T>) -> T {
     get { counts[keyPath: keyPath] }

@@ -11,69 +11,69 @@ public struct RunReport: Sendable, Codable, Equatable {
     case incomplete
   }
 
-  public struct Cache: Sendable, Codable, Equatable {
-    public var path: String
-    public var namespace: String
+  package struct Cache: Sendable, Codable, Equatable {
+    package var path: String
+    package var namespace: String
   }
 
-  public var schemaVersion = 1
-  public var job: String
-  public var status: Status
-  public var startedAt: Date
-  public var finishedAt: Date
-  public var cache: Cache
-  public var prefetch: PrefetchReport?
-  public var maintenance: [MaintenancePassReport] = []
+  package var schemaVersion = 1
+  package var job: String
+  package var status: Status
+  package var startedAt: Date
+  package var finishedAt: Date
+  package var cache: Cache
+  package var prefetch: PrefetchReport?
+  package var maintenance: [MaintenancePassReport] = []
   /// Warnings for people (a corrupt state file moved aside, ignored options...).
-  public var warnings: [String] = []
+  package var warnings: [String] = []
   /// Metrics files (`--metrics`, `metrics:`) that could not be written, each named with the
   /// reason; also among `warnings`. Not a failure of the run.
-  public var metricsErrors: [String]?
+  package var metricsErrors: [String]?
   /// What ended a `failed` run.
-  public var error: String?
+  package var error: String?
   /// A merged report (`report merge`): the shards' reports it was made of.
-  public var mergedFrom: [MergedReport]?
+  package var mergedFrom: [MergedReport]?
   /// The fleet run the report is part of (`--run-id`, else the engine's job ID): the same in
   /// every shard's report of one run.
-  public var runID: String?
+  package var runID: String?
   /// The job's prefetch settings that `run`'s flags gave for this run in place of the job
   /// file's values, by job file field (`prefetch.concurrency`: `1`); absent when none did.
-  public var commandLineSettings: [String: String]?
+  package var commandLineSettings: [String: String]?
   /// The run's exit policy: URLs that failed did not make its exit code 1
   /// (`--allow-url-failures`, `allowURLFailures: true`). `report merge` of reports that all say
   /// so exits as they did. Written only when true.
-  public var allowURLFailures: Bool?
+  package var allowURLFailures: Bool?
   /// A shard's report: which shard of how many it was.
-  public var shard: ShardIdentity?
+  package var shard: ShardIdentity?
   /// A shard's report: the manifest entries it read, all of them and its own.
-  public var manifestEntries: ManifestEntries?
+  package var manifestEntries: ManifestEntries?
   /// A dry run's prefetch plan, in place of `prefetch`.
-  public var plan: PrefetchPlan?
+  package var plan: PrefetchPlan?
   /// The URLs the run's manifests list (a shard's: its own share), counted at the end of a run
   /// that did not get through them (`interrupted`, `failed`): with `prefetch.total`, how many
   /// were not tried. Absent when they cannot be counted without fetching (sitemaps, manifests
   /// named by URL, standard input).
-  public var urlsListed: Int?
+  package var urlsListed: Int?
   /// A shard's report: the earlier attempts of the same shard of the same run (its report at
   /// the same path, with the same `runID`), oldest first. Their traffic is the night's too;
   /// the URLs' outcomes are this attempt's.
-  public var previousAttempts: [Attempt]?
+  package var previousAttempts: [Attempt]?
   /// A merged report: the traffic of every attempt of every shard, reruns included (the
   /// counts in `prefetch` are each shard's last attempt's).
-  public var night: Night?
+  package var night: Night?
   /// What `imagecache verify` found in the cache (absent from every other run's report).
-  public var verify: VerifyReport?
+  package var verify: VerifyReport?
 
   /// One attempt of a shard, in brief: what it fetched.
   public struct Attempt: Sendable, Codable, Equatable {
-    public var status: Status
-    public var startedAt: Date
-    public var finishedAt: Date
-    public var downloaded: Int
-    public var bytesDownloaded: UInt64
+    package var status: Status
+    package var startedAt: Date
+    package var finishedAt: Date
+    package var downloaded: Int
+    package var bytesDownloaded: UInt64
 
     /// The attempt that wrote `report`.
-    public init(of report: RunReport) {
+    package init(of report: RunReport) {
       status = report.status
       startedAt = report.startedAt
       finishedAt = report.finishedAt
@@ -84,22 +84,22 @@ public struct RunReport: Sendable, Codable, Equatable {
 
   /// Every attempt of a merged run's shards together.
   public struct Night: Sendable, Codable, Equatable {
-    public var attempts = 0
-    public var downloaded = 0
-    public var bytesDownloaded: UInt64 = 0
+    package var attempts = 0
+    package var downloaded = 0
+    package var bytesDownloaded: UInt64 = 0
 
-    public init() {}
+    package init() {}
   }
 
   /// Every attempt this report counts: the earlier ones, then its own.
-  public var attempts: [Attempt] { (previousAttempts ?? []) + [Attempt(of: self)] }
+  package var attempts: [Attempt] { (previousAttempts ?? []) + [Attempt(of: self)] }
 
   /// Shard `index` (from 0) of `count`.
-  public struct ShardIdentity: Sendable, Codable, Equatable {
-    public var index: Int
-    public var count: Int
+  package struct ShardIdentity: Sendable, Codable, Equatable {
+    package var index: Int
+    package var count: Int
 
-    public init(_ shard: Shard) {
+    package init(_ shard: Shard) {
       index = shard.index
       count = shard.count
     }
@@ -107,11 +107,11 @@ public struct RunReport: Sendable, Codable, Equatable {
 
   /// The manifest entries a shard read: every shard reads every entry, so `total` is the same
   /// in each shard's report of one run; `ownShard` are the ones that hashed to it.
-  public struct ManifestEntries: Sendable, Codable, Equatable {
-    public var total: Int
-    public var ownShard: Int
+  package struct ManifestEntries: Sendable, Codable, Equatable {
+    package var total: Int
+    package var ownShard: Int
 
-    public init(total: Int, ownShard: Int) {
+    package init(total: Int, ownShard: Int) {
       self.total = total
       self.ownShard = ownShard
     }
@@ -119,17 +119,17 @@ public struct RunReport: Sendable, Codable, Equatable {
 
   /// One report of a merged report's, in brief.
   public struct MergedReport: Sendable, Codable, Equatable {
-    public var file: String
-    public var status: Status
-    public var startedAt: Date
-    public var finishedAt: Date
-    public var total: Int
-    public var downloaded: Int
-    public var failed: Int
+    package var file: String
+    package var status: Status
+    package var startedAt: Date
+    package var finishedAt: Date
+    package var total: Int
+    package var downloaded: Int
+    package var failed: Int
     /// The shard's attempts: 1, or more after a rerun with the same run ID.
-    public var attempts: Int?
+    package var attempts: Int?
 
-    public init(file: String, report: RunReport) {
+    package init(file: String, report: RunReport) {
       self.file = file
       status = report.status
       startedAt = report.startedAt
@@ -141,7 +141,7 @@ public struct RunReport: Sendable, Codable, Equatable {
     }
   }
 
-  public init(job: String, location: CacheLocation, startedAt: Date) {
+  package init(job: String, location: CacheLocation, startedAt: Date) {
     self.job = job
     status = .completed
     self.startedAt = startedAt
@@ -149,7 +149,7 @@ public struct RunReport: Sendable, Codable, Equatable {
     cache = Cache(path: location.directory, namespace: location.namespace)
   }
 
-  public static func decode(_ data: Data) throws -> RunReport {
+  package static func decode(_ data: Data) throws -> RunReport {
     let decoder = JSONDecoder()
     decoder.dateDecodingStrategy = .custom { decoder in
       let text = try decoder.singleValueContainer().decode(String.self)
@@ -168,18 +168,18 @@ public struct RunReport: Sendable, Codable, Equatable {
 extension RunReport {
   /// The largest count or byte figure a report holds: 2^53-1, the largest whole number that
   /// every JSON reader (JavaScript, jq) holds exactly. `report merge` refuses a sum past it.
-  public static let largestCount = 9_007_199_254_740_991
+  package static let largestCount = 9_007_199_254_740_991
   /// The `durationSeconds` a report may hold: earlier imagecache versions measured it by the
   /// wall clock, and wrote it negative when the clock stepped back during the run.
-  public static let durationRange = DurationRange(
+  package static let durationRange = DurationRange(
     lower: -DurationRange.longest, upper: DurationRange.longest)
   /// The schema versions this imagecache reads.
-  public static let knownSchemaVersions = 1...1
+  package static let knownSchemaVersions = 1...1
 
   /// The first figure of this report that no run writes (SPEC section 7: numbers from reports
   /// are range-checked): an unknown schema version, a negative count, a count past
   /// ``largestCount``, a negative or overlong duration. `nil` when every figure is in range.
-  public func rangeProblem() -> (field: String, message: String)? {
+  package func rangeProblem() -> (field: String, message: String)? {
     guard Self.knownSchemaVersions.contains(schemaVersion) else {
       return ("schemaVersion", Self.unknownSchemaMessage(schemaVersion))
     }
@@ -286,7 +286,7 @@ extension RunReport {
   /// Undoes what a step of the wall clock wrote into a report (SPEC section 12: a clock step
   /// never makes a report invalid for our tools): a negative duration reads as 0, an end
   /// before the start as the start, each with a `clockStepped` warning.
-  public mutating func absorbClockStep() {
+  package mutating func absorbClockStep() {
     var stepped = false
     if finishedAt < startedAt {
       finishedAt = startedAt
@@ -304,13 +304,13 @@ extension RunReport {
   }
 
   /// Why a report of schema `version` is not read.
-  public static func unknownSchemaMessage(_ version: Int) -> String {
+  package static func unknownSchemaMessage(_ version: Int) -> String {
     "\(version) is not a schema version this imagecache reads (it reads "
       + "\(knownSchemaVersions.map(String.init).joined(separator: ", ")))"
   }
 
   /// `a + b` for two figures of reports, `nil` when the sum passes ``largestCount``.
-  public static func sum<T: FixedWidthInteger>(_ a: T, _ b: T) -> T? {
+  package static func sum<T: FixedWidthInteger>(_ a: T, _ b: T) -> T? {
     let (total, overflow) = a.addingReportingOverflow(b)
     guard !overflow, total >= 0, total <= largestCount else { return nil }
     return total

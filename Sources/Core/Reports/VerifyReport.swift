@@ -26,7 +26,7 @@ public enum VerifyRepair: String, Sendable, Codable, CaseIterable {
 }
 
 /// What `verify` concluded of one file.
-public enum VerifyOutcome: String, Sendable, Codable, CaseIterable {
+package enum VerifyOutcome: String, Sendable, Codable, CaseIterable {
   /// An image SD reads, under a name SD gives a key.
   case ok
   /// Nothing an app reading the cache would fail on, but worth a look: a legacy name, an
@@ -39,17 +39,17 @@ public enum VerifyOutcome: String, Sendable, Codable, CaseIterable {
 /// One file `verify` did not find plainly `ok`, as its report lists it.
 public struct VerifiedFile: Sendable, Codable, Equatable {
   /// The path relative to the namespace folder (a file name, but for subfolders').
-  public var name: String
+  package var name: String
   /// Bytes (the file's length).
-  public var size: UInt64
-  public var modifiedAt: Date
-  public var outcome: VerifyOutcome
+  package var size: UInt64
+  package var modifiedAt: Date
+  package var outcome: VerifyOutcome
   /// Why a `bad` file is bad.
-  public var reason: String?
+  package var reason: String?
   /// What is worth a look, `bad` or not.
-  public var notes: [String]
+  package var notes: [String]
 
-  public init(
+  package init(
     name: String, size: UInt64, modifiedAt: Date, outcome: VerifyOutcome, reason: String? = nil,
     notes: [String] = []
   ) {
@@ -64,17 +64,17 @@ public struct VerifiedFile: Sendable, Codable, Equatable {
 
 /// The files `verify` looked at, by outcome.
 public struct VerifyCounts: Sendable, Codable, Equatable {
-  public var files = 0
-  public var ok = 0
-  public var note = 0
-  public var bad = 0
+  package var files = 0
+  package var ok = 0
+  package var note = 0
+  package var bad = 0
   /// Entries that could not be read (a folder, a file gone meanwhile): the audit is
   /// incomplete, each is among the errors.
-  public var errors = 0
+  package var errors = 0
 
-  public init() {}
+  package init() {}
 
-  public subscript(outcome: VerifyOutcome) -> Int {
+  package subscript(outcome: VerifyOutcome) -> Int {
     switch outcome {
     case .ok: ok
     case .note: note
@@ -82,7 +82,7 @@ public struct VerifyCounts: Sendable, Codable, Equatable {
     }
   }
 
-  public mutating func count(_ outcome: VerifyOutcome) {
+  package mutating func count(_ outcome: VerifyOutcome) {
     files += 1
     switch outcome {
     case .ok: ok += 1
@@ -94,17 +94,17 @@ public struct VerifyCounts: Sendable, Codable, Equatable {
 
 /// The `verify` section of a report (`imagecache verify`): how it looked, what it found, and
 /// every file that is not plainly `ok`. What a repair did is the `repair` maintenance pass.
-public struct VerifyReport: Sendable, Codable, Equatable {
-  public var level: VerifyLevel
-  public var repair: VerifyRepair
-  public var dryRun: Bool
-  public var counts: VerifyCounts
+package struct VerifyReport: Sendable, Codable, Equatable {
+  package var level: VerifyLevel
+  package var repair: VerifyRepair
+  package var dryRun: Bool
+  package var counts: VerifyCounts
   /// Every `bad` and `note` file, in the walk's order.
-  public var files: [VerifiedFile]
+  package var files: [VerifiedFile]
   /// Entries that could not be read.
-  public var errors: [String]
+  package var errors: [String]
 
-  public init(
+  package init(
     level: VerifyLevel, repair: VerifyRepair, dryRun: Bool = false, counts: VerifyCounts,
     files: [VerifiedFile] = [], errors: [String] = []
   ) {

@@ -5,43 +5,43 @@ import Foundation
 /// for people and for the state; the duration is the monotonic clock's, so that an NTP step
 /// mid-run neither makes it negative nor stretches it. An end that the wall clock puts before
 /// the start is written as the start plus the duration, and said (``Finish/clockStep``).
-public struct RunClock: Sendable {
+package struct RunClock: Sendable {
   /// When the run started, by the wall clock.
-  public let startedAt: Date
+  package let startedAt: Date
   private let start: ContinuousClock.Instant
 
   /// A step of the wall clock smaller than this is not said: NTP slews that much, and the two
   /// clocks are read a moment apart.
-  public static let stepTolerance: TimeInterval = 1
+  package static let stepTolerance: TimeInterval = 1
 
-  public init() {
+  package init() {
     start = ContinuousClock.now
     startedAt = Date()
   }
 
   /// Seconds since the start, by the monotonic clock: never negative.
-  public var elapsed: TimeInterval { Self.seconds(ContinuousClock.now - start) }
+  package var elapsed: TimeInterval { Self.seconds(ContinuousClock.now - start) }
 
   /// The end of a run.
-  public struct Finish: Sendable, Equatable {
+  package struct Finish: Sendable, Equatable {
     /// When it ended: the wall clock's time, or the start plus ``durationSeconds`` when the
     /// wall clock says the run ended before it started. Never before the start.
-    public var finishedAt: Date
+    package var finishedAt: Date
     /// How long it ran, by the monotonic clock.
-    public var durationSeconds: TimeInterval
+    package var durationSeconds: TimeInterval
     /// How far the wall clock stepped during the run (negative: back), when it stepped by more
     /// than ``RunClock/stepTolerance``.
-    public var clockStep: TimeInterval?
+    package var clockStep: TimeInterval?
   }
 
   /// The end of the run now.
-  public func finish() -> Finish {
+  package func finish() -> Finish {
     Self.finish(startedAt: startedAt, observed: Date(), durationSeconds: elapsed)
   }
 
   /// The end of a run that started at `startedAt` by the wall clock, lasted `durationSeconds`
   /// by the monotonic clock, and whose end the wall clock read as `observed`.
-  public static func finish(startedAt: Date, observed: Date, durationSeconds: TimeInterval)
+  package static func finish(startedAt: Date, observed: Date, durationSeconds: TimeInterval)
     -> Finish
   {
     let expected = startedAt.addingTimeInterval(durationSeconds)
@@ -52,7 +52,7 @@ public struct RunClock: Sendable {
   }
 
   /// `duration` in seconds.
-  public static func seconds(_ duration: Duration) -> TimeInterval {
+  package static func seconds(_ duration: Duration) -> TimeInterval {
     let (seconds, attoseconds) = duration.components
     return TimeInterval(seconds) + TimeInterval(attoseconds) / 1e18
   }

@@ -5,19 +5,19 @@ import Foundation
 /// the folders of kept-aside files. Not Foundation's formatters: each costs microseconds and
 /// looks up the system's time zone first, and one time is written per download, or per file
 /// of a dry run.
-public struct UTCTime: Sendable, Equatable {
-  public var year: Int
+package struct UTCTime: Sendable, Equatable {
+  package var year: Int
   /// 1 to 12.
-  public var month: Int
+  package var month: Int
   /// 1 to 31.
-  public var day: Int
-  public var hour: Int
-  public var minute: Int
-  public var second: Int
-  public var millisecond: Int
+  package var day: Int
+  package var hour: Int
+  package var minute: Int
+  package var second: Int
+  package var millisecond: Int
 
   /// The moment `milliseconds` after the epoch (rounding to them is the caller's).
-  public init(millisecondsSince1970 milliseconds: Int64) {
+  package init(millisecondsSince1970 milliseconds: Int64) {
     var (seconds, remainder) = milliseconds.quotientAndRemainder(dividingBy: 1000)
     if remainder < 0 {
       seconds -= 1
@@ -36,23 +36,23 @@ public struct UTCTime: Sendable, Equatable {
   }
 
   /// `date`, rounded down to the millisecond.
-  public init(_ date: Date) {
+  package init(_ date: Date) {
     self.init(millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded(.down)))
   }
 
   /// `2026-11-23`.
-  public var dateText: String {
+  package var dateText: String {
     Self.padded(year, 4) + "-" + Self.padded(month, 2) + "-" + Self.padded(day, 2)
   }
 
   /// `123456` for 12:34:56: a time for a file name, with no colon.
-  public var compactTimeText: String {
+  package var compactTimeText: String {
     Self.padded(hour, 2) + Self.padded(minute, 2) + Self.padded(second, 2)
   }
 
   /// `2026-11-23T12:34:56Z`, as `ISO8601DateFormatter` writes by default (reports write their
   /// milliseconds with `JSONOutput`'s own digits).
-  public func iso8601() -> String {
+  package func iso8601() -> String {
     dateText + "T" + Self.padded(hour, 2) + ":" + Self.padded(minute, 2) + ":"
       + Self.padded(second, 2) + "Z"
   }
