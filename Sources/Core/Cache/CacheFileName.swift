@@ -6,9 +6,9 @@ import Foundation
 /// The current scheme (SD 5) is `md5(key)` in lowercase hex, then `.` and the key's path
 /// extension when it has one. Older SD versions used other schemes; they are listed in
 /// ``LegacyScheme`` so that reads and migrations can find files written by them.
-package enum CacheFileName {
+public enum CacheFileName {
   /// The longest extension SD appends: NAME_MAX (255) minus the 32 hex digits and the dot.
-  package static let maxExtensionLength = 255 - 32 - 1
+  public static let maxExtensionLength = 255 - 32 - 1
 
   /// The file name SD 5 uses for `key`.
   package static func fileName(forKey key: String) -> String {

@@ -12,7 +12,7 @@ public struct BlacklistEntry: Codable, Sendable, Equatable {
   package var lastFailedAt: Date
   package var failureCount: Int
 
-  package init(
+  public init(
     url: String, code: Int, name: String, reason: String, firstFailedAt: Date,
     lastFailedAt: Date, failureCount: Int
   ) {
@@ -27,7 +27,7 @@ public struct BlacklistEntry: Codable, Sendable, Equatable {
 
   /// Whether the entry still counts at `now`, given an optional time-to-live after the last
   /// failure.
-  package func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
+  public func isActive(at now: Date, timeToLive: TimeInterval?) -> Bool {
     BlacklistRule.isActive(lastFailedAt: lastFailedAt, at: now, timeToLive: timeToLive)
   }
 }
@@ -40,7 +40,7 @@ public struct CacheValidators: Codable, Sendable, Equatable {
   package var lastModified: String?
   package var updatedAt: Date
 
-  package init(cacheKey: String, etag: String?, lastModified: String?, updatedAt: Date) {
+  public init(cacheKey: String, etag: String?, lastModified: String?, updatedAt: Date) {
     self.cacheKey = cacheKey
     self.etag = etag
     self.lastModified = lastModified

@@ -22,10 +22,10 @@ public struct VariantRequest: Sendable, Equatable {
   }
 
   /// Whether the request derives a key of its own (SD appends a thumbnail size even of 0x0).
-  package var isEmpty: Bool { thumbnail == nil && transformers == nil }
+  public var isEmpty: Bool { thumbnail == nil && transformers == nil }
 
   /// The key SD derives from `key` for this request (on iOS 17 and later, unless told).
-  package func derivedKey(for key: String, on system: DerivedKey.System = .iOS17AndLater)
+  public func derivedKey(for key: String, on system: DerivedKey.System = .iOS17AndLater)
     -> String
   {
     DerivedKey.key(
@@ -45,8 +45,8 @@ public struct VariantRequest: Sendable, Equatable {
 
 /// A transformer of SD's `imageTransformer` context, as far as its cache key goes
 /// (SDWebImage 5.21.5, `SDImageTransformer.m`): each prints its parameters in its own format.
-package enum ImageTransformer: Sendable, Equatable {
-  package enum ScaleMode: UInt, Sendable, CaseIterable {
+public enum ImageTransformer: Sendable, Equatable {
+  public enum ScaleMode: UInt, Sendable, CaseIterable {
     case fill = 0
     case aspectFit = 1
     case aspectFill = 2
@@ -61,9 +61,9 @@ package enum ImageTransformer: Sendable, Equatable {
   }
 
   /// UIRectCorner bits.
-  package struct Corners: OptionSet, Sendable, Equatable {
-    package let rawValue: UInt
-    package init(rawValue: UInt) { self.rawValue = rawValue }
+  public struct Corners: OptionSet, Sendable, Equatable {
+    public let rawValue: UInt
+    public init(rawValue: UInt) { self.rawValue = rawValue }
     package static let topLeft = Corners(rawValue: 1)
     package static let topRight = Corners(rawValue: 2)
     package static let bottomLeft = Corners(rawValue: 4)
@@ -73,7 +73,7 @@ package enum ImageTransformer: Sendable, Equatable {
   }
 
   /// A colour as SD prints it: `#aarrggbb`, from `A<<24|R<<16|G<<8|B`, lowercase.
-  package struct Color: Sendable, Equatable {
+  public struct Color: Sendable, Equatable {
     package var argb: UInt32
 
     package init(argb: UInt32) { self.argb = argb }
@@ -133,9 +133,9 @@ package enum ImageTransformer: Sendable, Equatable {
 /// ``CacheFileName/isURLStringBeforeiOS17(_:)``). A key appended raw in the thumbnail step
 /// (`https://a.com/x-Thumbnail({10.000000,20.000000},1)`) then takes the transformer step
 /// through the raw string on the older systems, and the two chains end at different keys.
-package enum DerivedKey {
+public enum DerivedKey {
   /// The Foundation SD's key functions run on.
-  package enum System: Sendable, Equatable {
+  public enum System: Sendable, Equatable {
     /// iOS 17, macOS 14 and later: NSURL parses RFC 3986 and encodes what it cannot keep.
     case iOS17AndLater
     /// Earlier systems: NSURL refuses a string with characters outside RFC 2396.
@@ -143,7 +143,7 @@ package enum DerivedKey {
   }
 
   /// `Thumbnail({w,h},preserve)` with C's `%f`.
-  package static func thumbnailSuffix(width: Double, height: Double, preserveAspectRatio: Bool)
+  public static func thumbnailSuffix(width: Double, height: Double, preserveAspectRatio: Bool)
     -> String
   {
     "Thumbnail({\(String(format: "%f", width)),\(String(format: "%f", height))},"
@@ -151,7 +151,7 @@ package enum DerivedKey {
   }
 
   /// A pipeline's key: its transformers' keys joined with `-`.
-  package static func transformerSuffix(_ transformers: [ImageTransformer]) -> String {
+  public static func transformerSuffix(_ transformers: [ImageTransformer]) -> String {
     transformers.map(\.key).joined(separator: "-")
   }
 
@@ -195,7 +195,7 @@ package enum DerivedKey {
   /// and a blur of 1 is `https://a.com/x-Thumbnail(%7B10.000000,20-SDImageBlurTransformer(1.000000).000000%7D,1)`
   /// on iOS 17 and `https:/a.com/x-Thumbnail({10.000000,20-SDImageBlurTransformer(1.000000).000000},1)`
   /// before.
-  package static func transformed(
+  public static func transformed(
     _ key: String, suffix: String, on system: System = .iOS17AndLater
   ) -> String {
     let url =

@@ -8,10 +8,10 @@ public struct CacheLocation: Sendable, Equatable, Codable {
   /// The sub-folder for one cache; SD's default is `default`.
   package var namespace: String
 
-  package static let defaultNamespace = "default"
+  public static let defaultNamespace = "default"
   package static let directoryName = "com.hackemist.SDImageCache"
 
-  package init(directory: String, namespace: String = CacheLocation.defaultNamespace) {
+  public init(directory: String, namespace: String = CacheLocation.defaultNamespace) {
     self.directory = directory
     self.namespace = namespace
   }
@@ -37,12 +37,12 @@ public struct CacheLocation: Sendable, Equatable, Codable {
   }
 
   /// `<directory>/<namespace>`.
-  package var diskCachePath: String {
+  public var diskCachePath: String {
     (directory as NSString).appendingPathComponent(namespace)
   }
 
   /// The tool's own hidden state folder inside the disk cache path (SPEC section 8).
-  package var stateDirectory: String {
+  public var stateDirectory: String {
     (diskCachePath as NSString).appendingPathComponent(".imagecache")
   }
 
@@ -73,7 +73,7 @@ public struct DiskUsage: Sendable, Equatable {
 
 /// The disk tier, laid out exactly as SD's `SDDiskCache`: one file a key, named by
 /// ``CacheFileName``, in one folder. It knows nothing of HTTP.
-package struct DiskCache: Sendable {
+public struct DiskCache: Sendable {
   /// The disk cache path (`<directory>/<namespace>`).
   package let path: String
 
@@ -81,7 +81,7 @@ package struct DiskCache: Sendable {
     self.path = path
   }
 
-  package init(location: CacheLocation) {
+  public init(location: CacheLocation) {
     self.init(path: location.diskCachePath)
   }
 
@@ -92,7 +92,7 @@ package struct DiskCache: Sendable {
 
   /// `key`'s paths, worked out once (one MD5, one URL parse) for the several calls a load
   /// makes: the current name, and the legacy name without extension when it differs.
-  package struct KeyPaths: Sendable {
+  public struct KeyPaths: Sendable {
     package let current: String
     /// SD's fallback: the name without extension (SD 3.7.3 and earlier, and SD 5 still reads
     /// it), when it differs from the current one.
@@ -104,7 +104,7 @@ package struct DiskCache: Sendable {
 
   /// - Parameter parsedKey: `URL(string: key)`, when the caller has parsed `key` already (a
   ///   key is usually the URL just downloaded, and parsing is most of what a name costs).
-  package func paths(forKey key: String, parsedKey: URL? = nil) -> KeyPaths {
+  public func paths(forKey key: String, parsedKey: URL? = nil) -> KeyPaths {
     let digest = CacheFileName.md5Hex(key)
     let name = CacheFileName.join(
       digest, CacheFileName.currentExtension(forKey: key, parsedKey: parsedKey))
@@ -114,7 +114,7 @@ package struct DiskCache: Sendable {
   }
 
   /// ``touch(forKey:)`` with the paths already worked out.
-  package func touch(_ paths: KeyPaths) throws -> Bool {
+  public func touch(_ paths: KeyPaths) throws -> Bool {
     if try FileSystem.setAccessTimeToNow(path: paths.current) { return true }
     if let fallback = paths.fallback { return try FileSystem.setAccessTimeToNow(path: fallback) }
     return false
@@ -129,7 +129,7 @@ package struct DiskCache: Sendable {
 
   /// The path holding `key`'s data (the current name, else the legacy name without extension),
   /// or `nil`.
-  package func existingPath(forKey key: String) throws -> String? {
+  public func existingPath(forKey key: String) throws -> String? {
     for candidate in paths(forKey: key).candidates {
       if let attributes = try FileSystem.attributes(atPath: candidate), attributes.isRegularFile {
         return candidate
@@ -140,7 +140,7 @@ package struct DiskCache: Sendable {
 
   /// Whether `key` is on disk, under its current or its legacy name. Not a hit: the access time
   /// is left alone.
-  package func containsData(forKey key: String) throws -> Bool {
+  public func containsData(forKey key: String) throws -> Bool {
     try existingPath(forKey: key) != nil
   }
 
@@ -167,7 +167,7 @@ package struct DiskCache: Sendable {
   /// Records a hit without reading the data: sets the access time of `key`'s file to now.
   /// Returns `false` on a miss. One system call on the common path, which is what keeps a warm
   /// run close to `touch -a`.
-  package func touch(forKey key: String) throws -> Bool {
+  public func touch(forKey key: String) throws -> Bool {
     try touch(paths(forKey: key))
   }
 

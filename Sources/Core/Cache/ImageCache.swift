@@ -2,7 +2,7 @@ import Foundation
 
 /// SD's `SDImageCacheType`, used both for where to query and where to store
 /// (`queryCacheType`, `storeCacheType`; SPEC section 3).
-package enum CacheType: String, Sendable, Codable, CaseIterable {
+public enum CacheType: String, Sendable, Codable, CaseIterable {
   case none
   case disk
   case memory
@@ -12,7 +12,7 @@ package enum CacheType: String, Sendable, Codable, CaseIterable {
   package var includesDisk: Bool { self == .disk || self == .all }
 
   /// The same tiers but the disk.
-  package var withoutDisk: CacheType {
+  public var withoutDisk: CacheType {
     switch self {
     case .all: .memory
     case .disk: .none
@@ -22,28 +22,28 @@ package enum CacheType: String, Sendable, Codable, CaseIterable {
 }
 
 /// Where a query found its data.
-package enum CacheHitSource: String, Sendable, Codable {
+public enum CacheHitSource: String, Sendable, Codable {
   case memory
   case disk
 }
 
 /// A cache hit: the data (when it was read) and the tier it came from.
-package struct CacheHit: Sendable {
+public struct CacheHit: Sendable {
   package var source: CacheHitSource
   package var data: Data?
 
-  package init(source: CacheHitSource, data: Data?) {
+  public init(source: CacheHitSource, data: Data?) {
     self.source = source
     self.data = data
   }
 }
 
 /// The two tiers behind one facade, as SD's `SDImageCache`: memory first, then disk.
-package struct ImageCache: Sendable {
+public struct ImageCache: Sendable {
   package let memory: MemoryCache
   package let disk: DiskCache
 
-  package init(memory: MemoryCache, disk: DiskCache) {
+  public init(memory: MemoryCache, disk: DiskCache) {
     self.memory = memory
     self.disk = disk
   }
@@ -54,7 +54,7 @@ package struct ImageCache: Sendable {
   /// to know that the image is there, not its bytes). With it true the bytes are read, and a
   /// disk hit is recorded in memory when `promoteToMemory` is set, as SD does (as an
   /// ``MemoryEntry/onDisk`` entry: the bytes stay the disk's).
-  package func query(
+  public func query(
     key: String, cacheType: CacheType = .all, readData: Bool = true,
     promoteToMemory: Bool = true, paths: DiskCache.KeyPaths? = nil
   ) throws -> CacheHit? {

@@ -3,7 +3,7 @@
 /// that a read is about to wait on its source (a document fetch, a pipe with no data yet), so
 /// that the consumer goes on with the items it has instead of waiting for more. The
 /// thread-bound counterpart of `Task.isCancelled` for code that runs off the concurrency pool.
-package final class ProducerContext: Sendable {
+public final class ProducerContext: Sendable {
   /// The context of the producing thread this code runs on, if any (bound with `withValue` on
   /// that thread; a task-local bound outside a task lives in the thread's storage).
   @TaskLocal package static var current: ProducerContext?
@@ -12,7 +12,7 @@ package final class ProducerContext: Sendable {
   package let cancellation: StopFlag
   private let waiting: @Sendable () -> Void
 
-  package init(cancellation: StopFlag, willWait: @escaping @Sendable () -> Void) {
+  public init(cancellation: StopFlag, willWait: @escaping @Sendable () -> Void) {
     self.cancellation = cancellation
     waiting = willWait
   }

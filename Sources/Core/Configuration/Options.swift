@@ -14,7 +14,7 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
   /// the wrong thing, a usage error (exit 2) rather than an input that failed.
   package var notAManifest: Bool
 
-  package init(
+  public init(
     source: String, line: Int? = nil, field: String? = nil, message: String,
     wholeInput: Bool = false, notAManifest: Bool = false
   ) {

@@ -33,7 +33,7 @@ public struct Shard: Sendable, Equatable, Hashable, CustomStringConvertible {
   package var fileSuffix: String { "shard-\(index)-of-\(count)" }
 
   /// The shard of `cacheKey` among `count`.
-  package static func index(ofCacheKey cacheKey: String, count: Int) -> Int {
+  public static func index(ofCacheKey cacheKey: String, count: Int) -> Int {
     let bytes = Array(cacheKey.utf8.prefix { $0 != 0 })
     var digest = [UInt8](repeating: 0, count: 16)
     bytes.withUnsafeBufferPointer { ic_md5($0.baseAddress, $0.count, &digest) }
@@ -44,7 +44,7 @@ public struct Shard: Sendable, Equatable, Hashable, CustomStringConvertible {
     Int(prefix % UInt64(count))
   }
 
-  package func owns(cacheKey: String) -> Bool {
+  public func owns(cacheKey: String) -> Bool {
     Self.index(ofCacheKey: cacheKey, count: count) == index
   }
 

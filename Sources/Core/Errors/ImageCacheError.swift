@@ -141,7 +141,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   }
 
   /// SD's numeric code (URLError-style negative numbers for network failures).
-  package var code: Int {
+  public var code: Int {
     switch self {
     case .network(let failure, _): failure.code
     case .storeFailed: -3000
@@ -165,7 +165,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   }
 
   /// The HTTP status, for status failures.
-  package var httpStatus: Int? {
+  public var httpStatus: Int? {
     if case .invalidDownloadStatusCode(let status) = self { return status }
     return nil
   }
@@ -248,7 +248,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
 
 extension ImageCacheError: CauseProviding {
   /// What the file system or SQLite said under a store or state failure.
-  package var cause: FailureCause? {
+  public var cause: FailureCause? {
     switch self {
     case .storeFailed(_, let cause), .stateFailed(_, let cause): cause
     default: nil

@@ -9,7 +9,7 @@ import Foundation
 
 /// One regular file found under a disk cache path (or a symbolic link, when the scanner was
 /// asked for them: `attributes` are then the link's own).
-package struct ScannedFile: Sendable, Equatable {
+public struct ScannedFile: Sendable, Equatable {
   /// The path relative to the scanned root, `/`-separated.
   package var relativePath: String
   /// The last component of the path.
@@ -27,7 +27,7 @@ package struct ScannedFile: Sendable, Equatable {
 /// folder), skips every hidden entry (so the tool's `.imagecache/` state and the temporary
 /// files of atomic writes are never seen) and reports regular files, and symbolic links
 /// themselves when asked (SPEC sections 1 and 4).
-package struct CacheScanner: Sendable {
+public struct CacheScanner: Sendable {
   package let root: String
   /// Whether a symbolic link is reported as an entry of its own, with its own (lstat)
   /// attributes, whatever it points to: what SD's `removeExpiredData` sees, since its
@@ -38,7 +38,7 @@ package struct CacheScanner: Sendable {
   /// `verify` names the temporary files of atomic writes and other hidden files.
   package let includesHiddenFiles: Bool
 
-  package init(root: String, includesSymbolicLinks: Bool = false, includesHiddenFiles: Bool = false)
+  public init(root: String, includesSymbolicLinks: Bool = false, includesHiddenFiles: Bool = false)
   {
     self.root = root
     self.includesSymbolicLinks = includesSymbolicLinks
@@ -49,7 +49,7 @@ package struct CacheScanner: Sendable {
   /// with ``includesSymbolicLinks``), until it returns false.
   /// A missing root is an empty cache. An entry that cannot be read is passed to `onError`,
   /// and the walk goes on.
-  package func forEachFile(
+  public func forEachFile(
     onError: (FileSystemError) -> Void = { _ in },
     _ visit: (ScannedFile) throws -> Bool
   ) throws {

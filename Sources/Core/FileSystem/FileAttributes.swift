@@ -23,14 +23,14 @@ public struct FileAttributes: Sendable, Equatable {
   /// The birth time, where `statx` reports one.
   package var creationTime: Int64?
 
-  package var accessDate: Date { Date(nanosecondsSince1970: accessTime) }
-  package var modificationDate: Date { Date(nanosecondsSince1970: modificationTime) }
+  public var accessDate: Date { Date(nanosecondsSince1970: accessTime) }
+  public var modificationDate: Date { Date(nanosecondsSince1970: modificationTime) }
   package var changeDate: Date { Date(nanosecondsSince1970: changeTime) }
   package var creationDate: Date? { creationTime.map { Date(nanosecondsSince1970: $0) } }
 
-  package var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
-  package var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
-  package var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
+  public var isRegularFile: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFREG) }
+  public var isDirectory: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFDIR) }
+  public var isSymbolicLink: Bool { mode & UInt32(S_IFMT) == UInt32(S_IFLNK) }
 
   init(_ stat: ic_file_stat) {
     mode = stat.mode

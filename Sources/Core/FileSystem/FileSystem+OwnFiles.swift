@@ -13,7 +13,7 @@ extension FileSystem {
   /// through it: a link planted there would make a run as root truncate or overwrite its
   /// target. Returns whether it exists.
   @discardableResult
-  package static func checkOwnEntry(_ path: String, isFolder: Bool = false)
+  public static func checkOwnEntry(_ path: String, isFolder: Bool = false)
     throws(FileSystemError) -> Bool
   {
     var info = stat()
@@ -90,7 +90,7 @@ extension FileSystem {
   /// Opens one of the tool's own files without following a link (`O_NOFOLLOW`), closed on
   /// exec, and never blocking on a FIFO planted there; refuses anything but a regular file.
   /// Returns `nil` when it does not exist and `flags` do not create it.
-  package static func openOwnFile(_ path: String, flags: Int32, mode: mode_t = 0o644)
+  public static func openOwnFile(_ path: String, flags: Int32, mode: mode_t = 0o644)
     throws(FileSystemError) -> Int32?
   {
     var fd: Int32

@@ -8,15 +8,15 @@ import Synchronization
   import Darwin
 #endif
 /// Thin, throwing wrappers over the POSIX calls the cache relies on.
-package enum FileSystem {
+public enum FileSystem {
   /// The attributes of `path` (not following a final symbolic link), or `nil` if it does not
   /// exist.
-  package static func attributes(atPath path: String) throws(FileSystemError) -> FileAttributes? {
+  public static func attributes(atPath path: String) throws(FileSystemError) -> FileAttributes? {
     try attributes(directoryFD: AT_FDCWD, name: path)
   }
 
   /// The attributes of `name` relative to an open directory, or `nil` if it does not exist.
-  package static func attributes(directoryFD: Int32, name: String) throws(FileSystemError)
+  public static func attributes(directoryFD: Int32, name: String) throws(FileSystemError)
     -> FileAttributes?
   {
     var stat = ic_file_stat()
@@ -33,7 +33,7 @@ package enum FileSystem {
   /// Linux mounts with relatime or noatime do not update it on reads, so SD 5.20+ sets it
   /// explicitly on every hit, and so do we (SPEC section 1).
   @discardableResult
-  package static func setAccessTimeToNow(path: String) throws -> Bool {
+  public static func setAccessTimeToNow(path: String) throws -> Bool {
     guard ic_touch_access_time(path) == 0 else {
       if errno == ENOENT || errno == ENOTDIR { return false }
       throw FileSystemError("set access time of", path: path, errno: errno)
@@ -61,7 +61,7 @@ package enum FileSystem {
   }
 
   /// Creates `path` and its missing parents (`mkdir -p`).
-  package static func createDirectory(path: String) throws(FileSystemError) {
+  public static func createDirectory(path: String) throws(FileSystemError) {
     do {
       try FileManager.default.createDirectory(
         atPath: path, withIntermediateDirectories: true)
@@ -150,7 +150,7 @@ package enum FileSystem {
   /// `rename(2)` over the target. A reader sees the old file or the new one, never a partial
   /// one; a crash leaves at most a hidden temporary file, which no pass counts or serves.
   /// Missing directories are created, unless `createsFolder` is false.
-  package static func writeAtomically(
+  public static func writeAtomically(
     _ data: Data, toPath path: String, createsFolder: Bool = true
   ) throws {
     // Split at the last "/" by hand: NSString's path methods bridge and normalise, and this
@@ -183,7 +183,7 @@ package enum FileSystem {
   /// spilled body is mapped from it) and closed on
   /// exec; returns its descriptor and path. Missing directories are created, unless
   /// `createsFolder` is false.
-  package static func createTemporaryFile(
+  public static func createTemporaryFile(
     in directory: String, for name: String, createsFolder: Bool = false
   ) throws(FileSystemError) -> (descriptor: Int32, path: String) {
     let temporary =

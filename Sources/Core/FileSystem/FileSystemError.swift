@@ -21,7 +21,7 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   /// What else the user needs to act on it, after the reason.
   package private(set) var note: String?
 
-  package init(_ operation: String, path: String, errno: Int32) {
+  public init(_ operation: String, path: String, errno: Int32) {
     self.operation = operation
     self.path = path
     self.errno = errno
@@ -40,7 +40,7 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
   /// A failure of one of Foundation's file calls, with the POSIX error under it when it
   /// carries one, else its own words: never an errno read after other calls may have changed
   /// it, nor one made up.
-  package init(_ operation: String, path: String, underlying error: any Error) {
+  public init(_ operation: String, path: String, underlying error: any Error) {
     if let error = error as? FileSystemError {
       self = error
       return
@@ -59,7 +59,7 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
 
   /// A file that ended before the bytes it was known to hold: not an I/O error (`EIO`), which
   /// would send someone looking at the disk.
-  package static func unexpectedEnd(_ operation: String, path: String) -> FileSystemError {
+  public static func unexpectedEnd(_ operation: String, path: String) -> FileSystemError {
     FileSystemError(operation, path: path, reason: "unexpected end of file", isUsageError: false)
   }
 

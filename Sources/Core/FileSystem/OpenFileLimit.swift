@@ -4,9 +4,9 @@ import Foundation
 /// the system's table). Every later download and store would fail the same way, one URL after
 /// another, so it ends the run as a full disk does (exit 4), naming the limit and how to raise
 /// it (issue 38).
-package enum OpenFileLimit {
+public enum OpenFileLimit {
   /// Whether `errno` says the descriptors ran out.
-  package static func isExhausted(errno: Int32) -> Bool { errno == EMFILE || errno == ENFILE }
+  public static func isExhausted(errno: Int32) -> Bool { errno == EMFILE || errno == ENFILE }
 
   /// Whether a library's message (libcurl's, which keeps no errno) says they ran out.
   package static func isExhausted(message: String) -> Bool {

@@ -16,7 +16,7 @@ public final class SpilledBody: Sendable {
   /// Whether the file was renamed to a cache name: then it is no longer this body's to remove.
   private let moved = Mutex(false)
 
-  package init(path: String) {
+  public init(path: String) {
     self.path = path
   }
 

@@ -87,7 +87,7 @@ public struct ImageInfo: Sendable, Equatable, Codable {
   package var width: Int?
   package var height: Int?
 
-  package init(format: ImageFormat?, width: Int? = nil, height: Int? = nil) {
+  public init(format: ImageFormat?, width: Int? = nil, height: Int? = nil) {
     self.format = format
     self.width = width
     self.height = height

@@ -19,7 +19,7 @@ public struct CleanupLimits: Sendable, Codable, Equatable {
   package var maxDiskSize: UInt64
   package var expireType: ExpireType
 
-  package init(maxDiskAge: Double, maxDiskSize: UInt64, expireType: ExpireType) {
+  public init(maxDiskAge: Double, maxDiskSize: UInt64, expireType: ExpireType) {
     self.maxDiskAge = maxDiskAge
     self.maxDiskSize = maxDiskSize
     self.expireType = expireType
@@ -28,7 +28,7 @@ public struct CleanupLimits: Sendable, Codable, Equatable {
 
 /// One thing a maintenance pass did, or would do under `--dry-run`.
 public struct MaintenanceAction: Sendable, Codable, Equatable {
-  package enum Kind: String, Sendable, Codable, CaseIterable {
+  public enum Kind: String, Sendable, Codable, CaseIterable {
     case delete
     case move
     /// A name collision: the older file was kept aside instead of overwriting the newer one.
@@ -43,7 +43,7 @@ public struct MaintenanceAction: Sendable, Codable, Equatable {
   package var bytes: UInt64
   package var date: Date?
 
-  package init(
+  public init(
     kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil
   ) {
     self.kind = kind
@@ -75,7 +75,7 @@ public struct PassSummary: Sendable, Equatable {
   package var cacheBytesBefore: UInt64?
   package var cacheBytesAfter: UInt64?
 
-  package init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
+  public init(pass: MaintenancePassReport.Pass, dryRun: Bool) {
     self.pass = pass
     self.dryRun = dryRun
   }
@@ -105,13 +105,13 @@ public protocol MaintenanceRecorder {
 }
 
 extension MaintenanceRecorder {
-  package mutating func record(_ action: MaintenanceAction) {
+  public mutating func record(_ action: MaintenanceAction) {
     summary.count(action)
     keep(action)
   }
 
   /// Records a per-file error; the pass goes on.
-  package mutating func recordError(_ message: String) {
+  public mutating func recordError(_ message: String) {
     summary.errorCount += 1
     keep(error: message)
   }
@@ -123,17 +123,17 @@ extension MaintenanceRecorder {
   }
 
   /// Records a delete (or, in a dry run, a planned one).
-  package mutating func recordDelete(path: String, bytes: UInt64, date: Date?) {
+  public mutating func recordDelete(path: String, bytes: UInt64, date: Date?) {
     record(MaintenanceAction(kind: .delete, path: path, bytes: bytes, date: date))
   }
 
   /// Records a move (or a planned one).
-  package mutating func recordMove(from path: String, to destination: String, bytes: UInt64) {
+  public mutating func recordMove(from path: String, to destination: String, bytes: UInt64) {
     record(MaintenanceAction(kind: .move, path: path, destination: destination, bytes: bytes))
   }
 
   /// Records a collision whose loser was kept at `aside`.
-  package mutating func recordKeptAside(path: String, aside: String, bytes: UInt64) {
+  public mutating func recordKeptAside(path: String, aside: String, bytes: UInt64) {
     record(MaintenanceAction(kind: .keptAside, path: path, destination: aside, bytes: bytes))
   }
 }

@@ -29,7 +29,7 @@ public struct PlannedURL: Sendable, Codable, Equatable {
   /// `file:line`.
   package var source: String?
 
-  package init(url: String, action: PlannedAction, reason: String? = nil, source: String? = nil) {
+  public init(url: String, action: PlannedAction, reason: String? = nil, source: String? = nil) {
     self.url = url
     self.action = action
     self.reason = reason
@@ -53,7 +53,7 @@ public struct PrefetchPlanCounts: Sendable, Codable, Equatable {
   /// Manifests and sitemaps that could not be read as a whole: not in `total`.
   package var inputsFailed = 0
 
-  package init() {}
+  public init() {}
 
   private enum CodingKeys: String, CodingKey {
     case total, hit, download, revalidate, blacklisted, invalid, miss, failed, skipped

@@ -12,7 +12,7 @@ public struct FailureReport: Sendable, Codable, Equatable {
   /// Where the URL came from, for manifest line errors.
   package var source: String?
 
-  package init(
+  public init(
     url: String, code: Int, name: String, httpStatus: Int?, message: String, attempts: Int,
     blacklisted: Bool, source: String? = nil
   ) {
@@ -35,7 +35,7 @@ public struct DownloadReport: Sendable, Codable, Equatable {
   package var width: Int?
   package var height: Int?
 
-  package init(url: String, bytes: Int, info: ImageInfo) {
+  public init(url: String, bytes: Int, info: ImageInfo) {
     self.url = url
     self.bytes = bytes
     format = info.format
@@ -59,7 +59,7 @@ public struct VariantReport: Sendable, Codable, Equatable {
   /// Why nothing was stored under the key, when nothing was.
   package var skipped: String?
 
-  package init(
+  public init(
     url: String, key: String, format: ImageFormat? = nil, width: Int? = nil, height: Int? = nil,
     bytes: Int? = nil, originalBytes: Bool = false, skipped: String? = nil
   ) {
@@ -151,7 +151,7 @@ public struct HostLimit: Sendable, Codable, Equatable {
   /// stream), `timeout`.
   package var cuts: [String: Int]
 
-  package init(host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int]) {
+  public init(host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int]) {
     self.host = host
     self.final = final
     self.min = min
@@ -171,7 +171,7 @@ public struct HostBackoff: Sendable, Codable, Equatable {
   /// wait), overlapping waits counted once, none past the end of the run.
   package var seconds: Double
 
-  package init(host: String, pauses: Int, seconds: Double) {
+  public init(host: String, pauses: Int, seconds: Double) {
     self.host = host
     self.pauses = pauses
     self.seconds = seconds

@@ -26,7 +26,7 @@ public enum VerifyRepair: String, Sendable, Codable, CaseIterable {
 }
 
 /// What `verify` concluded of one file.
-package enum VerifyOutcome: String, Sendable, Codable, CaseIterable {
+public enum VerifyOutcome: String, Sendable, Codable, CaseIterable {
   /// An image SD reads, under a name SD gives a key.
   case ok
   /// Nothing an app reading the cache would fail on, but worth a look: a legacy name, an
@@ -49,7 +49,7 @@ public struct VerifiedFile: Sendable, Codable, Equatable {
   /// What is worth a look, `bad` or not.
   package var notes: [String]
 
-  package init(
+  public init(
     name: String, size: UInt64, modifiedAt: Date, outcome: VerifyOutcome, reason: String? = nil,
     notes: [String] = []
   ) {
@@ -72,7 +72,7 @@ public struct VerifyCounts: Sendable, Codable, Equatable {
   /// incomplete, each is among the errors.
   package var errors = 0
 
-  package init() {}
+  public init() {}
 
   package subscript(outcome: VerifyOutcome) -> Int {
     switch outcome {

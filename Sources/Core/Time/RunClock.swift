@@ -5,7 +5,7 @@ import Foundation
 /// for people and for the state; the duration is the monotonic clock's, so that an NTP step
 /// mid-run neither makes it negative nor stretches it. An end that the wall clock puts before
 /// the start is written as the start plus the duration, and said (``Finish/clockStep``).
-package struct RunClock: Sendable {
+public struct RunClock: Sendable {
   /// When the run started, by the wall clock.
   package let startedAt: Date
   private let start: ContinuousClock.Instant
@@ -14,13 +14,13 @@ package struct RunClock: Sendable {
   /// clocks are read a moment apart.
   package static let stepTolerance: TimeInterval = 1
 
-  package init() {
+  public init() {
     start = ContinuousClock.now
     startedAt = Date()
   }
 
   /// Seconds since the start, by the monotonic clock: never negative.
-  package var elapsed: TimeInterval { Self.seconds(ContinuousClock.now - start) }
+  public var elapsed: TimeInterval { Self.seconds(ContinuousClock.now - start) }
 
   /// The end of a run.
   package struct Finish: Sendable, Equatable {
