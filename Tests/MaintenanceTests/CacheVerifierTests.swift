@@ -103,7 +103,7 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
   }
 
   /// A repair never touches a file that changed since it was checked: it may be a fresh store.
-  func testARepairLeavesAFileThatChangedSinceItWasCheckedAlone() throws {
+  func testARepairLeavesAFileThatChangedSinceItWasCheckedAlone() async throws {
     let name = CacheFileName.fileName(forKey: "https://a.example/x.jpg")
     try store(DamagedImage.truncatedJPEG.data, as: name)
     let verifier = verifier(repair: .delete)
@@ -112,7 +112,7 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
     try store(Fixtures.jpeg, as: name)
 
     var pass = MaintenancePassReport(pass: .repair, dryRun: false)
-    try verifier.repair(findings, dryRun: false, into: &pass)
+    try await verifier.repair(findings, dryRun: false, into: &pass)
 
     XCTAssertEqual(pass.filesRemoved, 0)
     XCTAssertEqual(pass.errors.count, 1)
