@@ -150,10 +150,18 @@ final class VerifyRefetchTests: LoopbackTestCase {
     let names = try prefetch(["/once.jpg", "/a.jpg"])
     try damage(names["/once.jpg"]!)
 
-    let (result, report) = try verify(["--repair", "refetch"])
+    let metricsPath = temporary.appending("verify.prom")
+    let (result, report) = try verify(["--repair", "refetch", "--metrics", metricsPath])
 
     XCTAssertEqual(result.status, 1, result.stderr)
     XCTAssertFalse(FileManager.default.fileExists(atPath: path(names["/once.jpg"]!)))
+    let metrics = try String(contentsOfFile: metricsPath, encoding: .utf8)
+    for (action, count) in [("quarantine", 1), ("refetch", 0), ("refetch_failed", 1)] {
+      XCTAssertTrue(
+        metrics.contains(
+          "imagecache_verify_repaired_files{imagecache_job=\"verify\",namespace=\"default\","
+            + "action=\"\(action)\"} \(count).0"), metrics)
+    }
     XCTAssertEqual(quarantined.map { ($0 as NSString).lastPathComponent }, [names["/once.jpg"]!])
     let pass = try XCTUnwrap(report.maintenance.first { $0.pass == .repair })
     XCTAssertEqual(pass.filesRefetched, 0)
