@@ -135,10 +135,12 @@ extension ImageManager {
       let storedOnDisk =
         key == originalKey
         ? context.storeCacheType.includesDisk : context.originalStoreCacheType.includesDisk
-      let storedURL = storedOnDisk ? StoredURL(
-        fileName: ((key == originalKey ? paths : cache.disk.paths(forKey: originalKey)).current
-          as NSString).lastPathComponent,
-        url: blacklistKey, storedAt: now) : nil
+      let storedURL =
+        storedOnDisk
+        ? StoredURL(
+          fileName: ((key == originalKey ? paths : cache.disk.paths(forKey: originalKey)).current
+            as NSString).lastPathComponent,
+          url: blacklistKey, storedAt: now) : nil
       if validators != nil || storedURL != nil {
         try namespace.queue(validators, storedURL: storedURL)
       }

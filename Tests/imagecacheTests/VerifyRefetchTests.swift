@@ -143,7 +143,8 @@ final class VerifyRefetchTests: LoopbackTestCase {
     XCTAssertTrue(result.stdout.contains("repair: would move \(foreign)"), result.stdout)
     let pass = try XCTUnwrap(report.maintenance.first { $0.pass == .repair })
     XCTAssertTrue(pass.dryRun)
-    XCTAssertEqual(pass.actions.map(\.kind).sorted { $0.rawValue < $1.rawValue }, [.move, .refetch])
+    XCTAssertEqual(
+      pass.actions.map(\.kind).sorted { $0.rawValue < $1.rawValue }, [.move, .refetch])
   }
 
   func testARefetchThatFailsQuarantinesTheBadFileAndSaysSo() throws {
