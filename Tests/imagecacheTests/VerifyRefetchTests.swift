@@ -199,6 +199,43 @@ final class VerifyRefetchTests: LoopbackTestCase {
     XCTAssertEqual(report.verify?.counts.bad, 2)
   }
 
+  /// A job's verify pass refetches with the job's own context: its headers reach the origin,
+  /// and its cache key filter names the same file.
+  func testAJobsVerifyPassRefetchesWithTheJobsContext() throws {
+    let manifest = temporary.appending("job-urls.txt")
+    try server.url("/a.jpg?v=1").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let reportPath = temporary.appending("reports/job.json")
+    let file = temporary.appending("job.yaml")
+    try """
+    cache:
+      directory: \(location.directory)
+    manifests: [\(manifest)]
+    context:
+      headers: {X-Api-Key: key-123}
+      cacheKeyFilter: stripQuery
+    maintenance: [verify]
+    verify: {repair: refetch}
+    report: \(reportPath)
+
+    """.write(toFile: file, atomically: true, encoding: .utf8)
+    let first = try ImageCacheBinary.run(["run", file])
+    XCTAssertEqual(first.status, 0, first.stderr)
+    let name = CacheFileName.fileName(forKey: server.url("/a.jpg"))
+    try damage(name)
+
+    let result = try ImageCacheBinary.run(["run", file])
+
+    XCTAssertEqual(result.status, 1, "the audit found a bad file: \(result.stderr)")
+    XCTAssertEqual(FileManager.default.contents(atPath: path(name)), Fixtures.jpeg)
+    let requests = server.requests("/a.jpg")
+    XCTAssertEqual(requests.count, 2, "the prefetch's download, then the refetch")
+    XCTAssertEqual(requests.last?.header("X-Api-Key"), "key-123")
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.prefetch?.counts.diskHits, 1, "the damaged file was a hit")
+    XCTAssertEqual(report.maintenance.first { $0.pass == .repair }?.filesRefetched, 1)
+  }
+
   /// A refetch killed while its download is in flight leaves the bad file as it was, or the
   /// whole new one: the store is a rename. Nothing else visible is left in the cache.
   func testKillNineDuringARefetchLeavesTheBadFileOrTheWholeNewOne() throws {
