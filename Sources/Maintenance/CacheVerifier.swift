@@ -21,17 +21,21 @@ public struct RefetchSource: Sendable {
     (@Sendable (_ url: String, _ fileName: String) async -> Result<UInt64, RefetchFailure>)?
   /// Downloads at once.
   public var concurrency: Int
+  /// The run's stop (a signal, its time limit): no download starts after it, and those in
+  /// flight are cancelled, their files left as they were.
+  public var stop: StopFlag
 
   public init(
     url: @escaping @Sendable (_ fileName: String) throws -> String?,
     fetch: (
       @Sendable (_ url: String, _ fileName: String) async -> Result<UInt64, RefetchFailure>
     )?,
-    concurrency: Int
+    concurrency: Int, stop: StopFlag = StopFlag()
   ) {
     self.url = url
     self.fetch = fetch
     self.concurrency = concurrency
+    self.stop = stop
   }
 }
 
@@ -162,7 +166,7 @@ public struct CacheVerifier: Sendable {
   /// state does not keep) is quarantined instead, and so is one whose download fails; the
   /// action's reason says why. The files to refetch are held in memory (a name and a URL
   /// each) and downloaded `refetch.concurrency` at a time once the walk of the bad files is
-  /// over.
+  /// over; `refetch.stop` cancels the downloads in flight.
   public func repair<Recorder: MaintenanceRecorder>(
     _ findings: Findings, dryRun: Bool, now: Date = Date(), into recorder: inout Recorder,
     refetch: RefetchSource? = nil, stop: () -> Bool = { false }
@@ -227,21 +231,36 @@ public struct CacheVerifier: Sendable {
     }
     guard let refetch, let fetch = refetch.fetch, !toRefetch.isEmpty else { return }
     try await withThrowingTaskGroup(
-      of: (index: Int, result: Result<UInt64, RefetchFailure>).self
+      of: (index: Int, result: Result<UInt64, RefetchFailure>)?.self
     ) { group in
+      // A stop cancels the downloads in flight: the run has seconds to end (SPEC section 10).
+      group.addTask {
+        await refetch.stop.wait()
+        return nil
+      }
       var next = 0
+      var running = 0
       func startNext() {
-        guard next < toRefetch.count, !stop() else { return }
+        guard next < toRefetch.count, !refetch.stop.isStopped else { return }
         let (index, file) = (next, toRefetch[next])
         next += 1
+        running += 1
         group.addTask { (index, await fetch(file.url, file.name)) }
       }
       for _ in 0..<max(1, refetch.concurrency) { startNext() }
-      while let (index, result) = try await group.next() {
+      while running > 0, let finished = try await group.next() {
+        guard let (index, result) = finished else {
+          group.cancelAll()
+          continue
+        }
+        running -= 1
         let file = toRefetch[index]
         switch result {
         case .success(let bytes):
           recorder.recordRefetch(path: file.name, url: file.url, bytes: bytes)
+        case .failure where refetch.stop.isStopped:
+          recorder.recordError(
+            "\(diskCachePath)/\(file.name): refetch interrupted: left as it was")
         case .failure(let failure):
           // The download never reached the file: the bad one is still there, and no app
           // should read it.
@@ -252,6 +271,8 @@ public struct CacheVerifier: Sendable {
         }
         startNext()
       }
+      // The stop's watcher, when no stop came.
+      group.cancelAll()
     }
   }
 

@@ -25,6 +25,13 @@ final class VerifyRefetchTests: LoopbackTestCase {
           headers: [("Content-Type", "image/jpeg")], body: Fixtures.jpeg,
           dripInterval: .milliseconds(50), dripChunk: 16)
     }
+    // The first refetch is answered only after seconds.
+    routes["/stuck.jpg"] = { request in
+      request.attempt == 2
+        ? ServerResponse(
+          headers: [("Content-Type", "image/jpeg")], body: Fixtures.jpeg, headDelay: .seconds(10))
+        : .image(Fixtures.jpeg, type: "image/jpeg")
+    }
     return routes
   }
 
@@ -234,6 +241,34 @@ final class VerifyRefetchTests: LoopbackTestCase {
       XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
     XCTAssertEqual(report.prefetch?.counts.diskHits, 1, "the damaged file was a hit")
     XCTAssertEqual(report.maintenance.first { $0.pass == .repair }?.filesRefetched, 1)
+  }
+
+  /// SIGINT during a refetch cancels the download in flight: the run ends at once, its report
+  /// interrupted, the bad file left as it was (not quarantined: nothing failed).
+  func testSIGINTDuringARefetchCancelsItAndLeavesTheFileAsItWas() throws {
+    let names = try prefetch(["/stuck.jpg"])
+    let name = names["/stuck.jpg"]!
+    try damage(name)
+    let damaged = FileManager.default.contents(atPath: path(name))
+    let reportPath = temporary.appending("reports/interrupted.json")
+
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "verify", "--cache", location.directory, "--repair", "refetch", "--report", reportPath,
+    ])
+    waitUntil("the refetch's request") { server.requestCount("/stuck.jpg") == 2 }
+    kill(process.processIdentifier, SIGINT)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+
+    XCTAssertEqual(result.status, 130, result.stderr)
+    XCTAssertEqual(FileManager.default.contents(atPath: path(name)), damaged)
+    XCTAssertTrue(quarantined.isEmpty)
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.status, .interrupted)
+    let pass = try XCTUnwrap(report.maintenance.first { $0.pass == .repair })
+    XCTAssertEqual(pass.filesRefetched, 0)
+    XCTAssertEqual(pass.filesNotRefetched, 0)
+    XCTAssertTrue(pass.errors.contains { $0.contains("refetch interrupted") }, "\(pass.errors)")
   }
 
   /// A refetch killed while its download is in flight leaves the bad file as it was, or the

@@ -100,7 +100,7 @@ extension JobRunner {
         manager: manager, downloader: downloader, options: job.options, context: job.context)
       let source = RefetchSource(
         url: { try storedURLs.url(forFileName: $0) }, fetch: refetcher.refetch,
-        concurrency: job.prefetch.http.concurrency)
+        concurrency: job.prefetch.http.concurrency, stop: stop)
       try await verifier.repair(
         findings, dryRun: false, into: &recorder, refetch: source, stop: { stop.isStopped })
       try manager.flush()
