@@ -8,13 +8,50 @@ import Imaging
   import Darwin
 #endif
 
+/// Where `verify --repair refetch` gets a bad file again: the runner's state and pipeline
+/// (maintenance knows neither SQL nor HTTP).
+public struct RefetchSource: Sendable {
+  /// The URL the file of that name in the namespace folder was downloaded from, when the state
+  /// knows it.
+  public var url: @Sendable (_ fileName: String) throws -> String?
+  /// Downloads `url` again, validates it and stores it atomically in place of the file
+  /// `fileName`: its new allocated size, or why not. `nil` in a dry run, which downloads
+  /// nothing.
+  public var fetch:
+    (@Sendable (_ url: String, _ fileName: String) async -> Result<UInt64, RefetchFailure>)?
+  /// Downloads at once.
+  public var concurrency: Int
+  /// The run's stop (a signal, its time limit): no download starts after it, and those in
+  /// flight are cancelled, their files left as they were.
+  public var stop: StopFlag
+
+  public init(
+    url: @escaping @Sendable (_ fileName: String) throws -> String?,
+    fetch: (
+      @Sendable (_ url: String, _ fileName: String) async -> Result<UInt64, RefetchFailure>
+    )?,
+    concurrency: Int, stop: StopFlag = StopFlag()
+  ) {
+    self.url = url
+    self.fetch = fetch
+    self.concurrency = concurrency
+    self.stop = stop
+  }
+}
+
+/// Why a refetch did not store the file again (an HTTP status, a body that is no image...).
+public struct RefetchFailure: Error, Sendable {
+  public var reason: String
+  public init(_ reason: String) { self.reason = reason }
+}
+
 /// How `imagecache verify` audits a namespace, with its defaults.
 public struct VerifyConfiguration: Sendable, Equatable {
   /// How deep each file's content is checked (`--level`).
   public var level: VerifyLevel = .structure
   /// What becomes of a bad file (`--repair`); `none`: a report only.
   public var repair: VerifyRepair = .none
-  /// The most files a repair may quarantine or delete; over it, nothing is repaired
+  /// The most files a repair may quarantine, delete or refetch; over it, nothing is repaired
   /// (`--max-delete`, as for expire and trim).
   public var maxDelete: DeletionLimit?
   /// Files read and checked at once (`--jobs`): the machine's cores.
@@ -39,7 +76,7 @@ public struct VerifyConfiguration: Sendable, Equatable {
 ///
 /// Symbolic links are notes, never followed. Files are read `jobs` at a time, a batch after
 /// another, and recorded in the walk's order; only the bad files are kept, compactly and in a
-/// temporary file once many, for ``repair(_:dryRun:now:into:stop:)``.
+/// temporary file once many, for ``repair(_:dryRun:now:into:refetch:stop:)``.
 public struct CacheVerifier: Sendable {
   public let diskCachePath: String
   public let configuration: VerifyConfiguration
@@ -119,17 +156,25 @@ public struct CacheVerifier: Sendable {
     return findings
   }
 
-  /// The bad files `findings` holds, quarantined or deleted as configured (with `dryRun`,
-  /// planned), each recorded as a move or delete. A file that changed since it was checked
-  /// (its size or date), or that is gone, is left alone with an error. A file that cannot be
-  /// moved or removed is recorded as not removed (the run's exit code is 1).
+  /// The bad files `findings` holds, quarantined, deleted or refetched as configured (with
+  /// `dryRun`, planned), each recorded as a move, delete or refetch. A file that changed since
+  /// it was checked (its size or date), or that is gone, is left alone with an error. A file
+  /// that cannot be moved or removed is recorded as not removed (the run's exit code is 1).
+  ///
+  /// A refetch needs the file's URL from `refetch`: a file whose URL is unknown (a cache
+  /// migrated from SD, a state from before URLs were kept, a URL with a password, which the
+  /// state does not keep) is quarantined instead, and so is one whose download fails; the
+  /// action's reason says why. The files to refetch are held in memory (a name and a URL
+  /// each) and downloaded `refetch.concurrency` at a time once the walk of the bad files is
+  /// over; `refetch.stop` cancels the downloads in flight.
   public func repair<Recorder: MaintenanceRecorder>(
     _ findings: Findings, dryRun: Bool, now: Date = Date(), into recorder: inout Recorder,
-    stop: () -> Bool = { false }
-  ) throws {
+    refetch: RefetchSource? = nil, stop: () -> Bool = { false }
+  ) async throws {
     guard configuration.repair != .none else { return }
-    let quarantine = ".imagecache/quarantine/" + Self.day(now)
-    var madeQuarantine = false
+    var quarantine = Quarantine(
+      root: diskCachePath, folder: ".imagecache/quarantine/" + Self.day(now), dryRun: dryRun)
+    var toRefetch: [(name: String, url: String, bytes: UInt64)] = []
     try findings.badFiles.forEach { record in
       if stop() { return false }
       let name = String(decoding: record.path, as: UTF8.self)
@@ -159,20 +204,102 @@ public struct CacheVerifier: Sendable {
           recorder.recordNotRemoved(FileSystemError("remove", path: path, errno: errno))
         }
       case .quarantine:
-        if !dryRun && !madeQuarantine {
-          try FileSystem.createDirectory(path: diskCachePath + "/" + quarantine)
-          madeQuarantine = true
+        try quarantine.move(name, bytes: current.allocatedSize, into: &recorder)
+      case .refetch:
+        guard let url = try refetch?.url(name) else {
+          try quarantine.move(
+            name, bytes: current.allocatedSize, into: &recorder,
+            reason: "no URL known for it (no state, or stored before the state kept URLs): "
+              + "quarantined instead of refetched")
+          return true
         }
-        let destination = Self.freeName(
-          quarantine + "/" + (name as NSString).lastPathComponent, in: diskCachePath)
-        if dryRun || rename(path, diskCachePath + "/" + destination) == 0 {
-          recorder.recordMove(from: name, to: destination, bytes: current.allocatedSize)
+        // The state keeps a password masked (SPEC section 11): sent as it is, it would fail.
+        guard URL(string: url)?.password != "***" else {
+          try quarantine.move(
+            name, bytes: current.allocatedSize, into: &recorder,
+            reason: "its URL has a password, which the state does not keep: quarantined "
+              + "instead of refetched")
+          return true
+        }
+        if dryRun {
+          recorder.recordRefetch(path: name, url: url, bytes: current.allocatedSize)
         } else {
-          recorder.recordNotRemoved(
-            FileSystemError("move to \(destination)", path: path, errno: errno))
+          toRefetch.append((name, url, current.allocatedSize))
         }
       }
       return true
+    }
+    guard let refetch, let fetch = refetch.fetch, !toRefetch.isEmpty else { return }
+    try await withThrowingTaskGroup(
+      of: (index: Int, result: Result<UInt64, RefetchFailure>)?.self
+    ) { group in
+      // A stop cancels the downloads in flight: the run has seconds to end (SPEC section 10).
+      group.addTask {
+        await refetch.stop.wait()
+        return nil
+      }
+      var next = 0
+      var running = 0
+      func startNext() {
+        guard next < toRefetch.count, !refetch.stop.isStopped else { return }
+        let (index, file) = (next, toRefetch[next])
+        next += 1
+        running += 1
+        group.addTask { (index, await fetch(file.url, file.name)) }
+      }
+      for _ in 0..<max(1, refetch.concurrency) { startNext() }
+      while running > 0, let finished = try await group.next() {
+        guard let (index, result) = finished else {
+          group.cancelAll()
+          continue
+        }
+        running -= 1
+        let file = toRefetch[index]
+        switch result {
+        case .success(let bytes):
+          recorder.recordRefetch(path: file.name, url: file.url, bytes: bytes)
+        case .failure where refetch.stop.isStopped:
+          recorder.recordError(
+            "\(diskCachePath)/\(file.name): refetch interrupted: left as it was")
+        case .failure(let failure):
+          // The download never reached the file: the bad one is still there, and no app
+          // should read it.
+          recorder.recordNotRefetched(path: file.name, url: file.url, reason: failure.reason)
+          try quarantine.move(
+            file.name, bytes: file.bytes, into: &recorder,
+            reason: "refetch failed (\(failure.reason)): quarantined")
+        }
+        startNext()
+      }
+      // The stop's watcher, when no stop came.
+      group.cancelAll()
+    }
+  }
+
+  /// The day's quarantine folder, made on the first move into it.
+  struct Quarantine {
+    let root: String
+    /// Relative to `root`.
+    let folder: String
+    let dryRun: Bool
+    var made = false
+
+    /// Moves the file `name` (relative to `root`) into the quarantine by rename, recording it.
+    mutating func move<Recorder: MaintenanceRecorder>(
+      _ name: String, bytes: UInt64, into recorder: inout Recorder, reason: String? = nil
+    ) throws {
+      if !dryRun && !made {
+        try FileSystem.createDirectory(path: root + "/" + folder)
+        made = true
+      }
+      let destination = CacheVerifier.freeName(
+        folder + "/" + (name as NSString).lastPathComponent, in: root)
+      if dryRun || rename(root + "/" + name, root + "/" + destination) == 0 {
+        recorder.recordMove(from: name, to: destination, bytes: bytes, reason: reason)
+      } else {
+        recorder.recordNotRemoved(
+          FileSystemError("move to \(destination)", path: root + "/" + name, errno: errno))
+      }
     }
   }
 

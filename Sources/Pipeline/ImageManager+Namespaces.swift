@@ -13,10 +13,17 @@ extension ImageManager {
     let blacklist: Mutex<[String: Date]>
     /// What could not be read of the other state files, for people.
     let warnings: [String]
-    /// Validators not yet written: one SQLite transaction per download would serialise the
-    /// downloads on the database, so they are written in batches.
-    let pendingValidators = Mutex<[CacheValidators]>([])
+    /// Validators and stored files' URLs not yet written: one SQLite transaction per download
+    /// would serialise the downloads on the database, so they are written in batches.
+    let pending = Mutex(PendingWrites())
     static let validatorBatchSize = 256
+
+    /// What the state has yet to learn.
+    struct PendingWrites {
+      var validators: [CacheValidators] = []
+      var storedURLs: [StoredURL] = []
+      var count: Int { validators.count + storedURLs.count }
+    }
 
     /// Creates the namespace's cache folder if it is not there: a store finds it made, and one
     /// that is gone later was removed during the run (an error, not re-created in silence).
@@ -34,12 +41,13 @@ extension ImageManager {
           opened.blacklistEntries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
     }
 
-    /// Queues `validators`, writing the queue once it is a batch.
-    func queue(_ validators: CacheValidators) throws {
-      let batch = pendingValidators.withLock { pending -> [CacheValidators] in
-        pending.append(validators)
-        guard pending.count >= Self.validatorBatchSize else { return [] }
-        defer { pending.removeAll(keepingCapacity: true) }
+    /// Queues `validators` and `storedURL`, writing the queue once it is a batch.
+    func queue(_ validators: CacheValidators? = nil, storedURL: StoredURL? = nil) throws {
+      let batch = pending.withLock { pending -> PendingWrites in
+        if let validators { pending.validators.append(validators) }
+        if let storedURL { pending.storedURLs.append(storedURL) }
+        guard pending.count >= Self.validatorBatchSize else { return PendingWrites() }
+        defer { pending = PendingWrites() }
         return pending
       }
       try write(batch)
@@ -47,19 +55,19 @@ extension ImageManager {
 
     func flush() throws {
       try write(
-        pendingValidators.withLock { pending in
-          defer { pending.removeAll() }
+        pending.withLock { pending in
+          defer { pending = PendingWrites() }
           return pending
         })
     }
 
-    private func write(_ batch: [CacheValidators]) throws {
-      guard !batch.isEmpty else { return }
-      try validatorStore.setValidators(batch)
+    private func write(_ batch: PendingWrites) throws {
+      if !batch.validators.isEmpty { try validatorStore.setValidators(batch.validators) }
+      if !batch.storedURLs.isEmpty { try validatorStore.setStoredURLs(batch.storedURLs) }
     }
   }
 
-  /// Writes the validators still queued. Call it when the run ends (interrupted or not).
+  /// Writes the validators and stored URLs still queued. Call it when the run ends (interrupted or not).
   public func flush() throws {
     for state in states.withLock({ Array($0.values) }) { try state.flush() }
   }

@@ -124,12 +124,27 @@ extension ImageManager {
       if case .failed = result.outcome { return result }
     }
     do {
-      if response.etag != nil || response.lastModified != nil {
-        try namespace.queue(
-          CacheValidators(
-            cacheKey: originalKey, etag: response.etag, lastModified: response.lastModified,
-            updatedAt: Date()))
-      } else if options.contains(.refreshCached) {
+      let now = Date()
+      let validators =
+        response.etag != nil || response.lastModified != nil
+        ? CacheValidators(
+          cacheKey: originalKey, etag: response.etag, lastModified: response.lastModified,
+          updatedAt: now) : nil
+      // The original's file learns its URL, for `verify` to name and refetch (issue 45); a
+      // variant's does not: it is made by the job's context, not downloaded.
+      let storedOnDisk =
+        key == originalKey
+        ? context.storeCacheType.includesDisk : context.originalStoreCacheType.includesDisk
+      let storedURL =
+        storedOnDisk
+        ? StoredURL(
+          fileName: ((key == originalKey ? paths : cache.disk.paths(forKey: originalKey)).current
+            as NSString).lastPathComponent,
+          url: blacklistKey, storedAt: now) : nil
+      if validators != nil || storedURL != nil {
+        try namespace.queue(validators, storedURL: storedURL)
+      }
+      if validators == nil && options.contains(.refreshCached) {
         try namespace.validatorStore.removeValidators(forKey: originalKey)
       }
       if options.contains(.retryFailed) { try unblacklist(blacklistKey, in: namespace) }

@@ -121,6 +121,11 @@ public final class ImageManager: Sendable {
     let options: ImageOptions
     let context: ImageContext
     let namespace: NamespaceState
+
+    /// The name of the file the download is stored as, in its namespace folder.
+    package var fileName: String { (paths.current as NSString).lastPathComponent }
+    /// The namespace folder the download is stored in.
+    package var namespacePath: String { namespace.cache.disk.path }
   }
 
   /// `parsed` when it is a URL the downloader fetches (http or https, with a host), else the

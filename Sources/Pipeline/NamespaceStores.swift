@@ -20,6 +20,8 @@ public protocol ValidatorStore: Sendable {
   /// Stores many keys' validators at once (one transaction for a database).
   func setValidators(_ batch: [CacheValidators]) throws
   func removeValidators(forKey cacheKey: String) throws
+  /// Records which URL each file of the batch was downloaded from (issue 45), at once.
+  func setStoredURLs(_ batch: [StoredURL]) throws
 }
 
 /// One namespace as a run opened it: where its state goes, and the blacklist it starts with.
@@ -91,6 +93,7 @@ public final class MemoryNamespaces: NamespaceProvider {
 public final class MemoryStateStore: BlacklistStore, ValidatorStore {
   private let blacklist = Mutex<[String: BlacklistEntry]>([:])
   private let validatorsByKey = Mutex<[String: CacheValidators]>([:])
+  private let urlsByFileName = Mutex<[String: StoredURL]>([:])
 
   public init() {}
 
@@ -144,5 +147,19 @@ public final class MemoryStateStore: BlacklistStore, ValidatorStore {
 
   public func removeValidators(forKey cacheKey: String) {
     validatorsByKey.withLock { _ = $0.removeValue(forKey: cacheKey) }
+  }
+
+  public func setStoredURLs(_ batch: [StoredURL]) {
+    urlsByFileName.withLock { stored in
+      for var entry in batch {
+        entry.url = entry.url.maskingURLPasswords
+        stored[entry.fileName] = entry
+      }
+    }
+  }
+
+  /// The URL the file `fileName` was last downloaded from.
+  public func storedURL(forFileName fileName: String) -> StoredURL? {
+    urlsByFileName.withLock { $0[fileName] }
   }
 }

@@ -14,16 +14,51 @@ extension StateStore {
 
   /// Stores many keys' validators in one transaction.
   public func setValidators(_ batch: [CacheValidators]) throws {
-    guard !batch.isEmpty else { return }
+    try upsert(
+      sql: """
+        INSERT INTO validators (cacheKey, etag, lastModified, updatedAt) VALUES (?, ?, ?, ?)
+        ON CONFLICT (cacheKey) DO UPDATE SET
+          etag = excluded.etag, lastModified = excluded.lastModified,
+          updatedAt = excluded.updatedAt
+        """,
+      batch.map {
+        [$0.cacheKey, $0.etag, $0.lastModified, Self.databaseText($0.updatedAt)]
+      })
+  }
+
+  /// Records which URL each file of the batch was downloaded from, in one transaction (issue
+  /// 45). The URLs' passwords are masked here, whatever the caller passed.
+  public func setStoredURLs(_ batch: [StoredURL]) throws {
+    try upsert(
+      sql: """
+        INSERT INTO stored (fileName, url, storedAt) VALUES (?, ?, ?)
+        ON CONFLICT (fileName) DO UPDATE SET url = excluded.url, storedAt = excluded.storedAt
+        """,
+      batch.map { [$0.fileName, $0.url.maskingURLPasswords, Self.databaseText($0.storedAt)] })
+  }
+
+  /// The URL the file `fileName` of the namespace folder was last downloaded from, when this
+  /// state knows it; `nil` too for a state written before the state learnt URLs.
+  public func storedURL(forFileName fileName: String) throws -> StoredURL? {
+    try read { db in
+      guard try db.tableExists("stored") else { return nil }
+      return try Row.fetchOne(
+        db, sql: "SELECT url, storedAt FROM stored WHERE fileName = ?", arguments: [fileName]
+      ).map { row in
+        StoredURL(
+          fileName: fileName, url: try row.decode(forColumn: "url"),
+          storedAt: try row.decode(forColumn: "storedAt"))
+      }
+    }
+  }
+
+  /// Runs the insert `sql` once per row of `rows` (its parameters in order, `nil` as NULL), all
+  /// in one transaction.
+  private func upsert(sql: String, _ rows: [[String?]]) throws {
+    guard !rows.isEmpty else { return }
     try write { db in
       // One prepared statement for the batch: the record API would build its SQL per row.
-      let statement = try db.cachedStatement(
-        sql: """
-          INSERT INTO validators (cacheKey, etag, lastModified, updatedAt) VALUES (?, ?, ?, ?)
-          ON CONFLICT (cacheKey) DO UPDATE SET
-            etag = excluded.etag, lastModified = excluded.lastModified,
-            updatedAt = excluded.updatedAt
-          """)
+      let statement = try db.cachedStatement(sql: sql)
       // Bound and stepped through SQLite's own calls: GRDB's arguments (an array of values,
       // each converted, then checked against the statement) cost as much as SQLite's upsert
       // itself, once per download.
@@ -32,15 +67,9 @@ extension StateStore {
         sqlite3_reset(handle)
         sqlite3_clear_bindings(handle)
       }
-      for validators in batch {
+      for row in rows {
         sqlite3_reset(handle)
-        let code = Self.bind(
-          [
-            validators.cacheKey, validators.etag, validators.lastModified,
-            Self.databaseText(validators.updatedAt),
-          ],
-          to: handle
-        ) { sqlite3_step(handle) }
+        let code = Self.bind(row, to: handle) { sqlite3_step(handle) }
         guard code == SQLITE_DONE else {
           throw DatabaseError(
             resultCode: ResultCode(rawValue: code),

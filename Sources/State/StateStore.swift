@@ -3,8 +3,9 @@ import Foundation
 import GRDB
 
 /// The tool's state (SPEC section 8): `<disk cache path>/.imagecache/state.sqlite` in WAL mode,
-/// holding the blacklist, each key's validators and a row per run. Deleting it loses history,
-/// never cache data; a corrupt file is moved aside and a fresh one created.
+/// holding the blacklist, each key's validators, the URL of each stored file and a row per
+/// run. Deleting it loses history, never cache data; a corrupt file is moved aside and a fresh
+/// one created.
 ///
 /// Every failure is a ``StateStoreError`` naming the file.
 public final class StateStore: Sendable {
@@ -296,6 +297,14 @@ public final class StateStore: Sendable {
         table.column("finishedAt", .datetime)
         table.column("status", .text).notNull()
         table.column("summary", .text)
+      }
+    }
+    // Issue 45: which URL each stored file came from, for `verify` to name and refetch.
+    migrator.registerMigration("v2") { db in
+      try db.create(table: "stored") { table in
+        table.primaryKey("fileName", .text)
+        table.column("url", .text).notNull()
+        table.column("storedAt", .datetime).notNull()
       }
     }
     return migrator

@@ -126,9 +126,13 @@ extension RunEvent {
       return "\(name): \(verb)delete \(action.path) (\(formatBytes(action.bytes)))"
     case .move:
       return "\(name): \(verb)move \(action.path) -> \(action.destination ?? "")"
+        + (action.reason.map { " (\($0))" } ?? "")
     case .keptAside:
       return
         "\(name): \(verb)keep \(action.path) aside as \(action.destination ?? "") (name collision)"
+    case .refetch:
+      return "\(name): \(verb)refetch \(action.path) from "
+        + (action.url ?? "").maskingURLPasswords
     }
   }
 
@@ -148,6 +152,11 @@ extension RunEvent {
       summary =
         "\(verb("quarantine", "quarantined")) \(pass.filesMoved) files, "
         + "\(verb("delete", "deleted")) \(pass.filesRemoved) files"
+        + (pass.filesRefetched + pass.filesNotRefetched == 0
+          ? ""
+          : ", \(verb("refetch", "refetched")) \(pass.filesRefetched) files"
+            + (pass.filesNotRefetched == 0
+              ? "" : " (\(pass.filesNotRefetched) failed and were quarantined)"))
         + (pass.filesNotRemoved == 0 ? "" : ", could not repair \(pass.filesNotRemoved) files")
     case .expire, .trim:
       summary =

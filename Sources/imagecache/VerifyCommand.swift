@@ -7,7 +7,8 @@ import Runner
 struct VerifyCommand: AsyncParsableCommand {
   static let configuration = CommandConfiguration(
     commandName: "verify",
-    abstract: "Check every file of a cache before an app reads it; quarantine or delete the bad.",
+    abstract:
+      "Check every file of a cache before an app reads it; quarantine, delete or refetch the bad.",
     discussion: """
       Walks the namespace once, in bounded memory, under the cache lock (as maintain), and \
       judges every file. Bad: no image an app could read (empty, truncated, a broken chunk \
@@ -15,16 +16,21 @@ struct VerifyCommand: AsyncParsableCommand {
       reason. Notes: a legacy SD 3/4 name, an extension that contradicts the content (a PNG \
       named .jpg, which SD reads all the same), a temporary file of ours and its age, a \
       foreign file (never read), a symbolic link (never followed). Everything else is ok. \
-      The report's verify section lists every bad and noted file; --metrics writes \
-      imagecache_verify_files by outcome. Nothing is changed unless --repair says so; \
-      --dry-run says what a repair would do. --level full also decodes every JPEG and PNG \
+      The report's verify section lists every bad and noted file, and a bad file's URL when \
+      the cache's state knows it (imagecache's prefetch records each stored file's URL); \
+      --metrics writes imagecache_verify_files by outcome. Nothing is changed unless \
+      --repair says so; --dry-run says what a repair would do. --repair refetch downloads a \
+      bad file again from that URL through the prefetch's pipeline (validated, then stored \
+      atomically in its place); a file whose URL is unknown, or whose refetch fails, is \
+      quarantined instead. --level full also decodes every JPEG and PNG \
       (libjpeg-turbo, libpng), which finds damage inside their compressed data; GIF, WebP \
       and the other formats get the structure walk only.
 
       In a job file, list verify in maintenance: (after expire and trim) and set \
       verify: {level, repair}; see docs/verify.md.
 
-      Exit codes: 0 no bad file, 1 bad files found (or one could not be repaired), 2 usage, \
+      Exit codes: 0 no bad file, 1 bad files found (also when repaired or refetched; or one \
+      could not be repaired), 2 usage, \
       or more bad files than --max-delete allows a repair (nothing repaired), 3 another run \
       holds the cache lock, 4 an entry could not be read (the audit is incomplete) or another \
       fatal I/O error, 130/143 interrupted.
@@ -32,6 +38,7 @@ struct VerifyCommand: AsyncParsableCommand {
       Examples:
         imagecache verify --cache /var/cache/images --report verify.json
         imagecache verify --cache /var/cache/images --repair quarantine --max-delete 1% --dry-run
+        imagecache verify --cache /var/cache/images --repair refetch --max-delete 1%
       """)
 
   @OptionGroup var cacheOptions: CacheOptions
@@ -50,7 +57,8 @@ struct VerifyCommand: AsyncParsableCommand {
     name: .long,
     help: ArgumentHelp(
       "What to do with bad files: none (report only), quarantine (move into "
-        + ".imagecache/quarantine/<date>/ by rename) or delete.",
+        + ".imagecache/quarantine/<date>/ by rename), delete, or refetch (download again from "
+        + "the URL the state knows, else quarantine).",
       valueName: "action"))
   var repair = VerifyConfiguration().repair
 

@@ -1,5 +1,6 @@
 import Core
 import Imaging
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -103,7 +104,7 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
   }
 
   /// A repair never touches a file that changed since it was checked: it may be a fresh store.
-  func testARepairLeavesAFileThatChangedSinceItWasCheckedAlone() throws {
+  func testARepairLeavesAFileThatChangedSinceItWasCheckedAlone() async throws {
     let name = CacheFileName.fileName(forKey: "https://a.example/x.jpg")
     try store(DamagedImage.truncatedJPEG.data, as: name)
     let verifier = verifier(repair: .delete)
@@ -112,11 +113,47 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
     try store(Fixtures.jpeg, as: name)
 
     var pass = MaintenancePassReport(pass: .repair, dryRun: false)
-    try verifier.repair(findings, dryRun: false, into: &pass)
+    try await verifier.repair(findings, dryRun: false, into: &pass)
 
     XCTAssertEqual(pass.filesRemoved, 0)
     XCTAssertEqual(pass.errors.count, 1)
     XCTAssertTrue(pass.errors[0].contains("changed or gone since it was checked"), "\(pass.errors)")
     XCTAssertEqual(FileManager.default.contents(atPath: root + "/" + name), Fixtures.jpeg)
+  }
+
+  /// A refetch sends no URL whose password the state masked: the file is quarantined instead,
+  /// and so is one whose URL is unknown; the others are fetched.
+  func testARefetchQuarantinesWhatItCannotFetchAndFetchesTheRest() async throws {
+    let urls = [
+      CacheFileName.fileName(forKey: "https://a.example/known.jpg"): "https://a.example/known.jpg",
+      CacheFileName.fileName(forKey: "https://a.example/secret.jpg"):
+        "https://user:***@a.example/secret.jpg",
+    ]
+    for name in urls.keys { try store(DamagedImage.truncatedJPEG.data, as: name) }
+    let unknown = CacheFileName.fileName(forKey: "https://a.example/unknown.jpg")
+    try store(DamagedImage.truncatedJPEG.data, as: unknown)
+    let verifier = verifier(repair: .refetch)
+    let (_, findings) = try run(verifier)
+    XCTAssertEqual(findings.counts.bad, 3)
+    let fetched = Mutex<[String]>([])
+    let source = RefetchSource(
+      url: { urls[$0] },
+      fetch: { url, _ in
+        fetched.withLock { $0.append(url) }
+        return .success(4096)
+      }, concurrency: 2)
+
+    var pass = MaintenancePassReport(pass: .repair, dryRun: false)
+    try await verifier.repair(findings, dryRun: false, into: &pass, refetch: source)
+
+    XCTAssertEqual(fetched.withLock { $0 }, ["https://a.example/known.jpg"])
+    XCTAssertEqual(pass.summary.filesRefetched, 1)
+    XCTAssertEqual(pass.filesMoved, 2)
+    let reasons = Dictionary(
+      uniqueKeysWithValues: pass.actions.filter { $0.kind == .move }.map { ($0.path, $0.reason) })
+    XCTAssertTrue(reasons[unknown]??.hasPrefix("no URL known") == true, "\(reasons)")
+    XCTAssertTrue(
+      reasons[CacheFileName.fileName(forKey: "https://a.example/secret.jpg")]??.contains(
+        "password") == true, "\(reasons)")
   }
 }

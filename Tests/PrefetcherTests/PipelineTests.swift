@@ -221,6 +221,23 @@ final class PipelineTests: DownloaderTestCase {
     try assertFailure(try await load("/big.png"), name: "responseTooLarge", blacklisted: true)
   }
 
+  /// Issue 45: a stored download's file learns its URL (in the validators' batches, written
+  /// by `flush`); a hit writes nothing.
+  func testADownloadRecordsItsFilesURLAndAHitRecordsNothing() async throws {
+    let manager = try manager()
+    _ = try await load("/photo.jpg", manager: manager)
+    try manager.flush()
+    let name = CacheFileName.fileName(forKey: server.url("/photo.jpg"))
+    let stored = try XCTUnwrap(namespaces.store(location).storedURL(forFileName: name))
+    XCTAssertEqual(stored.url, server.url("/photo.jpg"))
+
+    let again = try self.manager()
+    let hit = try await load("/photo.jpg", manager: again)
+    XCTAssertEqual(hit, .diskHit)
+    try again.flush()
+    XCTAssertEqual(namespaces.store(location).storedURL(forFileName: name), stored)
+  }
+
   func testRevalidationWith304KeepsTheFile() async throws {
     let manager = try manager()
     guard case .downloaded = try await load("/etag.png", manager: manager) else { return XCTFail() }

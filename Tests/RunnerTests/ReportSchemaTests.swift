@@ -51,12 +51,22 @@ final class ReportSchemaTests: XCTestCase {
     writer.recordVerified(
       VerifiedFile(
         name: "abc.png", size: 10, modifiedAt: Self.started, outcome: .bad, reason: "truncated",
-        notes: ["no IEND"]))
+        notes: ["no IEND"], url: "https://x/abc.png"))
     writer.recordVerifyError("cannot read x: Permission denied")
     var verified = VerifyCounts()
     verified.count(.bad)
     writer.verifyCounts = verified
 
+    // First: the members of the passes' entries are read from the first that has each, and
+    // only a repair's actions carry a URL and a reason.
+    var repair = try writer.beginPass(.repair, dryRun: false, listsActions: true)
+    repair.recordDelete(path: "ghi.png", bytes: 4096, date: Self.started)
+    repair.recordRefetch(path: "abc.png", url: "https://x/abc.png", bytes: 4096)
+    repair.recordNotRefetched(path: "def.png", url: "https://x/def.png", reason: "HTTP 404")
+    repair.recordMove(
+      from: "def.png", to: ".imagecache/quarantine/2026-11-29/def.png", bytes: 4096,
+      reason: "refetch failed (HTTP 404): quarantined")
+    writer.endPass(repair)
     var expire = try writer.beginPass(.expire, dryRun: false, listsActions: true)
     expire.recordDelete(path: "a/b.jpg", bytes: 4096, date: Self.started)
     expire.recordMove(from: "c.jpg", to: "d.jpg", bytes: 1)

@@ -185,6 +185,54 @@ final class StateStoreTests: TemporaryFolderTestCase {
     XCTAssertNil(try store.validators(forKey: "a"))
   }
 
+  /// Issue 45: which URL each stored file came from, by file name, its password masked; the
+  /// newest store of a name wins.
+  func testStoredURLsAreKeptByFileNameWithTheirPasswordsMasked() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    try store.setStoredURLs([
+      StoredURL(fileName: "a.jpg", url: "https://x/a.jpg", storedAt: date),
+      StoredURL(fileName: "b.jpg", url: "https://user:secret@x/b.jpg", storedAt: date),
+    ])
+    try store.setStoredURLs([
+      StoredURL(fileName: "a.jpg", url: "https://x/a2.jpg", storedAt: date.addingTimeInterval(1))
+    ])
+    XCTAssertEqual(
+      try store.storedURL(forFileName: "a.jpg"),
+      StoredURL(fileName: "a.jpg", url: "https://x/a2.jpg", storedAt: date.addingTimeInterval(1)))
+    XCTAssertEqual(try store.storedURL(forFileName: "b.jpg")?.url, "https://user:***@x/b.jpg")
+    XCTAssertNil(try store.storedURL(forFileName: "c.jpg"))
+    let text = try String(contentsOfFile: store.path + "-wal", encoding: .isoLatin1)
+    XCTAssertFalse(text.contains("secret"), "no password reaches the disk")
+  }
+
+  /// A state file written before the state kept URLs gets the table when a run opens it, and
+  /// read as it is (a read-only open migrates nothing), knows no URL.
+  func testAStateFromBeforeStoredURLsIsMigratedAndReadsAsKnowingNone() throws {
+    let directory = location.stateDirectory
+    try FileSystem.createDirectory(path: directory)
+    let path = directory + "/" + StateStore.fileName
+    try DatabaseQueue(path: path).write { db in
+      try db.execute(
+        sql: """
+          CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+          INSERT INTO grdb_migrations VALUES ('v1');
+          CREATE TABLE blacklist (url TEXT PRIMARY KEY, code INTEGER NOT NULL,
+            name TEXT NOT NULL, reason TEXT NOT NULL, firstFailedAt DATETIME NOT NULL,
+            lastFailedAt DATETIME NOT NULL, failureCount INTEGER NOT NULL);
+          CREATE TABLE validators (cacheKey TEXT PRIMARY KEY, etag TEXT, lastModified TEXT,
+            updatedAt DATETIME NOT NULL);
+          CREATE TABLE runs (id INTEGER PRIMARY KEY AUTOINCREMENT, job TEXT NOT NULL,
+            startedAt DATETIME NOT NULL, finishedAt DATETIME, status TEXT NOT NULL,
+            summary TEXT);
+          """)
+    }
+    XCTAssertNil(try XCTUnwrap(StateStore.openForReading(path: path)).storedURL(forFileName: "a"))
+    let store = try StateStore(location: location)
+    try store.setStoredURLs([StoredURL(fileName: "a", url: "https://x/a", storedAt: Date())])
+    XCTAssertEqual(try store.storedURL(forFileName: "a")?.url, "https://x/a")
+  }
+
   func testRunsAreRecorded() throws {
     let store = try StateStore(location: location)
     let start = Date(timeIntervalSince1970: 1_700_000_000)

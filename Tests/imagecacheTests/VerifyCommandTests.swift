@@ -455,7 +455,7 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
   }
 
   func testUsageErrorsExitTwo() throws {
-    for arguments in [["--level", "pixels"], ["--repair", "refetch"], ["--jobs", "0"]] {
+    for arguments in [["--level", "pixels"], ["--repair", "fix"], ["--jobs", "0"]] {
       let result = try verify(arguments)
       XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
     }

@@ -47,3 +47,21 @@ public struct CacheValidators: Codable, Sendable, Equatable {
     self.updatedAt = updatedAt
   }
 }
+
+/// Which URL a cache file was downloaded from (issue 45): written when a download is stored, so
+/// that `verify` can name the URL of a bad file and `--repair refetch` download it again. Keyed
+/// by the file's name in its namespace folder, which is what an audit of the folder meets (a
+/// name cannot be turned back into its key). The URL's password is masked, as everywhere in the
+/// state (SPEC section 11).
+public struct StoredURL: Sendable, Equatable {
+  /// The file's name in the namespace folder (SD 5's: the key's MD5 and extension).
+  public var fileName: String
+  public var url: String
+  public var storedAt: Date
+
+  public init(fileName: String, url: String, storedAt: Date) {
+    self.fileName = fileName
+    self.url = url
+    self.storedAt = storedAt
+  }
+}

@@ -33,6 +33,8 @@ public struct MaintenanceAction: Sendable, Codable, Equatable {
     case move
     /// A name collision: the older file was kept aside instead of overwriting the newer one.
     case keptAside
+    /// Downloaded again from ``url`` and stored in place (`verify --repair refetch`).
+    case refetch
   }
 
   package var kind: Kind
@@ -42,15 +44,22 @@ public struct MaintenanceAction: Sendable, Codable, Equatable {
   package var destination: String?
   package var bytes: UInt64
   package var date: Date?
+  /// Where a refetch downloads the file from (its password masked).
+  package var url: String?
+  /// Why a repair did other than it was asked: a file quarantined instead of refetched.
+  package var reason: String?
 
   public init(
-    kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil
+    kind: Kind, path: String, destination: String? = nil, bytes: UInt64, date: Date? = nil,
+    url: String? = nil, reason: String? = nil
   ) {
     self.kind = kind
     self.path = path
     self.destination = destination
     self.bytes = bytes
     self.date = date
+    self.url = url
+    self.reason = reason
   }
 }
 
@@ -67,6 +76,10 @@ public struct PassSummary: Sendable, Equatable {
   /// Files the pass meant to remove and could not (`EPERM`, an immutable file...): each is
   /// among the errors with its reason, and the run's exit code is 1.
   package var filesNotRemoved = 0
+  /// Bad files downloaded again and stored in place (`verify --repair refetch`).
+  package var filesRefetched = 0
+  /// Bad files whose refetch failed: each was quarantined instead and is among the errors.
+  package var filesNotRefetched = 0
   package var errorCount = 0
   /// The limits an expire or trim pass ran with.
   package var limits: CleanupLimits?
@@ -89,6 +102,8 @@ public struct PassSummary: Sendable, Equatable {
       filesMoved += 1
     case .keptAside:
       filesKeptAside += 1
+    case .refetch:
+      filesRefetched += 1
     }
   }
 }
@@ -127,9 +142,25 @@ extension MaintenanceRecorder {
     record(MaintenanceAction(kind: .delete, path: path, bytes: bytes, date: date))
   }
 
-  /// Records a move (or a planned one).
-  public mutating func recordMove(from path: String, to destination: String, bytes: UInt64) {
-    record(MaintenanceAction(kind: .move, path: path, destination: destination, bytes: bytes))
+  /// Records a move (or a planned one); `reason` says why a repair moved a file it was asked
+  /// to refetch.
+  public mutating func recordMove(
+    from path: String, to destination: String, bytes: UInt64, reason: String? = nil
+  ) {
+    record(
+      MaintenanceAction(
+        kind: .move, path: path, destination: destination, bytes: bytes, reason: reason))
+  }
+
+  /// Records a file downloaded again from `url` and stored in place (or a planned refetch).
+  public mutating func recordRefetch(path: String, url: String, bytes: UInt64) {
+    record(MaintenanceAction(kind: .refetch, path: path, bytes: bytes, url: url))
+  }
+
+  /// Records a refetch that failed; the file is quarantined instead, recorded on its own.
+  public mutating func recordNotRefetched(path: String, url: String, reason: String) {
+    summary.filesNotRefetched += 1
+    recordError("\(path): refetch of \(url.maskingURLPasswords) failed: \(reason)")
   }
 
   /// Records a collision whose loser was kept at `aside`.
@@ -145,7 +176,7 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
     case migrate
     case expire
     case trim
-    /// `verify --repair`: bad files quarantined (moved) or deleted.
+    /// `verify --repair`: bad files quarantined (moved), deleted or refetched.
     case repair
   }
 
@@ -158,6 +189,10 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
   /// Files the pass meant to remove and could not, each with its reason in `errors` (absent
   /// from the reports of versions before it).
   package var filesNotRemoved: Int?
+  /// A repair pass's files downloaded again and stored in place, and those whose download
+  /// failed (quarantined instead); absent from other passes and from earlier reports.
+  package var filesRefetched: Int?
+  package var filesNotRefetched: Int?
   /// Per-file errors; the pass went on after each.
   package var errors: [String] = []
   /// Every action taken (or, in a dry run, planned), in order.
@@ -180,7 +215,7 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
 
   private enum CodingKeys: String, CodingKey {
     case pass, dryRun, filesRemoved, filesMoved, bytesFreed, filesNotRemoved, errors, actions
-    case limits, cacheBytesBefore, cacheBytesAfter
+    case limits, cacheBytesBefore, cacheBytesAfter, filesRefetched, filesNotRefetched
   }
 
   public init(from decoder: any Decoder) throws {
@@ -191,6 +226,8 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
     filesMoved = try container.decode(Int.self, forKey: .filesMoved)
     bytesFreed = try container.decode(UInt64.self, forKey: .bytesFreed)
     filesNotRemoved = try container.decodeIfPresent(Int.self, forKey: .filesNotRemoved)
+    filesRefetched = try container.decodeIfPresent(Int.self, forKey: .filesRefetched)
+    filesNotRefetched = try container.decodeIfPresent(Int.self, forKey: .filesNotRefetched)
     errors = try container.decode([String].self, forKey: .errors)
     actions = try container.decode([MaintenanceAction].self, forKey: .actions)
     limits = try container.decodeIfPresent(CleanupLimits.self, forKey: .limits)
@@ -207,6 +244,8 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
       summary.filesKeptAside = filesKeptAside
       summary.bytesFreed = bytesFreed
       summary.filesNotRemoved = filesNotRemoved ?? 0
+      summary.filesRefetched = filesRefetched ?? 0
+      summary.filesNotRefetched = filesNotRefetched ?? 0
       summary.errorCount = errors.count
       summary.limits = limits
       summary.cacheBytesBefore = cacheBytesBefore
@@ -218,6 +257,10 @@ public struct MaintenancePassReport: Sendable, Codable, Equatable, MaintenanceRe
       filesMoved = newValue.filesMoved
       bytesFreed = newValue.bytesFreed
       filesNotRemoved = newValue.filesNotRemoved
+      if pass == .repair {
+        filesRefetched = newValue.filesRefetched
+        filesNotRefetched = newValue.filesNotRefetched
+      }
       limits = newValue.limits
       cacheBytesBefore = newValue.cacheBytesBefore
       cacheBytesAfter = newValue.cacheBytesAfter

@@ -23,6 +23,10 @@ public enum VerifyRepair: String, Sendable, Codable, CaseIterable {
   case quarantine
   /// Unlinked.
   case delete
+  /// Downloaded again from the URL the state knows for it, through the prefetch's pipeline
+  /// (validated, then stored atomically in its place); quarantined when no URL is known or
+  /// the download fails.
+  case refetch
 }
 
 /// What `verify` concluded of one file.
@@ -48,10 +52,13 @@ public struct VerifiedFile: Sendable, Codable, Equatable {
   package var reason: String?
   /// What is worth a look, `bad` or not.
   package var notes: [String]
+  /// The URL the file was downloaded from (its password masked), when the state knows it:
+  /// for `bad` files only.
+  package var url: String?
 
   public init(
     name: String, size: UInt64, modifiedAt: Date, outcome: VerifyOutcome, reason: String? = nil,
-    notes: [String] = []
+    notes: [String] = [], url: String? = nil
   ) {
     self.name = name
     self.size = size
@@ -59,6 +66,7 @@ public struct VerifiedFile: Sendable, Codable, Equatable {
     self.outcome = outcome
     self.reason = reason
     self.notes = notes
+    self.url = url
   }
 }
 

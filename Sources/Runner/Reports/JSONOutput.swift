@@ -137,12 +137,15 @@ extension MaintenanceAction {
       json.member("date")
       json.date(date)
     }
+    if let url { json.member("url", url.maskingURLPasswords) }
+    if let reason { json.member("reason", reason) }
     json.raw("}")
   }
 }
 
 extension VerifiedFile {
-  /// `{"name":"...","size":4096,"modifiedAt":"...","outcome":"bad","reason":"...","notes":[]}`
+  /// `{"name":"...","size":4096,"modifiedAt":"...","outcome":"bad","reason":"...","notes":[],`
+  /// `"url":"..."}`
   func write(to json: inout JSONOutput) {
     json.raw("{")
     json.key("name")
@@ -153,6 +156,7 @@ extension VerifiedFile {
     json.member("outcome", outcome.rawValue)
     if let reason { json.member("reason", reason) }
     json.member("notes", strings: notes)
+    if let url { json.member("url", url.maskingURLPasswords) }
     json.raw("}")
   }
 }

@@ -145,6 +145,12 @@ public enum ReportMerge {
         sink.summary.filesNotRemoved = try total(
           summary.filesNotRemoved, pass.filesNotRemoved ?? 0, "\(field).filesNotRemoved",
           adding: path)
+        sink.summary.filesRefetched = try total(
+          summary.filesRefetched, pass.filesRefetched ?? 0, "\(field).filesRefetched",
+          adding: path)
+        sink.summary.filesNotRefetched = try total(
+          summary.filesNotRefetched, pass.filesNotRefetched ?? 0, "\(field).filesNotRefetched",
+          adding: path)
         sink.summary.errorCount = try total(
           summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }

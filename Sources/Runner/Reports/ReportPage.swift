@@ -268,7 +268,8 @@ public enum ReportPage {
       for file in bad.prefix(maxRows) {
         html += "<tr>\(cell(file.name, code: true))"
         html += "<td class=\"n\">\(escape(formatBytes(file.size)))</td>"
-        html += "\(cell(file.reason ?? ""))</tr>\n"
+        let url = file.url.map { "; from \($0.maskingURLPasswords)" } ?? ""
+        html += "\(cell((file.reason ?? "") + url))</tr>\n"
       }
       html += "</table>\n</div>\n"
       if bad.count > maxRows {

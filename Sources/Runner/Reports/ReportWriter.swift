@@ -407,6 +407,10 @@ public final class ReportWriter: Sendable {
       json.member("filesMoved", pass.summary.filesMoved)
       json.member("bytesFreed", pass.summary.bytesFreed)
       json.member("filesNotRemoved", pass.summary.filesNotRemoved)
+      if pass.summary.pass == .repair {
+        json.member("filesRefetched", pass.summary.filesRefetched)
+        json.member("filesNotRefetched", pass.summary.filesNotRefetched)
+      }
       if let limits = pass.summary.limits {
         json.member("limits")
         json.raw("{")

@@ -84,6 +84,19 @@ public struct RunMetrics: Sendable {
         "Files a maintenance pass of the last run could not remove (EPERM, immutable...)",
         Double(pass.dryRun ? 0 : pass.filesNotRemoved))
     }
+    for pass in passes where pass.pass == .repair {
+      let repaired: [(String, Int)] = [
+        ("quarantine", pass.filesMoved), ("delete", pass.filesRemoved),
+        ("refetch", pass.filesRefetched), ("refetch_failed", pass.filesNotRefetched),
+      ]
+      for (action, files) in repaired {
+        gauge(
+          "imagecache_verify_repaired_files", with(("action", action)),
+          "Bad files the last verify's repair quarantined, deleted, refetched, or failed to "
+            + "refetch (then quarantined: also among quarantine)",
+          Double(pass.dryRun ? 0 : files))
+      }
+    }
     if let verify {
       for outcome in VerifyOutcome.allCases {
         gauge(

@@ -263,7 +263,7 @@ public struct JobRunner: Sendable {
       if !signals.interrupted { try clean(into: writer, stop: signals.stop, warnings: warnings) }
       // After expire and trim: the audit judges the cache an app will read.
       if let verify = job.verify, !signals.interrupted {
-        try self.verify(verify, into: writer, stop: signals.stop)
+        try await self.verify(verify, into: writer, stop: signals.stop, warnings: warnings)
       }
     } catch {
       console.report(.runFailed(job: job.name, error: error))
