@@ -13,13 +13,24 @@
 /// - **slow start**: from a small limit (4), it doubles each clean round up to 16, then grows by
 ///   half, until the first round that queued, or a cut;
 /// - **additive increase**: +1 a clean round, but just below the limit where a queue or a
-///   refusal was last seen (the knee) only every ``probeRounds`` rounds (``refusalProbeRounds``
-///   after a refusal: each probe of such an origin costs a refused request), so that a small
-///   origin is seldom asked for one more than it serves at once; a probe past the knee that
-///   goes clean forgets it;
+///   refusal was last seen (the knee) only after ``probeRounds`` clean rounds
+///   (``refusalProbeRounds`` after a refusal), twice as many after each probe that failed again,
+///   so that a small origin is seldom asked for one more than it serves at once; a probe past
+///   the knee that goes clean forgets it;
 /// - **decrease**: a round that queued loses the share of it that was late (at least one: what
 ///   answered in time is about what the origin serves at once); a 429 or 503 or a refused
-///   stream takes a quarter off, a timeout half (at most once a round), ending slow start.
+///   stream takes a quarter off, a timeout half, ending slow start.
+///
+/// Each decision begins an epoch: a round is judged on the answers to what was sent in its own
+/// epoch only (what was sent under the old limit says nothing of the new one), and a refusal
+/// or timeout of what was sent before the last cut is that cut again, not another.
+///
+/// A raise is paced as TCP's window is by its acknowledgements: the limit the loop sees climbs
+/// to the new one by one transfer for each answer that came in time, so that an origin which
+/// refuses past its knee is asked for one more, not for a burst more, before it says so. A
+/// refusal of a transfer sent with more under way than the origin was last seen to serve
+/// cleanly (``refusalIsProbe(inFlight:)``) is the probe's answer: the cut is the back-off, and
+/// the host is not held for its `Retry-After`.
 ///
 /// An error answer (a 404, a 500) is not a sample: a fast failure never raises the limit. The
 /// limit stays within 1 and `ceiling` (the run's concurrency, `--max-per-host-concurrency`).
@@ -39,27 +50,56 @@ struct AdaptiveLimit {
   static let minimumRound = 16
   /// A round whose 90th percentile is within this factor of the least time seen did not queue.
   static let tolerance = 1.5
-  /// Rounds between two steps up near the knee.
+  /// Clean rounds before the first step up near the knee.
   static let probeRounds = 32
-  /// Rounds between two steps up near a knee where the origin refused.
+  /// Clean rounds before the first step up near a knee where the origin refused.
   static let refusalProbeRounds = 256
+  /// The most clean rounds between two steps up near a knee (the wait doubles after each probe
+  /// that found the knee where it was).
+  static let longestProbeRounds = 4096
   /// The least time is the least of the last this many rounds' (an origin's base latency may
   /// change during a night).
   static let minimumRounds = 64
 
   let ceiling: Int
+  /// Transfers at once the loop may run now: climbs to ``target`` an answer at a time.
   private(set) var limit: Int
+  /// The limit decided at the end of the last round.
+  private(set) var target: Int
+  /// The limit of the last round that ended clean, lowered by a cut to the limit after it;
+  /// `nil` before the first clean round.
+  private(set) var served: Int?
   private var slowStart = true
-  /// The limit at which a queue or a refusal was last seen, and whether it was a refusal.
+  /// The limit at which a queue or a refusal was last seen.
   private var knee: Int?
-  private var kneeRefused = false
+  /// Clean rounds near the knee before the next step up, and those seen so far.
+  private var probeWait = Self.probeRounds
   private var cleanRoundsNearKnee = 0
-  /// The current round's times, nanoseconds.
+  /// Probes past the knee in a row that went clean.
+  private var cleanProbes = 0
+  /// The current round's times, nanoseconds, and its length (fixed when it began).
   private var round: [UInt64] = []
-  /// The least time of each recent round, the newest last.
+  private var length: Int
+  /// The current round's answers that came later than the tolerance.
+  private var lateInRound = 0
+  /// The floor of each recent round (its 10th percentile: one answer much faster than the rest,
+  /// a server's timer firing early, is no floor), the newest last.
   private var minima: [UInt64] = []
-  /// Whether a cut for a refusal or timeout was made in this round already.
-  private var cutThisRound = false
+  /// The time an answer takes when the origin does not queue: the 10th percentile of the
+  /// recent rounds' floors (a few rounds whose floor was low by chance do not make every
+  /// answer after them look late, and a queue kept for most of them does not make itself the
+  /// norm); `nil` before the first round ended.
+  private var baseline: UInt64? {
+    guard !minima.isEmpty else { return nil }
+    return minima.sorted()[minima.count / 10]
+  }
+  /// Decisions so far (raises and cuts): a transfer records the epoch it was sent in, and only
+  /// those of the current one are samples of the current limit.
+  private(set) var epoch = 0
+  /// The epoch that began with the last cut: a failure of what was sent before it is that cut;
+  /// and whether that cut answered a probe.
+  private var lastCut = 0
+  private var lastCutAnsweredProbe = false
   /// The rounds spent at each limit, for the report's min, median and max; and the cuts.
   private(set) var roundsAt: [Int: Int] = [:]
   private(set) var cuts: [Cut: Int] = [:]
@@ -67,57 +107,138 @@ struct AdaptiveLimit {
   init(ceiling: Int) {
     self.ceiling = max(1, ceiling)
     limit = min(Self.initial, self.ceiling)
+    target = limit
+    length = Self.length(limit, slowStart: true)
   }
 
-  /// Answers a round is judged on: whole batches of the limit, at least ``minimumRound``.
-  var roundLength: Int {
-    limit * max(1, (Self.minimumRound + limit - 1) / limit)
+  /// Answers a round at `limit` is judged on: whole batches of it, at least ``minimumRound``;
+  /// in slow start, one batch (a wrong step costs a round, and most of the night's time is
+  /// after it).
+  static func length(_ limit: Int, slowStart: Bool = false) -> Int {
+    if slowStart { return limit }
+    return limit * max(1, (minimumRound + limit - 1) / limit)
   }
 
-  /// An answer (2xx or 304) that took `nanoseconds` from request to first byte; returns
-  /// whether it ended a round.
+  /// Answers the current round is judged on.
+  var roundLength: Int { length }
+
+  /// An answer (2xx or 304) that took `nanoseconds` from request to first byte, to a transfer
+  /// sent in `epoch` (`nil`: this one); returns whether it changed the limit.
   @discardableResult
-  mutating func answered(after nanoseconds: UInt64) -> Bool {
+  mutating func answered(after nanoseconds: UInt64, sentIn epoch: Int? = nil) -> Bool {
+    guard epoch ?? self.epoch == self.epoch else { return false }
+    // The pace of a raise: one more transfer for an answer in time to what was sent since the
+    // raise (so that the one more sent at the raise is answered first); the round at the new
+    // limit begins when the limit is reached (what was sent on the way is not a sample of it).
+    let before = (limit, target)
+    let inTime = isInTime(nanoseconds)
+    if !inTime { lateInRound += 1 }
+    if limit < target, inTime {
+      limit += 1
+      if limit == target {
+        // Slow start goes on at once while every answer since the raise came in time (as
+        // TCP's does, about a doubling a round trip); else the new limit is judged a round.
+        // (What it served stays the last judged round's: the last of those just sent is not
+        // answered yet.)
+        if slowStart, lateInRound == 0 {
+          set(Self.slowStartStep(limit), cut: nil)
+        } else {
+          beginRound()
+        }
+        return true
+      }
+    }
+    // On the way too: a raise that stalls on late answers is judged on them.
     round.append(nanoseconds)
-    guard round.count >= roundLength else { return false }
-    endRound()
-    return true
+    if round.count >= length { endRound() }
+    return before != (limit, target)
   }
 
-  /// The origin refused (429, 503, a refused stream) or did not answer in time; returns
-  /// whether the limit was cut (once a round).
+  /// Whether an answer that took `nanoseconds` is within the tolerance of the least time seen
+  /// lately (any is, before a round ended).
+  private func isInTime(_ nanoseconds: UInt64) -> Bool {
+    guard let least = baseline else { return true }
+    return Double(nanoseconds) <= Double(least) * Self.tolerance
+  }
+
+  /// Whether a refusal that came while `inFlight` transfers (itself among them) were under way
+  /// to the origin answers a probe: more than the origin was last seen to serve cleanly.
+  /// Before the first clean round, no refusal is.
+  /// A refusal of what was sent before the last cut (`epoch`) is that cut's burst: a probe if
+  /// the cut answered one.
+  func refusalIsProbe(inFlight: Int, sentIn epoch: Int? = nil) -> Bool {
+    if let epoch, epoch < lastCut { return lastCutAnsweredProbe }
+    guard let served else { return false }
+    return inFlight > served
+  }
+
+  /// The origin refused (429, 503, a refused stream) or did not answer in time a transfer sent
+  /// in `epoch` (`nil`: this one); returns whether the limit was cut: not for a transfer sent
+  /// before the last cut, so that a burst of refusals is one cut.
+  /// `probe`: the refusal answered a probe (``refusalIsProbe(inFlight:sentIn:)``).
   @discardableResult
-  mutating func failed(_ cut: Cut) -> Bool {
-    guard !cutThisRound else { return false }
-    cutThisRound = true
-    set(cut == .timeout ? limit / 2 : limit - max(1, limit / 4), cut: cut)
+  mutating func failed(_ cut: Cut, sentIn epoch: Int? = nil, probe: Bool = false) -> Bool {
+    guard epoch ?? self.epoch >= lastCut else { return false }
+    lastCutAnsweredProbe = probe
+    if cut == .timeout {
+      set(limit / 2, cut: cut)
+      return true
+    }
+    set(limit - max(1, limit / 4), cut: cut)
     return true
   }
 
   private mutating func endRound() {
-    let batches = roundLength / limit
+    let batches = max(1, length / limit)
     let sorted = round.sorted()
     round.removeAll(keepingCapacity: true)
-    cutThisRound = false
+    lateInRound = 0
     roundsAt[limit, default: 0] += 1
-    minima.append(sorted[0])
+    let floor = sorted[sorted.count / 10]
+    // One transfer at a time queues behind nothing of ours: a round at 1 that looks queued
+    // says the floor seen before is no longer the origin's; this one is.
+    if limit == 1, let least = baseline, Double(floor) > Double(least) * Self.tolerance {
+      minima.removeAll()
+    }
+    // The first round only sets the baseline: the first answers of a run (cold caches, new
+    // connections) are no queue.
+    let judged = !minima.isEmpty
+    minima.append(floor)
     if minima.count > Self.minimumRounds { minima.removeFirst() }
-    let least = minima.min()!
-    let late = sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
+    let least = baseline!
+    let late =
+      sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
     // Queued: a tenth of the round late, and at least one answer a batch (a limit's worth in
     // flight), so that one late answer in a round of several batches is noise, not a queue.
-    if late >= max(batches, (sorted.count + 9) / 10) {
-      // What answered in time is about what the origin serves at once: the late share goes.
-      set(limit - max(1, late * limit / sorted.count), cut: .queue)
-    } else if slowStart {
-      set(limit < 16 ? limit * 2 : limit + limit / 2, cut: nil)
+    if judged, late >= max(batches, (sorted.count + 9) / 10) {
+      // What answered in time is about what the origin serves at once: the late share goes;
+      // but when most were late (a deep queue), what it serves is the limit times the least
+      // time over the round's mean (Little's law).
+      let mean = Double(sorted.reduce(0, +)) / Double(sorted.count)
+      let served = Int(Double(limit) * Double(least) / mean)
+      set(max(limit - max(1, late * limit / sorted.count), min(limit - 1, served)), cut: .queue)
+      return
+    }
+    served = limit
+    if slowStart {
+      set(Self.slowStartStep(limit), cut: nil)
     } else if let knee, limit >= knee {
-      // A probe past the knee went clean: the origin serves more now; climb again.
-      self.knee = nil
-      set(limit + 1, cut: nil)
+      // A probe past the knee went clean: the limit stays, and the knee moves up one, to be
+      // probed as it was; a second clean probe in a row says the origin serves more now:
+      // climb again. (One more than an origin serves queues each answer a little when its
+      // answers are out of step, which one round may not show.)
+      cleanProbes += 1
+      cleanRoundsNearKnee = 0
+      if cleanProbes >= 2 {
+        cleanProbes = 0
+        self.knee = nil
+        set(limit + 1, cut: nil)
+      } else {
+        self.knee = limit + 1
+      }
     } else if let knee, limit + 1 >= knee {
       cleanRoundsNearKnee += 1
-      if cleanRoundsNearKnee >= (kneeRefused ? Self.refusalProbeRounds : Self.probeRounds) {
+      if cleanRoundsNearKnee >= probeWait {
         cleanRoundsNearKnee = 0
         set(limit + 1, cut: nil)
       }
@@ -126,17 +247,50 @@ struct AdaptiveLimit {
     }
   }
 
-  private mutating func set(_ proposed: Int, cut: Cut?) {
-    if let cut {
-      cuts[cut, default: 0] += 1
-      knee = limit
-      kneeRefused = cut != .queue
-      slowStart = false
-      cleanRoundsNearKnee = 0
-    }
+  /// A new epoch, and its round.
+  private mutating func beginRound() {
+    epoch += 1
+    round.removeAll(keepingCapacity: true)
+    lateInRound = 0
+  }
+
+  /// Slow start's next limit after `limit`: twice it.
+  static func slowStartStep(_ limit: Int) -> Int { limit * 2 }
+
+  /// Decides the limit `proposed`, for `cut` (a raise when `nil`) seen at `knee` (the limit
+  /// by default).
+  private mutating func set(_ proposed: Int, cut: Cut?, at knee: Int? = nil) {
     let new = min(ceiling, max(1, proposed))
     if new == ceiling { slowStart = false }
+    // Already there: the round goes on, in the same epoch.
+    if cut == nil, new == target, new == limit { return }
+    beginRound()
+    guard let cut else {
+      // A raise: one more now, and the rest an answer at a time.
+      target = new
+      limit = min(new, limit + 1)
+      length = Self.length(new, slowStart: slowStart)
+      if limit == target { beginRound() }
+      return
+    }
+    cuts[cut, default: 0] += 1
+    // A probe that found the knee where it was waits twice as long for the next one.
+    let base = cut == .queue ? Self.probeRounds : Self.refusalProbeRounds
+    let seen = knee ?? limit
+    if let previous = self.knee, seen + 1 >= previous {
+      probeWait = min(Self.longestProbeRounds, max(base, probeWait * 2))
+    } else {
+      probeWait = base
+    }
+    self.knee = seen
+    cleanProbes = 0
+    lastCut = epoch
+    slowStart = false
+    cleanRoundsNearKnee = 0
     limit = new
+    target = new
+    served = served.map { min($0, new) }
+    length = Self.length(new)
   }
 
   /// The least, the median and the most limit its rounds had (weighted by rounds), or the

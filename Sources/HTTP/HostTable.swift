@@ -126,10 +126,13 @@ struct HostTable {
     return false
   }
 
-  /// A transfer to `origin` started at `now` (0 when no clock was read: no rate).
-  mutating func started(_ origin: Origin, at now: UInt64) {
+  /// A transfer to `origin` started at `now` (0 when no clock was read: no rate). Returns its
+  /// adaptive limit's epoch.
+  @discardableResult
+  mutating func started(_ origin: Origin, at now: UInt64) -> Int {
     hosts[origin, default: newHost].running += 1
     if let interval { hosts[origin]?.nextStart = now + interval }
+    return hosts[origin]?.adaptive?.epoch ?? 0
   }
 
   /// A transfer to `origin` that was under way ended.
@@ -142,17 +145,31 @@ struct HostTable {
     hosts[origin, default: newHost].multiplexes = multiplexes
   }
 
-  /// `origin` answered (2xx or 304) `nanoseconds` after the request was sent: a sample of its
-  /// adaptive limit. Error answers are none: a fast failure never raises a limit. Returns
-  /// whether what the report says of it changed.
-  mutating func answered(_ origin: Origin, after nanoseconds: UInt64) -> Bool {
-    hosts[origin]?.adaptive?.answered(after: nanoseconds) ?? false
+  /// `origin` answered (2xx or 304) `nanoseconds` after the request was sent, in its adaptive
+  /// limit's `epoch` (`nil`: the current one): a sample of that limit. Error answers are none:
+  /// a fast failure never raises a limit. Returns whether what the report says of it changed.
+  mutating func answered(_ origin: Origin, after nanoseconds: UInt64, sentIn epoch: Int? = nil)
+    -> Bool
+  {
+    hosts[origin]?.adaptive?.answered(after: nanoseconds, sentIn: epoch) ?? false
   }
 
-  /// `origin` refused (429, 503, a refused stream) or timed out: its adaptive limit is cut.
-  /// Returns whether it was.
-  mutating func cut(_ origin: Origin, _ cause: AdaptiveLimit.Cut) -> Bool {
-    hosts[origin]?.adaptive?.failed(cause) ?? false
+  /// `origin` refused (429, 503, a refused stream) or timed out a transfer sent in its adaptive
+  /// limit's `epoch` (`nil`: the current one): the limit is cut. Returns whether it was.
+  /// `probe`: a refusal that answered a probe (``refusalIsProbe(_:sentIn:)``).
+  mutating func cut(
+    _ origin: Origin, _ cause: AdaptiveLimit.Cut, sentIn epoch: Int? = nil, probe: Bool = false
+  ) -> Bool {
+    hosts[origin]?.adaptive?.failed(cause, sentIn: epoch, probe: probe) ?? false
+  }
+
+  /// Whether `origin`'s refusal of a transfer that was under way, now, answers a probe of its
+  /// adaptive limit (``AdaptiveLimit/refusalIsProbe(inFlight:sentIn:)``, counting what is under way
+  /// to it with the refused one): then the cut is the back-off, and the host is not held for
+  /// the refusal's `Retry-After`.
+  func refusalIsProbe(_ origin: Origin, sentIn epoch: Int) -> Bool {
+    guard let host = hosts[origin], let adaptive = host.adaptive else { return false }
+    return adaptive.refusalIsProbe(inFlight: host.running + 1, sentIn: epoch)
   }
 
   /// What the report says of `origin`'s adaptive limit, if it has one.

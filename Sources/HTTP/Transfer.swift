@@ -49,6 +49,8 @@ final class Transfer: @unchecked Sendable {
   var refusedStream = false
   /// The address a connection of the current hop was refused, and the rule that refused it.
   var deniedAddress: (address: String, rule: String)?
+  /// Its origin's adaptive limit's epoch when it started: what its answer says of that limit.
+  var epoch = 0
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.

@@ -327,7 +327,7 @@ final class TransferLoop: @unchecked Sendable {
   private func start(_ transfer: Transfer, at now: UInt64) {
     transfer.phase = .running
     running += 1
-    hosts.started(transfer.origin, at: now)
+    transfer.epoch = hosts.started(transfer.origin, at: now)
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received
@@ -403,24 +403,30 @@ final class TransferLoop: @unchecked Sendable {
 
   /// What an ended transfer says of its origin's adaptive limit: an answer's time to first
   /// byte (over the first hop's origin only), a refusal or a timeout. Error answers say
-  /// nothing.
-  private func sample(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
+  /// nothing. Returns whether it was a refusal that answered a probe of the limit (the host
+  /// is not held for it).
+  private func sample(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>)
+    -> Bool
+  {
     let origin: Origin
     let changed: Bool
+    // What the transfer says of the limit it was sent under: its first hop's origin's only.
+    let epoch = Origin(transfer.url) == transfer.origin ? transfer.epoch : nil
+    var probe = false
     switch result {
     case .success:
       origin = transfer.origin
-      guard Origin(transfer.url) == origin, let nanoseconds = transfer.easy?.firstByteNanoseconds
-      else { return }
-      changed = hosts.answered(origin, after: nanoseconds)
+      guard let epoch, let nanoseconds = transfer.easy?.firstByteNanoseconds else { return false }
+      changed = hosts.answered(origin, after: nanoseconds, sentIn: epoch)
     case .failure(let failure):
       origin = Origin(transfer.url)
       if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {
-        changed = hosts.cut(origin, .refused)
+        probe = epoch.map { hosts.refusalIsProbe(origin, sentIn: $0) } ?? false
+        changed = hosts.cut(origin, .refused, sentIn: epoch, probe: probe)
       } else if case .network(.timedOut, _) = failure.error {
-        changed = hosts.cut(origin, .timeout)
+        changed = hosts.cut(origin, .timeout, sentIn: epoch)
       } else {
-        return
+        return false
       }
     }
     // Each host is in the report from its first answer, and kept as its limit changes: its
@@ -431,14 +437,15 @@ final class TransferLoop: @unchecked Sendable {
       }
       limits[origin.host] = limit
     }
+    return probe
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
     if case .running = transfer.phase {
       running -= 1
       hosts.ended(transfer.origin)
-      if hosts.adaptiveCeiling != nil { sample(transfer, result) }
-      if case .failure(let failure) = result, failure.retryAfter != nil {
+      let probed = hosts.adaptiveCeiling != nil && sample(transfer, result)
+      if case .failure(let failure) = result, failure.retryAfter != nil, !probed {
         // The host that answered (a redirect's target's, after a redirect).
         let origin = Origin(transfer.url)
         let now = DispatchTime.now().uptimeNanoseconds

@@ -29,6 +29,14 @@ extension RunEvent {
     case .furtherFailuresInReportOnly: "  ... further failures are in the report only"
     case .failureCause(let message): "    \(message)"
     case .variantSkipped(let url, let reason): "  no variant for \(url): \(reason)"
+    case .hostLimitSettled(let limit):
+      "  \(limit.host): per-host concurrency settled at \(limit.final) (least \(limit.min), "
+        + "median \(limit.median), most \(limit.max)"
+        + (limit.cuts.isEmpty
+          ? ""
+          : "; cut for "
+            + limit.cuts.keys.sorted().map { "\($0) \(limit.cuts[$0]!)" }.joined(separator: ", "))
+        + "); to fix it: --per-host-concurrency \(limit.median)"
     case .planned(let planned):
       "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? "")
     case .prefetchFinished(let job, let counts, let refusal):

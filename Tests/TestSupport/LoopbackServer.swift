@@ -13,6 +13,8 @@ public struct ServerRequest: Sendable {
   public var attempt: Int
   /// When the whole request had arrived (on the monotonic clock: rates are measured from it).
   public var arrivedAt = ContinuousClock.now
+  /// The requests the server was answering when it arrived, itself among them.
+  public var inFlight = 0
 
   public func header(_ name: String) -> String? {
     headers.first { $0.0.lowercased() == name.lowercased() }?.1
@@ -144,7 +146,8 @@ final class RequestLog: Sendable {
 
   var connections: Int { state.withLock { $0.connections } }
 
-  func record(_ request: ServerRequest) -> Int {
+  /// Returns the request's attempt and the requests in flight with it.
+  func record(_ request: ServerRequest) -> (attempt: Int, inFlight: Int) {
     state.withLock { state in
       var request = request
       request.attempt = (state.requests[request.path]?.count ?? 0) + 1
@@ -153,7 +156,7 @@ final class RequestLog: Sendable {
       state.all.append(request)
       state.inFlight += 1
       state.peakInFlight = max(state.peakInFlight, state.inFlight)
-      return request.attempt
+      return (request.attempt, state.inFlight)
     }
   }
 
@@ -195,7 +198,7 @@ final class RouteHandler: ChannelInboundHandler, @unchecked Sendable {
       var request = ServerRequest(
         path: String(parts.first ?? ""), query: parts.count > 1 ? String(parts[1]) : nil,
         headers: head.headers.map { ($0.name, $0.value) }, attempt: 0)
-      request.attempt = log.record(request)
+      (request.attempt, request.inFlight) = log.record(request)
       let response =
         routes[request.path]?(request) ?? ServerResponse(status: 404, body: Data("not found".utf8))
       let keepAlive = head.isKeepAlive

@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Synchronization
 import TestSupport
 import XCTest
 
@@ -10,8 +11,27 @@ import XCTest
 final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
   var cache: String!
 
+  /// Past this many requests at once, `/busy.png` answers 503 with `Retry-After: 1`.
+  private static let busyLimit = 6
+  private static let taken = Mutex<[ContinuousClock.Instant]>([])
+
   override var routes: [String: Route] {
-    ["/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20)) }]
+    [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20)) },
+      "/busy.png": { _ in
+        // Held: the requests taken in the last service time (the server's own count of what
+        // it answers also holds answers on their way out).
+        let now = ContinuousClock.now
+        let taken = Self.taken.withLock { taken in
+          taken.removeAll { now - $0 >= .milliseconds(20) }
+          guard taken.count < Self.busyLimit else { return false }
+          taken.append(now)
+          return true
+        }
+        guard taken else { return ServerResponse(status: 503, headers: [("Retry-After", "1")]) }
+        return ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20))
+      },
+    ]
   }
 
   override func setUpWithError() throws {
@@ -52,6 +72,46 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     ])
     XCTAssertEqual(fixedRun.status, 0, fixedRun.stderr)
     XCTAssertEqual(try report(fixed).prefetch?.hostLimits, [], "fixed limits report none")
+  }
+
+  func testAnOriginThatRefusesPastItsKneeCostsAProbeNotAHoldAndVerboseAndMetricsSayWhereItSettled()
+    throws
+  {
+    let path = temporary.appending("busy.json")
+    let metrics = temporary.appending("busy.prom")
+    let urls = (0..<150).map { server.url("/busy.png?n=\($0)") }
+    let result = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls), "--cache", cache!, "--per-host-concurrency",
+      "auto", "--report", path, "--metrics", metrics, "--verbose",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let refusals = server.requests("/busy.png").count - 150
+    let prefetch = try XCTUnwrap(try report(path).prefetch)
+    XCTAssertEqual(prefetch.downloaded, 150, "each refused one again after its Retry-After")
+    // The slow start's step past the knee is one request more, then another as each answer
+    // comes: a refusal or few, not a burst; and a probe's refusal is the cut's to answer, not
+    // a second's hold of the whole host.
+    XCTAssertLessThanOrEqual(refusals, 5)
+    XCTAssertEqual(prefetch.hostBackoffs, [], "a probe's refusal holds no host")
+    let limit = try XCTUnwrap(prefetch.hostLimits.first)
+    XCTAssertGreaterThanOrEqual(limit.cuts["refused"] ?? 0, refusals > 0 ? 1 : 0)
+    XCTAssertLessThanOrEqual(limit.final, Self.busyLimit)
+    // Where it settled, for an operator who would rather fix it.
+    XCTAssertTrue(
+      (result.stdout + result.stderr).contains(
+        "127.0.0.1: per-host concurrency settled at \(limit.final) (least \(limit.min), "
+          + "median \(limit.median), most \(limit.max)"), result.stdout)
+    XCTAssertTrue(
+      result.stderr.contains("to fix it: --per-host-concurrency \(limit.median)"), result.stderr)
+    let exposition = try String(contentsOfFile: metrics, encoding: .utf8)
+    XCTAssertTrue(
+      exposition.contains(
+        #"imagecache_last_run_host_concurrency{imagecache_job="prefetch",namespace="default",host="127.0.0.1",stat="final"} \#(limit.final)"#
+      ), exposition)
+    XCTAssertTrue(
+      exposition.contains(
+        #"imagecache_last_run_host_concurrency_cuts{imagecache_job="prefetch",namespace="default",cause="refused"} \#(limit.cuts["refused"] ?? 0)"#
+      ), exposition)
   }
 
   func testAJobFilesAutoRunsAndItsMistakesNameTheFileLineAndField() throws {

@@ -53,6 +53,7 @@ public struct RunMetrics: Sendable {
     gauge(
       "imagecache_last_run_downloaded_bytes", labels, "Bytes the last run downloaded",
       Double(counts.bytesDownloaded))
+    writeHostLimits(counts.hostLimits, labels: labels, gauge: gauge)
     gauge(
       "imagecache_last_run_duration_seconds", labels, "How long the last run took",
       durationSeconds)
@@ -115,6 +116,41 @@ public struct RunMetrics: Sendable {
     var buffer: [UInt8] = []
     registry.emit(into: &buffer)
     return String(decoding: buffer, as: UTF8.self)
+  }
+
+  /// The most hosts whose adaptive limit gets series of its own: a manifest of many hosts
+  /// would otherwise make as many series (Prometheus' advice on label values); the report
+  /// lists them all.
+  static let hostLimitSeries = 20
+
+  /// The adaptive per-host limits (`--per-host-concurrency auto`): where each host settled and
+  /// its least, median and most (the hosts cut most often first, then by name, at most
+  /// ``hostLimitSeries``), and the cuts of every host by cause. Nothing when no host had one.
+  private func writeHostLimits(
+    _ limits: [HostLimit], labels: [(String, String)],
+    gauge: (String, [(String, String)], String, Double) -> Void
+  ) {
+    guard !limits.isEmpty else { return }
+    func cuts(_ limit: HostLimit) -> Int { limit.cuts.values.reduce(0, +) }
+    let shown = limits.sorted {
+      (cuts($0), $1.host) > (cuts($1), $0.host)
+    }.prefix(Self.hostLimitSeries)
+    for limit in shown {
+      for (stat, value) in [
+        ("final", limit.final), ("min", limit.min), ("median", limit.median), ("max", limit.max),
+      ] {
+        gauge(
+          "imagecache_last_run_host_concurrency", labels + [("host", limit.host), ("stat", stat)],
+          "The last run's adaptive per-host concurrency limit: where it ended (final) and its "
+            + "least, median and most, for the hosts cut most often", Double(value))
+      }
+    }
+    for cause in ["queue", "refused", "timeout"] {
+      gauge(
+        "imagecache_last_run_host_concurrency_cuts", labels + [("cause", cause)],
+        "Cuts of the last run's adaptive per-host limits, all hosts, by cause",
+        Double(limits.reduce(0) { $0 + ($1.cuts[cause] ?? 0) }))
+    }
   }
 
   /// Writes the metrics file atomically, keeping the last success time of the file it replaces

@@ -94,6 +94,9 @@ extension JobRunner {
     for warning in stateWarnings { warnings.add(.stateFile(warning)) }
     for warning in items.warnings { warnings.add(.ignoredOption(warning)) }
     for backoff in counts.hostBackoffs { warnings.add(.hostBackoff(backoff)) }
+    if settings.verbose {
+      for limit in counts.hostLimits { console.report(.hostLimitSettled(limit)) }
+    }
     let refusal = BlacklistRefusal(
       counts: counts, oldestFailure: oldestFailure, location: job.location)
     // The summary line says it on the console; the report keeps it among its warnings.

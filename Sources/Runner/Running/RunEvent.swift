@@ -51,6 +51,9 @@ public enum RunEvent: Sendable {
   case planned(PlannedURL)
   /// The prefetch's summary; `refusal`: URLs the blacklist refused, said in the same line.
   case prefetchFinished(job: String, counts: PrefetchCounts, refusal: BlacklistRefusal?)
+  /// Where a host's adaptive limit (`--per-host-concurrency auto`) settled, with `--verbose`:
+  /// a number an operator may fix instead.
+  case hostLimitSettled(HostLimit)
   case planFinished(job: String, plan: PrefetchPlanCounts)
 
   // The maintenance passes.
@@ -91,7 +94,8 @@ public enum RunEvent: Sendable {
 
   public var severity: Severity {
     switch self {
-    case .waitingForLock, .runStarted, .variantSkipped, .planned, .planFinished, .noLegacyFolder,
+    case .waitingForLock, .runStarted, .variantSkipped, .hostLimitSettled, .planned, .planFinished,
+      .noLegacyFolder,
       .legacyFolderMerged,
       .noCleaningPasses, .maintenanceLimits, .passAction,
       .reportWritten,
