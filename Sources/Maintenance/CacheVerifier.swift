@@ -80,12 +80,23 @@ public struct VerifyConfiguration: Sendable, Equatable {
 public struct CacheVerifier: Sendable {
   public let diskCachePath: String
   public let configuration: VerifyConfiguration
+  /// On a shard, the walk judges the shard's own files (by their names' MD5, SPEC section 9),
+  /// and shard 0 also those no shard owns (foreign and temporary files): the shards of a fleet
+  /// run audit every file once, so that their reports add up to one unsharded audit's.
+  public let shard: Shard?
   /// Files read and checked together, per worker.
   static let batchPerWorker = 16
 
-  public init(diskCachePath: String, configuration: VerifyConfiguration) {
+  public init(diskCachePath: String, configuration: VerifyConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
     self.configuration = configuration
+    self.shard = shard
+  }
+
+  /// Whether this walk judges the file at `relativePath` (``shard``).
+  func judges(_ relativePath: String) -> Bool {
+    guard let shard else { return true }
+    return shard.owns(fileName: relativePath) ?? (shard.index == 0)
   }
 
   /// What the walk found: the counts, and the bad files for a repair.
@@ -143,6 +154,7 @@ public struct CacheVerifier: Sendable {
         recordError("\($0)")
       }
     ) { file in
+      guard judges(file.relativePath) else { return true }
       batch.append(file)
       guard batch.count == batchSize else { return true }
       try finishBatch()

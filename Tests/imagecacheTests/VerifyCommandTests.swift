@@ -454,6 +454,49 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertTrue(unlisted.stderr.contains("does not list the verify pass"), unlisted.stderr)
   }
 
+  /// SPEC section 9: the shards of a fleet run each audit their own files (shard 0 those no
+  /// shard owns too), and `report merge` makes their audits the one audit of the whole cache.
+  func testShardsAuditTheirOwnFilesAndTheirMergedAuditIsTheWholeCaches() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages()
+    try Data("not ours".utf8).write(
+      to: URL(fileURLWithPath: location.diskCachePath + "/notes.txt"))
+    let whole = temporary.appending("whole.json")
+    XCTAssertEqual(try verify(["--report", whole]).status, 1)
+    let file = try job(
+      "maintenance: [verify]\nreport: \(temporary.appending("shard-{shard}.json"))\n")
+
+    var shardReports: [String] = []
+    for index in 0..<2 {
+      let result = try ImageCacheBinary.run(["run", file, "--shard", "\(index)/2"])
+      XCTAssertTrue([0, 1].contains(result.status), "shard \(index): \(result.stderr)")
+      let path = temporary.appending("shard-\(index).json")
+      shardReports.append(path)
+      let shard = try XCTUnwrap(Shard(index: index, count: 2))
+      for audited in try XCTUnwrap(report(path).verify).files {
+        XCTAssertEqual(
+          shard.owns(fileName: audited.name) ?? (index == 0), true,
+          "shard \(index) audits its own files only: \(audited.name)")
+      }
+    }
+    let merged = temporary.appending("merged.json")
+    let merge = try ImageCacheBinary.run(
+      ["report", "merge"] + shardReports + ["--report", merged])
+
+    XCTAssertEqual(merge.status, 1, "bad files found, as in one audit: \(merge.stderr)")
+    let audit = try XCTUnwrap(report(merged).verify)
+    let reference = try XCTUnwrap(report(whole).verify)
+    XCTAssertEqual(audit.counts, reference.counts, "the shards' audits add up to one")
+    XCTAssertEqual(audit.counts.files, valid.count + damaged.count + 1)
+    XCTAssertEqual(
+      audit.files.map(\.name).sorted(), reference.files.map(\.name).sorted(),
+      "every bad and noted file once")
+    XCTAssertEqual(Set(audit.files.filter { $0.outcome == .bad }.map(\.name)), Set(damaged.keys))
+    let page = try ImageCacheBinary.run(["report", "html", merged])
+    XCTAssertEqual(page.status, 0, page.stderr)
+    XCTAssertTrue(page.stdout.contains("<h3>Verify</h3>"), "the page shows the merged audit")
+  }
+
   func testUsageErrorsExitTwo() throws {
     for arguments in [["--level", "pixels"], ["--repair", "fix"], ["--jobs", "0"]] {
       let result = try verify(arguments)
