@@ -54,6 +54,10 @@ public struct VerifyConfiguration: Sendable, Equatable {
   /// The most files a repair may quarantine, delete or refetch; over it, nothing is repaired
   /// (`--max-delete`, as for expire and trim).
   public var maxDelete: DeletionLimit?
+  /// The `full` level decodes no image with more pixels than this (width x height, from its
+  /// header; `--max-pixels`, a job's `verify.maxPixels`): it gets a note saying so, never
+  /// `bad`, and its structure is walked all the same. The prefetch's `maxPixels` default.
+  public var maxPixels = 100_000_000
   /// Files read and checked at once (`--jobs`): the machine's cores.
   public var jobs = ProcessInfo.processInfo.activeProcessorCount
   /// A temporary file older than this was left by a killed run (the sweep's age).
@@ -121,7 +125,7 @@ public struct CacheVerifier: Sendable {
       throw FileSystemError("open directory", path: diskCachePath, errno: errno)
     }
     defer { close(root) }
-    let check = ContentCheck(level: configuration.level)
+    let check = ContentCheck(level: configuration.level, maxPixels: configuration.maxPixels)
     let workers = max(1, configuration.jobs)
     let batchSize = workers * Self.batchPerWorker
     var batch: [ScannedFile] = []
@@ -445,7 +449,7 @@ public struct CacheVerifier: Sendable {
       if legacy { note("a legacy name (SD 3/4): SD 5 does not look it up; migrate renames it") }
       switch content {
       case .checked(.success(let info)):
-        let check = ContentCheck(level: configuration.level)
+        let check = ContentCheck(level: configuration.level, maxPixels: configuration.maxPixels)
         if check.level == .full, info.format == .jpeg || info.format == .png,
           check.isTooLargeToDecode(info), let width = info.width, let height = info.height
         {

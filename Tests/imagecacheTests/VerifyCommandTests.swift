@@ -350,6 +350,46 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
       ["not decoded: 20000x20000 is over 100000000 pixels; its structure was checked"])
   }
 
+  /// `--max-pixels` (a job's `verify.maxPixels`) moves the limit: under a higher one the same
+  /// image is decoded, and its pixel data, far short of what its header claims, makes it bad;
+  /// under a lower one an ordinary image is noted, not decoded.
+  func testMaxPixelsSetsTheLimitOfTheFullDecode() throws {
+    let huge = try store(
+      pngDeclaring(width: 20000, height: 20000), url: "https://images.example/huge.png")
+    let reportPath = temporary.appending("verify.json")
+
+    let decoded = try verify([
+      "--level", "full", "--max-pixels", "400000000", "--report", reportPath,
+    ])
+
+    XCTAssertEqual(decoded.status, 1, decoded.stderr)
+    let file = try XCTUnwrap(report(reportPath).verify?.files.first)
+    XCTAssertEqual(file.name, huge)
+    XCTAssertEqual(file.outcome, .bad)
+    XCTAssertTrue(
+      file.reason?.hasSuffix("(full decode)") == true, "\(String(describing: file.reason))")
+
+    try FileManager.default.removeItem(atPath: location.diskCachePath + "/" + huge)
+    let photo = try store(Fixtures.jpeg, url: "https://images.example/photo.jpg")
+    try job("maintenance: [verify]\nverify: {level: full, maxPixels: 1}\nreport: \(reportPath)\n")
+
+    let noted = try ImageCacheBinary.run(["run", temporary.appending("job.yaml")])
+
+    XCTAssertEqual(noted.status, 0, "a note is no verdict: \(noted.stderr)")
+    let note = try XCTUnwrap(report(reportPath).verify?.files.first)
+    XCTAssertEqual(note.name, photo)
+    XCTAssertEqual(note.outcome, .note)
+    XCTAssertTrue(
+      note.notes.first?.hasPrefix("not decoded: ") == true
+        && note.notes.first?.hasSuffix(" is over 1 pixels; its structure was checked") == true,
+      "\(note.notes)")
+
+    try job("maintenance: [verify]\nverify: {maxPixels: 0}\n")
+    let refused = try ImageCacheBinary.run(["run", temporary.appending("job.yaml")])
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(refused.stderr.contains("verify.maxPixels"), refused.stderr)
+  }
+
   // MARK: The verify pass of a job
 
   /// Writes a job file for the test's cache, with `settings` after its `cache:`; returns its path.
@@ -498,7 +538,9 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
   }
 
   func testUsageErrorsExitTwo() throws {
-    for arguments in [["--level", "pixels"], ["--repair", "fix"], ["--jobs", "0"]] {
+    for arguments in [
+      ["--level", "pixels"], ["--repair", "fix"], ["--jobs", "0"], ["--max-pixels", "0"],
+    ] {
       let result = try verify(arguments)
       XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
     }
