@@ -8,8 +8,9 @@ import Foundation
 /// a PNG row at a time), unless the image has more than `maxPixels`.
 public struct ContentCheck: Sendable {
   public var level: VerifyLevel
-  /// The full level decodes no image with more pixels (its structure is still walked): the
-  /// prefetch's `maxPixels` default, which refused larger images before they were stored.
+  /// The full level decodes no image with more pixels (its structure is still walked):
+  /// `verify --max-pixels`, by default the prefetch's `maxPixels` default, which refused larger
+  /// images before they were stored.
   public var maxPixels: Int
 
   public init(level: VerifyLevel, maxPixels: Int = 100_000_000) {

@@ -54,6 +54,10 @@ public struct VerifyConfiguration: Sendable, Equatable {
   /// The most files a repair may quarantine, delete or refetch; over it, nothing is repaired
   /// (`--max-delete`, as for expire and trim).
   public var maxDelete: DeletionLimit?
+  /// The `full` level decodes no image with more pixels than this (width x height, from its
+  /// header; `--max-pixels`, a job's `verify.maxPixels`): it gets a note saying so, never
+  /// `bad`, and its structure is walked all the same. The prefetch's `maxPixels` default.
+  public var maxPixels = 100_000_000
   /// Files read and checked at once (`--jobs`): the machine's cores.
   public var jobs = ProcessInfo.processInfo.activeProcessorCount
   /// A temporary file older than this was left by a killed run (the sweep's age).
@@ -80,12 +84,23 @@ public struct VerifyConfiguration: Sendable, Equatable {
 public struct CacheVerifier: Sendable {
   public let diskCachePath: String
   public let configuration: VerifyConfiguration
+  /// On a shard, the walk judges the shard's own files (by their names' MD5, SPEC section 9),
+  /// and shard 0 also those no shard owns (foreign and temporary files): the shards of a fleet
+  /// run audit every file once, so that their reports add up to one unsharded audit's.
+  public let shard: Shard?
   /// Files read and checked together, per worker.
   static let batchPerWorker = 16
 
-  public init(diskCachePath: String, configuration: VerifyConfiguration) {
+  public init(diskCachePath: String, configuration: VerifyConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
     self.configuration = configuration
+    self.shard = shard
+  }
+
+  /// Whether this walk judges the file at `relativePath` (``shard``).
+  func judges(_ relativePath: String) -> Bool {
+    guard let shard else { return true }
+    return shard.owns(fileName: relativePath) ?? (shard.index == 0)
   }
 
   /// What the walk found: the counts, and the bad files for a repair.
@@ -110,7 +125,7 @@ public struct CacheVerifier: Sendable {
       throw FileSystemError("open directory", path: diskCachePath, errno: errno)
     }
     defer { close(root) }
-    let check = ContentCheck(level: configuration.level)
+    let check = ContentCheck(level: configuration.level, maxPixels: configuration.maxPixels)
     let workers = max(1, configuration.jobs)
     let batchSize = workers * Self.batchPerWorker
     var batch: [ScannedFile] = []
@@ -143,6 +158,7 @@ public struct CacheVerifier: Sendable {
         recordError("\($0)")
       }
     ) { file in
+      guard judges(file.relativePath) else { return true }
       batch.append(file)
       guard batch.count == batchSize else { return true }
       try finishBatch()
@@ -433,7 +449,7 @@ public struct CacheVerifier: Sendable {
       if legacy { note("a legacy name (SD 3/4): SD 5 does not look it up; migrate renames it") }
       switch content {
       case .checked(.success(let info)):
-        let check = ContentCheck(level: configuration.level)
+        let check = ContentCheck(level: configuration.level, maxPixels: configuration.maxPixels)
         if check.level == .full, info.format == .jpeg || info.format == .png,
           check.isTooLargeToDecode(info), let width = info.width, let height = info.height
         {

@@ -90,11 +90,26 @@ extension ImageManager {
     }
     let cache = namespace.cache
     if response.notModified {
+      let original: String?
       do {
-        _ = try cache.disk.touch(forKey: key)
-        if key != originalKey { _ = try cache.disk.touch(forKey: originalKey) }
+        let touched = try cache.disk.touchedPath(paths)
+        original =
+          key == originalKey
+          ? touched : try cache.disk.touchedPath(cache.disk.paths(forKey: originalKey))
       } catch {
         return storeFailed(error)
+      }
+      // The original's file learns its URL as a download's does (issue 45): a cache
+      // prefetched before the state kept URLs learns them from its revalidations.
+      if let original {
+        do {
+          try namespace.queue(
+            storedURL: StoredURL(
+              fileName: (original as NSString).lastPathComponent, url: blacklistKey,
+              storedAt: Date()))
+        } catch {
+          endRun(.stateFailed(error))
+        }
       }
       return LoadResult(outcome: .notModified)
     }

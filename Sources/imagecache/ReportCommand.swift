@@ -61,9 +61,12 @@ struct ReportCommand: ParsableCommand {
         Counts are summed, lists joined (each blacklisted URL once), maintenance passes of \
         one kind combined; the run starts at the earliest start, ends at the latest end and \
         has the worst status (failed, then interrupted, then completed). The reports must be \
-        of one cache. Exit code as if the merged report were one run: 0, 1 when URLs failed, \
-        4 when a shard failed, 130 when one was interrupted; each shard that did not \
-        complete is named on stderr with its index and status. Failed URLs alone are exit 0 \
+        of one cache. The shards' verify audits (each of its own files) are merged the same \
+        way: counts summed, bad and noted files joined. Exit code as if the merged report \
+        were one run: 0, 1 when URLs failed or verify found bad files, 4 when a shard failed \
+        or an audit could not read an entry, 130 when one was interrupted; each shard that \
+        did not complete is named on stderr with its index and status. Failed URLs alone are \
+        exit 0 \
         with --allow-url-failures, or when every report was of a run that allowed them \
         (--allow-url-failures or allowURLFailures: true, recorded in its report), so that an \
         engine's success gate (Slurm afterok, a Kubernetes Job, a Snakemake rule) passes an \
@@ -135,7 +138,11 @@ struct ReportCommand: ParsableCommand {
       case .interrupted: throw ExitCode(130)
       case .incomplete: throw ExitCode(ExitStatus.someURLsFailed.rawValue)
       case .completed:
-        if (outcome.failedURLs > 0 && !urlFailuresAllowed) || outcome.failedInputs > 0 {
+        // An audit that could not read every entry is no verdict on the cache, as in one run.
+        if outcome.entriesNotRead > 0 { throw ExitCode(ExitStatus.fatalIO.rawValue) }
+        if (outcome.failedURLs > 0 && !urlFailuresAllowed) || outcome.failedInputs > 0
+          || outcome.badFiles > 0
+        {
           throw ExitCode(ExitStatus.someURLsFailed.rawValue)
         }
       }

@@ -24,10 +24,11 @@ struct VerifyCommand: AsyncParsableCommand {
       atomically in its place); a file whose URL is unknown, or whose refetch fails, is \
       quarantined instead. --level full also decodes every JPEG and PNG \
       (libjpeg-turbo, libpng), which finds damage inside their compressed data; GIF, WebP \
-      and the other formats get the structure walk only.
+      and the other formats get the structure walk only. An image over --max-pixels is \
+      not decoded: a note says so (never bad) and its structure is checked.
 
       In a job file, list verify in maintenance: (after expire and trim) and set \
-      verify: {level, repair}; see docs/verify.md.
+      verify: {level, repair, maxPixels}; see docs/verify.md.
 
       Exit codes: 0 no bad file, 1 bad files found (also when repaired or refetched; or one \
       could not be repaired), 2 usage, \
@@ -71,6 +72,14 @@ struct VerifyCommand: AsyncParsableCommand {
   var maxDelete: DeletionLimit?
 
   @Option(
+    name: .customLong("max-pixels"),
+    help: ArgumentHelp(
+      "With --level full, decode no image with more pixels (width x height) than this: it "
+        + "gets a note and its structure is checked (default: 100000000, as the prefetch's).",
+      valueName: "count"))
+  var maxPixels = VerifyConfiguration().maxPixels
+
+  @Option(
     name: .long,
     help: ArgumentHelp(
       "Files read and checked at once (default: the machine's cores).", valueName: "n"))
@@ -90,6 +99,7 @@ struct VerifyCommand: AsyncParsableCommand {
 
   func validate() throws {
     guard (1...256).contains(jobs) else { throw ValidationError("--jobs must be 1 to 256") }
+    try checkCount(maxPixels, .maxPixels)
   }
 
   func run() async throws {
@@ -99,6 +109,7 @@ struct VerifyCommand: AsyncParsableCommand {
     verify.level = level
     verify.repair = repair
     verify.maxDelete = maxDelete
+    verify.maxPixels = maxPixels
     verify.jobs = jobs
     job.verify = verify
     let outcome = try await JobRunner(

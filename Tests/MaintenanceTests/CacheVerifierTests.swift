@@ -53,6 +53,32 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
     }
   }
 
+  /// SPEC section 9: each shard judges its own files, shard 0 also those no shard owns; the
+  /// shards together judge every file once.
+  func testShardsJudgeTheirOwnFilesAndShardZeroThoseNoShardOwns() throws {
+    var names: [String] = []
+    for index in 0..<40 {
+      let name = CacheFileName.fileName(forKey: "https://a.example/\(index).jpg")
+      try store(DamagedImage.truncatedJPEG.data, as: name)
+      names.append(name)
+    }
+    try store(Data("not ours".utf8), as: "notes.txt")
+    var judged: [[String]] = []
+    for index in 0..<2 {
+      let shard = try XCTUnwrap(Shard(index: index, count: 2))
+      let (files, findings) = try run(
+        CacheVerifier(diskCachePath: root, configuration: VerifyConfiguration(), shard: shard))
+      XCTAssertEqual(findings.counts.files, files.count)
+      let own = files.map(\.name)
+      XCTAssertEqual(
+        own.filter { $0 != "notes.txt" }, own.filter { shard.owns(fileName: $0) == true })
+      XCTAssertEqual(own.contains("notes.txt"), index == 0, "no shard's file: shard 0's")
+      judged.append(own)
+    }
+    XCTAssertFalse(judged[0].isEmpty || judged[1].isEmpty)
+    XCTAssertEqual((judged[0] + judged[1]).sorted(), (names + ["notes.txt"]).sorted())
+  }
+
   func testEveryDamagedImageIsBadWithItsReasonAtEachLevel() throws {
     for kind in DamagedImage.allCases {
       try store(kind.data, as: CacheFileName.fileName(forKey: kind.url))

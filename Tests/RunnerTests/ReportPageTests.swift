@@ -364,6 +364,37 @@ final class ReportPageTests: TemporaryFolderTestCase {
       ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))]).contains("<h3>Verify"))
   }
 
+  func testTheMaintenanceTableCountsARepairsRefetchesAndTheFailedOnesInRed() throws {
+    var report = run(.completed, failed: 0, of: 0)
+    report.verify = verified(bad: 3, of: 20)
+    let expire = MaintenancePassReport(pass: .expire, dryRun: false)
+    var repair = MaintenancePassReport(pass: .repair, dryRun: false)
+    repair.recordRefetch(path: "a.jpg", url: "https://images.example/a.jpg", bytes: 100)
+    repair.recordRefetch(path: "b.jpg", url: "https://images.example/b.jpg", bytes: 100)
+    repair.recordNotRefetched(path: "c.jpg", url: "https://images.example/c.jpg", reason: "404")
+    repair.recordMove(from: "c.jpg", to: ".imagecache/quarantine/c.jpg", bytes: 100)
+    report.maintenance = [expire, repair]
+
+    let page = ReportPage.render([("verify.json", report)])
+
+    XCTAssertTrue(
+      page.contains(
+        #"<th class="n">files moved</th><th class="n">refetched</th><th class="n">not refetched</th>"#
+      ), page)
+    XCTAssertTrue(
+      page.contains(
+        #"<td class="n">0</td><td class="n">0</td><td class="n"></td><td class="n"></td>"#),
+      "blank for expire, which refetches nothing: \(page)")
+    XCTAssertTrue(
+      page.contains(
+        #"<td class="n">0</td><td class="n">1</td><td class="n">2</td><td class="n failed">1</td>"#
+      ), "the repair: 1 moved (the failed refetch), 2 refetched, 1 not: \(page)")
+
+    report.maintenance = [expire]
+    XCTAssertFalse(
+      ReportPage.render([("r.json", report)]).contains("refetched"), "no repair, no columns")
+  }
+
   /// The page as a browser lays it out, at a desktop's 1280 px and a phone's 390 px: headless
   /// Chromium takes a screenshot of each into the test's folder (for a person to look at; the
   /// test checks that both were made). Skipped without Chromium, except where CI requires it.

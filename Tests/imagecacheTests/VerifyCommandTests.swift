@@ -350,6 +350,46 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
       ["not decoded: 20000x20000 is over 100000000 pixels; its structure was checked"])
   }
 
+  /// `--max-pixels` (a job's `verify.maxPixels`) moves the limit: under a higher one the same
+  /// image is decoded, and its pixel data, far short of what its header claims, makes it bad;
+  /// under a lower one an ordinary image is noted, not decoded.
+  func testMaxPixelsSetsTheLimitOfTheFullDecode() throws {
+    let huge = try store(
+      pngDeclaring(width: 20000, height: 20000), url: "https://images.example/huge.png")
+    let reportPath = temporary.appending("verify.json")
+
+    let decoded = try verify([
+      "--level", "full", "--max-pixels", "400000000", "--report", reportPath,
+    ])
+
+    XCTAssertEqual(decoded.status, 1, decoded.stderr)
+    let file = try XCTUnwrap(report(reportPath).verify?.files.first)
+    XCTAssertEqual(file.name, huge)
+    XCTAssertEqual(file.outcome, .bad)
+    XCTAssertTrue(
+      file.reason?.hasSuffix("(full decode)") == true, "\(String(describing: file.reason))")
+
+    try FileManager.default.removeItem(atPath: location.diskCachePath + "/" + huge)
+    let photo = try store(Fixtures.jpeg, url: "https://images.example/photo.jpg")
+    try job("maintenance: [verify]\nverify: {level: full, maxPixels: 1}\nreport: \(reportPath)\n")
+
+    let noted = try ImageCacheBinary.run(["run", temporary.appending("job.yaml")])
+
+    XCTAssertEqual(noted.status, 0, "a note is no verdict: \(noted.stderr)")
+    let note = try XCTUnwrap(report(reportPath).verify?.files.first)
+    XCTAssertEqual(note.name, photo)
+    XCTAssertEqual(note.outcome, .note)
+    XCTAssertTrue(
+      note.notes.first?.hasPrefix("not decoded: ") == true
+        && note.notes.first?.hasSuffix(" is over 1 pixels; its structure was checked") == true,
+      "\(note.notes)")
+
+    try job("maintenance: [verify]\nverify: {maxPixels: 0}\n")
+    let refused = try ImageCacheBinary.run(["run", temporary.appending("job.yaml")])
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(refused.stderr.contains("verify.maxPixels"), refused.stderr)
+  }
+
   // MARK: The verify pass of a job
 
   /// Writes a job file for the test's cache, with `settings` after its `cache:`; returns its path.
@@ -454,8 +494,53 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertTrue(unlisted.stderr.contains("does not list the verify pass"), unlisted.stderr)
   }
 
+  /// SPEC section 9: the shards of a fleet run each audit their own files (shard 0 those no
+  /// shard owns too), and `report merge` makes their audits the one audit of the whole cache.
+  func testShardsAuditTheirOwnFilesAndTheirMergedAuditIsTheWholeCaches() throws {
+    let valid = try storeValidImages()
+    let damaged = try storeDamagedImages()
+    try Data("not ours".utf8).write(
+      to: URL(fileURLWithPath: location.diskCachePath + "/notes.txt"))
+    let whole = temporary.appending("whole.json")
+    XCTAssertEqual(try verify(["--report", whole]).status, 1)
+    let file = try job(
+      "maintenance: [verify]\nreport: \(temporary.appending("shard-{shard}.json"))\n")
+
+    var shardReports: [String] = []
+    for index in 0..<2 {
+      let result = try ImageCacheBinary.run(["run", file, "--shard", "\(index)/2"])
+      XCTAssertTrue([0, 1].contains(result.status), "shard \(index): \(result.stderr)")
+      let path = temporary.appending("shard-\(index).json")
+      shardReports.append(path)
+      let shard = try XCTUnwrap(Shard(index: index, count: 2))
+      for audited in try XCTUnwrap(report(path).verify).files {
+        XCTAssertEqual(
+          shard.owns(fileName: audited.name) ?? (index == 0), true,
+          "shard \(index) audits its own files only: \(audited.name)")
+      }
+    }
+    let merged = temporary.appending("merged.json")
+    let merge = try ImageCacheBinary.run(
+      ["report", "merge"] + shardReports + ["--report", merged])
+
+    XCTAssertEqual(merge.status, 1, "bad files found, as in one audit: \(merge.stderr)")
+    let audit = try XCTUnwrap(report(merged).verify)
+    let reference = try XCTUnwrap(report(whole).verify)
+    XCTAssertEqual(audit.counts, reference.counts, "the shards' audits add up to one")
+    XCTAssertEqual(audit.counts.files, valid.count + damaged.count + 1)
+    XCTAssertEqual(
+      audit.files.map(\.name).sorted(), reference.files.map(\.name).sorted(),
+      "every bad and noted file once")
+    XCTAssertEqual(Set(audit.files.filter { $0.outcome == .bad }.map(\.name)), Set(damaged.keys))
+    let page = try ImageCacheBinary.run(["report", "html", merged])
+    XCTAssertEqual(page.status, 0, page.stderr)
+    XCTAssertTrue(page.stdout.contains("<h3>Verify</h3>"), "the page shows the merged audit")
+  }
+
   func testUsageErrorsExitTwo() throws {
-    for arguments in [["--level", "pixels"], ["--repair", "fix"], ["--jobs", "0"]] {
+    for arguments in [
+      ["--level", "pixels"], ["--repair", "fix"], ["--jobs", "0"], ["--max-pixels", "0"],
+    ] {
       let result = try verify(arguments)
       XCTAssertEqual(result.status, 2, "\(arguments): \(result.stderr)")
     }

@@ -25,6 +25,13 @@ final class VerifyRefetchTests: LoopbackTestCase {
           headers: [("Content-Type", "image/jpeg")], body: Fixtures.jpeg,
           dripInterval: .milliseconds(50), dripChunk: 16)
     }
+    // Revalidated: 304 Not Modified to a request that names its ETag.
+    routes["/etag.jpg"] = { request in
+      request.header("If-None-Match") == "\"v1\""
+        ? ServerResponse(status: 304, headers: [("ETag", "\"v1\"")])
+        : ServerResponse(
+          headers: [("ETag", "\"v1\""), ("Content-Type", "image/jpeg")], body: Fixtures.jpeg)
+    }
     // The first refetch is answered only after seconds.
     routes["/stuck.jpg"] = { request in
       request.attempt == 2
@@ -101,6 +108,43 @@ final class VerifyRefetchTests: LoopbackTestCase {
 
     let again = try ImageCacheBinary.run(["verify", "--cache", location.directory])
     XCTAssertEqual(again.status, 0, "the refetched files are valid: \(again.stderr)")
+  }
+
+  /// A cache prefetched before the state kept URLs learns them from its revalidations: a 304
+  /// records its file's URL as a download does (a hit still records nothing), and the file can
+  /// then be refetched.
+  func testARevalidationTeachesTheStateTheURLOfAFileStoredBeforeItKeptURLs() throws {
+    let name = try XCTUnwrap(prefetch(["/etag.jpg"])["/etag.jpg"])
+    let state = location.stateDirectory + "/" + StateStore.fileName
+    try DatabaseQueue(path: state).write { try $0.execute(sql: "DELETE FROM stored") }
+    func storedURL() throws -> String? {
+      try XCTUnwrap(StateStore.openForReading(path: state)).storedURL(forFileName: name)?.url
+    }
+    let manifest = temporary.appending("urls.txt")
+    let hit = try ImageCacheBinary.run(["prefetch", manifest, "--cache", location.directory])
+    XCTAssertEqual(hit.status, 0, hit.stderr)
+    XCTAssertNil(try storedURL(), "a hit records nothing")
+
+    let reportPath = temporary.appending("revalidation.json")
+    let revalidation = try ImageCacheBinary.run([
+      "prefetch", manifest, "--cache", location.directory, "--option", "refreshCached",
+      "--report", reportPath,
+    ])
+
+    XCTAssertEqual(revalidation.status, 0, revalidation.stderr)
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: reportPath)))
+    XCTAssertEqual(report.prefetch?.notModified, 1)
+    XCTAssertEqual(server.requests("/etag.jpg").last?.header("If-None-Match"), "\"v1\"")
+    XCTAssertEqual(try storedURL(), server.url("/etag.jpg"), "the 304 recorded the file's URL")
+
+    try damage(name)
+    let (result, audit) = try verify(["--repair", "refetch"])
+
+    XCTAssertEqual(result.status, 1, result.stderr)
+    XCTAssertEqual(audit.verify?.files.first?.url, server.url("/etag.jpg"))
+    XCTAssertEqual(audit.maintenance.first { $0.pass == .repair }?.filesRefetched, 1)
+    XCTAssertEqual(FileManager.default.contents(atPath: path(name)), Fixtures.jpeg)
   }
 
   func testAFileWhoseURLIsUnknownIsQuarantinedInstead() throws {

@@ -120,6 +120,17 @@ public struct DiskCache: Sendable {
     return false
   }
 
+  /// ``touch(_:)`` for a caller that needs to know which file it touched (a revalidation, whose
+  /// file learns its URL): the current name's path, else the legacy one's, else `nil`. Hits
+  /// keep ``touch(_:)``, which the release build inlines.
+  package func touchedPath(_ paths: KeyPaths) throws -> String? {
+    if try FileSystem.setAccessTimeToNow(path: paths.current) { return paths.current }
+    guard let fallback = paths.fallback, try FileSystem.setAccessTimeToNow(path: fallback) else {
+      return nil
+    }
+    return fallback
+  }
+
   /// ``store(_:forKey:)`` with the paths already worked out, into a cache folder that exists:
   /// the pipeline's store, under a run's lock (which made the folder). A folder that is gone
   /// is an error (`ENOENT`, `ENOTDIR`) that ends the run, never made again in silence.

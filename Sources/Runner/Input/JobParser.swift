@@ -132,8 +132,9 @@ struct JobParser {
     return job
   }
 
-  /// The `verify` pass's settings (`verify: {level, repair}`): the `verify` command's defaults,
-  /// a report only unless `repair` says otherwise, guarded by `cache.maxDelete`.
+  /// The `verify` pass's settings (`verify: {level, repair, maxPixels}`): the `verify`
+  /// command's defaults, a report only unless `repair` says otherwise, guarded by
+  /// `cache.maxDelete`; `maxPixels` in the prefetch's range.
   func verifyConfiguration(_ node: Node?, maxDelete: DeletionLimit?) throws(ConfigurationError)
     -> VerifyConfiguration
   {
@@ -141,14 +142,22 @@ struct JobParser {
     configuration.maxDelete = maxDelete
     guard let node else { return configuration }
     guard let mapping = node.mapping else {
-      throw fail(node, "verify", "expected a mapping (level, repair)")
+      throw fail(node, "verify", "expected a mapping (level, repair, maxPixels)")
     }
-    try checkKeys(mapping, known: ["level", "repair"], prefix: "verify.")
+    try checkKeys(mapping, known: ["level", "repair", "maxPixels"], prefix: "verify.")
     if let level = mapping["level"] {
       configuration.level = try choice(level, "verify.level", VerifyLevel.self)
     }
     if let repair = mapping["repair"] {
       configuration.repair = try choice(repair, "verify.repair", VerifyRepair.self)
+    }
+    if let maxPixels = mapping["maxPixels"] {
+      do {
+        configuration.maxPixels = try JobSetting.maxPixels.check(
+          count: maxPixels.int, text: maxPixels.string ?? "")
+      } catch {
+        throw fail(maxPixels, "verify.maxPixels", error.description)
+      }
     }
     return configuration
   }

@@ -4,8 +4,10 @@ import Foundation
 /// `imagecache report merge` (SPEC section 9): the reports of one run's shards as one report of
 /// the whole run. Counts are summed, lists joined (blacklisted URLs once each), maintenance
 /// passes of the same kind combined; the run starts at the earliest start, ends at the latest
-/// end, and has the worst status. The reports are read one at a time and their lists streamed
-/// into the merged one: memory is that of the largest report, not of all of them.
+/// end, and has the worst status. The shards' `verify` audits (each of its own files) make one:
+/// counts summed, files and errors joined (``VerifyMerge``). The reports are read one at a time
+/// and their lists streamed into the merged one: memory is that of the largest report, not of
+/// all of them.
 public enum ReportMerge {
   /// What the merged report says, for the exit code.
   public struct Outcome: Sendable, Equatable {
@@ -13,6 +15,9 @@ public enum ReportMerge {
     public var failedURLs: Int
     /// Distinct manifests and sitemaps that failed as a whole, in any shard.
     public var failedInputs = 0
+    /// Files the shards' audits found bad, and entries they could not read (`verify`).
+    public var badFiles = 0
+    public var entriesNotRead = 0
     public var files: [String]
     /// Every merged report was of a run that allowed failed URLs (`allowURLFailures`): the
     /// merge exits as those runs did, 0 for failed URLs alone.
@@ -53,6 +58,7 @@ public enum ReportMerge {
     var countsListed = false
     // Every attempt's traffic; the counts above are each shard's last attempt's.
     var night = RunReport.Night()
+    var verify = VerifyMerge()
     for path in paths {
       let report = try RunReport.load(path: path)
       for attempt in report.attempts {
@@ -78,6 +84,7 @@ public enum ReportMerge {
       if let prefetch = report.prefetch {
         counts = try sum(counts ?? PrefetchCounts(), prefetch.counts, adding: path)
       }
+      if let section = report.verify { try verify.add(section, of: path) }
       countsListed = countsListed || report.urlsListed != nil
       urlsListed = try total(
         urlsListed, report.urlsListed ?? report.prefetch?.total ?? 0, "urlsListed", adding: path)
@@ -96,12 +103,17 @@ public enum ReportMerge {
       status = worse(status, .incomplete)
       warnings += problems.map { "incomplete: \($0)" }
     }
+    warnings += verify.differences
     let runIDs = Set(members.map(\.runID))
     let cache = CacheLocation(directory: first.cache.path, namespace: first.cache.namespace)
     let writer = try ReportWriter(
       job: first.job, location: cache, startedAt: startedAt, files: files,
       standardOutput: standardOutput, runID: runIDs.count == 1 ? runIDs.first! : nil,
       allowsURLFailures: urlFailuresAllowed)
+    if let section = verify.section {
+      try writer.beginVerify(level: section.level, repair: section.repair, dryRun: section.dryRun)
+      writer.verifyCounts = section.counts
+    }
 
     // Then the lists, one report at a time.
     var recorder = writer.prefetchRecorder
@@ -122,6 +134,10 @@ public enum ReportMerge {
         for url in prefetch.blacklistedURLs where blacklisted.insert(url).inserted {
           writer.recordBlacklisted(url)
         }
+      }
+      if let section = report.verify {
+        for file in section.files { writer.recordVerified(file) }
+        for error in section.errors { writer.recordVerifyError(error) }
       }
       for pass in report.maintenance {
         let key = "\(pass.pass.rawValue) \(pass.dryRun)"
@@ -164,7 +180,9 @@ public enum ReportMerge {
       night: counts == nil ? nil : night)
     return Outcome(
       status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
-      files: writer.files, urlFailuresAllowed: urlFailuresAllowed,
+      badFiles: verify.section?.counts.bad ?? 0,
+      entriesNotRead: verify.section?.counts.errors ?? 0, files: writer.files,
+      urlFailuresAllowed: urlFailuresAllowed,
       unfinished: members.filter { $0.status != .completed }.map(\.described),
       rerun: zip(members, sources).compactMap { member, source in
         guard let attempts = source.attempts, attempts > 1 else { return nil }
@@ -240,6 +258,63 @@ public enum ReportMerge {
 }
 
 extension ReportMerge {
+  /// The `verify` sections of a fleet run's shards as one audit of the whole cache (issue 45):
+  /// each shard audits its own files (shard 0 also those no shard owns), so the counts are
+  /// summed and equal one unsharded audit's. The files and errors are joined in the order of
+  /// the reports, each shard's in its walk's order (sorting them would hold every shard's list
+  /// at once). The shards of one run share their settings; when they do not, the merged level
+  /// is the shallowest (every file was checked at least that deep), the repair the first
+  /// report's, the dry run only if every shard's was, and each difference is a warning.
+  struct VerifyMerge {
+    /// The merged section's settings and counts; its lists are streamed from the reports.
+    private(set) var section: VerifyReport?
+    private var levels: [(VerifyLevel, String)] = []
+    private var repairs: [(VerifyRepair, String)] = []
+
+    mutating func add(_ shard: VerifyReport, of path: String) throws(ConfigurationError) {
+      levels.append((shard.level, path))
+      repairs.append((shard.repair, path))
+      guard var merged = section else {
+        section = VerifyReport(
+          level: shard.level, repair: shard.repair, dryRun: shard.dryRun, counts: shard.counts)
+        return
+      }
+      let order = VerifyLevel.allCases
+      if order.firstIndex(of: shard.level)! < order.firstIndex(of: merged.level)! {
+        merged.level = shard.level
+      }
+      merged.dryRun = merged.dryRun && shard.dryRun
+      let fields: [(String, WritableKeyPath<VerifyCounts, Int>)] = [
+        ("files", \.files), ("ok", \.ok), ("note", \.note), ("bad", \.bad), ("errors", \.errors),
+      ]
+      for (name, field) in fields {
+        merged.counts[keyPath: field] = try total(
+          merged.counts[keyPath: field], shard.counts[keyPath: field], "verify.counts.\(name)",
+          adding: path)
+      }
+      section = merged
+    }
+
+    /// A warning for each setting the shards' audits did not share.
+    var differences: [String] {
+      var warnings: [String] = []
+      if Set(levels.map(\.0)).count > 1, let section {
+        warnings.append(
+          "verify: the shards checked at different levels ("
+            + levels.map { "\($0.0.rawValue) in \($0.1)" }.joined(separator: ", ")
+            + "): the merged level is \(section.level.rawValue), the shallowest")
+      }
+      if Set(repairs.map(\.0)).count > 1, let section {
+        warnings.append(
+          "verify: the shards repaired differently ("
+            + repairs.map { "\($0.0.rawValue) in \($0.1)" }.joined(separator: ", ")
+            + "): the merged repair is \(section.repair.rawValue), the first report's; "
+            + "the repair pass says what each did")
+      }
+      return warnings
+    }
+  }
+
   /// What a report says of its place in a fleet run.
   struct FleetMember {
     var path: String

@@ -284,12 +284,16 @@ public enum ReportPage {
     return html
   }
 
-  /// The passes, each with the limits it ran with and the cache's size before and after it.
+  /// The passes, each with the limits it ran with and the cache's size before and after it;
+  /// with a `verify` repair among them, the files it refetched and those whose refetch failed
+  /// (quarantined instead, so among the files moved too), blank for the other passes.
   static func maintenance(_ passes: [MaintenancePassReport]) -> String {
+    let repairs = passes.contains { $0.pass == .repair }
     var html =
       "<h3>Maintenance</h3>\n<div class=\"wide\"><table>\n<tr><th>pass</th><th>dry run</th><th>limits</th>"
     html += "<th class=\"n\">cache before</th><th class=\"n\">cache after</th>"
     html += "<th class=\"n\">files removed</th><th class=\"n\">files moved</th>"
+    if repairs { html += "<th class=\"n\">refetched</th><th class=\"n\">not refetched</th>" }
     html += "<th class=\"n\">bytes freed</th><th>errors</th></tr>\n"
     func size(_ bytes: UInt64?) -> String { bytes.map { escape(formatBytes($0)) } ?? "" }
     for pass in passes {
@@ -298,6 +302,13 @@ public enum ReportPage {
       html += "<td class=\"n\">\(size(pass.cacheBytesBefore))</td>"
       html += "<td class=\"n\">\(size(pass.cacheBytesAfter))</td>"
       html += "<td class=\"n\">\(pass.filesRemoved)</td><td class=\"n\">\(pass.filesMoved)</td>"
+      if repairs {
+        let refetched = pass.pass == .repair ? pass.filesRefetched ?? 0 : nil
+        let notRefetched = pass.pass == .repair ? pass.filesNotRefetched ?? 0 : nil
+        html += "<td class=\"n\">\(refetched.map(String.init) ?? "")</td>"
+        let failed = (notRefetched ?? 0) > 0 ? " failed" : ""
+        html += "<td class=\"n\(failed)\">\(notRefetched.map(String.init) ?? "")</td>"
+      }
       html += "<td class=\"n\">\(escape(formatBytes(pass.bytesFreed)))</td>"
       html += "<td>\(pass.errors.prefix(20).map(escape).joined(separator: "<br>"))</td></tr>\n"
     }

@@ -23,7 +23,7 @@ extension JobRunner {
     var configuration = configuration
     configuration.staleTemporaryAge = Self.staleTemporaryAge
     let verifier = CacheVerifier(
-      diskCachePath: job.location.diskCachePath, configuration: configuration)
+      diskCachePath: job.location.diskCachePath, configuration: configuration, shard: job.shard)
     let console = console
     let verbose = settings.verbose
     var badSaid = 0
