@@ -46,6 +46,9 @@ struct AdaptiveLimit {
   }
 
   static let initial = 4
+  /// From this limit up, each step of slow start is judged a round before the next: a step
+  /// past an origin's knee there queues that many requests more.
+  static let judgedFrom = 16
   /// The fewest answers a round is judged on.
   static let minimumRound = 16
   /// A round whose 90th percentile is within this factor of the least time seen did not queue.
@@ -140,7 +143,7 @@ struct AdaptiveLimit {
         // TCP's does, about a doubling a round trip); else the new limit is judged a round.
         // (What it served stays the last judged round's: the last of those just sent is not
         // answered yet.)
-        if slowStart, lateInRound == 0 {
+        if slowStart, lateInRound == 0, limit < Self.judgedFrom {
           set(Self.slowStartStep(limit), cut: nil)
         } else {
           beginRound()
@@ -254,8 +257,10 @@ struct AdaptiveLimit {
     lateInRound = 0
   }
 
-  /// Slow start's next limit after `limit`: twice it.
-  static func slowStartStep(_ limit: Int) -> Int { limit * 2 }
+  /// Slow start's next limit after `limit`: twice it below ``judgedFrom``, where each step
+  /// goes on at once; four times it from there, where each step is judged a round first (an
+  /// origin that refuses is still asked for one more at a time, the raise being paced).
+  static func slowStartStep(_ limit: Int) -> Int { limit < judgedFrom ? limit * 2 : limit * 4 }
 
   /// Decides the limit `proposed`, for `cut` (a raise when `nil`) seen at `knee` (the limit
   /// by default).
