@@ -220,7 +220,7 @@ public enum JobSetting: String, Sendable, CaseIterable {
         more:
           "auto: each host's limit is found as the run goes, from 4 up while its answers start "
           + "as fast as they did, down when they queue or it answers 429 or 503 (up to "
-          + "--max-per-host-concurrency).",
+          + "--max-per-host-concurrency); --verbose says where each host settled.",
         valueName: "n|auto")
     case .perHostStreams:
       return Declaration(
