@@ -2,24 +2,26 @@
 /// auto`), from the time its answers take to start (the server's time to first byte, without
 /// the connection's set-up).
 ///
-/// The measure is Vegas's and Gradient's: a server that is not queueing answers in about the
-/// least time it was seen to take; one that queues makes some requests wait a whole service
-/// time more. So the limit is judged a round at a time (whole batches of the limit's worth of
-/// answers, at least ``minimumRound``): an answer later than `tolerance` times the least time
-/// seen lately is late, and a round with a tenth of its answers late, and at least one a batch,
-/// queued (one late answer in a round of several batches is noise). Then, as TCP's congestion
-/// control does:
+/// The measure is Vegas's and Gradient's: a server that is not queueing answers within its
+/// usual spread of times; one that queues makes some requests wait a whole service time more.
+/// So the limit is judged a round at a time (whole batches of the limit's worth of answers, at
+/// least ``minimumRound`` after slow start): an answer later than `tolerance` times the
+/// baseline (what nine answers in ten took in the origin's recent clean rounds) is late, and a
+/// round with a tenth of its answers late, and at least one a batch, queued (one late answer in
+/// a round of several batches is noise). Then, as TCP's congestion control does:
 ///
-/// - **slow start**: from a small limit (4), it doubles each clean round up to 16, then grows by
-///   half, until the first round that queued, or a cut;
+/// - **slow start**: from a small limit (4), it doubles, at once below ``judgedFrom`` while every
+///   answer comes in time, then by four after a judged round, until the first round that
+///   queued, or a cut;
 /// - **additive increase**: +1 a clean round, but just below the limit where a queue or a
 ///   refusal was last seen (the knee) only after ``probeRounds`` clean rounds
-///   (``refusalProbeRounds`` after a refusal), twice as many after each probe that failed again,
-///   so that a small origin is seldom asked for one more than it serves at once; a probe past
-///   the knee that goes clean forgets it;
+///   (``refusalProbeRounds`` after a refusal), twice as many after each probe that found the
+///   knee where it was, so that a small origin is seldom asked for one more than it serves at
+///   once; two probes past the knee in a row that go clean forget it;
 /// - **decrease**: a round that queued loses the share of it that was late (at least one: what
-///   answered in time is about what the origin serves at once); a 429 or 503 or a refused
-///   stream takes a quarter off, a timeout half, ending slow start.
+///   answered in time is about what the origin serves at once), or in a deep queue falls to
+///   what Little's law says was served; a 429 or 503 or a refused stream takes a quarter off, a
+///   timeout half, ending slow start.
 ///
 /// Each decision begins an epoch: a round is judged on the answers to what was sent in its own
 /// epoch only (what was sent under the old limit says nothing of the new one), and a refusal
@@ -51,7 +53,7 @@ struct AdaptiveLimit {
   static let judgedFrom = 16
   /// The fewest answers a round is judged on.
   static let minimumRound = 16
-  /// A round whose 90th percentile is within this factor of the least time seen did not queue.
+  /// An answer later than this factor of the baseline is late.
   static let tolerance = 1.5
   /// Clean rounds before the first step up near the knee.
   static let probeRounds = 32
@@ -60,8 +62,8 @@ struct AdaptiveLimit {
   /// The most clean rounds between two steps up near a knee (the wait doubles after each probe
   /// that found the knee where it was).
   static let longestProbeRounds = 4096
-  /// The least time is the least of the last this many rounds' (an origin's base latency may
-  /// change during a night).
+  /// The baseline is taken from the last this many rounds (an origin's base latency may change
+  /// during a night).
   static let minimumRounds = 64
 
   let ceiling: Int
@@ -85,17 +87,22 @@ struct AdaptiveLimit {
   private var length: Int
   /// The current round's answers that came later than the tolerance.
   private var lateInRound = 0
-  /// The floor of each recent round (its 10th percentile: one answer much faster than the rest,
-  /// a server's timer firing early, is no floor), the newest last.
-  private var minima: [UInt64] = []
-  /// The time an answer takes when the origin does not queue: the 10th percentile of the
-  /// recent rounds' floors (a few rounds whose floor was low by chance do not make every
-  /// answer after them look late, and a queue kept for most of them does not make itself the
-  /// norm); `nil` before the first round ended.
+  /// What nine answers in ten of each recent round took (its 90th percentile), the newest
+  /// last.
+  private var spreads: [UInt64] = []
+  /// What an answer takes when the origin does not queue: the 10th percentile of the recent
+  /// rounds' 90th percentiles. A round's 90th percentile holds an origin's own spread of times
+  /// (a CDN's long tail is no queue: the least time was, and cut such an origin to 1); the
+  /// rounds that queued have a higher one and are not the norm, and a few rounds low by chance
+  /// (a server's timer firing early) do not make every later answer look late. `nil` before
+  /// the first round ended.
   private var baseline: UInt64? {
-    guard !minima.isEmpty else { return nil }
-    return minima.sorted()[minima.count / 10]
+    guard !spreads.isEmpty else { return nil }
+    return spreads.sorted()[spreads.count / 10]
   }
+  /// The mean time of each recent round, the newest last; the 10th percentile of them is
+  /// the origin's usual time when it does not queue, for Little's law.
+  private var means: [Double] = []
   /// Decisions so far (raises and cuts): a transfer records the epoch it was sent in, and only
   /// those of the current one are samples of the current limit.
   private(set) var epoch = 0
@@ -157,8 +164,8 @@ struct AdaptiveLimit {
     return before != (limit, target)
   }
 
-  /// Whether an answer that took `nanoseconds` is within the tolerance of the least time seen
-  /// lately (any is, before a round ended).
+  /// Whether an answer that took `nanoseconds` is within the tolerance of the baseline (any
+  /// is, before a round ended).
   private func isInTime(_ nanoseconds: UInt64) -> Bool {
     guard let least = baseline else { return true }
     return Double(nanoseconds) <= Double(least) * Self.tolerance
@@ -197,17 +204,23 @@ struct AdaptiveLimit {
     round.removeAll(keepingCapacity: true)
     lateInRound = 0
     roundsAt[limit, default: 0] += 1
-    let floor = sorted[sorted.count / 10]
+    let spread = sorted[sorted.count * 9 / 10]
     // One transfer at a time queues behind nothing of ours: a round at 1 that looks queued
-    // says the floor seen before is no longer the origin's; this one is.
-    if limit == 1, let least = baseline, Double(floor) > Double(least) * Self.tolerance {
-      minima.removeAll()
+    // says the baseline seen before is no longer the origin's; this one is.
+    if limit == 1, let least = baseline, Double(spread) > Double(least) * Self.tolerance {
+      spreads.removeAll()
+      means.removeAll()
     }
     // The first round only sets the baseline: the first answers of a run (cold caches, new
     // connections) are no queue.
-    let judged = !minima.isEmpty
-    minima.append(floor)
-    if minima.count > Self.minimumRounds { minima.removeFirst() }
+    let judged = !spreads.isEmpty
+    let mean = Double(sorted.reduce(0, +)) / Double(sorted.count)
+    spreads.append(spread)
+    means.append(mean)
+    if spreads.count > Self.minimumRounds {
+      spreads.removeFirst()
+      means.removeFirst()
+    }
     let least = baseline!
     let late =
       sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
@@ -215,10 +228,10 @@ struct AdaptiveLimit {
     // flight), so that one late answer in a round of several batches is noise, not a queue.
     if judged, late >= max(batches, (sorted.count + 9) / 10) {
       // What answered in time is about what the origin serves at once: the late share goes;
-      // but when most were late (a deep queue), what it serves is the limit times the least
-      // time over the round's mean (Little's law).
-      let mean = Double(sorted.reduce(0, +)) / Double(sorted.count)
-      let served = Int(Double(limit) * Double(least) / mean)
+      // but when most were late (a deep queue), what it serves is the limit times its usual
+      // mean time over this round's (Little's law).
+      let usual = means.sorted()[means.count / 10]
+      let served = Int(Double(limit) * usual / mean)
       set(max(limit - max(1, late * limit / sorted.count), min(limit - 1, served)), cut: .queue)
       return
     }

@@ -80,20 +80,40 @@ final class AdaptiveLimitTests: XCTestCase {
       var origin = OriginSimulation(capacity: 8)
       origin.noise = 0.02
       let small = origin.run(&adaptive, requests: 5000, random: &random)
-      XCTAssertEqual(adaptive.spread.median, 8, "seed \(seed)")
+      XCTAssertTrue((8...9).contains(adaptive.spread.median), "seed \(seed): \(adaptive.spread)")
       XCTAssertLessThan(
         small.queued, 250, "seed \(seed): the slow start's step past 8, and rare probes")
       XCTAssertLessThanOrEqual(
         Double(small.elapsed), fixed(8, requests: 5000) * 1.15, "seed \(seed): the bar of (b)")
       XCTAssertGreaterThan(adaptive.cuts[.queue] ?? 0, 0)
     }
-    // Answers out of step (10%): a ninth request waits an eighth of a service time on
-    // average, under the tolerance; the limit still settles at the knee.
+    // Answers out of step (10%): one more than it serves waits about an eighth of a service
+    // time each, under the tolerance, and becomes the norm: the limit settles a little above
+    // the knee, never at a queue of whole service times.
     var random = SeededRandom(seed: 25)
     var adaptive = AdaptiveLimit(ceiling: 64)
     let small = OriginSimulation(capacity: 8).run(&adaptive, requests: 5000, random: &random)
-    XCTAssertEqual(adaptive.spread.median, 8)
+    XCTAssertTrue((8...12).contains(adaptive.spread.median), "\(adaptive.spread)")
     XCTAssertLessThanOrEqual(Double(small.elapsed), fixed(8, requests: 5000) * 1.15)
+  }
+
+  func testACDNsOwnLongTailIsNoQueue() {
+    // Service times lognormal about 20 ms: sigma 0.25 (a 99th percentile about 1.8x the
+    // median) and 0.5 (3.2x). Judged against the least time seen, as the limit once was,
+    // either held a CDN at 1 (a night 50 times as long); against what nine answers in ten
+    // take, the first is no queue at all and the second costs a few cuts.
+    for (sigma, slower) in [(0.25, 1.1), (0.5, 1.6)] {
+      var random = SeededRandom(seed: 40)
+      var adaptive = AdaptiveLimit(ceiling: 64)
+      var cdn = OriginSimulation()
+      cdn.lognormalSigma = sigma
+      let outcome = cdn.run(&adaptive, requests: 5000, random: &random)
+      XCTAssertLessThanOrEqual(
+        Double(outcome.elapsed), fixed(64, requests: 5000) * slower,
+        "sigma \(sigma): \(adaptive.cuts) \(adaptive.spread)")
+      XCTAssertGreaterThanOrEqual(adaptive.spread.median, 32, "sigma \(sigma)")
+      if sigma == 0.25 { XCTAssertEqual(adaptive.cuts, [:]) }
+    }
   }
 
   func testAnOriginThatRefusesPastItsKneeIsAskedForOneMoreNotABurstAndIsNotHeldForIt() {
@@ -143,7 +163,7 @@ final class AdaptiveLimitTests: XCTestCase {
     let queueing = slower.run(&adaptive, requests: 3000, random: &random)
     XCTAssertLessThanOrEqual(adaptive.limit, 17)
     XCTAssertGreaterThanOrEqual(adaptive.limit, 12)
-    XCTAssertLessThan(queueing.queued, 600, "the fall takes a few rounds")
+    XCTAssertLessThan(queueing.queued, 1000, "the fall takes a few rounds")
     // It serves everything again: the limit climbs back, a step a round, past the old knee
     // after a probe.
     let recovered = OriginSimulation().run(&adaptive, requests: 30000, random: &random)
@@ -160,8 +180,8 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(adaptive.limit, 32)
     // A round of 32 where a fifth of the answers took three times as long: queued. The late
     // share would leave 25 (what answered in time is what the origin serves at once); the
-    // round's mean time says it served about 27 (Little's law: 32 x the baseline / the mean,
-    // the baseline from the noisy rounds): the gentler of the two.
+    // round's mean time says it served about 26 (Little's law: 32 x the usual mean / this
+    // round's): the gentler of the two.
     let epoch = adaptive.epoch
     for index in 0..<32 { adaptive.answered(after: index % 5 == 0 ? service * 3 : service) }
     XCTAssertEqual(adaptive.cuts, [.queue: 1])

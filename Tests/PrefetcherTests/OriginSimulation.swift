@@ -16,6 +16,9 @@ struct OriginSimulation {
   /// Each request's service time, and up to this share more at random.
   var service: UInt64 = 20_000_000
   var noise = 0.1
+  /// When set, each service time is instead lognormal about `service` with this sigma (a
+  /// CDN's long tail: 1 gives a 99th percentile about ten times the median).
+  var lognormalSigma: Double?
   /// How long a refusal takes to arrive, and the `Retry-After` it asks for.
   var refusalTime: UInt64 = 500_000
   var retryAfter: UInt64 = 1_000_000_000
@@ -44,6 +47,19 @@ struct OriginSimulation {
     var inFlight: Int
     var refused: Bool
     var queued: UInt64
+  }
+
+  /// One request's service time.
+  private func serviceTime(_ random: inout SeededRandom) -> UInt64 {
+    guard let sigma = lognormalSigma else {
+      let jitter = 1 + Double(random.below(1000)) / 1000 * noise
+      return UInt64(Double(service) * jitter)
+    }
+    // Box-Muller: a standard normal from two uniforms in (0, 1].
+    let u1 = Double(random.below(1_000_000) + 1) / 1_000_000
+    let u2 = Double(random.below(1_000_000) + 1) / 1_000_000
+    let normal = (-2 * log(u1)).squareRoot() * cos(2 * Double.pi * u2)
+    return UInt64(Double(service) * exp(sigma * normal))
   }
 
   /// Sends `requests` requests under `adaptive`, starting at `start` on the simulated clock.
@@ -75,17 +91,15 @@ struct OriginSimulation {
         }
         let free = places.indices.min { places[$0] < places[$1] }!
         begins = max(now, places[free])
-        let jitter = 1 + Double(random.below(1000)) / 1000 * noise
-        places[free] = begins + UInt64(Double(service) * jitter)
+        places[free] = begins + serviceTime(&random)
         pending.append(
           Pending(
             at: places[free], sentAt: now, epoch: adaptive.epoch, inFlight: inFlight,
             refused: false, queued: begins - now))
       } else {
-        let jitter = 1 + Double(random.below(1000)) / 1000 * noise
         pending.append(
           Pending(
-            at: now + UInt64(Double(service) * jitter), sentAt: now, epoch: adaptive.epoch,
+            at: now + serviceTime(&random), sentAt: now, epoch: adaptive.epoch,
             inFlight: inFlight, refused: false, queued: 0))
       }
     }
