@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import Imaging
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -78,8 +79,8 @@ public struct VerifyConfiguration: Sendable, Equatable {
 ///   that contradicts the content (a PNG named `.jpg`) is a note, since SD reads it all the
 ///   same.
 ///
-/// Symbolic links are notes, never followed. Files are read `jobs` at a time, a batch after
-/// another, and recorded in the walk's order; only the bad files are kept, compactly and in a
+/// Symbolic links are notes, never followed. Files are read `jobs` at a time, a batch while
+/// the walk scans the next, and recorded in the walk's order; only the bad files are kept, compactly and in a
 /// temporary file once many, for ``repair(_:dryRun:now:into:refetch:stop:)``.
 public struct CacheVerifier: Sendable {
   public let diskCachePath: String
@@ -89,7 +90,7 @@ public struct CacheVerifier: Sendable {
   /// run audit every file once, so that their reports add up to one unsharded audit's.
   public let shard: Shard?
   /// Files read and checked together, per worker.
-  static let batchPerWorker = 16
+  static let batchPerWorker = 128
 
   public init(diskCachePath: String, configuration: VerifyConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
@@ -130,9 +131,19 @@ public struct CacheVerifier: Sendable {
     let batchSize = workers * Self.batchPerWorker
     var batch: [ScannedFile] = []
     batch.reserveCapacity(batchSize)
-    func finishBatch() throws {
-      let contents = Self.readAndCheck(batch, root: root, check: check, workers: workers)
-      for (file, content) in zip(batch, contents) {
+    var inFlight: BatchCheck?
+    // The workers of a batch in flight when the walk ends early (an error) read through `root`.
+    defer { _ = inFlight?.wait() }
+    // Waits for the batch in flight, starts the one in hand, and judges the one that finished
+    // while the new one is checked.
+    func nextBatch() throws {
+      let finished = inFlight.map { ($0.files, $0.wait()) }
+      inFlight =
+        batch.isEmpty ? nil : BatchCheck(batch, root: root, check: check, workers: workers)
+      batch = []
+      batch.reserveCapacity(batchSize)
+      guard let (files, contents) = finished else { return }
+      for (file, content) in zip(files, contents) {
         if case .gone(let error) = content {
           findings.counts.errors += 1
           recordError("\(error)")
@@ -147,7 +158,6 @@ public struct CacheVerifier: Sendable {
             size: file.attributes.size)
         }
       }
-      batch.removeAll(keepingCapacity: true)
     }
 
     let scanner = CacheScanner(
@@ -161,14 +171,15 @@ public struct CacheVerifier: Sendable {
       guard judges(file.relativePath) else { return true }
       batch.append(file)
       guard batch.count == batchSize else { return true }
-      try finishBatch()
+      try nextBatch()
       if stop() {
         findings.stopped = true
         return false
       }
       return true
     }
-    if !findings.stopped { try finishBatch() }
+    if !findings.stopped { try nextBatch() }
+    try nextBatch()  // the last batch started
     return findings
   }
 
@@ -351,29 +362,57 @@ public struct CacheVerifier: Sendable {
     case gone(FileSystemError)
   }
 
-  /// Reads and checks the files of `batch` that have SD's names, `workers` at a time; the
-  /// results in `batch`'s order.
-  static func readAndCheck(
-    _ batch: [ScannedFile], root: Int32, check: ContentCheck, workers: Int
-  ) -> [Content] {
-    let results = UnsafeMutableBufferPointer<Content>.allocate(capacity: batch.count)
-    results.initialize(repeating: .unread)
-    defer { results.deallocate() }
-    let shared = UnsafeSendable(results)
-    DispatchQueue.concurrentPerform(iterations: min(workers, batch.count)) { worker in
-      for index in stride(from: worker, to: batch.count, by: workers) {
-        let file = batch[index]
-        guard file.attributes.isRegularFile, case .key = FileNameKind(file.relativePath) else {
-          continue
+  /// A batch of files read and checked by the workers, on a queue of their own, while the walk
+  /// judges the batch before and scans the next: the walk's own work (directory reads, `statx`,
+  /// judging) leaves no core idle.
+  final class BatchCheck: @unchecked Sendable {
+    let files: [ScannedFile]
+    /// Each written by one worker, read once ``wait()`` returned.
+    private let results: UnsafeMutableBufferPointer<Content>
+    private let next = Atomic<Int>(0)
+    private let done = DispatchGroup()
+
+    /// Starts reading and checking the files that have SD's names, `workers` at a time.
+    init(_ files: [ScannedFile], root: Int32, check: ContentCheck, workers: Int) {
+      self.files = files
+      results = .allocate(capacity: files.count)
+      results.initialize(repeating: .unread)
+      done.enter()
+      DispatchQueue.global().async { [self] in
+        // Each worker takes the next file as it finishes one: files differ in cost by a
+        // hundred times (a thumbnail, a progressive photo), and a fixed share would leave a
+        // core idle.
+        DispatchQueue.concurrentPerform(iterations: min(workers, files.count)) { _ in
+          var buffer = ReadBuffer()
+          while true {
+            let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+            guard index < files.count else { return }
+            let file = files[index]
+            guard file.attributes.isRegularFile, case .key = FileNameKind(file.relativePath)
+            else { continue }
+            results[index] = CacheVerifier.read(file, root: root, check: check, into: &buffer)
+          }
         }
-        shared.value[index] = read(file, root: root, check: check)
+        done.leave()
       }
     }
-    return Array(results)
+
+    /// What reading each file gave, in the files' order, once the workers are done.
+    func wait() -> [Content] {
+      done.wait()
+      return Array(results)
+    }
+
+    deinit {
+      results.deinitialize()
+      results.deallocate()
+    }
   }
 
   /// The header level reads the start of the file, and the rest only when its header runs on.
-  static func read(_ file: ScannedFile, root: Int32, check: ContentCheck) -> Content {
+  static func read(
+    _ file: ScannedFile, root: Int32, check: ContentCheck, into buffer: inout ReadBuffer
+  ) -> Content {
     let fd = openat(root, file.relativePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
     guard fd >= 0 else {
       let error = FileSystemError("read", path: file.relativePath, errno: errno)
@@ -383,38 +422,48 @@ public struct CacheVerifier: Sendable {
     let size = Int(file.attributes.size)
     do throws(FileSystemError) {
       if check.level == .header && size > ContentCheck.headerBytes {
-        let start = try readBytes(fd, count: ContentCheck.headerBytes, path: file.relativePath)
+        let start = try buffer.read(fd, count: ContentCheck.headerBytes, path: file.relativePath)
         if let verdict = check.check(start, complete: start.count < ContentCheck.headerBytes) {
           return .checked(verdict)
         }
       }
-      let whole = try readBytes(fd, count: nil, path: file.relativePath)
+      let whole = try buffer.read(fd, count: nil, path: file.relativePath)
       return .checked(check.check(whole) ?? .failure(ContentProblem("unreadable header")))
     } catch {
       return .unreadable(error)
     }
   }
 
-  /// The first `count` bytes (all of them for `nil`), fewer at the end of the file.
-  static func readBytes(_ fd: Int32, count: Int?, path: String) throws(FileSystemError) -> Data {
-    var info = stat()
-    guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
-    let wanted = count ?? Int(info.st_size)
-    var data = Data(count: wanted)
-    var filled = 0
-    while filled < wanted {
-      let got = data.withUnsafeMutableBytes {
-        pread(fd, $0.baseAddress! + filled, wanted - filled, off_t(filled))
+  /// A worker's memory for the files it reads, grown to the largest: reused, it is neither
+  /// allocated nor zeroed for each file.
+  struct ReadBuffer: ~Copyable {
+    private var memory = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
+    /// The first `count` bytes of the file (all of them for `nil`), fewer at its end: valid
+    /// until the next read.
+    mutating func read(_ fd: Int32, count: Int?, path: String) throws(FileSystemError) -> Data {
+      var info = stat()
+      guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
+      let wanted = count ?? Int(info.st_size)
+      guard wanted > 0 else { return Data() }
+      if memory.count < wanted {
+        memory.deallocate()
+        memory = .allocate(byteCount: max(wanted, 64 << 10), alignment: 16)
       }
-      if got < 0 {
-        if errno == EINTR { continue }
-        throw FileSystemError("read", path: path, errno: errno)
+      var filled = 0
+      while filled < wanted {
+        let got = pread(fd, memory.baseAddress! + filled, wanted - filled, off_t(filled))
+        if got < 0 {
+          if errno == EINTR { continue }
+          throw FileSystemError("read", path: path, errno: errno)
+        }
+        if got == 0 { break }
+        filled += got
       }
-      if got == 0 { break }
-      filled += got
+      return Data(bytesNoCopy: memory.baseAddress!, count: filled, deallocator: .none)
     }
-    data.count = filled
-    return data
+
+    deinit { memory.deallocate() }
   }
 
   // MARK: Judging
@@ -560,10 +609,4 @@ enum FileNameKind: Equatable {
       || ext.utf16.count > CacheFileName.maxExtensionLength
     self = .key(legacy: legacy, ext: ext)
   }
-}
-
-/// A value handed to `concurrentPerform`'s workers, each writing only its own indices.
-private struct UnsafeSendable<Value>: @unchecked Sendable {
-  let value: Value
-  init(_ value: Value) { self.value = value }
 }
