@@ -12,7 +12,7 @@ int ic_png_decode_rows(const unsigned char *data, size_t size, unsigned long lon
 
 /// Checks a PNG's image data without decoding its pixels, for `verify --level full`: the IHDR's
 /// fields, a PLTE where the colour type needs one and nowhere else, no unknown critical chunk,
-/// the IDAT chunks one run, their zlib stream inflated whole (its Adler-32 checked, 16 KiB at a
+/// the IDAT chunks one run, their zlib stream inflated whole (its Adler-32 checked, 64 KiB at a
 /// time, whatever the image's size) to exactly the bytes the header's rows take, and every
 /// row's filter type valid. The unfiltered pixels are never made: a filter of the right type
 /// cannot fail. `data` must have passed the structure walk (every chunk whole, its CRC right,
