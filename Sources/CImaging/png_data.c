@@ -126,6 +126,10 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
   size_t offset = 8;
   while (status == 0 && offset + 12 <= size) {
     uint32_t length = be32(data + offset);
+    if (length > size - offset - 12) {
+      status = fail(message, message_size, "truncated");
+      break;
+    }
     const unsigned char *type = data + offset + 4, *body = data + offset + 8;
     offset += 12 + (size_t)length;
     if (is_type(type, "IDAT")) {
@@ -163,7 +167,7 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
       if (idat == 1) idat = 2;
       if (is_type(type, "PLTE")) {
         if (length == 0 || length % 3 != 0 || length / 3 > 256 ||
-                   (color_type == 3 && length / 3 > (1u << depth))) {
+            (color_type == 3 && length / 3 > (1u << depth))) {
           status = fail(message, message_size, "PLTE: invalid length");
         } else if (color_type == 0 || color_type == 4) {
           status = fail(message, message_size, "PLTE: in a greyscale image");
