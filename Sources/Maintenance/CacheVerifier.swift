@@ -90,7 +90,7 @@ public struct CacheVerifier: Sendable {
   /// run audit every file once, so that their reports add up to one unsharded audit's.
   public let shard: Shard?
   /// Files read and checked together, per worker.
-  static let batchPerWorker = 128
+  static let batchPerWorker = 1024
 
   public init(diskCachePath: String, configuration: VerifyConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
