@@ -112,7 +112,7 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
   }
 
   /// The worker pool judges every file once and records them in the walk's order, whatever the
-  /// number of workers, over batches in flight while the walk goes on (one worker: three).
+  /// number of workers, over several batches (one worker: three).
   func testAnyNumberOfWorkersGivesTheSameFindingsInTheSameOrder() throws {
     let count = 2 * CacheVerifier.batchPerWorker + 452
     for index in 0..<count {
