@@ -61,11 +61,12 @@ let package = Package(
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ]),
     // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames;
-    // and cairo (thumbnails and transformers share CoreGraphics' imaging model), loaded with
-    // dlopen the first time a variant is rendered (Debian libcairo2-dev).
+    // verify's check of a PNG's image data, on zlib alone; and cairo (thumbnails and
+    // transformers share CoreGraphics' imaging model), loaded with dlopen the first time a
+    // variant is rendered (Debian libcairo2-dev).
     .target(
       name: "CImaging", dependencies: ["CPNG"], path: "Sources/CImaging",
-      linkerSettings: [.linkedLibrary("png16")]),
+      linkerSettings: [.linkedLibrary("png16"), .linkedLibrary("z")]),
     // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng and
     // cairo.
     .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging"]),

@@ -10,6 +10,11 @@
 #   bash Benchmarks/verify.sh                  # 20,000 then 100,000 files, tmpfs (root)
 #   N=20000 bash Benchmarks/verify.sh          # one size, quicker
 #   BIG=1000000 bash Benchmarks/verify.sh      # also verify's peak memory at 1,000,000 files
+#   BASELINE=/tmp/before/imagecache N=20000 RUNS=3 bash Benchmarks/verify.sh
+#
+# BASELINE (an earlier build of imagecache) adds its `verify --level full` as a tool of its own,
+# "baseline", timed in the same alternation and checked for detection: before and after a
+# change in one series.
 #
 # The cache grows from one size to the next (file i is the same at every size). The files are
 # made from a few sources written once with Pillow: JPEG baseline and progressive, PNG with and
@@ -25,6 +30,8 @@ JOBS=${JOBS:-$(nproc)}
 # The levels timed and checked: full decodes every JPEG and PNG, as jpeginfo -c and pngcheck do.
 LEVELS=${LEVELS:-header structure full}
 BIG=${BIG:-}
+BASELINE=${BASELINE:-}
+TOOLS="$LEVELS${BASELINE:+ baseline}" # what is timed and checked besides the checkers
 WORK=${WORK:-$(mktemp -d /tmp/vbench-XXXXXX)}
 
 bash scripts/install-system-packages time python3-pil jpeginfo pngcheck gifsicle webp
@@ -201,10 +208,15 @@ checkers() { # $1: xargs's -P
     xargs -a "$WORK/webp.list" -n 500 -P "$1" webpinfo || true
   )
 }
-verify() { # level, more arguments
-  local level=$1
+# CMD: the command line of a tool, a level of this build or baseline (the earlier build's full).
+tool_command() { # tool
+  if [ "$1" = baseline ]; then CMD=("$BASELINE" verify --level full); else CMD=("$BIN" verify --level "$1"); fi
+  CMD+=(--cache "$WORK/cache" --jobs "$JOBS")
+}
+verify() { # tool, more arguments
+  tool_command "$1"
   shift
-  "$BIN" verify --cache "$WORK/cache" --level "$level" --jobs "$JOBS" "$@" || [ $? = 1 ]
+  "${CMD[@]}" "$@" || [ $? = 1 ]
 }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
@@ -221,7 +233,7 @@ cpu_median() { awk '{print $2 + $3}' "$WORK/$1" | median; }
 # checkers one batch at a time, so that their lines do not interleave.
 bad_lists() {
   local level
-  for level in $LEVELS; do
+  for level in $TOOLS; do
     verify "$level" --report "$WORK/out/$level.json" 2>/dev/null
     python3 -c "
 import json, sys
@@ -255,7 +267,7 @@ PY
 
 # Found / injected per damage kind, and false positives among the valid files, for each tool.
 detection_table() { # files
-  python3 - "$MANIFEST" "$1" "$WORK/out" "$LEVELS" <<'PY'
+  python3 - "$MANIFEST" "$1" "$WORK/out" "$TOOLS" <<'PY'
 import collections, sys
 manifest, files, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 damaged = {}
@@ -290,25 +302,26 @@ for FILES in $SIZES; do
   for ext in jpg png gif webp; do (cd "$DIR" && find . -maxdepth 1 -name "*.$ext" -printf '%f\n') >"$WORK/$ext.list"; done
   echo "$FILES files: $(wc -l <"$WORK/jpg.list") JPEG, $(wc -l <"$WORK/png.list") PNG," \
     "$(wc -l <"$WORK/gif.list") GIF, $(wc -l <"$WORK/webp.list") WebP; $(du -sh "$DIR" | cut -f1)" >&2
-  rm -f "$WORK/checkers" "$WORK/header" "$WORK/structure" "$WORK/full"
+  rm -f "$WORK/checkers" "$WORK/header" "$WORK/structure" "$WORK/full" "$WORK/baseline"
   verify structure >/dev/null 2>&1 # warm the dentry cache
   for run in $(seq "$RUNS"); do
     measure checkers bash -c "$(declare -f checkers); checkers $JOBS"
-    for level in $LEVELS; do
-      measure "$level" "$BIN" verify --cache "$WORK/cache" --level "$level" --jobs "$JOBS"
+    for level in $TOOLS; do
+      tool_command "$level"
+      measure "$level" "${CMD[@]}"
     done
-    echo "run $run of $RUNS: $(cd "$WORK" && tail -qn1 checkers $LEVELS | cut -d' ' -f1 | paste -sd' ')" >&2
+    echo "run $run of $RUNS: $(cd "$WORK" && tail -qn1 checkers $TOOLS | cut -d' ' -f1 | paste -sd' ')" >&2
   done
   base=$(column_median checkers 1)
   base_cpu=$(cpu_median checkers)
-  for label in checkers $LEVELS; do
+  for label in checkers $TOOLS; do
     s=$(column_median "$label" 1)
     cpu=$(cpu_median "$label")
     rows+=("$(printf '| %s | %s | %.3f s | %.0f | %.2f s | %.1f | %.1f | %.1f MiB |' "$FILES" "$label" \
       "$s" "$(echo "$FILES / $s" | bc -l)" "$cpu" "$(echo "$base / $s" | bc -l)" \
       "$(echo "$base_cpu / $cpu" | bc -l)" "$(echo "$(column_median "$label" 4) / 1024" | bc -l)")")
   done
-  printf '%s\n' "${rows[@]: -$((1 + $(wc -w <<<"$LEVELS")))}" >&2 # this size's, as it comes
+  printf '%s\n' "${rows[@]: -$((1 + $(wc -w <<<"$TOOLS")))}" >&2 # this size's, as it comes
   bad_lists
   detection_table "$FILES"
 done

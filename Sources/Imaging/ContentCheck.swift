@@ -4,8 +4,10 @@ import Foundation
 /// Judges a cache file's content the way an app reading the cache would meet it: an image of a
 /// known format whose container holds together, or a reason it is not one, worded for a
 /// person (`verify`'s `bad` outcome). Never allocates by what a header claims. The full level
-/// decodes JPEG and PNG pixels as the prefetch's `full` validation does (an eighth of a JPEG,
-/// a PNG row at a time), unless the image has more than `maxPixels`.
+/// decodes a JPEG's pixels as the prefetch's `full` validation does (an eighth of it, in grey),
+/// and inflates a PNG's image data and checks its rows' filter types without unfiltering them
+/// (``PNGDecoder/checkData(_:maxPixels:)``: libpng's decode finds no more in data whose CRCs
+/// the structure walk checked), unless the image has more than `maxPixels`.
 public struct ContentCheck: Sendable {
   public var level: VerifyLevel
   /// The full level decodes no image with more pixels (its structure is still walked):
@@ -58,7 +60,7 @@ public struct ContentCheck: Sendable {
         do throws(ImageCacheError) {
           switch format {
           case .jpeg: try JPEGDecoder.decode(data)
-          default: try PNGDecoder.decode(data, maxPixels: maxPixels)
+          default: try PNGDecoder.checkData(data, maxPixels: maxPixels)
           }
         } catch {
           guard case .badImageData(let reason) = error else {

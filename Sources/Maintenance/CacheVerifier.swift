@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import Imaging
+import Synchronization
 
 #if canImport(Glibc)
   import Glibc
@@ -89,7 +90,7 @@ public struct CacheVerifier: Sendable {
   /// run audit every file once, so that their reports add up to one unsharded audit's.
   public let shard: Shard?
   /// Files read and checked together, per worker.
-  static let batchPerWorker = 16
+  static let batchPerWorker = 1024
 
   public init(diskCachePath: String, configuration: VerifyConfiguration, shard: Shard? = nil) {
     self.diskCachePath = diskCachePath
@@ -358,22 +359,35 @@ public struct CacheVerifier: Sendable {
   ) -> [Content] {
     let results = UnsafeMutableBufferPointer<Content>.allocate(capacity: batch.count)
     results.initialize(repeating: .unread)
-    defer { results.deallocate() }
+    defer {
+      results.deinitialize()
+      results.deallocate()
+    }
     let shared = UnsafeSendable(results)
-    DispatchQueue.concurrentPerform(iterations: min(workers, batch.count)) { worker in
-      for index in stride(from: worker, to: batch.count, by: workers) {
+    let next = Atomic<Int>(0)
+    // On the walk's thread: run from a queue of its own while the walk went on, the workers
+    // kept the cores busy less (3.6 s against 3.0 s for the benchmark's 20,000 files).
+    DispatchQueue.concurrentPerform(iterations: min(workers, batch.count)) { _ in
+      // Each worker takes the next file as it finishes one: files differ in cost by a hundred
+      // times (a thumbnail, a progressive photo), and a fixed share would leave a core idle.
+      var buffer = ReadBuffer()
+      while true {
+        let index = next.wrappingAdd(1, ordering: .relaxed).oldValue
+        guard index < batch.count else { return }
         let file = batch[index]
         guard file.attributes.isRegularFile, case .key = FileNameKind(file.relativePath) else {
           continue
         }
-        shared.value[index] = read(file, root: root, check: check)
+        shared.value[index] = read(file, root: root, check: check, into: &buffer)
       }
     }
     return Array(results)
   }
 
   /// The header level reads the start of the file, and the rest only when its header runs on.
-  static func read(_ file: ScannedFile, root: Int32, check: ContentCheck) -> Content {
+  static func read(
+    _ file: ScannedFile, root: Int32, check: ContentCheck, into buffer: inout ReadBuffer
+  ) -> Content {
     let fd = openat(root, file.relativePath, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK)
     guard fd >= 0 else {
       let error = FileSystemError("read", path: file.relativePath, errno: errno)
@@ -383,38 +397,48 @@ public struct CacheVerifier: Sendable {
     let size = Int(file.attributes.size)
     do throws(FileSystemError) {
       if check.level == .header && size > ContentCheck.headerBytes {
-        let start = try readBytes(fd, count: ContentCheck.headerBytes, path: file.relativePath)
+        let start = try buffer.read(fd, count: ContentCheck.headerBytes, path: file.relativePath)
         if let verdict = check.check(start, complete: start.count < ContentCheck.headerBytes) {
           return .checked(verdict)
         }
       }
-      let whole = try readBytes(fd, count: nil, path: file.relativePath)
+      let whole = try buffer.read(fd, count: nil, path: file.relativePath)
       return .checked(check.check(whole) ?? .failure(ContentProblem("unreadable header")))
     } catch {
       return .unreadable(error)
     }
   }
 
-  /// The first `count` bytes (all of them for `nil`), fewer at the end of the file.
-  static func readBytes(_ fd: Int32, count: Int?, path: String) throws(FileSystemError) -> Data {
-    var info = stat()
-    guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
-    let wanted = count ?? Int(info.st_size)
-    var data = Data(count: wanted)
-    var filled = 0
-    while filled < wanted {
-      let got = data.withUnsafeMutableBytes {
-        pread(fd, $0.baseAddress! + filled, wanted - filled, off_t(filled))
+  /// A worker's memory for the files it reads, grown to the largest: reused, it is neither
+  /// allocated nor zeroed for each file.
+  struct ReadBuffer: ~Copyable {
+    private var memory = UnsafeMutableRawBufferPointer(start: nil, count: 0)
+
+    /// The first `count` bytes of the file (all of them for `nil`), fewer at its end: valid
+    /// until the next read.
+    mutating func read(_ fd: Int32, count: Int?, path: String) throws(FileSystemError) -> Data {
+      var info = stat()
+      guard fstat(fd, &info) == 0 else { throw FileSystemError("read", path: path, errno: errno) }
+      let wanted = count ?? Int(info.st_size)
+      guard wanted > 0 else { return Data() }
+      if memory.count < wanted {
+        memory.deallocate()
+        memory = .allocate(byteCount: max(wanted, 64 << 10), alignment: 16)
       }
-      if got < 0 {
-        if errno == EINTR { continue }
-        throw FileSystemError("read", path: path, errno: errno)
+      var filled = 0
+      while filled < wanted {
+        let got = pread(fd, memory.baseAddress! + filled, wanted - filled, off_t(filled))
+        if got < 0 {
+          if errno == EINTR { continue }
+          throw FileSystemError("read", path: path, errno: errno)
+        }
+        if got == 0 { break }
+        filled += got
       }
-      if got == 0 { break }
-      filled += got
+      return Data(bytesNoCopy: memory.baseAddress!, count: filled, deallocator: .none)
     }
-    data.count = filled
-    return data
+
+    deinit { memory.deallocate() }
   }
 
   // MARK: Judging
