@@ -96,10 +96,8 @@ struct AdaptiveLimit {
   /// rounds that queued have a higher one and are not the norm, and a few rounds low by chance
   /// (a server's timer firing early) do not make every later answer look late. `nil` before
   /// the first round ended.
-  private var baseline: UInt64? {
-    guard !spreads.isEmpty else { return nil }
-    return spreads.sorted()[spreads.count / 10]
-  }
+  /// Kept when a round ends, not worked out at every answer.
+  private var baseline: UInt64?
   /// The mean time of each recent round, the newest last; the 10th percentile of them is
   /// the origin's usual time when it does not queue, for Little's law.
   private var means: [Double] = []
@@ -128,9 +126,6 @@ struct AdaptiveLimit {
     if slowStart { return limit }
     return limit * max(1, (minimumRound + limit - 1) / limit)
   }
-
-  /// Answers the current round is judged on.
-  var roundLength: Int { length }
 
   /// An answer (2xx or 304) that took `nanoseconds` from request to first byte, to a transfer
   /// sent in `epoch` (`nil`: this one); returns whether it changed the limit.
@@ -190,11 +185,7 @@ struct AdaptiveLimit {
   mutating func failed(_ cut: Cut, sentIn epoch: Int? = nil, probe: Bool = false) -> Bool {
     guard epoch ?? self.epoch >= lastCut else { return false }
     lastCutAnsweredProbe = probe
-    if cut == .timeout {
-      set(limit / 2, cut: cut)
-      return true
-    }
-    set(limit - max(1, limit / 4), cut: cut)
+    set(cut == .timeout ? limit / 2 : limit - max(1, limit / 4), cut: cut)
     return true
   }
 
@@ -210,6 +201,7 @@ struct AdaptiveLimit {
     if limit == 1, let least = baseline, Double(spread) > Double(least) * Self.tolerance {
       spreads.removeAll()
       means.removeAll()
+      baseline = nil
     }
     // The first round only sets the baseline: the first answers of a run (cold caches, new
     // connections) are no queue.
@@ -221,7 +213,8 @@ struct AdaptiveLimit {
       spreads.removeFirst()
       means.removeFirst()
     }
-    let least = baseline!
+    let least = spreads.sorted()[spreads.count / 10]
+    baseline = least
     let late =
       sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
     // Queued: a tenth of the round late, and at least one answer a batch (a limit's worth in
@@ -275,9 +268,8 @@ struct AdaptiveLimit {
   /// origin that refuses is still asked for one more at a time, the raise being paced).
   static func slowStartStep(_ limit: Int) -> Int { limit < judgedFrom ? limit * 2 : limit * 4 }
 
-  /// Decides the limit `proposed`, for `cut` (a raise when `nil`) seen at `knee` (the limit
-  /// by default).
-  private mutating func set(_ proposed: Int, cut: Cut?, at knee: Int? = nil) {
+  /// Decides the limit `proposed`, for `cut` (a raise when `nil`).
+  private mutating func set(_ proposed: Int, cut: Cut?) {
     let new = min(ceiling, max(1, proposed))
     if new == ceiling { slowStart = false }
     // Already there: the round goes on, in the same epoch.
@@ -288,19 +280,17 @@ struct AdaptiveLimit {
       target = new
       limit = min(new, limit + 1)
       length = Self.length(new, slowStart: slowStart)
-      if limit == target { beginRound() }
       return
     }
     cuts[cut, default: 0] += 1
     // A probe that found the knee where it was waits twice as long for the next one.
     let base = cut == .queue ? Self.probeRounds : Self.refusalProbeRounds
-    let seen = knee ?? limit
-    if let previous = self.knee, seen + 1 >= previous {
+    if let knee, limit + 1 >= knee {
       probeWait = min(Self.longestProbeRounds, max(base, probeWait * 2))
     } else {
       probeWait = base
     }
-    self.knee = seen
+    knee = limit
     cleanProbes = 0
     lastCut = epoch
     slowStart = false
