@@ -1,3 +1,5 @@
+import Foundation
+
 /// An origin's concurrency limit that finds the origin's knee by itself (`--per-host-concurrency
 /// auto`), from the time its answers take to start (the server's time to first byte, without
 /// the connection's set-up).
@@ -8,11 +10,19 @@
 /// least ``minimumRound`` after slow start): an answer later than `tolerance` times the
 /// baseline (what nine answers in ten took in the origin's recent clean rounds) is late, and a
 /// round with a tenth of its answers late, and at least one a batch, queued (one late answer in
-/// a round of several batches is noise). Then, as TCP's congestion control does:
+/// a round of several batches is noise); and with more late than the origin's own long tail
+/// makes late by chance. That share is the origin's, from the spread of the lower half of its
+/// recent answers (their median and 25th percentile, as a lognormal's: a queue makes answers
+/// later, so a queue missed moves the upper half, not the estimate): a CDN whose 99th
+/// percentile is ten times its median has a fifth of a round late with no queue at all, and
+/// held at one transfer at a time it took 60 times as long. Then, as TCP's congestion control
+/// does:
 ///
 /// - **slow start**: from a small limit (4), it doubles, at once below ``judgedFrom`` while every
 ///   answer comes in time, then by four after a judged round, until the first round that
-///   queued, or a cut;
+///   queued, or a cut (a round that seemed to queue before the origin's spread is known, with
+///   under half of it late, is cut but slow start goes on and no knee is kept: it may have
+///   been the origin's long tail);
 /// - **additive increase**: +1 a clean round, but just below the limit where a queue or a
 ///   refusal was last seen (the knee) only after ``probeRounds`` clean rounds
 ///   (``refusalProbeRounds`` after a refusal), twice as many after each probe that found the
@@ -98,6 +108,18 @@ struct AdaptiveLimit {
   /// the first round ended.
   /// Kept when a round ends, not worked out at every answer.
   private var baseline: UInt64?
+  /// The times of the recent answers (at most ``pooledAnswers``; none of a round of which half
+  /// came late), the newest last: the origin's own spread of times.
+  private var recent: [UInt64] = []
+  static let pooledAnswers = 256
+  /// Answers from which the origin's spread is known well enough that a round which queued
+  /// marks its knee even when the spread allows some late answers by chance.
+  static let knownSpread = 64
+  /// The share of answers late by chance (``lateByChance(than:)``) as of the last round;
+  /// `nil` while fewer than ``minimumRound`` answers are known.
+  private var chance: Double?
+  /// Whether half the last round or more came late: a queue whatever the origin's spread.
+  private var deepQueue = false
   /// The mean time of each recent round, the newest last; the 10th percentile of them is
   /// the origin's usual time when it does not queue, for Little's law.
   private var means: [Double] = []
@@ -200,6 +222,7 @@ struct AdaptiveLimit {
     // says the baseline seen before is no longer the origin's; this one is.
     if limit == 1, let least = baseline, Double(spread) > Double(least) * Self.tolerance {
       spreads.removeAll()
+      recent.removeAll()
       means.removeAll()
       baseline = nil
     }
@@ -218,8 +241,24 @@ struct AdaptiveLimit {
     let late =
       sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
     // Queued: a tenth of the round late, and at least one answer a batch (a limit's worth in
-    // flight), so that one late answer in a round of several batches is noise, not a queue.
-    if judged, late >= max(batches, (sorted.count + 9) / 10) {
+    // flight), so that one late answer in a round of several batches is noise, not a queue;
+    // and more than the origin's own long tail makes late by chance (that share of the round,
+    // and three standard deviations of a count of them).
+    chance =
+      recent.count < Self.minimumRound
+      ? nil : Self.lateByChance(of: recent, than: Double(least) * Self.tolerance)
+    let n = Double(sorted.count)
+    let p = chance ?? 0
+    let byChance = Int(n * p + 3 * (n * p * (1 - p)).squareRoot()) + 1
+    let queued = judged && late >= max(batches, (sorted.count + 9) / 10, byChance)
+    // A round of which half or more came late queued whatever the origin's spread, and says
+    // nothing of that spread; a round with fewer late ones adds to the upper half.
+    deepQueue = late * 2 >= sorted.count
+    if !deepQueue {
+      recent.append(contentsOf: sorted)
+      if recent.count > Self.pooledAnswers { recent.removeFirst(recent.count - Self.pooledAnswers) }
+    }
+    if queued {
       // What answered in time is about what the origin serves at once: the late share goes;
       // but when most were late (a deep queue), what it serves is the limit times its usual
       // mean time over this round's (Little's law).
@@ -256,6 +295,19 @@ struct AdaptiveLimit {
     }
   }
 
+  /// The share of answers that come later than `threshold` by chance when the origin does not
+  /// queue, from the spread of the lower half of its recent answers' `times`: their median
+  /// and 25th percentile, as a lognormal's (a queue makes answers later, so it is the upper
+  /// half that a queue missed would move, and the estimate stays the origin's own).
+  static func lateByChance(of times: [UInt64], than threshold: Double) -> Double {
+    let sorted = times.sorted()
+    let median = log(Double(max(1, sorted[sorted.count / 2])))
+    let quarter = log(Double(max(1, sorted[sorted.count / 4])))
+    let sigma = (median - quarter) / 0.6745
+    guard sigma > 0 else { return 0 }
+    return 0.5 * erfc((log(threshold) - median) / sigma / 2.0.squareRoot())
+  }
+
   /// A new epoch, and its round.
   private mutating func beginRound() {
     epoch += 1
@@ -290,10 +342,14 @@ struct AdaptiveLimit {
     } else {
       probeWait = base
     }
-    knee = limit
+    // Before the origin's own spread of times is known, a queue seen may be its long tail: no
+    // knee is kept for it, and slow start goes on.
+    let uncertain =
+      cut == .queue && !deepQueue && recent.count < Self.knownSpread && (chance ?? 1) >= 0.01
+    knee = uncertain ? nil : limit
     cleanProbes = 0
     lastCut = epoch
-    slowStart = false
+    slowStart = slowStart && uncertain
     cleanRoundsNearKnee = 0
     limit = new
     target = new

@@ -99,21 +99,78 @@ final class AdaptiveLimitTests: XCTestCase {
 
   func testACDNsOwnLongTailIsNoQueue() {
     // Service times lognormal about 20 ms: sigma 0.25 (a 99th percentile about 1.8x the
-    // median) and 0.5 (3.2x). Judged against the least time seen, as the limit once was,
-    // either held a CDN at 1 (a night 50 times as long); against what nine answers in ten
-    // take, the first is no queue at all and the second costs a few cuts.
-    for (sigma, slower) in [(0.25, 1.1), (0.5, 1.6)] {
-      var random = SeededRandom(seed: 40)
-      var adaptive = AdaptiveLimit(ceiling: 64)
-      var cdn = OriginSimulation()
-      cdn.lognormalSigma = sigma
-      let outcome = cdn.run(&adaptive, requests: 5000, random: &random)
-      XCTAssertLessThanOrEqual(
-        Double(outcome.elapsed), fixed(64, requests: 5000) * slower,
-        "sigma \(sigma): \(adaptive.cuts) \(adaptive.spread)")
-      XCTAssertGreaterThanOrEqual(adaptive.spread.median, 32, "sigma \(sigma)")
-      if sigma == 0.25 { XCTAssertEqual(adaptive.cuts, [:]) }
+    // median), 0.5 (3.2x) and 1 (10x, the benchmark's jitter). Judged against the least time
+    // seen, as the limit once was, the first held a CDN at 1 (a night 50 times as long); against
+    // what nine answers in ten take, sigma 1 still did (60 s for what takes 3). Against the
+    // share that the origin's own spread makes late by chance, each runs near the ceiling.
+    for (sigma, slower) in [(0.25, 1.15), (0.5, 1.4), (1.0, 1.9)] {
+      for seed in 40..<45 {
+        var random = SeededRandom(seed: UInt64(seed))
+        var adaptive = AdaptiveLimit(ceiling: 64)
+        var cdn = OriginSimulation()
+        cdn.lognormalSigma = sigma
+        let outcome = cdn.run(&adaptive, requests: 5000, random: &random)
+        // A fixed 64's run time: 5,000 / 64 of the mean service time, e^(sigma^2 / 2) of the
+        // median.
+        let fixed64 = 5000 / 64 * Double(service) * exp(sigma * sigma / 2)
+        XCTAssertLessThanOrEqual(
+          Double(outcome.elapsed), fixed64 * slower,
+          "sigma \(sigma), seed \(seed): \(adaptive.cuts) \(adaptive.spread)")
+        XCTAssertGreaterThanOrEqual(adaptive.spread.median, 32, "sigma \(sigma), seed \(seed)")
+        if sigma == 0.25 { XCTAssertEqual(adaptive.cuts, [:]) }
+      }
     }
+  }
+
+  func testTheShareLateByChanceIsTheOriginsOwnAndAQueueDoesNotMoveIt() {
+    // 256 answers lognormal about 20 ms with sigma 1 (quantiles, in order): past 1.5x their
+    // 90th percentile come 4.5% (a normal's tail past 1.28 + ln 1.5); times within 10% of
+    // each other, none.
+    let normal = { (share: Double) in (2.0).squareRoot() * Self.inverseErf(2 * share - 1) }
+    let wide = (0..<256).map { UInt64(20e6 * exp(normal((Double($0) + 0.5) / 256))) }
+    let p90 = Double(wide[230])
+    XCTAssertEqual(AdaptiveLimit.lateByChance(of: wide, than: p90 * 1.5), 0.045, accuracy: 0.01)
+    let tight = (0..<256).map { UInt64(20e6 * (1 + 0.1 * Double($0) / 256)) }
+    XCTAssertLessThan(AdaptiveLimit.lateByChance(of: tight, than: 22e6 * 1.5), 1e-6)
+    // A queue among the tight answers, a third of them a whole service time late, leaves the
+    // lower half, and the estimate, as they were.
+    let queued = tight.enumerated().map {
+      $0.offset % 3 == 0 ? $0.element + 20_000_000 : $0.element
+    }
+    XCTAssertLessThan(AdaptiveLimit.lateByChance(of: queued, than: 22e6 * 1.5), 1e-3)
+  }
+
+  /// The inverse of the error function, by Newton's method (for the test's quantiles).
+  private static func inverseErf(_ y: Double) -> Double {
+    var x = 0.0
+    for _ in 0..<50 { x -= (erf(x) - y) / (2 / Double.pi.squareRoot() * exp(-x * x)) }
+    return x
+  }
+
+  func testALateAnswerBeforeTheOriginsSpreadIsKnownCutsButSlowStartGoesOn() {
+    var adaptive = AdaptiveLimit(ceiling: 64)
+    answer(&adaptive, 4)
+    answer(&adaptive, 1, after: service * 3)
+    answer(&adaptive, 3)
+    XCTAssertEqual([adaptive.limit, adaptive.target], [8, 8])
+    // One of eight late, with 4 answers known: a queue of one, or the origin's long tail.
+    answer(&adaptive, 7)
+    answer(&adaptive, 1, after: service * 3)
+    XCTAssertEqual(adaptive.cuts, [.queue: 1])
+    XCTAssertEqual(adaptive.limit, 7)
+    // A clean round: slow start goes on (twice, as below 16), where a queue known as one
+    // would have ended it.
+    answer(&adaptive, AdaptiveLimit.length(7))
+    XCTAssertEqual([adaptive.limit, adaptive.target], [8, 14])
+    answer(&adaptive, 6 + 13)
+    XCTAssertEqual([adaptive.limit, adaptive.target], [28, 28])
+    // Half a round late is a queue whatever the spread: slow start ends.
+    answer(&adaptive, 14)
+    answer(&adaptive, 14, after: service * 3)
+    XCTAssertEqual(adaptive.cuts, [.queue: 2])
+    let cutTo = adaptive.limit
+    answer(&adaptive, AdaptiveLimit.length(cutTo))
+    XCTAssertEqual(adaptive.target, cutTo + 1, "one more a clean round: slow start is over")
   }
 
   func testAnOriginThatRefusesPastItsKneeIsAskedForOneMoreNotABurstAndIsNotHeldForIt() {
