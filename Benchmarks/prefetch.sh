@@ -15,6 +15,19 @@
 #   latency    what a user sees from a CDN: nginx holds each image DELAYS_MS (20 and 80 ms,
 #              ngx.sleep in access_by_lua) before answering; LATENCY_IMAGES (5,000) images, each
 #              tool with 64 connections or streams and with its own defaults; wall and CPU.
+#   jitter     the same with a CDN's spread: nginx holds each image a lognormal delay drawn from
+#              the CRC-32 of its URI (the same URL always waits the same, for every tool and
+#              run), median 20 ms, sigma 0.99 (p99 about 200 ms); the header gives the list's
+#              median/p90/p99 and curl's first byte of a few URLs against them.
+#              latency and jitter print a table per location headed by the date and the load
+#              (uptime) when the case started, then the origin's view from nginx's access log
+#              ($connection $connection_requests $msec $request_time): per tool the mean number
+#              of requests in flight at the origin (the sum of request times over the span from
+#              the first request's start to the last one's end), the connections it opened, the
+#              time outside the origin's span (exec to the first request, the last answer to
+#              exit) and, over HTTP/1.1, the refill delay (a connection's next request's start
+#              minus the end of its previous: how soon a finished slot is used again; p50/p90,
+#              ms resolution).
 #   pinned     CPU per image: nginx pinned to core 0 (no delay), each tool to core 1, perf's
 #              task-clock of a PINNED_IMAGES (5,000) run and of a one-image run (exec to exit).
 #   waiting    CPU while waiting: 64 requests that nginx holds HOLD_S (3) seconds, task-clock
@@ -26,17 +39,19 @@
 #   bash Benchmarks/prefetch.sh                          # every case; needs root (tmpfs, packages)
 #   IMAGES=500 RUNS=3 DISK_RUNS=1 WARM=20000 MANIFEST_LINES=200000 bash Benchmarks/prefetch.sh
 #   CASES=latency RUNS=3 bash Benchmarks/prefetch.sh     # one case (about 15 minutes)
+#   CASES="latency jitter" RUNS=1 LATENCY_IMAGES=300 DELAYS_MS=20 bash Benchmarks/prefetch.sh  # 30 s
 #   CASES="pinned waiting start" bash Benchmarks/prefetch.sh
 #   IMAGECACHE_FLAGS_64="--concurrency 64 --per-host-concurrency 8" CASES=latency ...
 #
-# IMAGES, when set, is also the default of LATENCY_IMAGES and PINNED_IMAGES (a quick run).
+# IMAGES, when set, is also the default of LATENCY_IMAGES (latency and jitter) and PINNED_IMAGES
+# (a quick run).
 # BASELINE=/path/to/an/earlier/imagecache adds it as a fourth tool ("baseline", run with the same
 # flags as imagecache, alternating with the others) and the ratio imagecache/baseline to each
 # table: a before/after series of one change.
 #   BASELINE=/tmp/before/imagecache CASES="contended warm manifest latency" bash Benchmarks/prefetch.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CASES=${CASES:-contended warm manifest latency pinned waiting start}
+CASES=${CASES:-contended warm manifest latency jitter pinned waiting start}
 LATENCY_IMAGES=${LATENCY_IMAGES:-${IMAGES:-5000}}
 PINNED_IMAGES=${PINNED_IMAGES:-${IMAGES:-5000}}
 IMAGES=${IMAGES:-2000}
@@ -59,8 +74,8 @@ DISK_OUT=${DISK_OUT:-$PWD/Benchmarks/work/prefetch-disk}
 
 for name in $CASES; do
   case $name in
-    contended | warm | manifest | latency | pinned | waiting | start) ;;
-    *) echo "unknown case '$name' in CASES (contended warm manifest latency pinned waiting start)" >&2; exit 2 ;;
+    contended | warm | manifest | latency | jitter | pinned | waiting | start) ;;
+    *) echo "unknown case '$name' in CASES (contended warm manifest latency jitter pinned waiting start)" >&2; exit 2 ;;
   esac
 done
 has_case() { [[ " $(echo $CASES) " == *" $1 "* ]]; }
@@ -73,8 +88,9 @@ PERF=${PERF:-$(command -v perf || ls /usr/lib/linux-tools*/perf 2>/dev/null | he
 make_work 8g "$DISK_OUT"
 mkdir -p "$WORK/www/img" "$WORK/nginx" "$WORK/lists"
 
-count=$IMAGES
-if has_case latency && [ "$LATENCY_IMAGES" -gt "$count" ]; then count=$LATENCY_IMAGES; fi
+count=64  # waiting and start
+if has_case contended && [ "$IMAGES" -gt "$count" ]; then count=$IMAGES; fi
+if { has_case latency || has_case jitter; } && [ "$LATENCY_IMAGES" -gt "$count" ]; then count=$LATENCY_IMAGES; fi
 if has_case pinned && [ "$PINNED_IMAGES" -gt "$count" ]; then count=$PINNED_IMAGES; fi
 generate_jpegs "$WORK/www/img" "$count"
 
@@ -82,8 +98,19 @@ openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj "/CN=127.0.0.1" \
   -keyout "$WORK/nginx/key.pem" -out "$WORK/nginx/cert.pem" 2>/dev/null
 
 # The same server for every case: /img/ answers at once (as in issue 9), /delayN/ holds each
-# request N ms, /hold/ HOLD_S seconds (ngx.sleep does not block the worker), /first/ logs
-# when each request arrived. $1: "shared" (2 workers, unpinned) or "pinned" (1 worker on core 0).
+# request N ms, /jitter/ a lognormal delay of its own per URI (JITTER_LUA), /hold/ HOLD_S
+# seconds (ngx.sleep does not block the worker), /first/ logs when each request arrived; /delayN/
+# and /jitter/ log each request to ORIGIN_LOG (on WORK's tmpfs) for the origin's view.
+# $1: "shared" (2 workers, unpinned) or "pinned" (1 worker on core 0).
+ORIGIN_LOG=$WORK/nginx/origin.log
+# The delay of a URI: u1 and u2 uniform in (0, 1) from two parts of its CRC-32, Box-Muller's z,
+# then median 20 ms * exp(0.99 z): p90 71 ms, p99 200 ms. jitter_delays (below) is the same in
+# Python, and must stay so.
+JITTER_LUA='local h = ngx.crc32_long(ngx.var.uri)
+      local u1 = ((h % 65521) + 1) / 65522
+      local u2 = ((math.floor(h / 65521) % 65519) + 1) / 65520
+      local z = math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2)
+      ngx.sleep(0.02 * math.exp(0.99 * z))'
 NGINX_MODE=
 serve() {
   [ "$NGINX_MODE" = "$1" ] && return 0
@@ -92,12 +119,13 @@ serve() {
   if [ "$1" = pinned ]; then workers=1 cpus=0; fi
   local delays=""
   for ms in $DELAYS_MS; do
-    delays+="    location /delay$ms/ { access_by_lua_block { ngx.sleep($ms / 1000) } alias $WORK/www/img/; }"$'\n'
+    delays+="    location /delay$ms/ { access_log $ORIGIN_LOG origin; access_by_lua_block { ngx.sleep($ms / 1000) } alias $WORK/www/img/; }"$'\n'
   done
   NGINX_CPUS=$cpus NGINX_MAIN="load_module /usr/lib/nginx/modules/ndk_http_module.so;
 load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;" start_nginx $workers 4096 <<CONF
   keepalive_requests 100000;
   log_format first '\$msec \$request_time \$request_uri';
+  log_format origin '\$connection \$connection_requests \$msec \$request_time';
   server {
     listen 127.0.0.1:$PORT backlog=4096;
     listen 127.0.0.1:$TLS_PORT ssl http2 backlog=4096;
@@ -105,6 +133,13 @@ load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;" start_nginx $workers
     ssl_certificate_key $WORK/nginx/key.pem;
     root $WORK/www;
 $delays
+    location /jitter/ {
+      access_log $ORIGIN_LOG origin;
+      access_by_lua_block {
+      $JITTER_LUA
+      }
+      alias $WORK/www/img/;
+    }
     location /hold/ { access_by_lua_block { ngx.sleep($HOLD_S) } alias $WORK/www/img/; }
     location /first/ { access_log $WORK/nginx/first.log first; alias $WORK/www/img/; }
   }
@@ -152,15 +187,17 @@ files_in() { find "$1" -type f -name '*.jpg' | wc -l; }
 # perf stat -x, output: the value of an event (task-clock in ms)
 perf_value() { awk -F, -v event="$2" '$3 == event { print $1 }' "$1"; }
 # Runs CMD (set by tool_cmd) into a fresh, synced OUT, behind the wrapper words given (time,
-# perf stat, taskset); sets MS to its wall time in milliseconds (monotonic).
+# perf stat, taskset); sets MS to its wall time in milliseconds, RUN_START and RUN_END to when it
+# started and ended (ns since the epoch, the clock of nginx's $msec).
 timed_run() {  # out wrapper...
-  local out=$1 start
+  local out=$1
   shift
   fresh "$out"
   sync
-  start=$(date +%s%N)
+  RUN_START=$(date +%s%N)
   "$@" "${CMD[@]}" >/dev/null 2>&1 || true
-  MS=$(( ($(date +%s%N) - start) / 1000000 ))
+  RUN_END=$(date +%s%N)
+  MS=$(( (RUN_END - RUN_START) / 1000000 ))
 }
 
 contended() {
@@ -296,41 +333,83 @@ PY
   rm -f "$WORK/big.txt"
 }
 
-latency() {
-  serve shared
-  echo; echo "== latency: $LATENCY_IMAGES images, each held by nginx $DELAYS_MS ms (ngx.sleep)"
-  for ms in $DELAYS_MS; do
-    make_list "delay$ms" "delay$ms" "$LATENCY_IMAGES"
-    for scheme in http https; do
-      # first byte minus the end of the handshake (pretransfer): the server's hold
-      curl -sk -o /dev/null -w "$ms ms location, $scheme: first byte %{time_starttransfer} s, pretransfer %{time_pretransfer} s, HTTP/%{http_version}\n" \
-        "$scheme://127.0.0.1:$(port_of $scheme)/delay$ms/0.jpg"
-    done
+# The delays JITTER_LUA gives /jitter/0.jpg... /jitter/(COUNT-1).jpg, in ms: with "summary", their
+# median, p90, p99, mean and max; with "probes", three URIs (p10, median, p99 of the list) and
+# their delays, one a line.
+jitter_delays() {  # count summary|probes
+  python3 - "$1" "$2" <<'PY'
+import math, statistics, sys, zlib
+count, what = int(sys.argv[1]), sys.argv[2]
+def delay(uri):  # JITTER_LUA's, in ms
+    h = zlib.crc32(uri.encode())
+    u1 = (h % 65521 + 1) / 65522
+    u2 = (h // 65521 % 65519 + 1) / 65520
+    return 20 * math.exp(0.99 * math.sqrt(-2 * math.log(u1)) * math.cos(2 * math.pi * u2))
+delays = sorted((delay(f"/jitter/{i}.jpg"), f"/jitter/{i}.jpg") for i in range(count))
+def q(p):  # nearest rank
+    return delays[max(0, math.ceil(p * len(delays)) - 1)]
+if what == "summary":
+    ms = [d for d, _ in delays]
+    print(f"median {statistics.median(ms):.1f} ms, p90 {q(0.9)[0]:.1f} ms, p99 {q(0.99)[0]:.1f} ms, "
+          f"mean {statistics.mean(ms):.1f} ms, max {ms[-1]:.0f} ms")
+else:
+    for p in (0.1, 0.5, 0.99):
+        print(q(p)[1], f"{q(p)[0]:.1f}")
+PY
+}
+
+# The size of ORIGIN_LOG, before a run; after it, origin_cut copies what the run added to OUT,
+# once it has at least LINES lines (nginx logs each request as it ends, a moment after the tool
+# has its answer: 2 s at most).
+origin_size() { stat -c %s "$ORIGIN_LOG" 2>/dev/null || echo 0; }
+origin_cut() {  # offset lines out
+  for _ in $(seq 40); do
+    tail -c +$(($1 + 1)) "$ORIGIN_LOG" > "$3"
+    [ "$(wc -l < "$3")" -ge "$2" ] && return 0
+    sleep 0.05
   done
-  local results=$WORK/latency.results out=$WORK/out
-  rm -f "$results"
+}
+
+# The latency and jitter cases: LATENCY_IMAGES images from each LOCATION (delayN, jitter) for
+# every tool, row (64, default) and scheme in turn, RUNS times. A table per location, headed by
+# the date and the load when the case started, then the origin's view of each run (its lines of
+# ORIGIN_LOG, in $WORK/origin/CASE/LOCATION.ROW.TOOL.SCHEME.RUN).
+held() {  # case location...
+  local name=$1 results=$WORK/$1.results out=$WORK/out origin=$WORK/origin/$1
+  shift
+  local started load before files
+  started=$(date -u '+%Y-%m-%d %H:%M UTC')
+  load=$(uptime | sed 's/.*load average: *//')
+  rm -rf "$results" "$origin"
+  mkdir -p "$origin"
   for run in $(seq "$RUNS"); do
-    for ms in $DELAYS_MS; do
+    for loc in "$@"; do
       for scheme in http https; do
         for row in 64 default; do
           for tool in $TOOLS; do
-            tool_cmd $tool $scheme $row "delay$ms" "$out"
+            tool_cmd $tool $scheme $row "$loc" "$out"
+            before=$(origin_size)
             timed_run "$out" /usr/bin/time -f "%U %S" -o "$WORK/cpu"
-            echo "$ms $row $tool $scheme $MS $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $(files_in "$out")" >> "$results"
+            files=$(files_in "$out")
+            echo "$loc $row $tool $scheme $MS $(awk '{printf "%.3f", $1 + $2}' "$WORK/cpu") $files" >> "$results"
+            origin_cut "$before" "$files" "$origin/$loc.$row.$tool.$scheme.$run"
+            echo "run $RUN_START $RUN_END" >> "$origin/$loc.$row.$tool.$scheme.$run"
           done
         done
       done
     done
-    echo "latency: run $run of $RUNS done" >&2
+    echo "$name: run $run of $RUNS done" >&2
   done
   rm -rf "$out"
-  python3 - "$results" "$RUNS" "$LATENCY_IMAGES" "$IMAGECACHE_FLAGS_64" <<'PY'
-import statistics, sys
+  python3 - "$results" "$origin" "$RUNS" "$LATENCY_IMAGES" "$IMAGECACHE_FLAGS_64" "$started" "$load" \
+    "$(jitter_delays "$LATENCY_IMAGES" summary)" <<'PY'
+import glob, math, os, statistics, sys
+results, origin, runs, images, flags, started, load, jitter = sys.argv[1:9]
+images = int(images)
 rows = {}
-for line in open(sys.argv[1]):
-    ms, row, tool, scheme, wall, cpu, files = line.split()
-    rows.setdefault((ms, row, tool, scheme), []).append((int(wall) / 1000, float(cpu), int(files)))
-runs, images, flags = sys.argv[2], int(sys.argv[3]), sys.argv[4]
+for line in open(results):
+    loc, row, tool, scheme, wall, cpu, files = line.split()
+    rows.setdefault((loc, row, tool, scheme), []).append((int(wall) / 1000, float(cpu), int(files)))
 def med(key, i):
     return statistics.median(r[i] for r in rows[key])
 labels = {
@@ -343,10 +422,54 @@ labels = {
     ("64", "baseline"): f"baseline `{flags}`",
     ("default", "baseline"): "baseline, defaults",
 }
+def title(loc):
+    if loc == "jitter":
+        return f"Jitter, a lognormal delay per URL ({jitter})"
+    return f"Latency {loc[len('delay'):]} ms per image"
+def short(loc):
+    return "jitter" if loc == "jitter" else f"latency {loc[len('delay'):]} ms"
+def order(loc):
+    return (1, 0) if loc == "jitter" else (0, int(loc[len("delay"):]))
+
+# The origin's view of one run: (mean requests in flight, connections, refill delays in ms, ms
+# from the tool's exec to its first request's start, ms from its last request's end to its exit).
+def view(path):
+    lines, run = [], None
+    for line in open(path):
+        fields = line.split()
+        if len(fields) == 3 and fields[0] == "run":
+            run = (int(fields[1]) / 1e9, int(fields[2]) / 1e9)
+        elif len(fields) == 4:
+            conn, n, end, took = fields
+            lines.append((conn, int(n), float(end) - float(took), float(end), float(took)))
+    if not lines or not run:
+        return None
+    first, last = min(l[2] for l in lines), max(l[3] for l in lines)
+    span = last - first
+    by_conn = {}
+    for l in lines:
+        by_conn.setdefault(l[0], []).append(l)
+    refills = []
+    for reqs in by_conn.values():
+        reqs.sort(key=lambda l: l[1])
+        refills += [(b[2] - a[3]) * 1000 for a, b in zip(reqs, reqs[1:]) if b[1] == a[1] + 1]
+    return (sum(l[4] for l in lines) / span if span > 0 else float("nan"), len(by_conn), refills,
+            (first - run[0]) * 1000, (run[1] - last) * 1000)
+views = {}
+for path in glob.glob(os.path.join(origin, "*")):
+    loc, row, tool, scheme, run = os.path.basename(path).split(".")
+    v = view(path)
+    if v:
+        views.setdefault((loc, row, tool, scheme), []).append(v)
+def pct(values, p):  # nearest rank
+    values = sorted(values)
+    return values[max(0, math.ceil(p * len(values)) - 1)]
+
 tools = [t for t in ("imagecache", "baseline", "curl", "wget2") if any(k[2] == t for k in rows)]
-for ms in sorted({k[0] for k in rows}, key=int):
+for loc in sorted({k[0] for k in rows}, key=order):
     print()
-    print(f"### Latency {ms} ms per image ({images} images, medians of {runs} alternating runs)")
+    print(f"### {title(loc)}: {images} images, medians of {runs} alternating runs; "
+          f"{started}, load average {load} at the start")
     print()
     print("| | HTTP/1.1 wall | CPU | HTTPS + HTTP/2 wall | CPU | files (min) |")
     print("|---|---|---|---|---|---|")
@@ -354,23 +477,80 @@ for ms in sorted({k[0] for k in rows}, key=int):
         for tool in tools:
             cells = []
             for scheme in ("http", "https"):
-                key = (ms, row, tool, scheme)
+                key = (loc, row, tool, scheme)
                 cells += [f"{med(key, 0):.3f} s", f"{med(key, 1):.2f} s"]
-            files = "/".join(str(min(r[2] for r in rows[(ms, row, tool, s)])) for s in ("http", "https"))
+            files = "/".join(str(min(r[2] for r in rows[(loc, row, tool, s)])) for s in ("http", "https"))
             print(f"| {labels[(row, tool)]} | " + " | ".join(cells) + f" | {files} |")
     print()
     for row in ("64", "default"):
         for scheme, label in (("http", "HTTP/1.1"), ("https", "HTTPS + HTTP/2")):
-            ours = (ms, row, "imagecache", scheme)
-            peer = min(("curl", "wget2"), key=lambda t: med((ms, row, t, scheme), 0))
-            theirs = (ms, row, peer, scheme)
+            ours = (loc, row, "imagecache", scheme)
+            peer = min(("curl", "wget2"), key=lambda t: med((loc, row, t, scheme), 0))
+            theirs = (loc, row, peer, scheme)
             print(f"- {'64 connections/streams' if row == '64' else 'defaults'}, {label}: "
                   f"best peer ({peer})/imagecache wall = {med(theirs, 0) / med(ours, 0):.2f}, "
                   f"CPU = {med(theirs, 1) / max(med(ours, 1), 0.001):.2f}"
                   + (f"; imagecache/baseline wall = "
-                     f"{med(ours, 0) / med((ms, row, 'baseline', scheme), 0):.3f}"
+                     f"{med(ours, 0) / med((loc, row, 'baseline', scheme), 0):.3f}"
                      if "baseline" in tools else ""))
+    print()
+    print(f"The origin's view ({short(loc)}; nginx's log, medians of the runs; "
+          "refill: the start of a connection's next request minus the end of its previous, "
+          "all runs' together; outside: exec to the first request's start / the last one's end "
+          "to exit, ms):")
+    print()
+    print("| | HTTP/1.1 in flight (mean) | connections | refill p50 | refill p90 | outside | "
+          "HTTPS + HTTP/2 in flight (mean) | connections | outside |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for row in ("64", "default"):
+        for tool in tools:
+            cells = []
+            for scheme in ("http", "https"):
+                vs = views.get((loc, row, tool, scheme), [])
+                if not vs:
+                    cells += ["-"] * (5 if scheme == "http" else 3)
+                    continue
+                cells += [f"{statistics.median(v[0] for v in vs):.1f}",
+                          f"{statistics.median(v[1] for v in vs):g}"]
+                outside = (f"{statistics.median(v[3] for v in vs):.0f} / "
+                           f"{statistics.median(v[4] for v in vs):.0f}")
+                if scheme == "https":
+                    cells.append(outside)
+                else:
+                    refills = [r for v in vs for r in v[2]]
+                    cells += [f"{pct(refills, 0.5):.0f} ms", f"{pct(refills, 0.9):.0f} ms"] if refills else ["-", "-"]
+                    cells.append(outside)
+            print(f"| {labels[(row, tool)]} | " + " | ".join(cells) + " |")
 PY
+}
+
+latency() {
+  serve shared
+  echo; echo "== latency: $LATENCY_IMAGES images, each held by nginx $DELAYS_MS ms (ngx.sleep)"
+  local locations=()
+  for ms in $DELAYS_MS; do
+    make_list "delay$ms" "delay$ms" "$LATENCY_IMAGES"
+    locations+=("delay$ms")
+    for scheme in http https; do
+      # first byte minus the end of the handshake (pretransfer): the server's hold
+      curl -sk -o /dev/null -w "$ms ms location, $scheme: first byte %{time_starttransfer} s, pretransfer %{time_pretransfer} s, HTTP/%{http_version}\n" \
+        "$scheme://127.0.0.1:$(port_of $scheme)/delay$ms/0.jpg"
+    done
+  done
+  held latency "${locations[@]}"
+}
+
+jitter() {
+  serve shared
+  echo; echo "== jitter: $LATENCY_IMAGES images, each held by nginx a lognormal delay of its URL's own:" \
+    "$(jitter_delays "$LATENCY_IMAGES" summary)"
+  make_list jitter jitter "$LATENCY_IMAGES"
+  # nginx against the Python twin of its Lua: first byte minus pretransfer, over HTTP/1.1
+  jitter_delays "$LATENCY_IMAGES" probes | while read -r uri ms; do
+    curl -s -o /dev/null -w "%{time_starttransfer} %{time_pretransfer}\n" "http://127.0.0.1:$PORT$uri" |
+      awk -v uri="$uri" -v ms="$ms" '{ printf "%s: %s ms drawn, nginx held it %.1f ms\n", uri, ms, ($1 - $2) * 1000 }'
+  done
+  held jitter jitter
 }
 
 pinned() {
@@ -525,6 +705,6 @@ for tool in ("imagecache", "curl", "wget2"):
 PY
 }
 
-for name in contended warm manifest latency pinned waiting start; do
+for name in contended warm manifest latency jitter pinned waiting start; do
   if has_case $name; then $name; fi
 done
