@@ -102,6 +102,10 @@ final class TransferLoop: @unchecked Sendable {
     multi = curl_multi_init()
     ic_multi_setopt_long(multi, CURLMOPT_PIPELINING, ic_pipe_multiplex)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_TOTAL_CONNECTIONS, configuration.concurrency)
+    // Kept for the next transfers: as many as may be open. libcurl's default, 4 per transfer
+    // in the handle, shrinks as the loop removes the ones that ended, and a lull between
+    // answers closed warm connections that the next transfers opened again.
+    ic_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, configuration.concurrency)
     ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, hosts.connectionsPerHost)
     // curl's own cap on streams a connection (100 by default) gives way to ours; the server's
     // SETTINGS_MAX_CONCURRENT_STREAMS still applies.

@@ -351,6 +351,48 @@ final class DownloaderTests: DownloaderTestCase {
     XCTAssertEqual(byAddress.last, "ip=4", "\(arrivals)")
   }
 
+  /// A download waiting for room is sent the moment one under way ends, and a redirect's next
+  /// hop the moment its answer comes, however long the transfer thread would sleep: here an
+  /// hour, so that one left for the thread's next round would never be sent.
+  func testAWaitingDownloadAndARedirectHopAreSentAtOnceByTheSleepingThread() async throws {
+    let slow = try LoopbackServer(routes: [
+      "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(50)) },
+      "/moved": { _ in ServerResponse(status: 302, headers: [("Location", "/slow.png?moved")]) },
+    ])
+    defer { slow.shutdown() }
+    var configuration = PrefetchConfiguration()
+    configuration.concurrency = 1
+    let downloader = Downloader(configuration: configuration.http, idleWaitMilliseconds: 3_600_000)
+    downloaders.append(downloader)
+    let urls = (0..<4).map { slow.url("/slow.png?n=\($0)") } + [slow.url("/moved")]
+    let started = Date()
+    let results = try await startAll(urls, on: downloader)
+    for (url, result) in zip(urls, results) {
+      XCTAssertEqual(try? result.get().body, Fixtures.png, url)
+    }
+    XCTAssertLessThan(Date().timeIntervalSince(started), 10, "one after the other, at once")
+    XCTAssertEqual(slow.requestCount("/slow.png"), 5)
+  }
+
+  /// The connections a burst of downloads opened stay open through a lull for the next burst:
+  /// libcurl's default cache (4 connections a transfer in the handle) shrank with the transfers
+  /// under way, and each single download in a lull closed one.
+  func testTheConnectionsOfABurstOutlastALull() async throws {
+    let (slow, downloader) = try slowServer(answeringAfter: .milliseconds(100)) {
+      $0.concurrency = 8
+      $0.perHostConcurrency = 8
+    }
+    defer { slow.shutdown() }
+    let burst = { (round: Int) in (0..<8).map { slow.url("/slow.png?round=\(round)&n=\($0)") } }
+    _ = try await startAll(burst(0), on: downloader)
+    XCTAssertEqual(slow.connectionCount, 8)
+    for single in 0..<3 {
+      _ = try await startAll([slow.url("/slow.png?single=\(single)")], on: downloader)
+    }
+    _ = try await startAll(burst(1), on: downloader)
+    XCTAssertEqual(slow.connectionCount, 8, "the first burst's connections, every one reused")
+  }
+
   /// Among downloads waiting for room, a `highPriority` one starts first and a `lowPriority` one
   /// last, as SD's operation queue orders them, whatever the order they were queued in.
   func testWaitingDownloadsStartByPriorityThenInOrder() async throws {
