@@ -5,9 +5,12 @@ import Foundation
 /// timeouts and sizes, its headers and connections. Knows nothing of SD or caches; the
 /// prefetch's ``PrefetchConfiguration`` holds one.
 public struct DownloaderConfiguration: Sendable, Equatable {
-  /// Downloads at once in total: curl's `--parallel` default, chosen by measurement (see
-  /// docs/benchmarks.md, "Prefetch under latency").
-  public var concurrency = 50
+  /// Downloads at once in total. Over HTTP/1.1 a host gets `perHostConcurrency` of them (SD's
+  /// 6); over HTTP/2 `perHostStreams`, which is this by default: 256 streams to one CDN (on up
+  /// to `perHostConcurrency` connections when its server caps the streams a connection may
+  /// carry) match wget2's defaults (5 connections of 30 streams) out of the box, where curl's
+  /// `--parallel` 50 took 3x as long (docs/benchmarks.md, "Out of the box over HTTP/2").
+  public var concurrency = 256
   /// Connections at once to one host (SD's downloader default), and so downloads at once to a
   /// host that answers over HTTP/1.1, where each download needs a connection of its own.
   public var perHostConcurrency = 6
