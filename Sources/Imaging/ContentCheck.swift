@@ -68,7 +68,8 @@ public struct ContentCheck: Sendable {
           case .jpeg: try JPEGDecoder.decode(data)
           case .png: try PNGDecoder.checkData(data, maxPixels: maxPixels)
           case .gif: try GIFDecoder.decode(data, maxPixels: maxPixels)
-          default: try WebPDecoder.decode(data, maxPixels: maxPixels)
+          case .webp: try WebPDecoder.decode(data, maxPixels: maxPixels)
+          default: break
           }
         } catch {
           guard case .badImageData(let reason) = error else {
