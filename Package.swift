@@ -61,14 +61,19 @@ let package = Package(
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ]),
     // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames;
-    // verify's check of a PNG's image data, on zlib alone; and cairo (thumbnails and
+    // verify's check of a PNG's image data, on zlib alone; the full decode of every frame of a
+    // GIF with giflib (Debian libgif-dev) and of a WebP with libwebp and its demuxer (Debian
+    // libwebp-dev), each from memory into one small reused buffer; and cairo (thumbnails and
     // transformers share CoreGraphics' imaging model), loaded with dlopen the first time a
     // variant is rendered (Debian libcairo2-dev).
     .target(
       name: "CImaging", dependencies: ["CPNG"], path: "Sources/CImaging",
-      linkerSettings: [.linkedLibrary("png16"), .linkedLibrary("z")]),
-    // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng and
-    // cairo.
+      linkerSettings: [
+        .linkedLibrary("png16"), .linkedLibrary("z"), .linkedLibrary("gif"),
+        .linkedLibrary("webp"), .linkedLibrary("webpdemux"),
+      ]),
+    // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng,
+    // giflib, libwebp and cairo.
     .target(name: "Imaging", dependencies: ["Core", "CTurboJPEG", "CPNG", "CImaging"]),
     // The data flow's three stages of a prefetch, as Nuke's folders show its stages.
     // HTTP: the downloader on libcurl and its per-host limits; knows nothing of SD or caches.

@@ -27,7 +27,8 @@ cd "$(dirname "$0")/.."
 SIZES=${SIZES:-${N:-20000 100000}}
 RUNS=${RUNS:-5}
 JOBS=${JOBS:-$(nproc)}
-# The levels timed and checked: full decodes every JPEG and PNG, as jpeginfo -c and pngcheck do.
+# The levels timed and checked: full decodes every JPEG and PNG, as jpeginfo -c and pngcheck do,
+# and every frame of each GIF and WebP (which gifsicle --info and webpinfo do not).
 LEVELS=${LEVELS:-header structure full}
 BIG=${BIG:-}
 BASELINE=${BASELINE:-}

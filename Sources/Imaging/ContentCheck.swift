@@ -5,7 +5,8 @@ import Foundation
 /// known format whose container holds together, or a reason it is not one, worded for a
 /// person (`verify`'s `bad` outcome). Never allocates by what a header claims. The full level
 /// decodes a JPEG's pixels as the prefetch's `full` validation does (an eighth of it, in grey),
-/// and inflates a PNG's image data and checks its rows' filter types without unfiltering them
+/// every frame of a GIF (giflib) and of a WebP (libwebp) as it does too, and inflates a PNG's
+/// image data and checks its rows' filter types without unfiltering them
 /// (``PNGDecoder/checkData(_:maxPixels:)``: libpng's decode finds no more in data whose CRCs
 /// the structure walk checked), unless the image has more than `maxPixels`.
 public struct ContentCheck: Sendable {
@@ -27,9 +28,14 @@ public struct ContentCheck: Sendable {
     return pixels.overflow || pixels.partialValue > maxPixels
   }
 
-  /// Whether this level decodes the image: a JPEG or PNG at the full level, unless too large.
+  /// The formats the full level decodes; the others get their structure walked only.
+  public static let decodedFormats: Set<ImageFormat> = [.jpeg, .png, .gif, .webp]
+
+  /// Whether this level decodes the image: one of ``decodedFormats`` at the full level, unless
+  /// too large.
   func decodes(_ info: ImageInfo) -> Bool {
-    level == .full && (info.format == .jpeg || info.format == .png) && !isTooLargeToDecode(info)
+    guard level == .full, let format = info.format else { return false }
+    return Self.decodedFormats.contains(format) && !isTooLargeToDecode(info)
   }
 
   /// How many bytes the header level reads: enough for a JPEG's EXIF and ICC segments before
@@ -60,7 +66,10 @@ public struct ContentCheck: Sendable {
         do throws(ImageCacheError) {
           switch format {
           case .jpeg: try JPEGDecoder.decode(data)
-          default: try PNGDecoder.checkData(data, maxPixels: maxPixels)
+          case .png: try PNGDecoder.checkData(data, maxPixels: maxPixels)
+          case .gif: try GIFDecoder.decode(data, maxPixels: maxPixels)
+          case .webp: try WebPDecoder.decode(data, maxPixels: maxPixels)
+          default: break
           }
         } catch {
           guard case .badImageData(let reason) = error else {

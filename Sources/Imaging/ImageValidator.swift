@@ -7,8 +7,8 @@ import Foundation
 /// Decides whether a body is an image worth caching; a refusal is SD's `badImageData`.
 ///
 /// Validation never allocates by what a header claims (SPEC section 2, step 6): an image over
-/// `maxPixels` is refused before any pixel is decoded, and a full decode holds one PNG row, or
-/// a JPEG at an eighth of its size, at a time.
+/// `maxPixels` is refused before any pixel is decoded, and a full decode holds one PNG or GIF
+/// row, or a JPEG or a WebP frame at an eighth of its size, at a time.
 public struct ImageValidator: Sendable {
   public var level: ValidationLevel
   /// Images with more pixels are `badImageData`, whatever their data.
@@ -49,6 +49,8 @@ public struct ImageValidator: Sendable {
       switch format {
       case .jpeg: try JPEGDecoder.decode(data)
       case .png: try PNGDecoder.decode(data, maxPixels: maxPixels)
+      case .gif: try GIFDecoder.decode(data, maxPixels: maxPixels)
+      case .webp: try WebPDecoder.decode(data, maxPixels: maxPixels)
       default: break
       }
     }
@@ -104,19 +106,39 @@ enum JPEGDecoder {
 enum PNGDecoder {
   /// Full decode, one row at a time (``ic_png_decode_rows``); a warning counts as a failure.
   static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
-    try run(ic_png_decode_rows, data, maxPixels: maxPixels)
+    try CDecoder.run(ic_png_decode_rows, .png, data, maxPixels: maxPixels)
   }
 
   /// The image data inflated and each row's filter type checked, no pixel unfiltered
   /// (``ic_png_check_data``): what a decode finds in data whose chunks' CRCs the structure
   /// walk has checked, at a fraction of its cost.
   static func checkData(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
-    try run(ic_png_check_data, data, maxPixels: maxPixels)
+    try CDecoder.run(ic_png_check_data, .png, data, maxPixels: maxPixels)
   }
+}
 
-  private static func run(
+/// Every frame of a GIF decoded with giflib, one row at a time (``ic_gif_decode_frames``): a
+/// broken or short LZW stream in any frame, or a frame outside the screen, fails.
+enum GIFDecoder {
+  static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
+    try CDecoder.run(ic_gif_decode_frames, .gif, data, maxPixels: maxPixels)
+  }
+}
+
+/// Every frame of a WebP (lossy, lossless, alpha, animated) decoded with libwebp at an eighth
+/// of each side (``ic_webp_decode_frames``): every macroblock or pixel is still decoded.
+enum WebPDecoder {
+  static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
+    try CDecoder.run(ic_webp_decode_frames, .webp, data, maxPixels: maxPixels)
+  }
+}
+
+/// A decode in C (CImaging) that returns 0, or 1 and a message: the reason of a
+/// `badImageData`, after the format's name.
+enum CDecoder {
+  static func run(
     _ check: (UnsafePointer<UInt8>?, Int, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int32,
-    _ data: Data, maxPixels: Int
+    _ format: ImageFormat, _ data: Data, maxPixels: Int
   ) throws(ImageCacheError) {
     var message = [CChar](repeating: 0, count: 256)
     let status = data.withUnsafeBytes { raw in
@@ -127,14 +149,18 @@ enum PNGDecoder {
     guard status != 0 else { return }
     let text = String(
       decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    throw .badImageData(reason: "png: \(text)")
+    throw .badImageData(reason: "\(format.rawValue): \(text)")
   }
 }
 
 extension ImageValidator {
-  /// The decoders' versions, for `--version`: libjpeg-turbo as built against, libpng as loaded.
+  /// The decoders' versions, for `--version`: libjpeg-turbo and giflib as built against,
+  /// libpng and libwebp as loaded.
   public static var libraryVersions: String {
-    "libjpeg-turbo \(String(cString: ic_jpeg_turbo_version())), "
-      + "libpng \(String(cString: png_get_libpng_ver(nil)))"
+    let webp = ic_webp_version()
+    return "libjpeg-turbo \(String(cString: ic_jpeg_turbo_version())), "
+      + "libpng \(String(cString: png_get_libpng_ver(nil))), "
+      + "giflib \(String(cString: ic_gif_version())), "
+      + "libwebp \(webp >> 16).\(webp >> 8 & 0xFF).\(webp & 0xFF)"
   }
 }

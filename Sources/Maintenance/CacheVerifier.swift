@@ -474,7 +474,8 @@ public struct CacheVerifier: Sendable {
       switch content {
       case .checked(.success(let info)):
         let check = ContentCheck(level: configuration.level, maxPixels: configuration.maxPixels)
-        if check.level == .full, info.format == .jpeg || info.format == .png,
+        if check.level == .full, let format = info.format,
+          ContentCheck.decodedFormats.contains(format),
           check.isTooLargeToDecode(info), let width = info.width, let height = info.height
         {
           note(

@@ -22,10 +22,10 @@ struct VerifyCommand: AsyncParsableCommand {
       --repair says so; --dry-run says what a repair would do. --repair refetch downloads a \
       bad file again from that URL through the prefetch's pipeline (validated, then stored \
       atomically in its place); a file whose URL is unknown, or whose refetch fails, is \
-      quarantined instead. --level full also decodes every JPEG and PNG \
-      (libjpeg-turbo, libpng), which finds damage inside their compressed data; GIF, WebP \
-      and the other formats get the structure walk only. An image over --max-pixels is \
-      not decoded: a note says so (never bad) and its structure is checked.
+      quarantined instead. --level full also decodes every JPEG, PNG, GIF and WebP, every \
+      frame of them (libjpeg-turbo, libpng, giflib, libwebp), which finds damage inside their \
+      compressed data; the other formats get the structure walk only. An image over \
+      --max-pixels is not decoded: a note says so (never bad) and its structure is checked.
 
       In a job file, list verify in maintenance: (after expire and trim) and set \
       verify: {level, repair, maxPixels}; see docs/verify.md.
@@ -49,8 +49,8 @@ struct VerifyCommand: AsyncParsableCommand {
     name: .long,
     help: ArgumentHelp(
       "How deep to look: header (magic bytes and header only), structure (the container "
-        + "walked end to end, chunk CRCs included) or full (structure, then every JPEG and PNG "
-        + "decoded).",
+        + "walked end to end, chunk CRCs included) or full (structure, then every JPEG, PNG, GIF "
+        + "and WebP decoded).",
       valueName: "level"))
   var level = VerifyConfiguration().level
 

@@ -18,6 +18,18 @@ final class ContentCheckTests: XCTestCase {
     }
   }
 
+  /// Damage inside the compressed data of a JPEG, PNG, GIF or WebP passes the structure walk and
+  /// is found by the full level's decode, which says so.
+  func testTheFullLevelFindsDamageInsideTheCompressedDataOfEveryFormatItDecodes() {
+    for kind in EntropyDamagedImage.allCases {
+      XCTAssertNil(problem(kind.data, level: .structure), "\(kind)")
+      let found = problem(kind.data, level: .full)
+      XCTAssertTrue(
+        found?.hasPrefix(kind.reason) == true && found?.hasSuffix("(full decode)") == true,
+        "\(kind): \(found ?? "passed")")
+    }
+  }
+
   /// An HTML error page with an inline SVG icon is still an HTML page, not an SVG image; so is
   /// one after a byte-order mark and blank lines.
   func testAnHTMLPageIsAnHTMLPageWhateverItHolds() {

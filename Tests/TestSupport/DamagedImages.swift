@@ -83,6 +83,12 @@ public let validCacheImages: [(url: String, data: Data)] = [
   ("https://images.example/anim.gif", Fixtures.gif),
   ("https://images.example/lossless.webp", Fixtures.webpLossless),
   ("https://images.example/lossy.webp", Fixtures.webpLossy),
+  ("https://images.example/still.gif", Fixtures.stillGIF),
+  ("https://images.example/animated.gif", Fixtures.animatedGIF),
+  ("https://images.example/photo.webp", Fixtures.lossyWebP),
+  ("https://images.example/alpha.webp", Fixtures.losslessAlphaWebP),
+  ("https://images.example/lossy-alpha.webp", Fixtures.lossyAlphaWebP),
+  ("https://images.example/animated.webp", Fixtures.animatedWebP),
   ("https://images.example/noextension", Fixtures.jpeg),
 ]
 
@@ -97,6 +103,21 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
   /// The 64x48 PNG with a byte of its IDAT's zlib data flipped and the chunk's CRC made right
   /// again, as a writer that compressed wrong would leave it: zlib's check fails.
   case corruptPNGDeflateData
+  /// The still GIF with the third byte of its LZW data flipped: the codes go astray and giflib
+  /// meets one it cannot trace. GIF has no checksum either: about a third of such flips show.
+  case flippedGIFLZWByte
+  /// The animated GIF with its second frame's LZW data cut in half, the sub-blocks still
+  /// well formed and terminated: the data runs out before the frame's last pixel.
+  case shortGIFFrameData
+  /// The lossy WebP cut in the middle of its token partition, the VP8 chunk's and RIFF's sizes
+  /// made to match: libwebp runs out of data before the last macroblock.
+  case shortWebPLossyData
+  /// The lossless WebP with alpha with a byte in the middle of its VP8L data flipped: its
+  /// prefix codes no longer decode.
+  case flippedWebPLosslessByte
+  /// The animated WebP with a byte of its third frame's alpha data (lossless compressed)
+  /// flipped.
+  case flippedWebPFrameAlphaByte
 
   public var data: Data {
     switch self {
@@ -119,6 +140,43 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
         png[type + 4 + length + index] = UInt8(truncatingIfNeeded: crc >> (24 - 8 * index))
       }
       return Data(png)
+    case .flippedGIFLZWByte:
+      var gif = Fixtures.stillGIF
+      gif[gifImageData(gif, frame: 1).lowerBound + 2] ^= 0x55
+      return gif
+    case .shortGIFFrameData:
+      let gif = [UInt8](Fixtures.animatedGIF)
+      let blocks = gifImageData(Data(gif), frame: 2)
+      // The LZW minimum code size, then the sub-blocks' bytes joined, halved and cut again.
+      var lzw: [UInt8] = []
+      var offset = blocks.lowerBound + 1
+      while gif[offset] != 0 {
+        lzw += gif[(offset + 1)..<(offset + 1 + Int(gif[offset]))]
+        offset += 1 + Int(gif[offset])
+      }
+      var short: [UInt8] = [gif[blocks.lowerBound]]
+      for start in stride(from: 0, to: lzw.count / 2, by: 255) {
+        let block = lzw[start..<min(start + 255, lzw.count / 2)]
+        short += [UInt8(block.count)] + block
+      }
+      return Data(gif[..<blocks.lowerBound] + short + [0] + gif[blocks.upperBound...])
+    case .shortWebPLossyData:
+      var webp = [UInt8](Fixtures.lossyWebP)
+      let size = Int(webp[16]) | Int(webp[17]) << 8 | Int(webp[18]) << 16
+      let firstPartition = (Int(webp[20]) | Int(webp[21]) << 8 | Int(webp[22]) << 16) >> 5
+      let kept = ((10 + firstPartition + size) / 2) & ~1
+      webp = Array(webp[..<(20 + kept)])
+      setUInt32LE(&webp, at: 16, kept)
+      setUInt32LE(&webp, at: 4, webp.count - 8)
+      return Data(webp)
+    case .flippedWebPLosslessByte:
+      var webp = Fixtures.losslessAlphaWebP
+      webp[webp.count / 2] ^= 0x55
+      return webp
+    case .flippedWebPFrameAlphaByte:
+      var webp = Fixtures.animatedWebP
+      webp[webp.range(of: Data("ALPH".utf8))!.lowerBound + 10] ^= 0x55
+      return webp
     }
   }
 
@@ -127,12 +185,47 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
     switch self {
     case .flippedJPEGScanByte: "jpeg: Corrupt JPEG data"
     case .corruptPNGDeflateData: "png: IDAT:"
+    case .flippedGIFLZWByte: "gif: frame 1: Image is defective"
+    case .shortGIFFrameData: "gif: frame 2: Image is defective"
+    case .shortWebPLossyData: "webp: image 1: truncated bitstream"
+    case .flippedWebPLosslessByte: "webp: image 1: corrupt bitstream"
+    case .flippedWebPFrameAlphaByte: "webp: frame 3: corrupt bitstream"
     }
   }
 
   public var url: String {
-    "https://images.example/damaged/\(rawValue).\(self == .corruptPNGDeflateData ? "png" : "jpg")"
+    let ext = reason.prefix { $0 != ":" }
+    return "https://images.example/damaged/\(rawValue).\(ext == "jpeg" ? "jpg" : ext)"
   }
+}
+
+/// The range of a GIF's `frame` (from 1) from its LZW minimum code size to the end of its
+/// sub-blocks' terminator, found by walking the blocks.
+public func gifImageData(_ gif: Data, frame: Int) -> Range<Int> {
+  let bytes = [UInt8](gif)
+  let colourTable = { (packed: UInt8) in packed & 0x80 == 0 ? 0 : 3 << (Int(packed & 7) + 1) }
+  let skipSubBlocks = { (start: Int) -> Int in
+    var offset = start
+    while bytes[offset] != 0 { offset += 1 + Int(bytes[offset]) }
+    return offset + 1
+  }
+  var offset = 13 + colourTable(bytes[10])
+  var frames = 0
+  while true {
+    if bytes[offset] == 0x21 {
+      offset = skipSubBlocks(offset + 2)
+      continue
+    }
+    precondition(bytes[offset] == 0x2C, "frame \(frame) of a GIF of \(frames) frames")
+    let data = offset + 10 + colourTable(bytes[offset + 9])
+    offset = skipSubBlocks(data + 1)
+    frames += 1
+    if frames == frame { return data..<offset }
+  }
+}
+
+private func setUInt32LE(_ bytes: inout [UInt8], at offset: Int, _ value: Int) {
+  for index in 0..<4 { bytes[offset + index] = UInt8(truncatingIfNeeded: value >> (8 * index)) }
 }
 
 /// The 64x48 PNG with its header declaring `width` x `height` (the header's CRC made right): a

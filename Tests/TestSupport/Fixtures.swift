@@ -35,6 +35,18 @@ public enum Fixtures {
   public static var alphaPNG: Data { data("alpha.png") }
   /// A 1x1 GIF with two frames.
   public static var gif: Data { data("anim.gif") }
+  /// A 64x48 interlaced GIF of 64 colours, one frame.
+  public static var stillGIF: Data { data("still.gif") }
+  /// A 64x48 GIF of three frames, the second 64x47 at (0, 1) with a colour table of its own.
+  public static var animatedGIF: Data { data("anim-64x48.gif") }
+  /// A 64x48 lossy WebP (a VP8 chunk alone).
+  public static var lossyWebP: Data { data("lossy.webp") }
+  /// A 64x48 lossless WebP with a gradient of alpha (a VP8L chunk alone).
+  public static var losslessAlphaWebP: Data { data("lossless-alpha.webp") }
+  /// A 64x48 lossy WebP with a gradient of alpha (VP8X, ALPH, VP8).
+  public static var lossyAlphaWebP: Data { data("lossy-alpha.webp") }
+  /// A 64x48 animated WebP of three frames: lossless with alpha, lossy, lossy with alpha.
+  public static var animatedWebP: Data { data("anim.webp") }
   /// `data` compressed by gzip(1), as a server sends a `Content-Encoding: gzip` body.
   public static func gzip(_ data: Data) -> Data {
     let process = Process()

@@ -171,7 +171,9 @@ final class OperationsTests: LoopbackTestCase {
     for flag in ["--version", "-V"] {
       let result = try run([flag])
       XCTAssertEqual(result.status, 0, "\(flag): \(result.stderr)")
-      for library in ["imagecache ", "libcurl ", "libjpeg-turbo ", "libpng ", "libxml2 "] {
+      for library in [
+        "imagecache ", "libcurl ", "libjpeg-turbo ", "libpng ", "giflib ", "libwebp ", "libxml2 ",
+      ] {
         XCTAssertTrue(result.stdout.contains(library), "\(flag): \(result.stdout)")
       }
     }

@@ -307,7 +307,7 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     XCTAssertEqual(namespaceFiles.count, count)
   }
 
-  func testTheFullLevelDecodesJPEGAndPNGAndFindsDamageInsideTheirCompressedData() throws {
+  func testTheFullLevelDecodesJPEGPNGGIFAndWebPAndFindsDamageInsideTheirCompressedData() throws {
     let valid = try storeValidImages()
     var damaged: [String: EntropyDamagedImage] = [:]
     for kind in EntropyDamagedImage.allCases { damaged[try store(kind.data, url: kind.url)] = kind }

@@ -76,8 +76,8 @@ public enum ValidationLevel: String, Sendable, Codable, CaseIterable {
   /// Magic bytes, the header parsed for dimensions, and the end of the data checked (JPEG's EOI
   /// marker, PNG's IEND chunk and chunk CRCs, GIF's trailer): catches truncation cheaply.
   case structure
-  /// `structure`, then a complete decode of JPEG (libjpeg-turbo) and PNG (libpng), a decoder
-  /// warning counting as a failure.
+  /// `structure`, then a complete decode of JPEG (libjpeg-turbo), PNG (libpng), and every frame
+  /// of GIF (giflib) and WebP (libwebp), a decoder warning counting as a failure.
   case full
 }
 

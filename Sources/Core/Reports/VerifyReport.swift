@@ -9,9 +9,10 @@ public enum VerifyLevel: String, Sendable, Codable, CaseIterable {
   /// segments and scans to the EOI marker, every PNG chunk and its CRC to IEND, every GIF
   /// block to the trailer, WebP's RIFF size, ISO media's boxes...
   case structure
-  /// The structure, then every JPEG and PNG decoded as the prefetch's `full` validation does
-  /// (libjpeg-turbo, libpng; a warning fails): damage inside the entropy-coded or compressed
-  /// data, which the structure walk does not look into. Other formats: the structure only.
+  /// The structure, then every JPEG, PNG, GIF and WebP (every frame) decoded as the prefetch's
+  /// `full` validation does (libjpeg-turbo, libpng, giflib, libwebp; a warning fails): damage
+  /// inside the entropy-coded or compressed data, which the structure walk does not look into.
+  /// Other formats: the structure only.
   case full
 }
 

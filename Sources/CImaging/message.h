@@ -1,0 +1,11 @@
+#ifndef CIMAGING_MESSAGE_H
+#define CIMAGING_MESSAGE_H
+
+#include <stddef.h>
+
+/* Writes a decoder's failure into the caller's `message` buffer, printf-style; returns 1, the
+   status of a failed check, so that `return ic_fail(...)` reports and fails at once. */
+int ic_fail(char *message, size_t message_size, const char *format, ...)
+    __attribute__((format(printf, 3, 4)));
+
+#endif

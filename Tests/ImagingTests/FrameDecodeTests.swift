@@ -1,0 +1,101 @@
+import TestSupport
+import XCTest
+
+@testable import Core
+@testable import Imaging
+
+/// The full level's decode of GIF (giflib) and WebP (libwebp), every frame of each (issue 45):
+/// what it passes, what it finds that the structure walk does not, and how it words it.
+final class FrameDecodeTests: XCTestCase {
+  private func reason(_ decode: () throws(ImageCacheError) -> Void) -> String? {
+    do throws(ImageCacheError) {
+      try decode()
+      return nil
+    } catch {
+      guard case .badImageData(let reason) = error else { return "\(error)" }
+      return reason
+    }
+  }
+
+  private func reason(_ data: Data, level: ValidationLevel) -> String? {
+    reason { () throws(ImageCacheError) in _ = try ImageValidator(level: level).validate(data) }
+  }
+
+  func testEveryFrameOfAValidGIFOrWebPDecodes() throws {
+    let images: [(String, Data, ImageFormat, Int, Int)] = [
+      ("1x1 GIF, two frames", Fixtures.gif, .gif, 1, 1),
+      ("interlaced still GIF", Fixtures.stillGIF, .gif, 64, 48),
+      ("animated GIF", Fixtures.animatedGIF, .gif, 64, 48),
+      ("1x1 lossy WebP", Fixtures.webpLossy, .webp, 1, 1),
+      ("1x1 lossless WebP", Fixtures.webpLossless, .webp, 1, 1),
+      ("lossy WebP", Fixtures.lossyWebP, .webp, 64, 48),
+      ("lossless WebP with alpha", Fixtures.losslessAlphaWebP, .webp, 64, 48),
+      ("lossy WebP with alpha", Fixtures.lossyAlphaWebP, .webp, 64, 48),
+      ("animated WebP", Fixtures.animatedWebP, .webp, 64, 48),
+    ]
+    for (name, data, format, width, height) in images {
+      XCTAssertEqual(
+        try ImageValidator(level: .full).validate(data),
+        ImageInfo(format: format, width: width, height: height), name)
+    }
+  }
+
+  /// Damage inside the compressed data of one frame, under a container that holds together:
+  /// the structure walk passes it, the full decode names the frame and what broke.
+  func testDamageInsideTheCompressedDataIsFoundOnlyByTheFullDecode() {
+    for kind in EntropyDamagedImage.allCases {
+      XCTAssertNil(reason(kind.data, level: .structure), "\(kind)")
+      let found = reason(kind.data, level: .full)
+      XCTAssertTrue(found?.hasPrefix(kind.reason) == true, "\(kind): \(found ?? "passed")")
+    }
+  }
+
+  /// giflib reads a frame wider than the logical screen without a word; the decode does not,
+  /// so that one row of the screen's width holds any frame's row.
+  func testAGIFFrameOutsideItsScreenIsRefused() {
+    var gif = Fixtures.stillGIF
+    let descriptor = gifImageData(gif, frame: 1).lowerBound - 10
+    gif[descriptor + 5] = 65  // the frame's width, low byte: 65 on a screen of 64
+
+    XCTAssertNil(reason(gif, level: .structure))
+    XCTAssertEqual(
+      reason(gif, level: .full), "gif: frame 1: 65x48 at (0, 0) is outside the 64x48 screen")
+  }
+
+  /// A GIF that lacks only its trailer is refused at every level: a body that stops at a
+  /// frame's end is most likely a download cut there (see gif_frames.c).
+  func testAGIFMissingOnlyItsTrailerIsTruncated() {
+    let gif = Data(Fixtures.animatedGIF.dropLast())
+
+    XCTAssertTrue(reason(gif, level: .structure)?.hasPrefix("gif: truncated") == true)
+    XCTAssertEqual(
+      reason { () throws(ImageCacheError) in try GIFDecoder.decode(gif, maxPixels: 1 << 20) },
+      "gif: truncated: no trailer after frame 3")
+  }
+
+  /// The decoders name truncation themselves, wherever the data stops.
+  func testTheDecodersCallDataThatStopsShortTruncated() {
+    let gif = Fixtures.stillGIF.prefix(gifImageData(Fixtures.stillGIF, frame: 1).lowerBound + 40)
+    XCTAssertEqual(
+      reason { () throws(ImageCacheError) in try GIFDecoder.decode(gif, maxPixels: 1 << 20) },
+      "gif: truncated: the data ends in frame 1")
+    let webp = Fixtures.animatedWebP.dropLast(100)
+    XCTAssertEqual(
+      reason { () throws(ImageCacheError) in try WebPDecoder.decode(webp, maxPixels: 1 << 20) },
+      "webp: truncated: the container ends early")
+  }
+
+  /// The decoders refuse a screen or canvas over `maxPixels` before any frame, as the
+  /// validator does before calling them.
+  func testTheDecodersRefuseAnImageOverMaxPixels() {
+    let over = "3072 pixels, over the limit of 3071 (maxPixels)"
+    XCTAssertTrue(
+      reason { () throws(ImageCacheError) in
+        try GIFDecoder.decode(Fixtures.animatedGIF, maxPixels: 64 * 48 - 1)
+      }?.contains(over) == true)
+    XCTAssertTrue(
+      reason { () throws(ImageCacheError) in
+        try WebPDecoder.decode(Fixtures.animatedWebP, maxPixels: 64 * 48 - 1)
+      }?.contains(over) == true)
+  }
+}
