@@ -32,9 +32,14 @@ public final class StateStore: Sendable {
 
   /// Opens (creating and migrating as needed) the state of the cache at `location`: a shard's
   /// own file for a shard (SQLite is not shared between machines; SPEC section 9).
-  public convenience init(location: CacheLocation, shard: Shard? = nil, now: Date = Date()) throws {
+  /// - Parameter checkedIntact: the caller found the file intact (``isIntact()``) under the
+  ///   run's lock, where nothing wrote it since: it is not checked again.
+  public convenience init(
+    location: CacheLocation, shard: Shard? = nil, now: Date = Date(), checkedIntact: Bool = false
+  ) throws {
     try self.init(
-      directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now)
+      directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now,
+      checkedIntact: checkedIntact)
   }
 
   /// Refuses a state file, its folder or SQLite's files beside it that are not what SQLite
@@ -186,8 +191,10 @@ public final class StateStore: Sendable {
   }
 
   /// Opens (creating and migrating as needed) the state file in `directory`.
-  public init(directory: String, fileName: String = StateStore.fileName, now: Date = Date()) throws
-  {
+  public init(
+    directory: String, fileName: String = StateStore.fileName, now: Date = Date(),
+    checkedIntact: Bool = false
+  ) throws {
     try FileSystem.createDirectory(path: directory)
     let path = (directory as NSString).appendingPathComponent(fileName)
     self.path = path
@@ -195,7 +202,7 @@ public final class StateStore: Sendable {
     var warnings: [String] = []
     do {
       do {
-        database = try Self.openAndMigrate(path: path)
+        database = try Self.openAndMigrate(path: path, checksIntegrity: !checkedIntact)
       } catch let error as DatabaseError where Self.isCorruption(error) {
         let aside = try Self.moveAside(path: path, now: now)
         warnings.append(
@@ -286,7 +293,9 @@ public final class StateStore: Sendable {
 
   // MARK: Opening
 
-  private static func openAndMigrate(path: String) throws -> DatabasePool {
+  private static func openAndMigrate(path: String, checksIntegrity: Bool = true) throws
+    -> DatabasePool
+  {
     var configuration = Configuration()
     configuration.busyMode = .timeout(10)
     // WAL with synchronous=NORMAL: commits do not wait for fsync (a power cut may lose the last
@@ -295,10 +304,12 @@ public final class StateStore: Sendable {
       try db.execute(sql: "PRAGMA synchronous = NORMAL")
     }
     let pool = try DatabasePool(path: path, configuration: configuration)
-    try pool.read { db in
-      let result = try quickCheck(db)
-      guard result == "ok" else {
-        throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: result ?? "quick_check failed")
+    if checksIntegrity {
+      try pool.read { db in
+        let result = try quickCheck(db)
+        guard result == "ok" else {
+          throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: result ?? "quick_check failed")
+        }
       }
     }
     try migrator.migrate(pool)

@@ -27,8 +27,9 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
 
   private let location: CacheLocation
   /// The default namespace's blacklist read before the opening, with what could not be read
-  /// of the other state files; `nil` when the run's own file could not be read so.
-  private let early: (entries: [BlacklistEntry], warnings: [String])?
+  /// of the other state files and whether the run's own file was there (and so checked
+  /// intact); `nil` when the run's own file could not be read so.
+  private let early: (entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool)?
   private let opening = DispatchGroup()
   private let result = Mutex<Result<Opened, any Error>?>(nil)
 
@@ -44,9 +45,11 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
     early = Self.blacklistBeforeOpening(
       location: location, shard: shard, startedAt: startedAt, timeToLive: timeToLive)
     opening.enter()
+    // A large state's check takes long: the one made before is not made again.
+    let checkedIntact = early?.checkedOwn ?? false
     OwnThread.start(name: "ic-state") { [self] in
       let opened = Result { () throws -> Opened in
-        let store = try StateStore(location: location, shard: shard)
+        let store = try StateStore(location: location, shard: shard, checkedIntact: checkedIntact)
         let (runID, abandoned) = try store.beginRun(job: job, at: startedAt)
         return Opened(store: store, runID: runID, abandoned: abandoned)
       }
@@ -55,12 +58,12 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
     }
   }
 
-  /// The default namespace's blacklist as the opening leaves it, and what could not be read
-  /// of its other state files; `nil` when the run's own file cannot be read without opening
-  /// it for writing.
+  /// The default namespace's blacklist as the opening leaves it, what could not be read of
+  /// its other state files, and whether the run's own file was there to check; `nil` when it
+  /// cannot be read without opening it for writing.
   private static func blacklistBeforeOpening(
     location: CacheLocation, shard: Shard?, startedAt: Date, timeToLive: TimeInterval?
-  ) -> (entries: [BlacklistEntry], warnings: [String])? {
+  ) -> (entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool)? {
     let own = (location.stateDirectory as NSString).appendingPathComponent(
       StateStore.fileName(shard: shard))
     var warnings: [String] = []
@@ -70,7 +73,7 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
       let entries = try StateStore.blacklistOfEveryStateFile(
         location: location, timeToLive: timeToLive, opened: store, runStartingAt: startedAt
       ) { path, error in warnings.append(StateNamespaces.notRead(path, error)) }
-      return (entries, warnings)
+      return (entries, warnings, store != nil)
     } catch {
       return nil
     }
