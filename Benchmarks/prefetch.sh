@@ -693,7 +693,9 @@ print(f"### Exec to first request (nginx's $msec - $request_time, ms resolution;
 print()
 print("| | HTTP/1.1 exec to request | exec to exit | HTTPS + HTTP/2 exec to request | exec to exit |")
 print("|---|---|---|---|---|")
-for tool in ("imagecache", "curl", "wget2"):
+for tool in ("imagecache", "baseline", "curl", "wget2"):
+    if not any((tool, scheme) in rows for scheme in ("http", "https")):
+        continue
     cells = []
     for scheme in ("http", "https"):
         runs = rows.get((tool, scheme), [])

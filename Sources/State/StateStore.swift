@@ -32,9 +32,14 @@ public final class StateStore: Sendable {
 
   /// Opens (creating and migrating as needed) the state of the cache at `location`: a shard's
   /// own file for a shard (SQLite is not shared between machines; SPEC section 9).
-  public convenience init(location: CacheLocation, shard: Shard? = nil, now: Date = Date()) throws {
+  /// - Parameter checkedIntact: the caller found the file intact (``isIntact()``) under the
+  ///   run's lock, where nothing wrote it since: it is not checked again.
+  public convenience init(
+    location: CacheLocation, shard: Shard? = nil, now: Date = Date(), checkedIntact: Bool = false
+  ) throws {
     try self.init(
-      directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now)
+      directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now,
+      checkedIntact: checkedIntact)
   }
 
   /// Refuses a state file, its folder or SQLite's files beside it that are not what SQLite
@@ -80,9 +85,11 @@ public final class StateStore: Sendable {
   ///   - timeToLive: as in ``blacklist(now:timeToLive:)``: only the entries still active.
   ///   - opened: one of these files already open (a run's own store): read through it, and
   ///     its failure thrown, not handed to `unreadable`.
+  ///   - runStartingAt: `opened` is read before its run began at this date: its entries are
+  ///     read as ``beginRun(job:at:)`` leaves them.
   public static func blacklistOfEveryStateFile(
     location: CacheLocation, leavingNoTrace: Bool = false, timeToLive: TimeInterval? = nil,
-    opened: StateStore? = nil,
+    opened: StateStore? = nil, runStartingAt: Date? = nil,
     unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
   ) throws -> [BlacklistEntry] {
     var byURL: [String: BlacklistEntry] = [:]
@@ -92,7 +99,15 @@ public final class StateStore: Sendable {
         byURL[entry.url] = entry
       }
     }
-    if let opened { add(try opened.blacklist(timeToLive: timeToLive)) }
+    if let opened, let runStartingAt {
+      let now = Date()
+      add(
+        try opened.blacklist().map { Self.entry($0, asRunStartingAt: runStartingAt) }.filter {
+          $0.isActive(at: now, timeToLive: timeToLive)
+        })
+    } else if let opened {
+      add(try opened.blacklist(timeToLive: timeToLive))
+    }
     for path in try stateFiles(location: location) where path != opened?.path {
       do {
         add(
@@ -103,6 +118,17 @@ public final class StateStore: Sendable {
       }
     }
     return byURL.values.sorted { $0.url < $1.url }
+  }
+
+  /// Whether the file passes the check a run's opening makes (``init(location:shard:now:)``),
+  /// which moves a file that fails it aside.
+  public func isIntact() throws -> Bool {
+    try read { db in try Self.quickCheck(db) } == "ok"
+  }
+
+  /// SQLite's `quick_check`: `ok`, or what is wrong.
+  private static func quickCheck(_ db: Database) throws -> String? {
+    try String.fetchOne(db, sql: "PRAGMA quick_check")
   }
 
   /// Opens one state file for reading only, or `nil` when it does not exist.
@@ -165,8 +191,10 @@ public final class StateStore: Sendable {
   }
 
   /// Opens (creating and migrating as needed) the state file in `directory`.
-  public init(directory: String, fileName: String = StateStore.fileName, now: Date = Date()) throws
-  {
+  public init(
+    directory: String, fileName: String = StateStore.fileName, now: Date = Date(),
+    checkedIntact: Bool = false
+  ) throws {
     try FileSystem.createDirectory(path: directory)
     let path = (directory as NSString).appendingPathComponent(fileName)
     self.path = path
@@ -174,7 +202,7 @@ public final class StateStore: Sendable {
     var warnings: [String] = []
     do {
       do {
-        database = try Self.openAndMigrate(path: path)
+        database = try Self.openAndMigrate(path: path, checksIntegrity: !checkedIntact)
       } catch let error as DatabaseError where Self.isCorruption(error) {
         let aside = try Self.moveAside(path: path, now: now)
         warnings.append(
@@ -215,6 +243,18 @@ public final class StateStore: Sendable {
     }
   }
 
+  /// `entry` as ``beginRun(job:at:)`` at `date` leaves it: a date after `date` becomes `date`,
+  /// compared and written as the database text they are stored as.
+  static func entry(_ entry: BlacklistEntry, asRunStartingAt date: Date) -> BlacklistEntry {
+    let now = databaseText(date)
+    var entry = entry
+    for dated in [\BlacklistEntry.firstFailedAt, \.lastFailedAt]
+    where databaseText(entry[keyPath: dated]) > now {
+      entry[keyPath: dated] = Date.fromDatabaseValue(now.databaseValue) ?? date
+    }
+    return entry
+  }
+
   /// Records the end of run `id` with its status and a short summary.
   public func finishRun(id: Int64, at date: Date, status: String, summary: String?) throws {
     try write { db in
@@ -253,7 +293,9 @@ public final class StateStore: Sendable {
 
   // MARK: Opening
 
-  private static func openAndMigrate(path: String) throws -> DatabasePool {
+  private static func openAndMigrate(path: String, checksIntegrity: Bool = true) throws
+    -> DatabasePool
+  {
     var configuration = Configuration()
     configuration.busyMode = .timeout(10)
     // WAL with synchronous=NORMAL: commits do not wait for fsync (a power cut may lose the last
@@ -262,10 +304,12 @@ public final class StateStore: Sendable {
       try db.execute(sql: "PRAGMA synchronous = NORMAL")
     }
     let pool = try DatabasePool(path: path, configuration: configuration)
-    try pool.read { db in
-      let result = try String.fetchOne(db, sql: "PRAGMA quick_check")
-      guard result == "ok" else {
-        throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: result ?? "quick_check failed")
+    if checksIntegrity {
+      try pool.read { db in
+        let result = try quickCheck(db)
+        guard result == "ok" else {
+          throw DatabaseError(resultCode: .SQLITE_CORRUPT, message: result ?? "quick_check failed")
+        }
       }
     }
     try migrator.migrate(pool)

@@ -35,8 +35,12 @@ final class RunEndingFailureTests: TemporaryFolderTestCase {
         RunEndingFailureTests.fill(location.stateDirectory + "/filler")
         return notAnImage
       },
-      // Moves the namespace folder away, leaving a file in its place, then answers.
+      // Moves the namespace folder away, leaving a file in its place, then answers: once the
+      // run is recorded in its state, which opens beside the first request (issue 46).
       "/cache-goes-away.jpg": { _ in
+        waitUntil(timeout: 10, "the run recorded in its state") {
+          (try? StateStore.openForReading(location: location)?.recentRuns().isEmpty) == false
+        }
         let path = location.diskCachePath
         _ = rename(path, path + ".moved")
         FileManager.default.createFile(atPath: path, contents: Data("a file now".utf8))

@@ -326,4 +326,25 @@ final class StateStoreTests: TemporaryFolderTestCase {
     XCTAssertNil(
       try store.blacklistEntry(url: "https://x/a.png", now: now + 3601, timeToLive: 3600))
   }
+
+  /// A run reads its blacklist before its state is open and its start recorded (issue 46):
+  /// what it reads is what that start leaves, an entry dated ahead of it included.
+  func testTheBlacklistReadBeforeARunBeginsIsTheOneItsBeginningLeaves() throws {
+    let start = Date(timeIntervalSince1970: 1_763_870_400.123_4)
+    let written = try StateStore(location: location)
+    for (url, date) in [
+      ("https://x/past.png", start - 60), ("https://x/ahead.png", start + 10 * 365 * 86_400),
+      ("https://x/just-ahead.png", start + 0.001),
+    ] {
+      try written.recordFailure(url: url, code: 1001, name: "badImageData", reason: "r", at: date)
+    }
+    let readBefore = try StateStore.blacklistOfEveryStateFile(
+      location: location, opened: try XCTUnwrap(try StateStore.openForReading(location: location)),
+      runStartingAt: start)
+    _ = try written.beginRun(job: "nightly", at: start)
+    let leftByTheStart = try StateStore.blacklistOfEveryStateFile(
+      location: location, opened: written)
+    XCTAssertEqual(readBefore, leftByTheStart)
+    XCTAssertEqual(readBefore.filter { $0.lastFailedAt > start }, [])
+  }
 }

@@ -31,26 +31,42 @@ extension JobRunner {
   ) async throws -> (
     counts: PrefetchCounts, runEndingFailure: ImageCacheError?, refusal: BlacklistRefusal?
   ) {
-    // libcurl's set-up (about 0.7 ms) runs on another processor while the state opens, instead
-    // of in front of the first download. Awaited before this returns or throws.
+    // libcurl's set-up, begun with the run, goes on beside the blacklist's read. Awaited
+    // before this returns or throws.
     async let libraryPrepared: Void = Downloader.prepareLibrary()
-    let store = try StateStore(location: job.location, shard: job.shard)
-    for warning in store.warnings { warnings.add(.stateFile(warning)) }
-    let (runID, abandoned) = try store.beginRun(job: job.name, at: startedAt)
-    if abandoned > 0 { warnings.add(.abandonedRuns(count: abandoned)) }
+    // The state opens beside the first downloads, and is open before this returns or throws:
+    // the lock is held until then.
+    let state = RunState(
+      location: job.location, shard: job.shard, job: job.name, startedAt: startedAt,
+      timeToLive: job.prefetch.pipeline.blacklistTTL)
+    do {
+      await libraryPrepared
+      return try await prefetch(
+        into: writer, state: state, signals: signals, warnings: warnings)
+    } catch {
+      _ = await state.opened()
+      throw error
+    }
+  }
+
+  /// ``prefetch(into:startedAt:signals:warnings:)`` with the run's `state` opening.
+  private func prefetch(
+    into writer: ReportWriter, state: RunState, signals: SignalScope, warnings: RunWarnings
+  ) async throws -> (
+    counts: PrefetchCounts, runEndingFailure: ImageCacheError?, refusal: BlacklistRefusal?
+  ) {
     var items = job.manifestItems
     items.stop = signals.stop
     let progress = console.progress(total: { [job] in Self.urlsListed(by: job) })
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
 
-    await libraryPrepared
     let (counts, failure, stateWarnings, oldestFailure) = try await Downloader.withDownloader(
       configuration: job.prefetch.http
     ) { downloader in
       let manager = try ImageManager(
         location: job.location, configuration: job.prefetch.pipeline,
-        namespaces: StateNamespaces(location: job.location, store: store, shard: job.shard))
+        namespaces: StateNamespaces(location: job.location, state: state, shard: job.shard))
       defer { manager.close() }
       // Sitemaps and manifests named by URL come through the same transfer thread.
       var items = items
@@ -60,11 +76,14 @@ extension JobRunner {
       // Told on the prefetch's own thread, before the task group winds down; the scope's end
       // waits for it.
       let counts = await Self.prefetch(
-        items,
+        StateGatedItems(base: items, state: state),
         with: Prefetcher(
           manager: manager, downloader: downloader, configuration: job.prefetch), signals: signals,
-        progress: progress,
-        recorder: recorder, whenOver: { downloader.beginShutdown() })
+        progress: progress, recorder: recorder, state: state, warnings: warnings,
+        whenOver: { downloader.beginShutdown() })
+      // A state that could not be opened fails the run with its error, as when it failed
+      // before the first request: the loads it cut short are no outcome.
+      let opened = try await state.opened().get()
       // A state that cannot be written now ends the run as failed, keeping every URL's
       // outcome for the report, instead of throwing them away with the error.
       var failure = manager.runEndingFailure
@@ -82,8 +101,8 @@ extension JobRunner {
       let status: RunReport.Status =
         failure != nil ? .failed : signals.interrupted ? .interrupted : .completed
       do {
-        try store.finishRun(
-          id: runID, at: Date(), status: status.rawValue,
+        try opened.store.finishRun(
+          id: opened.runID, at: Date(), status: status.rawValue,
           summary:
             "total \(counts.total), downloaded \(counts.downloaded), failed \(counts.failed)")
       } catch {
@@ -104,31 +123,53 @@ extension JobRunner {
     return (counts, failure, refusal)
   }
 
-  /// Prefetches until done or until a signal, which cancels the loads in flight (stores are
-  /// atomic: nothing partial is left) and stops new ones. `whenOver` is called on the
-  /// prefetch's task the moment it ends.
+  /// What ends, or not, the prefetch's task group.
+  private enum GroupEvent: Sendable {
+    case prefetched(PrefetchCounts)
+    case signalled
+    case stateOpened(succeeded: Bool)
+  }
+
+  /// Prefetches until done, until a signal or until the state fails to open, each of which
+  /// cancels the loads in flight (stores are atomic: nothing partial is left) and stops new
+  /// ones. `whenOver` is called on the prefetch's task the moment it ends. The state's
+  /// warnings are said once it is open.
   private static func prefetch(
-    _ items: ManifestItems, with prefetcher: Prefetcher, signals: SignalScope,
-    progress: (any PrefetchProgress)?, recorder: EchoingPrefetchSink,
-    whenOver: @escaping @Sendable () -> Void
+    _ items: StateGatedItems<ManifestItems>, with prefetcher: Prefetcher, signals: SignalScope,
+    progress: (any PrefetchProgress)?, recorder: EchoingPrefetchSink, state: RunState,
+    warnings: RunWarnings, whenOver: @escaping @Sendable () -> Void
   ) async -> PrefetchCounts {
-    await withTaskGroup(of: PrefetchCounts?.self) { group in
+    await withTaskGroup(of: GroupEvent.self) { group in
       group.addTask {
         var recorder = recorder
         let counts = await prefetcher.run(
           items, stop: signals.stop, progress: progress, recorder: &recorder)
         whenOver()
-        return counts
+        return .prefetched(counts)
       }
       group.addTask {
         await signals.waitForSignal()
-        return nil
+        return .signalled
+      }
+      group.addTask {
+        guard case .success(let opened) = await state.opened() else {
+          return .stateOpened(succeeded: false)
+        }
+        for warning in opened.store.warnings { warnings.add(.stateFile(warning)) }
+        if opened.abandoned > 0 { warnings.add(.abandonedRuns(count: opened.abandoned)) }
+        return .stateOpened(succeeded: true)
       }
       var counts: PrefetchCounts?
-      while let finished = await group.next() {
-        if let finished { counts = finished }
-        // Either the prefetch ended (stop waiting for a signal) or a signal came (cancel it).
-        group.cancelAll()
+      while let event = await group.next() {
+        switch event {
+        // The prefetch ended: stop waiting for a signal (the state's opening is waited for).
+        case .prefetched(let finished):
+          counts = finished
+          group.cancelAll()
+        // A signal came, or the run cannot go on without its state: cancel the prefetch.
+        case .signalled, .stateOpened(succeeded: false): group.cancelAll()
+        case .stateOpened(succeeded: true): break
+        }
       }
       return counts ?? PrefetchCounts()
     }

@@ -117,6 +117,9 @@ public struct JobRunner: Sendable {
   /// path cannot be written) and for fatal errors during it, after writing the report marked
   /// `failed`.
   public func run() async throws -> RunOutcome {
+    // libcurl's set-up (OpenSSL's with it: milliseconds) runs on another processor while the
+    // run is checked, locked and its report opened, instead of in front of the first request.
+    async let _: Void = job.prefetchesManifests ? Downloader.prepareLibrary() : ()
     // The command line checks them before any job runs; a library caller is checked here.
     try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
     try FileSystem.checkCacheFolders(job.location)

@@ -15,21 +15,44 @@ extension StateStore: BlacklistStore, ValidatorStore {}
 /// another namespace is another cache, and its lock keeps two runs from writing it at once.
 final class StateNamespaces: NamespaceProvider {
   private let defaultLocation: CacheLocation
-  private let defaultStore: StateStore
+  private let openDefault: @Sendable (_ timeToLive: TimeInterval?) throws -> OpenedNamespace
   private let shard: Shard?
   private let others = Mutex<[String: (lock: RunLock, store: StateStore?)]>([:])
 
   /// - Parameter store: the default namespace's store, opened by the run under its lock.
-  init(location: CacheLocation, store: StateStore, shard: Shard?) {
+  convenience init(location: CacheLocation, store: StateStore, shard: Shard?) {
+    self.init(location: location, shard: shard) { timeToLive in
+      try Self.opened(location, store: store, timeToLive: timeToLive)
+    }
+  }
+
+  /// - Parameter state: the default namespace's store, opening under the run's lock.
+  convenience init(location: CacheLocation, state: RunState, shard: Shard?) {
+    self.init(location: location, shard: shard) { try state.openNamespace(timeToLive: $0) }
+  }
+
+  private init(
+    location: CacheLocation, shard: Shard?,
+    openDefault: @escaping @Sendable (TimeInterval?) throws -> OpenedNamespace
+  ) {
     defaultLocation = location
-    defaultStore = store
+    self.openDefault = openDefault
     self.shard = shard
   }
 
   func open(_ location: CacheLocation, timeToLive: TimeInterval?) throws -> OpenedNamespace {
-    let store = location == defaultLocation ? defaultStore : try otherStore(location)
-    // The default store's own warnings (a corrupt file moved aside) are the run's to say.
-    var warnings = location == defaultLocation ? [] : store.warnings
+    guard location != defaultLocation else { return try openDefault(timeToLive) }
+    let store = try otherStore(location)
+    return try Self.opened(location, store: store, warnings: store.warnings, timeToLive: timeToLive)
+  }
+
+  /// The namespace at `location` through its opened `store`. The default store's own warnings
+  /// (a corrupt file moved aside) are the run's to say, not the namespace's.
+  static func opened(
+    _ location: CacheLocation, store: StateStore, warnings: [String] = [],
+    timeToLive: TimeInterval?
+  ) throws -> OpenedNamespace {
+    var warnings = warnings
     let entries = try StateStore.blacklistOfEveryStateFile(
       location: location, timeToLive: timeToLive, opened: store
     ) { path, error in warnings.append(Self.notRead(path, error)) }

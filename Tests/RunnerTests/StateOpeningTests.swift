@@ -1,0 +1,90 @@
+import Core
+import Foundation
+import Runner
+import Synchronization
+import TestSupport
+import XCTest
+
+@testable import State
+
+/// Issue 46, item 2: a prefetch's state opens beside its first requests. A state that turns
+/// out not to open once they are out still fails the run as it did when it failed before them:
+/// its error and exit code 4, a report marked failed with no outcome, nothing partial in the
+/// cache, and the lock released.
+final class StateOpeningTests: TemporaryFolderTestCase {
+  var server: LoopbackServer!
+  var location: CacheLocation!
+  /// Held by the test until the first request is in: the run's opening waits for it.
+  let writerReleased = DispatchSemaphore(value: 0)
+
+  override func setUpWithError() throws {
+    try super.setUpWithError()
+    let location = CacheLocation(directory: temporary.appending("cache"))
+    self.location = location
+    let released = writerReleased
+    server = try LoopbackServer(routes: [
+      // The state's file system fills, and then the state can be written again: the run's
+      // opening, which waited for it, fails to record the run.
+      "/first.jpg": { _ in
+        RunEndingFailureTests.fill(location.stateDirectory + "/filler")
+        released.signal()
+        return .image(Fixtures.jpeg, type: "image/jpeg")
+      }
+    ])
+  }
+
+  override func tearDown() {
+    server.shutdown()
+    super.tearDown()
+  }
+
+  func testAStateThatFailsToOpenOnceTheFirstRequestIsOutFailsTheRunAsBefore() async throws {
+    _ = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
+    // Another connection holds the state's write lock: the run's opening waits for it (SQLite's
+    // busy timeout) while the first request goes out.
+    let store = try StateStore(location: location)
+    let holding = DispatchSemaphore(value: 0)
+    let released = writerReleased
+    let holder = Thread {
+      try? store.write { _ in
+        holding.signal()
+        _ = released.wait(timeout: .now() + 5)
+      }
+    }
+    holder.start()
+    holding.wait()
+
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/first.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    var job = Job(name: "opening", location: location)
+    job.manifests = [manifest]
+    job.passes = []
+    var settings = RunSettings()
+    settings.reportFiles = [temporary.appending("report.json")]
+    let console = RecordingConsole()
+    var thrown: (any Error)?
+    do {
+      _ = try await JobRunner(job: job, settings: settings, console: console).run()
+    } catch {
+      thrown = error
+    }
+
+    XCTAssertEqual(
+      server.requestCount("/first.jpg"), 1, "the request went out before the state opened")
+    let error = try XCTUnwrap(thrown as? StateStoreError, "\(String(describing: thrown))")
+    XCTAssertEqual(error.path, store.path)
+    XCTAssertEqual((thrown as? any ExitStatusProviding)?.exitStatus, .fatalIO)
+    XCTAssertTrue(
+      console.reported.contains { if case .runFailed = $0 { true } else { false } },
+      "\(console.reported)")
+    let data = try XCTUnwrap(FileManager.default.contents(atPath: settings.reportFiles[0]))
+    let report = try RunReport.decode(data)
+    XCTAssertEqual(report.status, .failed)
+    XCTAssertTrue(report.error?.contains(store.path) ?? false, report.error ?? "no error")
+    XCTAssertNil(report.prefetch, "no outcome: the loads were cut short")
+    let left = try FileManager.default.contentsOfDirectory(atPath: location.diskCachePath)
+    XCTAssertEqual(
+      left.filter { $0.hasPrefix(FileSystem.temporaryPrefix) }, [], "nothing partial is left")
+    XCTAssertNoThrow(try RunLock.acquire(location: location).release(), "the lock is released")
+  }
+}
