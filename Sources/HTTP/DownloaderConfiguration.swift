@@ -9,7 +9,7 @@ public struct DownloaderConfiguration: Sendable, Equatable {
   /// 6); over HTTP/2 `perHostStreams`, which is this by default: 256 streams to one CDN (on up
   /// to `perHostConcurrency` connections when its server caps the streams a connection may
   /// carry) match wget2's defaults (5 connections of 30 streams) out of the box, where curl's
-  /// `--parallel` 50 took 3x as long (docs/benchmarks.md, "Out of the box over HTTP/2").
+  /// `--parallel` 50 took 3x as long (docs/benchmarks.md, "Ahead of wget2 where users are").
   public var concurrency = 256
   /// Connections at once to one host (SD's downloader default), and so downloads at once to a
   /// host that answers over HTTP/1.1, where each download needs a connection of its own.
