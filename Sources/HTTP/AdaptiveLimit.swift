@@ -115,11 +115,6 @@ struct AdaptiveLimit {
   /// Answers from which the origin's spread is known well enough that a round which queued
   /// marks its knee even when the spread allows some late answers by chance.
   static let knownSpread = 64
-  /// The share of answers late by chance (``lateByChance(than:)``) as of the last round;
-  /// `nil` while fewer than ``minimumRound`` answers are known.
-  private var chance: Double?
-  /// Whether half the last round or more came late: a queue whatever the origin's spread.
-  private var deepQueue = false
   /// The mean time of each recent round, the newest last; the 10th percentile of them is
   /// the origin's usual time when it does not queue, for Little's law.
   private var means: [Double] = []
@@ -244,7 +239,8 @@ struct AdaptiveLimit {
     // flight), so that one late answer in a round of several batches is noise, not a queue;
     // and more than the origin's own long tail makes late by chance (that share of the round,
     // and three standard deviations of a count of them).
-    chance =
+    // (`nil` while fewer than ``minimumRound`` answers are known.)
+    let chance =
       recent.count < Self.minimumRound
       ? nil : Self.lateByChance(of: recent, than: Double(least) * Self.tolerance)
     let n = Double(sorted.count)
@@ -253,18 +249,24 @@ struct AdaptiveLimit {
     let queued = judged && late >= max(batches, (sorted.count + 9) / 10, byChance)
     // A round of which half or more came late queued whatever the origin's spread, and says
     // nothing of that spread; a round with fewer late ones adds to the upper half.
-    deepQueue = late * 2 >= sorted.count
+    let deepQueue = late * 2 >= sorted.count
     if !deepQueue {
       recent.append(contentsOf: sorted)
       if recent.count > Self.pooledAnswers { recent.removeFirst(recent.count - Self.pooledAnswers) }
     }
     if queued {
+      // Before the origin's own spread of times is known, a queue seen may be its long tail:
+      // no knee is kept for it, and slow start goes on.
+      let uncertain =
+        !deepQueue && recent.count < Self.knownSpread && (chance ?? 1) >= 0.01
       // What answered in time is about what the origin serves at once: the late share goes;
       // but when most were late (a deep queue), what it serves is the limit times its usual
       // mean time over this round's (Little's law).
       let usual = means.sorted()[means.count / 10]
       let served = Int(Double(limit) * usual / mean)
-      set(max(limit - max(1, late * limit / sorted.count), min(limit - 1, served)), cut: .queue)
+      set(
+        max(limit - max(1, late * limit / sorted.count), min(limit - 1, served)), cut: .queue,
+        uncertain: uncertain)
       return
     }
     served = limit
@@ -320,8 +322,9 @@ struct AdaptiveLimit {
   /// origin that refuses is still asked for one more at a time, the raise being paced).
   static func slowStartStep(_ limit: Int) -> Int { limit < judgedFrom ? limit * 2 : limit * 4 }
 
-  /// Decides the limit `proposed`, for `cut` (a raise when `nil`).
-  private mutating func set(_ proposed: Int, cut: Cut?) {
+  /// Decides the limit `proposed`, for `cut` (a raise when `nil`); `uncertain`: a queue seen
+  /// before the origin's spread was known, which keeps slow start and marks no knee.
+  private mutating func set(_ proposed: Int, cut: Cut?, uncertain: Bool = false) {
     let new = min(ceiling, max(1, proposed))
     if new == ceiling { slowStart = false }
     // Already there: the round goes on, in the same epoch.
@@ -342,10 +345,6 @@ struct AdaptiveLimit {
     } else {
       probeWait = base
     }
-    // Before the origin's own spread of times is known, a queue seen may be its long tail: no
-    // knee is kept for it, and slow start goes on.
-    let uncertain =
-      cut == .queue && !deepQueue && recent.count < Self.knownSpread && (chance ?? 1) >= 0.01
     knee = uncertain ? nil : limit
     cleanProbes = 0
     lastCut = epoch
