@@ -2,6 +2,7 @@
 #include "message.h"
 
 #include <gif_lib.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,8 +33,113 @@ static int failed(GifFileType *gif, const char *where, char *message, size_t mes
   return ic_fail(message, message_size, "%s: %s", where, text ? text : "unknown error");
 }
 
-static int decode(GifFileType *gif, unsigned long long max_pixels, GifPixelType **row,
-                  char *message, size_t message_size) {
+/* A frame's LZW codes followed to its last pixel without writing one: what a decode finds in
+   the data (a code the table does not hold, the end code or the end of the data before the
+   last pixel) at a cost per code, not per pixel. Each table entry keeps only the length of the
+   string it stands for. The code width grows as giflib grows it (after the code that takes
+   its running code past the width's last value), so what giflib reads, this reads; it refuses
+   a code past the table's end, which giflib turns into pixels of another string (browsers
+   refuse it too). Codes past the last pixel are not read, as giflib does not read them. */
+struct lzw {
+  int clear, end, min_bits, bits, running, next, previous;
+  uint32_t accumulator;
+  int held;
+  unsigned long long pixels, total;
+  uint16_t length[4096];
+};
+
+static void lzw_reset(struct lzw *lzw) {
+  lzw->bits = lzw->min_bits + 1;
+  lzw->running = lzw->end + 1;
+  lzw->next = lzw->clear + 2;
+  lzw->previous = -1;
+}
+
+/* 1 when the frame's pixels are all decoded, -1 and a message on bad data, 0 for more. */
+static int lzw_feed(struct lzw *lzw, const GifByteType *bytes, int count, int frame,
+                    char *message, size_t message_size) {
+  for (int index = 0; index < count; index++) {
+    lzw->accumulator |= (uint32_t)bytes[index] << lzw->held;
+    lzw->held += 8;
+    while (lzw->held >= lzw->bits) {
+      int code = (int)(lzw->accumulator & ((1u << lzw->bits) - 1));
+      lzw->accumulator >>= lzw->bits;
+      lzw->held -= lzw->bits;
+      if (lzw->running < 4097 && ++lzw->running > (1 << lzw->bits) && lzw->bits < 12) {
+        lzw->bits += 1;
+      }
+      if (code == lzw->clear) {
+        lzw_reset(lzw);
+        continue;
+      }
+      if (code == lzw->end) {
+        ic_fail(message, message_size,
+                "frame %d: corrupt LZW data: the end code after %llu of its %llu pixels", frame,
+                lzw->pixels, lzw->total);
+        return -1;
+      }
+      int length;
+      if (code < lzw->clear || (code > lzw->end && code < lzw->next)) {
+        length = lzw->length[code];
+      } else if (code == lzw->next && lzw->previous >= 0 && lzw->next < 4096) {
+        length = lzw->length[lzw->previous] + 1;
+      } else {
+        ic_fail(message, message_size,
+                "frame %d: corrupt LZW data: code %d where the table ends at %d", frame, code,
+                lzw->next - 1);
+        return -1;
+      }
+      if (lzw->previous >= 0 && lzw->next < 4096) {
+        lzw->length[lzw->next] = (uint16_t)(lzw->length[lzw->previous] + 1);
+        lzw->next += 1;
+      }
+      lzw->previous = code;
+      lzw->pixels += (unsigned long long)length;
+      if (lzw->pixels >= lzw->total) return 1;
+    }
+  }
+  return 0;
+}
+
+/* Follows frame `frame`'s LZW data (its descriptor just read) to its last pixel, then skips
+   the rest of its sub-blocks as giflib does. */
+static int follow_frame(GifFileType *gif, int frame, const char *where, char *message,
+                        size_t message_size) {
+  struct lzw lzw; /* 8 KiB: the table of lengths */
+  int min_bits;
+  GifByteType *block;
+  if (DGifGetCode(gif, &min_bits, &block) == GIF_ERROR) {
+    return failed(gif, where, message, message_size);
+  }
+  lzw.min_bits = min_bits;
+  lzw.clear = 1 << min_bits;
+  lzw.end = lzw.clear + 1;
+  for (int code = 0; code < lzw.clear; code++) lzw.length[code] = 1;
+  lzw_reset(&lzw);
+  lzw.accumulator = 0;
+  lzw.held = 0;
+  lzw.pixels = 0;
+  lzw.total = (unsigned long long)gif->Image.Width * (unsigned long long)gif->Image.Height;
+  int state = 0;
+  while (block != NULL) {
+    if (state == 0) {
+      state = lzw_feed(&lzw, block + 1, block[0], frame, message, message_size);
+      if (state < 0) return 1;
+    }
+    if (DGifGetCodeNext(gif, &block) == GIF_ERROR) {
+      return failed(gif, where, message, message_size);
+    }
+  }
+  if (state == 0) {
+    return ic_fail(message, message_size,
+                   "frame %d: corrupt LZW data: the data ends after %llu of its %llu pixels",
+                   frame, lzw.pixels, lzw.total);
+  }
+  return 0;
+}
+
+static int decode(GifFileType *gif, unsigned long long max_pixels, char *message,
+                  size_t message_size) {
   unsigned long long screen_width = gif->SWidth > 0 ? (unsigned long long)gif->SWidth : 0;
   unsigned long long screen_height = gif->SHeight > 0 ? (unsigned long long)gif->SHeight : 0;
   if (screen_width == 0 || screen_height == 0) {
@@ -45,12 +151,9 @@ static int decode(GifFileType *gif, unsigned long long max_pixels, GifPixelType 
                    "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded",
                    screen_width, screen_height, screen_width * screen_height, max_pixels);
   }
-  /* One row of the logical screen, reused by every row of every frame: a frame must lie inside
-     the screen (checked below, as giflib does not), so no row is wider. giflib's own memory is
-     its LZW tables and, kept for each frame read, its descriptor and colour table: in
-     proportion to the data, not to what a header claims. */
-  *row = malloc(screen_width);
-  if (*row == NULL) return ic_fail(message, message_size, "out of memory for one row");
+  /* A frame must lie inside the screen (checked below, as giflib does not). giflib's own memory
+     is, kept for each frame read, its descriptor and colour table: in proportion to the data,
+     not to what a header claims. */
   int frames = 0;
   char where[48];
   GifRecordType type;
@@ -80,12 +183,7 @@ static int decode(GifFileType *gif, unsigned long long max_pixels, GifPixelType 
                        frame->Width, frame->Height, frame->Left, frame->Top, screen_width,
                        screen_height);
       }
-      /* Interlaced rows come in pass order; decoding them in that order decodes them all. */
-      for (int y = 0; y < frame->Height; y++) {
-        if (DGifGetLine(gif, *row, frame->Width) == GIF_ERROR) {
-          return failed(gif, where, message, message_size);
-        }
-      }
+      if (follow_frame(gif, frames, where, message, message_size) != 0) return 1;
       break;
     }
     case EXTENSION_RECORD_TYPE: {
@@ -124,9 +222,7 @@ int ic_gif_decode_frames(const unsigned char *data, size_t size, unsigned long l
     const char *text = GifErrorString(error);
     return ic_fail(message, message_size, "screen descriptor: %s", text ? text : "error");
   }
-  GifPixelType *row = NULL;
-  int status = decode(gif, max_pixels, &row, message, message_size);
-  free(row);
+  int status = decode(gif, max_pixels, message, message_size);
   DGifCloseFile(gif, &error);
   return status;
 }

@@ -19,11 +19,8 @@ static const char *describe(VP8StatusCode status) {
   }
 }
 
-/* An eighth of a side, rounded up: the scaled output's size. */
-static int eighth(int side) { return (side + 7) / 8; }
-
-static int decode(WebPDemuxer *demux, unsigned long long max_pixels, uint8_t **pixels,
-                  char *message, size_t message_size) {
+static int decode(WebPDemuxer *demux, unsigned long long max_pixels, char *message,
+                  size_t message_size) {
   unsigned long long width = WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH);
   unsigned long long height = WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
   if (width * height > max_pixels) {
@@ -31,13 +28,10 @@ static int decode(WebPDemuxer *demux, unsigned long long max_pixels, uint8_t **p
                    "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded",
                    width, height, width * height, max_pixels);
   }
-  /* One output of an eighth of the canvas on each side, reused by every frame (the demuxer has
-     checked that each lies inside the canvas). libwebp's own memory is rows and, for a lossy
-     frame with alpha, its alpha plane (a byte a pixel). */
-  size_t stride = (size_t)eighth((int)width) * 4;
-  size_t size = stride * (size_t)eighth((int)height);
-  *pixels = malloc(size);
-  if (*pixels == NULL) return ic_fail(message, message_size, "out of memory for the output");
+  /* One output pixel, reused by every frame: each frame is decoded whole and only its bottom
+     right pixel is written (see below). libwebp's own memory is rows and, for a lossy frame with
+     alpha, its alpha plane (a byte a pixel). */
+  uint8_t pixel[4];
   WebPIterator frame;
   if (!WebPDemuxGetFrame(demux, 1, &frame)) {
     return ic_fail(message, message_size, "corrupt: no image in the file");
@@ -59,16 +53,20 @@ static int decode(WebPDemuxer *demux, unsigned long long max_pixels, uint8_t **p
       break;
     }
     if (found == VP8_STATUS_OK) {
-      /* libwebp scales after decoding, a row at a time: every macroblock (VP8) or pixel (VP8L)
-         and the alpha data are decoded, and the output takes 1/64 of the full size. */
-      config.options.use_scaling = 1;
-      config.options.scaled_width = eighth(frame.width);
-      config.options.scaled_height = eighth(frame.height);
+      /* Cropped to the frame's bottom right pixel: libwebp still reads every macroblock's
+         tokens (VP8) or every pixel's codes (VP8L) and the whole alpha plane down to the crop's
+         bottom, the last row, and so meets what is cut short or corrupt anywhere; it reconstructs
+         every row but converts only that pixel to RGBA, not the frame. */
+      config.options.use_cropping = 1;
+      config.options.crop_left = frame.width - 1;
+      config.options.crop_top = frame.height - 1;
+      config.options.crop_width = 1;
+      config.options.crop_height = 1;
       config.output.colorspace = MODE_RGBA;
       config.output.is_external_memory = 1;
-      config.output.u.RGBA.rgba = *pixels;
-      config.output.u.RGBA.stride = (int)stride;
-      config.output.u.RGBA.size = size;
+      config.output.u.RGBA.rgba = pixel;
+      config.output.u.RGBA.stride = 4;
+      config.output.u.RGBA.size = sizeof pixel;
       found = WebPDecode(frame.fragment.bytes, frame.fragment.size, &config);
       WebPFreeDecBuffer(&config.output);
     }
@@ -97,9 +95,7 @@ int ic_webp_decode_frames(const unsigned char *data, size_t size, unsigned long 
                    "corrupt: the container or a frame header does not hold together "
                    "(libwebp's demuxer)");
   }
-  uint8_t *pixels = NULL;
-  int status = decode(demux, max_pixels, &pixels, message, message_size);
-  free(pixels);
+  int status = decode(demux, max_pixels, message, message_size);
   WebPDemuxDelete(demux);
   return status;
 }

@@ -7,8 +7,8 @@ import Foundation
 /// Decides whether a body is an image worth caching; a refusal is SD's `badImageData`.
 ///
 /// Validation never allocates by what a header claims (SPEC section 2, step 6): an image over
-/// `maxPixels` is refused before any pixel is decoded, and a full decode holds one PNG or GIF
-/// row, or a JPEG or a WebP frame at an eighth of its size, at a time.
+/// `maxPixels` is refused before any pixel is decoded, and a full decode holds one PNG row, a
+/// JPEG at an eighth of its size, libwebp's rows of a WebP frame or a GIF's LZW table at a time.
 public struct ImageValidator: Sendable {
   public var level: ValidationLevel
   /// Images with more pixels are `badImageData`, whatever their data.
@@ -117,16 +117,17 @@ enum PNGDecoder {
   }
 }
 
-/// Every frame of a GIF decoded with giflib, one row at a time (``ic_gif_decode_frames``): a
-/// broken or short LZW stream in any frame, or a frame outside the screen, fails.
+/// Every frame of a GIF read to its last pixel (``ic_gif_decode_frames``: giflib walks the
+/// blocks, each frame's LZW codes are followed without writing a pixel): a broken or short LZW
+/// stream in any frame, or a frame outside the screen, fails.
 enum GIFDecoder {
   static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
     try CDecoder.run(ic_gif_decode_frames, .gif, data, maxPixels: maxPixels)
   }
 }
 
-/// Every frame of a WebP (lossy, lossless, alpha, animated) decoded with libwebp at an eighth
-/// of each side (``ic_webp_decode_frames``): every macroblock or pixel is still decoded.
+/// Every frame of a WebP (lossy, lossless, alpha, animated) decoded with libwebp, cropped to
+/// its last pixel (``ic_webp_decode_frames``): every macroblock or pixel is still decoded.
 enum WebPDecoder {
   static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
     try CDecoder.run(ic_webp_decode_frames, .webp, data, maxPixels: maxPixels)

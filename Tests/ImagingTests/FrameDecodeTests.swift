@@ -50,6 +50,58 @@ final class FrameDecodeTests: XCTestCase {
     }
   }
 
+  /// The LZW follower reads what encoders write: every minimum code size, the table filled to
+  /// its 4,096 codes and then cleared or kept (a deferred clear), strings of many lengths.
+  func testTheLZWFollowerReadsEveryCodeWidthAndAFullTable() {
+    for minCodeSize in 2...8 {
+      for clearWhenFull in [true, false] {
+        let writer = GIFWriter(
+          width: 300, height: 200, minCodeSize: minCodeSize, clearWhenFull: clearWhenFull)
+        let pixels = writer.noise(seed: UInt64(minCodeSize))
+        let codes = writer.codes(pixels)
+        let clears = codes.filter { $0.code == 1 << minCodeSize }.count
+        let name = "minimum code size \(minCodeSize), \(clearWhenFull ? "cleared" : "deferred")"
+        XCTAssertTrue(codes.contains { $0.width == 12 }, name)
+        XCTAssertTrue(clearWhenFull ? clears > 1 : clears == 1, name)
+        XCTAssertNil(reason(writer.file(pixels), level: .full), name)
+      }
+    }
+  }
+
+  /// What the follower finds in a frame's LZW data, in its words: a code past the table's end
+  /// (giflib would make other pixels of it), a string code with no string before it, the end
+  /// code or the end of the data before the frame's last pixel. Codes after the last pixel are
+  /// not read, as giflib does not read them.
+  func testTheLZWFollowerNamesWhatIsWrongWithTheCodes() {
+    let writer = GIFWriter(width: 300, height: 200, minCodeSize: 2, clearWhenFull: true)
+    let pixels = writer.noise(seed: 7)
+    let codes = writer.codes(pixels)
+    let gif = { (codes: [(code: Int, width: Int)]) in
+      writer.file(lzw: GIFWriter.pack(codes))
+    }
+    func full(_ codes: [(code: Int, width: Int)]) -> String? { reason(gif(codes), level: .full) }
+    // codes[0] is the clear code (4), codes[1] a colour; the table then ends at 5 (the end code).
+    var past = codes
+    past[2].code = 7
+    XCTAssertEqual(full(past), "gif: frame 1: corrupt LZW data: code 7 where the table ends at 5")
+    var noString = codes
+    noString[1].code = 6
+    XCTAssertEqual(
+      full(noString), "gif: frame 1: corrupt LZW data: code 6 where the table ends at 5")
+    var endEarly = codes
+    endEarly[1].code = 5
+    XCTAssertEqual(
+      full(endEarly), "gif: frame 1: corrupt LZW data: the end code after 0 of its 60000 pixels")
+    let short = full(Array(codes.dropLast(2)))
+    XCTAssertTrue(
+      short?.hasPrefix("gif: frame 1: corrupt LZW data: the data ends after ") == true
+        && short?.hasSuffix(" of its 60000 pixels") == true, short ?? "passed")
+    var trailing = Array(codes.dropLast())
+    trailing.append((7, trailing.last!.width))
+    XCTAssertNil(full(trailing))
+    XCTAssertNil(reason(gif(codes), level: .structure))
+  }
+
   /// giflib reads a frame wider than the logical screen without a word; the decode does not,
   /// so that one row of the screen's width holds any frame's row.
   func testAGIFFrameOutsideItsScreenIsRefused() {

@@ -103,8 +103,8 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
   /// The 64x48 PNG with a byte of its IDAT's zlib data flipped and the chunk's CRC made right
   /// again, as a writer that compressed wrong would leave it: zlib's check fails.
   case corruptPNGDeflateData
-  /// The still GIF with the third byte of its LZW data flipped: the codes go astray and giflib
-  /// meets one it cannot trace. GIF has no checksum either: about a third of such flips show.
+  /// The still GIF with the third byte of its LZW data flipped: the codes go astray and one
+  /// falls past the table's end. GIF has no checksum either: about a third of such flips show.
   case flippedGIFLZWByte
   /// The animated GIF with its second frame's LZW data cut in half, the sub-blocks still
   /// well formed and terminated: the data runs out before the frame's last pixel.
@@ -185,8 +185,8 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
     switch self {
     case .flippedJPEGScanByte: "jpeg: Corrupt JPEG data"
     case .corruptPNGDeflateData: "png: IDAT:"
-    case .flippedGIFLZWByte: "gif: frame 1: Image is defective"
-    case .shortGIFFrameData: "gif: frame 2: Image is defective"
+    case .flippedGIFLZWByte: "gif: frame 1: corrupt LZW data"
+    case .shortGIFFrameData: "gif: frame 2: corrupt LZW data: the data ends after"
     case .shortWebPLossyData: "webp: image 1: truncated bitstream"
     case .flippedWebPLosslessByte: "webp: image 1: corrupt bitstream"
     case .flippedWebPFrameAlphaByte: "webp: frame 3: corrupt bitstream"

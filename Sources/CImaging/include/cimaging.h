@@ -21,11 +21,13 @@ int ic_png_decode_rows(const unsigned char *data, size_t size, unsigned long lon
 int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long max_pixels,
                       char *message, size_t message_size);
 
-/// Decodes every frame of a GIF with giflib, from memory, one row at a time into one buffer of
-/// the logical screen's width: the LZW data of each frame to its last pixel, extension blocks
-/// skipped, the trailer required. Refuses a screen over `max_pixels` before reading a frame,
-/// and a frame outside the screen (giflib does not). Returns 0 when every frame decodes;
-/// otherwise 1 and a message in `message` ("truncated: ...", "frame 2: <giflib's words>").
+/// Checks every frame of a GIF from memory as a decode would: giflib walks the blocks (screen,
+/// extensions, image descriptors, the trailer required) and each frame's LZW codes are followed
+/// to its last pixel, a length kept per table entry and no pixel written. Refuses a screen over
+/// `max_pixels` before reading a frame, a frame outside the screen (giflib does not), a code
+/// past the table's end, and an end code or an end of data before the last pixel. Returns 0
+/// when every frame holds; otherwise 1 and a message in `message` ("truncated: ...", "frame 2:
+/// corrupt LZW data: ...", "frame 2: <giflib's words>").
 int ic_gif_decode_frames(const unsigned char *data, size_t size, unsigned long long max_pixels,
                          char *message, size_t message_size);
 
@@ -33,9 +35,10 @@ int ic_gif_decode_frames(const unsigned char *data, size_t size, unsigned long l
 const char *ic_gif_version(void);
 
 /// Decodes every frame of a WebP with libwebp (lossy, lossless, with alpha, animated): the
-/// container parsed whole by libwebp's demuxer, each frame's bitstream decoded in full and
-/// scaled to an eighth of each side as its rows come, into one output buffer of an eighth of
-/// the canvas reused by every frame. Refuses a canvas over `max_pixels` before decoding.
+/// container parsed whole by libwebp's demuxer, each frame's bitstream decoded in full (every
+/// macroblock's tokens or every pixel's codes, the alpha plane, each row reconstructed) with
+/// the output cropped to its bottom right pixel, so that only that pixel is converted to RGBA.
+/// Refuses a canvas over `max_pixels` before decoding.
 /// Returns 0 when every frame decodes; otherwise 1 and a message in `message`.
 int ic_webp_decode_frames(const unsigned char *data, size_t size, unsigned long long max_pixels,
                           char *message, size_t message_size);
