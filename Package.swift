@@ -61,16 +61,17 @@ let package = Package(
         .product(name: "GRDBSQLite", package: "GRDB.swift"),
       ]),
     // libpng's row-by-row decode, whose errors longjmp: caught in C, never across Swift frames;
-    // verify's check of a PNG's image data, on zlib alone; the full decode of every frame of a
-    // GIF with giflib (Debian libgif-dev) and of a WebP with libwebp and its demuxer (Debian
-    // libwebp-dev), each from memory into one small reused buffer; and cairo (thumbnails and
+    // verify's check of a PNG's image data, inflated whole by libdeflate (Debian libdeflate-dev)
+    // when it fits 4 MiB, otherwise streamed through zlib, which also words every failure; the
+    // full decode of every frame of a GIF with giflib (Debian libgif-dev) and of a WebP with
+    // libwebp and its demuxer (Debian libwebp-dev), each from memory; and cairo (thumbnails and
     // transformers share CoreGraphics' imaging model), loaded with dlopen the first time a
     // variant is rendered (Debian libcairo2-dev).
     .target(
       name: "CImaging", dependencies: ["CPNG"], path: "Sources/CImaging",
       linkerSettings: [
-        .linkedLibrary("png16"), .linkedLibrary("z"), .linkedLibrary("gif"),
-        .linkedLibrary("webp"), .linkedLibrary("webpdemux"),
+        .linkedLibrary("png16"), .linkedLibrary("z"), .linkedLibrary("deflate"),
+        .linkedLibrary("gif"), .linkedLibrary("webp"), .linkedLibrary("webpdemux"),
       ]),
     // Validation and rendering variants: the only code that touches libjpeg-turbo, libpng,
     // giflib, libwebp and cairo.

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <libdeflate.h>
 #include <zlib.h>
 
 static uint32_t be32(const unsigned char *p) {
@@ -73,6 +74,69 @@ static int walk(struct rows *r, const unsigned char *bytes, size_t count, char *
   return 0;
 }
 
+/* The fast path: the image data of a PNG whose rows come to at most `budget` bytes inflated
+   whole by libdeflate (about three times zlib's speed, its Adler-32 checked), into buffers kept
+   by each thread. It only ever says yes: data that it finds wrong, or cannot hold, goes to
+   zlib's streaming inflate below, whose errors are the ones reported, worded as libpng words
+   them. So the answer is the same either way, and only the time differs. */
+enum { budget = 4 << 20 };
+
+struct buffer {
+  unsigned char *bytes;
+  size_t size;
+};
+
+/* `buffer` holding at least `size` bytes, grown in powers of two; 0 when out of memory. */
+static int reserve(struct buffer *buffer, size_t size) {
+  if (buffer->size >= size) return 1;
+  size_t grown = buffer->size ? buffer->size : 64 << 10;
+  while (grown < size) grown *= 2;
+  unsigned char *bytes = realloc(buffer->bytes, grown);
+  if (bytes == NULL) return 0;
+  buffer->bytes = bytes;
+  buffer->size = grown;
+  return 1;
+}
+
+/* 1 when the consecutive IDAT chunks from `offset` (the first) hold one zlib stream, all of it,
+   that inflates to exactly `expected` bytes whose rows walk cleanly; 0 for anything else. */
+static int inflates_whole(const unsigned char *data, size_t size, size_t offset,
+                          uint64_t expected, struct rows rows) {
+  static __thread struct libdeflate_decompressor *decompressor;
+  static __thread struct buffer joined, inflated;
+  if (expected > budget) return 0;
+  /* The chunks' bodies: one is the stream itself, more are joined into one. */
+  size_t length = 0, chunks = 0, end = offset;
+  while (end + 12 <= size && is_type(data + end + 4, "IDAT")) {
+    uint32_t chunk = be32(data + end);
+    if (chunk > size - end - 12 || length + chunk > budget) return 0;
+    length += chunk;
+    chunks += 1;
+    end += 12 + (size_t)chunk;
+  }
+  const unsigned char *stream = data + offset + 8;
+  if (chunks > 1) {
+    if (!reserve(&joined, length)) return 0;
+    size_t joined_length = 0;
+    for (size_t at = offset; at < end; at += 12 + (size_t)be32(data + at)) {
+      memcpy(joined.bytes + joined_length, data + at + 8, be32(data + at));
+      joined_length += be32(data + at);
+    }
+    stream = joined.bytes;
+  }
+  /* A window of 32 KiB (0x78), as nearly every encoder writes: zlib refuses a distance past a
+     smaller window the header declares, libdeflate does not look. */
+  if (length < 2 || stream[0] != 0x78) return 0;
+  if (decompressor == NULL) decompressor = libdeflate_alloc_decompressor();
+  if (decompressor == NULL || !reserve(&inflated, (size_t)expected)) return 0;
+  size_t read = 0, written = 0;
+  enum libdeflate_result result = libdeflate_zlib_decompress_ex(
+      decompressor, stream, length, inflated.bytes, (size_t)expected, &read, &written);
+  if (result != LIBDEFLATE_SUCCESS || read != length || written != expected) return 0;
+  char ignored[1];
+  return walk(&rows, inflated.bytes, written, ignored, sizeof ignored) == 0 && rows.done;
+}
+
 int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long max_pixels,
                       char *message, size_t message_size) {
   /* The structure walk has checked the signature, every chunk's length and CRC, IHDR first
@@ -111,6 +175,8 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
     r.rows[pass] = w == 0 ? 0 : h;
   }
   next_nonempty_pass(&r);
+  uint64_t expected = 0; /* the inflated size: every row's filter byte and pixels */
+  for (int pass = 0; pass < 7; pass++) expected += r.rows[pass] * (r.row_bytes[pass] + 1);
 
   /* 64 KiB at a time: zlib copies less of it into its window than of a smaller buffer (8% less
      CPU than 16 KiB), and a larger one gains nothing. */
@@ -125,6 +191,7 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
   int status = 0, ended = 0, seen_plte = 0, idat = 0; /* idat: 0 none yet, 1 in, 2 after */
   size_t offset = 8;
   while (status == 0 && offset + 12 <= size) {
+    size_t start = offset;
     uint32_t length = be32(data + offset);
     if (length > size - offset - 12) {
       status = fail(message, message_size, "truncated");
@@ -140,6 +207,10 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
       if (color_type == 3 && !seen_plte) {
         status = fail(message, message_size, "missing PLTE before IDAT");
         break;
+      }
+      if (idat == 0 && inflates_whole(data, size, start, expected, r)) {
+        r.done = 1;
+        ended = 1;
       }
       idat = 1;
       if (ended) continue; /* a chunk after the stream's end: libpng skips it too */

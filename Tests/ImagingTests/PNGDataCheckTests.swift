@@ -124,6 +124,28 @@ final class PNGDataCheckTests: XCTestCase {
     XCTAssertNil(verdict(png(width: 40, height: 30, interlaced: true, idatCount: 3), "3 IDATs"))
   }
 
+  /// Image data that inflates to more than the 4 MiB libdeflate takes whole, or whose zlib
+  /// header declares a window under 32 KiB, is streamed through zlib instead: the same answers.
+  func testImageDataPastTheWholeInflatesBudgetIsCheckedTheSame() {
+    let big = { (raw: (inout [UInt8]) -> Void, stream: (inout [UInt8]) -> Void) in
+      self.png(width: 1100, height: 1000, colorType: 6, raw: raw, stream: stream)
+    }
+    XCTAssertNil(verdict(big({ _ in }, { _ in }), "4.4 MB of rows"))
+    XCTAssertEqual(
+      verdict(big({ $0.removeLast(3) }, { _ in }), "4.4 MB, 3 bytes short"),
+      "png: Not enough image data (full decode)")
+    XCTAssertEqual(
+      verdict(big({ _ in }, { $0[$0.count - 2] ^= 0x55 }), "4.4 MB, adler"),
+      "png: IDAT: incorrect data check (full decode)")
+    let smallWindow = png(
+      width: 40, height: 30,
+      stream: {
+        $0[0] = 0x28  // deflate, a window of 1 KiB: the zero rows' matches are 1 byte back
+        $0[1] = UInt8(31 - (0x2800 % 31))
+      })
+    XCTAssertNil(verdict(smallWindow, "a 1 KiB window"))
+  }
+
   func testAFilterTypeOverFourIsCorrupt() {
     let data = png(width: 8, height: 4, raw: { $0[2 * (1 + 8 * 3)] = 5 })  // the third row's
     XCTAssertEqual(verdict(data, "filter 5"), "png: bad adaptive filter value (full decode)")

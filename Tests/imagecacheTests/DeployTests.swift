@@ -82,7 +82,7 @@ final class DeployTests: XCTestCase {
     // The runtime stage installs the C libraries the build links, and nothing to build with.
     let runtime = recipe.components(separatedBy: "FROM debian:bookworm-slim")[1]
     for library in [
-      "libcurl4", "libturbojpeg0", "libpng16-16", "libgif7", "libwebp7", "libwebpdemux2",
+      "libcurl4", "libturbojpeg0", "libpng16-16", "libdeflate0", "libgif7", "libwebp7", "libwebpdemux2",
       "libsqlite3-0", "libxml2",
     ] {
       XCTAssertTrue(runtime.contains(library), library)
