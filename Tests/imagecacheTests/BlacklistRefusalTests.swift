@@ -79,16 +79,19 @@ final class BlacklistRefusalTests: LoopbackTestCase {
     let lines = [
       "\"\(server.url("/a.jpg"))\"", "\(server.url("/a.jpg")) \(server.url("/b.png"))",
       "https://", "http:///b.png",
+      // Unicode's white space past ASCII: a no-break space, an ideographic space.
+      "\(server.url("/a.jpg"))\u{00A0}x", "\(server.url("/a.jpg"))\u{3000}\(server.url("/b.png"))",
     ]
     for run in 1...2 {
       let (result, report) = try prefetch(lines)
       let prefetched = try XCTUnwrap(report?.prefetch, result.stderr)
-      XCTAssertEqual(prefetched.skipped, 4, "run \(run): \(result.stderr)")
+      XCTAssertEqual(prefetched.skipped, 6, "run \(run): \(result.stderr)")
       XCTAssertEqual(prefetched.blacklisted, 0, "run \(run)")
       XCTAssertEqual(prefetched.blacklistedURLs, [], "run \(run)")
       for said in [
         "urls.txt:1: not a URL: it is quoted", "urls.txt:2: not a URL: it holds a space",
         "urls.txt:3: not a URL: no host", "urls.txt:4: not a URL: no host",
+        "urls.txt:5: not a URL: it holds a space", "urls.txt:6: not a URL: it holds a space",
       ] {
         XCTAssertTrue(result.stderr.contains(said), "run \(run): \(said) in: \(result.stderr)")
       }

@@ -119,7 +119,13 @@ public struct ManifestReader: Sequence {
       {
         return "not a URL: it is quoted; write the URL alone, without quotes"
       }
-      if text.contains(where: \.isWhitespace) {
+      // White space as Character.isWhitespace has it, Unicode's tables looked up only when a
+      // byte could be some: a URL's bytes are nearly always ASCII past the space. The lookup
+      // for every character was 2% of a run's CPU (this runs twice a line: for the items, and
+      // for the count of the progress line's total).
+      if text.utf8.contains(where: { $0 <= 0x20 || $0 >= 0x80 }),
+        text.unicodeScalars.contains(where: \.properties.isWhitespace)
+      {
         return "not a URL: it holds a space (one URL a line; a space in a URL is written %20)"
       }
       if let problem = missingScheme(text) { return problem }
