@@ -158,9 +158,11 @@ public struct Prefetcher: Sendable {
     var exhausted = false
     let scheduler = PrefetchScheduler(
       manager: manager, downloader: downloader, stop: stop, retries: retries)
+    // Read ahead: a window's worth, and never under 1,024 items. Four windows (4,096 items at
+    // the default concurrency of 256) held 3 MiB more at the peak of a run of hits, and read
+    // no faster.
     let feed = ItemFeed(
-      items, capacity: max(scheduler.windowSize * 4, 1024), stop: stop,
-      wake: scheduler.itemsArrived)
+      items, capacity: max(scheduler.windowSize, 1024), stop: stop, wake: scheduler.itemsArrived)
     var taken: [[ItemFeed.Item]] = []
 
     func recordFinished() {
