@@ -127,7 +127,8 @@ enum GIFDecoder {
 }
 
 /// Every frame of a WebP (lossy, lossless, alpha, animated) decoded with libwebp, cropped to
-/// its last pixel (``ic_webp_decode_frames``): every macroblock or pixel is still decoded.
+/// its bottom right corner (``ic_webp_decode_frames``): every macroblock or pixel is still
+/// decoded.
 enum WebPDecoder {
   static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
     try CDecoder.run(ic_webp_decode_frames, .webp, data, maxPixels: maxPixels)

@@ -118,6 +118,11 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
   /// The animated WebP with a byte of its third frame's alpha data (lossless compressed)
   /// flipped.
   case flippedWebPFrameAlphaByte
+  /// The lossy WebP with alpha (64x48: an even height) with its ALPH chunk's size one byte
+  /// short, the padding keeping the layout: the alpha plane's last row runs out of data. A
+  /// decode cropped to the last row alone would pass it (libwebp starts a lossy crop on an
+  /// even row and reads the alpha to the crop's bottom only).
+  case shortWebPAlphaData
 
   public var data: Data {
     switch self {
@@ -177,6 +182,12 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
       var webp = Fixtures.animatedWebP
       webp[webp.range(of: Data("ALPH".utf8))!.lowerBound + 10] ^= 0x55
       return webp
+    case .shortWebPAlphaData:
+      var webp = Fixtures.lossyAlphaWebP
+      let size = webp.range(of: Data("ALPH".utf8))!.upperBound
+      precondition(webp[size] > 0 && webp[size + 1] == 0)
+      webp[size] -= 1
+      return webp
     }
   }
 
@@ -190,6 +201,7 @@ public enum EntropyDamagedImage: String, CaseIterable, Sendable {
     case .shortWebPLossyData: "webp: image 1: truncated bitstream"
     case .flippedWebPLosslessByte: "webp: image 1: corrupt bitstream"
     case .flippedWebPFrameAlphaByte: "webp: frame 3: corrupt bitstream"
+    case .shortWebPAlphaData: "webp: image 1: corrupt bitstream"
     }
   }
 
