@@ -5,7 +5,9 @@
 # batches, as many at once as verify's --jobs. Runs alternate (checkers, header, structure,
 # checkers, ...); medians, files per second and peak RSS are reported. Then detection: 1% of the
 # files are damaged in known ways, listed in a manifest, and each tool's bad list is compared
-# with it, kind by kind, with the false positives among the valid files.
+# with it, kind by kind, with the false positives among the valid files; the damaged files
+# `full` passed are given to reference decoders (ImageMagick, djpeg -strict), which say whether
+# any of that damage could have been found.
 #
 #   bash Benchmarks/verify.sh                  # 20,000 then 100,000 files, tmpfs (root)
 #   N=20000 bash Benchmarks/verify.sh          # one size, quicker
@@ -35,7 +37,8 @@ BASELINE=${BASELINE:-}
 TOOLS="$LEVELS${BASELINE:+ baseline}" # what is timed and checked besides the checkers
 WORK=${WORK:-$(mktemp -d /tmp/vbench-XXXXXX)}
 
-bash scripts/install-system-packages time python3-pil jpeginfo pngcheck gifsicle webp
+bash scripts/install-system-packages time python3-pil jpeginfo pngcheck gifsicle webp imagemagick \
+  libjpeg-turbo-progs
 source Benchmarks/common.sh
 build_release
 
@@ -297,6 +300,27 @@ for t, label in tools:
 PY
 }
 
+# The damaged files `verify --level full` passed, each given to reference decoders that decode
+# every pixel of every frame and take a warning for an error: ImageMagick's `convert
+# -regard-warnings` (libjpeg, libpng, giflib's reading, libwebp) and, for a JPEG, `djpeg -strict`
+# at full size. A file one of them refuses is damage that `full` should have found; the rest
+# decode, their damage only in what the pixels show (JPEG and GIF have no checksum).
+reference_check() {
+  [ -f "$WORK/out/full.bad" ] || return 0
+  local name missed=0 refused=0
+  while IFS=$'\t' read -r name _; do
+    grep -qxF "$name" "$WORK/out/full.bad" && continue
+    missed=$((missed + 1))
+    if ! /usr/bin/convert -regard-warnings "$DIR/$name" null: >/dev/null 2>&1 ||
+      { [[ $name == *.jpg ]] && ! djpeg -strict "$DIR/$name" >/dev/null 2>&1; }; then
+      echo "refused by a reference decoder, passed by verify full: $name" >&2
+      refused=$((refused + 1))
+    fi
+  done <"$MANIFEST"
+  echo "damaged files verify full passed: $missed; of them refused by ImageMagick" \
+    "(-regard-warnings) or djpeg -strict: $refused" >&2
+}
+
 rows=()
 for FILES in $SIZES; do
   grow_cache "$FILES"
@@ -325,6 +349,7 @@ for FILES in $SIZES; do
   printf '%s\n' "${rows[@]: -$((1 + $(wc -w <<<"$TOOLS")))}" >&2 # this size's, as it comes
   bad_lists
   detection_table "$FILES"
+  reference_check
 done
 
 echo
