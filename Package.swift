@@ -37,15 +37,15 @@ let package = Package(
     .systemLibrary(
       name: "CCrypto", path: "Sources/CCrypto", pkgConfig: "libcrypto",
       providers: [.apt(["libssl-dev"])]),
-    // libxml2's streaming reader and zlib's gz* files: sitemap manifests (SPEC section 6).
-    .systemLibrary(
-      name: "CXML2", path: "Sources/CXML2", pkgConfig: "libxml-2.0",
-      providers: [.apt(["libxml2-dev"])]),
+    // zlib's gz* files: sitemap manifests, plain or gzip-compressed (SPEC section 6).
     .systemLibrary(
       name: "CZlib", path: "Sources/CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
     .systemLibrary(
       name: "CPNG", path: "Sources/CPNG", pkgConfig: "libpng",
       providers: [.apt(["libpng-dev"])]),
+    // libxml2 (Debian libxml2), loaded with dlopen the first time a sitemap is read: neither
+    // its headers nor pkg-config are used, since SwiftPM would link what pkg-config names.
+    .target(name: "CXML2", path: "Sources/CXML2"),
     // statx(2) for birth times and allocated sizes, which Glibc's Swift overlay does not expose.
     .target(name: "CFileStat", path: "Sources/CFileStat"),
     // Cache keys and file names, disk and memory caches, the scanner, file-system calls, error

@@ -40,16 +40,45 @@ public struct Connection: Sendable, Equatable {
     }
     defer { try? handle.close() }
     // A PEM bundle is text: its certificates' markers are found in what is read, whatever
-    // else the file holds (comments, explanatory text), as OpenSSL finds them.
-    let text = String(
-      decoding: (try? handle.read(upToCount: maxCABundleBytes)) ?? Data(), as: UTF8.self)
-    guard pemCertificateMarkers.contains(where: text.contains) else {
+    // else the file holds (comments, explanatory text), as OpenSSL finds them. Read until the
+    // first one (the system's bundle begins with one), not whole: the check is in front of
+    // the run's first request.
+    guard containsCertificateMarker(handle) else {
       return "\(path): not a PEM bundle of CA certificates (no '-----BEGIN CERTIFICATE-----' "
         + "line; a DER certificate converts with 'openssl x509 -inform der -in FILE -out "
         + "FILE.pem')"
     }
     return nil
   }
+
+  /// Whether a marker of `pemCertificateMarkers` is in the first `maxCABundleBytes` of
+  /// `handle`, read `caBundleChunkBytes` at a time (each chunk searched with the end of the one
+  /// before, so that a marker split between two is found).
+  private static func containsCertificateMarker(_ handle: FileHandle) -> Bool {
+    let markers = pemCertificateMarkers.map { Array($0.utf8) }
+    let overlap = markers.map(\.count).max()! - 1
+    var window: [UInt8] = []
+    var total = 0
+    while total < maxCABundleBytes,
+      let chunk = try? handle.read(upToCount: min(caBundleChunkBytes, maxCABundleBytes - total)),
+      !chunk.isEmpty
+    {
+      total += chunk.count
+      chunk.withUnsafeBytes { window.append(contentsOf: $0) }
+      for marker in markers where contains(window, marker) { return true }
+      window.removeFirst(max(0, window.count - overlap))
+    }
+    return false
+  }
+
+  private static func contains(_ bytes: [UInt8], _ marker: [UInt8]) -> Bool {
+    guard bytes.count >= marker.count else { return false }
+    return (0...(bytes.count - marker.count)).contains { start in
+      bytes[start] == marker[0] && bytes[start..<(start + marker.count)].elementsEqual(marker)
+    }
+  }
+
+  static let caBundleChunkBytes = 16 << 10
 
   /// The lines that begin a certificate in a PEM file, as OpenSSL reads them.
   static let pemCertificateMarkers = [

@@ -165,12 +165,13 @@ final class DeployTests: XCTestCase {
   }
 
   func testTheImageInstallsEveryLibraryTheBinaryLinksOrLoadsWithDlopen() throws {
-    // What Sources/CImaging loads at run time: cairo, for thumbnails and transformers.
-    let loader = try String(
-      contentsOf: Self.repository.appendingPathComponent("Sources/CImaging/cairo_loader.c"),
-      encoding: .utf8)
-    let opened = loader.matches(of: /dlopen\("([^"]+)"/).map { String($0.output.1) }
-    XCTAssertEqual(opened, ["libcairo.so.2"])
+    // What Sources/CImaging and Sources/CXML2 load at run time: cairo, for thumbnails and
+    // transformers, and libxml2, for sitemaps.
+    let opened = try ["Sources/CImaging/cairo_loader.c", "Sources/CXML2/xml_loader.c"].flatMap {
+      try String(contentsOf: Self.repository.appendingPathComponent($0), encoding: .utf8)
+        .matches(of: /dlopen\("([^"]+)"/).map { String($0.output.1) }
+    }
+    XCTAssertEqual(opened, ["libcairo.so.2", "libxml2.so.2"])
     let cache = try debian("ldconfig", ["-p"])
     var libraries = try libraries(of: ImageCacheBinary.path)
     for name in opened {
@@ -196,7 +197,25 @@ final class DeployTests: XCTestCase {
         "\(library) comes from \(owner), which deploy/Containerfile's runtime stage does not install"
       )
     }
-    XCTAssertTrue(try runtimePackages().contains("libcairo2"), "dlopen'ed: named, not assumed")
+    for package in ["libcairo2", "libxml2"] {
+      XCTAssertTrue(try runtimePackages().contains(package), "dlopen'ed: named, not assumed")
+    }
+  }
+
+  /// dpkg-shlibdeps finds what the binary links, not what it loads with dlopen: libxml2 (every
+  /// sitemap) is named in the package's Depends, cairo (variants only) in its Recommends.
+  func testThePackageDependsOnTheLibrariesItLoadsWithDlopen() throws {
+    let control = try String(
+      contentsOf: Self.repository.appendingPathComponent("deploy/debian/control"), encoding: .utf8)
+    func field(_ name: String) throws -> [String] {
+      let line = try XCTUnwrap(
+        control.split(separator: "\n").first { $0.hasPrefix(name + ": ") }, name)
+      return line.dropFirst(name.count + 2).split(separator: ",").map {
+        String($0.split(separator: " ").first ?? "")
+      }
+    }
+    XCTAssertTrue(try field("Depends").contains("libxml2"))
+    XCTAssertTrue(try field("Recommends").contains("libcairo2"))
   }
 
   /// Every pod template in deploy/k8s, with the file it is in: a Job's, or a CronJob's Job's.

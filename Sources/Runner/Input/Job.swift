@@ -101,12 +101,20 @@ public struct Job: Sendable {
     defer { try? handle.close() }
     guard let head = try? handle.read(upToCount: 4096) else { return false }
     for rawLine in String(decoding: head, as: UTF8.self).split(whereSeparator: \.isNewline) {
-      var line = rawLine.trimmingCharacters(in: .whitespaces)
+      // Trimmed without NSString (`trimmingCharacters(in: .whitespaces)`), whose first use
+      // costs more than this whole look (it runs before the first request), and with no
+      // generic type that the start has not made already (each is a search of the binary's
+      // protocol conformances).
+      var line = String(rawLine).trimmingWhitespace(keepingLineBreaks: true)
       if line.hasPrefix("\u{FEFF}") { line.removeFirst() }
       if line.isEmpty || line.hasPrefix("#") || line == "---" || line == "{" { continue }
-      if line.hasPrefix("{") { line = line.dropFirst().trimmingCharacters(in: .whitespaces) }
-      let key = line.prefix { $0 != ":" }.trimmingCharacters(in: CharacterSet(charactersIn: "\" "))
-      return line.contains(":") && knownKeys.contains(key)
+      if line.hasPrefix("{") {
+        line = String(line.dropFirst()).trimmingWhitespace(keepingLineBreaks: true)
+      }
+      var key = line.prefix { $0 != ":" }
+      while key.first == "\"" || key.first == " " { key.removeFirst() }
+      while key.last == "\"" || key.last == " " { key.removeLast() }
+      return line.contains(":" as Character) && knownKeys.contains(String(key))
     }
     return false
   }

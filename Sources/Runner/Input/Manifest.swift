@@ -115,7 +115,7 @@ public struct ManifestReader: Sequence {
     static func notAURL(_ url: String) -> String? {
       let text = url.trimmingWhitespace()
       if let first = text.first, let last = text.last,
-        Self.quotes.contains(first) || Self.quotes.contains(last)
+        isQuote(first) || isQuote(last)
       {
         return "not a URL: it is quoted; write the URL alone, without quotes"
       }
@@ -139,9 +139,14 @@ public struct ManifestReader: Sequence {
     }
 
     /// Quotation marks a copied URL comes wrapped in: ASCII, typographic and angle brackets.
-    static let quotes: Set<Character> = [
-      "\"", "'", "`", "\u{201C}", "\u{201D}", "\u{2018}", "\u{2019}", "<", ">",
-    ]
+    /// A switch, not a `Set<Character>`: making that set's type was a search of the binary's
+    /// protocol conformances on the way to the first request.
+    static func isQuote(_ character: Character) -> Bool {
+      switch character {
+      case "\"", "'", "`", "\u{201C}", "\u{201D}", "\u{2018}", "\u{2019}", "<", ">": true
+      default: false
+      }
+    }
 
     /// Why `url` is a typo rather than a URL, or `nil`: it has no scheme (`cdn.example.com/a.jpg`,
     /// `//cdn.example.com/a.jpg`, `localhost:8080/a.jpg`). Such a line is skipped as a line

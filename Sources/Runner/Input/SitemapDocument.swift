@@ -6,17 +6,10 @@ import Foundation
   import Glibc
 #endif
 
-/// libxml2's process-wide set-up, done once: its parser state, and no error text of its own on
-/// stderr (each reader reports its errors to us).
-private let xmlInitialised: Bool = {
-  xmlInitParser()
-  ic_xml_silence_generic_errors()
-  return true
-}()
-
 /// The libxml2 and zlib loaded, for `--version`.
 public var sitemapLibraryVersions: String {
-  "libxml2 \(LIBXML_DOTTED_VERSION), zlib \(String(cString: zlibVersion()))"
+  let xml = ic_xml_version().map { String(cString: $0) } ?? "not installed (sitemaps need it)"
+  return "libxml2 \(xml), zlib \(String(cString: zlibVersion()))"
 }
 
 /// Where something was found in a sitemap, for reports.
@@ -56,6 +49,8 @@ final class SitemapDocument {
   /// The longest `<loc>` or `<lastmod>` text kept, as the longest manifest line.
   static let maxTextLength = LineReader.maxLineLength
 
+  static let libraryMissing = "libxml2 (libxml2.so.2) could not be loaded; install libxml2"
+
   static let doctypeRefused =
     "a DOCTYPE declaration is refused: a sitemap needs none, and its entities could expand "
     + "without bound (billion laughs) or read local files and URLs (XXE)"
@@ -76,7 +71,10 @@ final class SitemapDocument {
 
   /// Takes ownership of `descriptor` (closed when the document is).
   init(descriptor: Int32, name: String, limit: UInt64) throws(SitemapProblem) {
-    precondition(xmlInitialised)
+    guard ic_xml_load() != 0 else {
+      close(descriptor)
+      throw SitemapProblem(line: 0, message: Self.libraryMissing)
+    }
     guard let gz = gzdopen(descriptor, "rb") else {
       close(descriptor)
       throw SitemapProblem(line: 0, message: "cannot read: \(String(cString: strerror(errno)))")
@@ -86,7 +84,7 @@ final class SitemapDocument {
       XML_PARSE_NONET.rawValue | XML_PARSE_BIG_LINES.rawValue | XML_PARSE_NOERROR.rawValue
       | XML_PARSE_NOWARNING.rawValue | XML_PARSE_COMPACT.rawValue
     guard
-      let reader = xmlReaderForIO(
+      let reader = ic_xmlReaderForIO(
         readInput, closeInput, Unmanaged.passUnretained(input).toOpaque(), name, nil,
         Int32(options))
     else {
@@ -94,18 +92,18 @@ final class SitemapDocument {
       throw SitemapProblem(line: 0, message: "cannot start the XML reader")
     }
     self.reader = reader
-    xmlTextReaderSetErrorHandler(reader, recordError, Unmanaged.passUnretained(self).toOpaque())
+    ic_xmlTextReaderSetErrorHandler(reader, recordError, Unmanaged.passUnretained(self).toOpaque())
   }
 
   deinit {
-    xmlFreeTextReader(reader)
+    ic_xmlFreeTextReader(reader)
   }
 
   /// The next `<url>` or `<sitemap>`, the problem that ends the document, or `nil` at its end.
   func next() -> Result<Event, SitemapProblem>? {
     guard !done else { return nil }
     while true {
-      let status = xmlTextReaderRead(reader)
+      let status = ic_xmlTextReaderRead(reader)
       if status == 0 {
         done = true
         if kind == nil { return .failure(SitemapProblem(line: 0, message: "empty document")) }
@@ -134,21 +132,21 @@ final class SitemapDocument {
   }
 
   private var currentLine: Int {
-    if let node = xmlTextReaderCurrentNode(reader) {
-      let line = xmlGetLineNo(node)
+    if let node = ic_xmlTextReaderCurrentNode(reader) {
+      let line = ic_xmlGetLineNo(node)
       if line > 0 { return line }
     }
-    return max(0, Int(xmlTextReaderGetParserLineNumber(reader)))
+    return max(0, Int(ic_xmlTextReaderGetParserLineNumber(reader)))
   }
 
   private func handleNode() throws(SitemapProblem) -> Event? {
-    switch xmlReaderTypes(UInt32(xmlTextReaderNodeType(reader))) {
+    switch xmlReaderTypes(UInt32(ic_xmlTextReaderNodeType(reader))) {
     case XML_READER_TYPE_DOCUMENT_TYPE:
       throw SitemapProblem(line: currentLine, message: Self.doctypeRefused)
     case XML_READER_TYPE_ENTITY_REFERENCE:
       throw SitemapProblem(line: currentLine, message: "entity references are refused")
     case XML_READER_TYPE_ELEMENT:
-      let name = String(cString: xmlTextReaderConstLocalName(reader))
+      let name = String(cString: ic_xmlTextReaderConstLocalName(reader))
       if path.isEmpty {
         switch name {
         case "urlset": kind = .urlset
@@ -164,9 +162,9 @@ final class SitemapDocument {
         text = ""
         textLine = currentLine
       }
-      if xmlTextReaderIsEmptyElement(reader) == 1 { return try endElement() }
+      if ic_xmlTextReaderIsEmptyElement(reader) == 1 { return try endElement() }
     case XML_READER_TYPE_TEXT, XML_READER_TYPE_CDATA, XML_READER_TYPE_SIGNIFICANT_WHITESPACE:
-      guard text != nil, let value = xmlTextReaderConstValue(reader) else { return nil }
+      guard text != nil, let value = ic_xmlTextReaderConstValue(reader) else { return nil }
       text! += String(cString: value)
       if text!.utf8.count > Self.maxTextLength {
         throw SitemapProblem(
@@ -300,5 +298,6 @@ private let recordError: xmlTextReaderErrorFunc = { context, message, _, locator
   guard let context else { return }
   let document = Unmanaged<SitemapDocument>.fromOpaque(context).takeUnretainedValue()
   document.record(
-    message.map { String(cString: $0) } ?? "", line: Int(xmlTextReaderLocatorLineNumber(locator)))
+    message.map { String(cString: $0) } ?? "", line: Int(ic_xmlTextReaderLocatorLineNumber(locator))
+  )
 }
