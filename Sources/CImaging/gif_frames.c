@@ -147,9 +147,8 @@ static int decode(GifFileType *gif, unsigned long long max_pixels, char *message
                    screen_height);
   }
   if (screen_width * screen_height > max_pixels) {
-    return ic_fail(message, message_size,
-                   "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded",
-                   screen_width, screen_height, screen_width * screen_height, max_pixels);
+    return ic_fail_over_max_pixels(message, message_size, screen_width, screen_height,
+                                   max_pixels);
   }
   /* A frame must lie inside the screen (checked below, as giflib does not). giflib's own memory
      is, kept for each frame read, its descriptor and colour table: in proportion to the data,

@@ -8,4 +8,9 @@
 int ic_fail(char *message, size_t message_size, const char *format, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* ic_fail for an image of `width` x `height` over `max_pixels`, in the words every decoder
+   uses before it decodes anything. */
+int ic_fail_over_max_pixels(char *message, size_t message_size, unsigned long long width,
+                            unsigned long long height, unsigned long long max_pixels);
+
 #endif

@@ -1,4 +1,5 @@
 #include "cimaging.h"
+#include "message.h"
 
 #include <stdint.h>
 #include <stdio.h>
@@ -14,11 +15,6 @@ static uint32_t be32(const unsigned char *p) {
 
 /* Whether the four bytes at p are the chunk type `type`. */
 static int is_type(const unsigned char *p, const char *type) { return memcmp(p, type, 4) == 0; }
-
-static int fail(char *message, size_t message_size, const char *text) {
-  snprintf(message, message_size, "%s", text);
-  return 1;
-}
 
 /* The bits of one pixel, or 0 for a colour type and bit depth that PNG does not allow. */
 static unsigned pixel_bits(unsigned color_type, unsigned depth) {
@@ -53,9 +49,9 @@ static int walk(struct rows *r, const unsigned char *bytes, size_t count, char *
                 size_t message_size) {
   size_t i = 0;
   while (i < count) {
-    if (r->done) return fail(message, message_size, "IDAT: too much image data");
+    if (r->done) return ic_fail(message, message_size, "IDAT: too much image data");
     if (r->at == 0) {
-      if (bytes[i] > 4) return fail(message, message_size, "bad adaptive filter value");
+      if (bytes[i] > 4) return ic_fail(message, message_size, "bad adaptive filter value");
       i++;
       r->at = 1;
     }
@@ -186,22 +182,19 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
                       char *message, size_t message_size) {
   /* The structure walk has checked the signature, every chunk's length and CRC, IHDR first
      and IEND last: only what lies inside the chunks is read here. */
-  if (size < 33) return fail(message, message_size, "truncated");
+  if (size < 33) return ic_fail(message, message_size, "truncated");
   const unsigned char *ihdr = data + 16;
   uint32_t width = be32(ihdr), height = be32(ihdr + 4);
   unsigned depth = ihdr[8], color_type = ihdr[9];
   if (width == 0 || height == 0 || width > 0x7fffffff || height > 0x7fffffff)
-    return fail(message, message_size, "IHDR: invalid image size");
+    return ic_fail(message, message_size, "IHDR: invalid image size");
   unsigned bits = pixel_bits(color_type, depth);
-  if (bits == 0) return fail(message, message_size, "IHDR: invalid bit depth or colour type");
-  if (ihdr[10] != 0) return fail(message, message_size, "IHDR: unknown compression method");
-  if (ihdr[11] != 0) return fail(message, message_size, "IHDR: unknown filter method");
-  if (ihdr[12] > 1) return fail(message, message_size, "IHDR: unknown interlace method");
+  if (bits == 0) return ic_fail(message, message_size, "IHDR: invalid bit depth or colour type");
+  if (ihdr[10] != 0) return ic_fail(message, message_size, "IHDR: unknown compression method");
+  if (ihdr[11] != 0) return ic_fail(message, message_size, "IHDR: unknown filter method");
+  if (ihdr[12] > 1) return ic_fail(message, message_size, "IHDR: unknown interlace method");
   if ((unsigned long long)width * height > max_pixels) {
-    snprintf(message, message_size,
-             "%ux%u is %llu pixels, over the limit of %llu (maxPixels); not decoded", width,
-             height, (unsigned long long)width * height, max_pixels);
-    return 1;
+    return ic_fail_over_max_pixels(message, message_size, width, height, max_pixels);
   }
 
   struct rows r = {{0}, {0}, 0, 0, 0, 0};
@@ -231,7 +224,7 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
   memset(&z, 0, sizeof z);
   if (out == NULL || inflateInit(&z) != Z_OK) {
     free(out);
-    return fail(message, message_size, "cannot start zlib");
+    return ic_fail(message, message_size, "cannot start zlib");
   }
   int status = 0, ended = 0, seen_plte = 0, idat = 0; /* idat: 0 none yet, 1 in, 2 after */
   size_t offset = 8;
@@ -239,18 +232,18 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
     size_t start = offset;
     uint32_t length = be32(data + offset);
     if (length > size - offset - 12) {
-      status = fail(message, message_size, "truncated");
+      status = ic_fail(message, message_size, "truncated");
       break;
     }
     const unsigned char *type = data + offset + 4, *body = data + offset + 8;
     offset += 12 + (size_t)length;
     if (is_type(type, "IDAT")) {
       if (idat == 2) {
-        status = fail(message, message_size, "IDAT: not consecutive");
+        status = ic_fail(message, message_size, "IDAT: not consecutive");
         break;
       }
       if (color_type == 3 && !seen_plte) {
-        status = fail(message, message_size, "missing PLTE before IDAT");
+        status = ic_fail(message, message_size, "missing PLTE before IDAT");
         break;
       }
       if (idat == 0 && inflates_whole(data, size, start, expected, r)) {
@@ -267,15 +260,14 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
         z.avail_out = out_size;
         int result = inflate(&z, Z_NO_FLUSH);
         if (result != Z_OK && result != Z_STREAM_END && result != Z_BUF_ERROR) {
-          snprintf(message, message_size, "IDAT: %s", z.msg ? z.msg : "zlib error");
-          status = 1;
+          status = ic_fail(message, message_size, "IDAT: %s", z.msg ? z.msg : "zlib error");
           break;
         }
         status = walk(&r, out, out_size - z.avail_out, message, message_size);
         if (status == 0 && result == Z_BUF_ERROR) break; /* the next chunk has the rest */
         if (status == 0 && result == Z_STREAM_END) {
           ended = 1;
-          if (z.avail_in > 0) status = fail(message, message_size, "IDAT: extra compressed data");
+          if (z.avail_in > 0) status = ic_fail(message, message_size, "IDAT: extra compressed data");
           break;
         }
       } while (status == 0 && (z.avail_in > 0 || z.avail_out == 0));
@@ -284,27 +276,26 @@ int ic_png_check_data(const unsigned char *data, size_t size, unsigned long long
       if (is_type(type, "PLTE")) {
         if (length == 0 || length % 3 != 0 || length / 3 > 256 ||
             (color_type == 3 && length / 3 > (1u << depth))) {
-          status = fail(message, message_size, "PLTE: invalid length");
+          status = ic_fail(message, message_size, "PLTE: invalid length");
         } else if (color_type == 0 || color_type == 4) {
-          status = fail(message, message_size, "PLTE: in a greyscale image");
+          status = ic_fail(message, message_size, "PLTE: in a greyscale image");
         }
         seen_plte = 1;
       } else if (is_type(type, "IEND")) {
         break;
       } else if (!(type[0] & 0x20) && !is_type(type, "IHDR")) {
-        char text[64];
-        snprintf(text, sizeof text, "%.4s: unknown critical chunk", (const char *)type);
-        status = fail(message, message_size, text);
+        status =
+            ic_fail(message, message_size, "%.4s: unknown critical chunk", (const char *)type);
       } else if (is_type(type, "IHDR") && offset != 33) {
-        status = fail(message, message_size, "IHDR: more than one");
+        status = ic_fail(message, message_size, "IHDR: more than one");
       }
     }
   }
   inflateEnd(&z);
   free(out);
   if (status != 0) return status;
-  if (!idat) return fail(message, message_size, "no IDAT chunk");
-  if (!r.done) return fail(message, message_size, "Not enough image data");
-  if (!ended) return fail(message, message_size, "IDAT: truncated compressed data");
+  if (!idat) return ic_fail(message, message_size, "no IDAT chunk");
+  if (!r.done) return ic_fail(message, message_size, "Not enough image data");
+  if (!ended) return ic_fail(message, message_size, "IDAT: truncated compressed data");
   return 0;
 }

@@ -1,4 +1,5 @@
 #include "cimaging.h"
+#include "message.h"
 
 #include <png.h>
 #include <setjmp.h>
@@ -57,9 +58,7 @@ int ic_png_decode_rows(const unsigned char *data, size_t size, unsigned long lon
   unsigned long long width = png_get_image_width(png, info);
   unsigned long long height = png_get_image_height(png, info);
   if (width * height > max_pixels) {
-    snprintf(message, message_size,
-             "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded",
-             width, height, width * height, max_pixels);
+    ic_fail_over_max_pixels(message, message_size, width, height, max_pixels);
     png_error(png, message);
   }
   int passes = png_set_interlace_handling(png);

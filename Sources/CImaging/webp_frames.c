@@ -24,9 +24,7 @@ static int decode(WebPDemuxer *demux, unsigned long long max_pixels, char *messa
   unsigned long long width = WebPDemuxGetI(demux, WEBP_FF_CANVAS_WIDTH);
   unsigned long long height = WebPDemuxGetI(demux, WEBP_FF_CANVAS_HEIGHT);
   if (width * height > max_pixels) {
-    return ic_fail(message, message_size,
-                   "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded",
-                   width, height, width * height, max_pixels);
+    return ic_fail_over_max_pixels(message, message_size, width, height, max_pixels);
   }
   /* One output of at most 2x2 pixels, reused by every frame: each frame is decoded whole and
      only its bottom right corner is written (see below). libwebp's own memory is rows and, for
