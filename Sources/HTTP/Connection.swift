@@ -35,10 +35,16 @@ public struct Connection: Sendable, Equatable {
     guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
       return FileSystem.reason("\(path): no such file", forUserPath: path)
     }
-    guard !isFolder.boolValue, let handle = FileHandle(forReadingAtPath: path) else {
-      return "\(path): not a readable file"
-    }
+    // Opened without waiting for a writer: a FIFO (or a device) is no bundle libcurl can read
+    // after this check has read it, and a FIFO with no writer would hold the run forever.
+    let descriptor = isFolder.boolValue ? -1 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    guard descriptor >= 0 else { return "\(path): not a readable file" }
+    let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     defer { try? handle.close() }
+    var status = stat()
+    guard fstat(descriptor, &status) == 0, status.st_mode & S_IFMT == S_IFREG else {
+      return "\(path): not a regular file"
+    }
     // A PEM bundle is text: its certificates' markers are found in what is read, whatever
     // else the file holds (comments, explanatory text), as OpenSSL finds them. Read until the
     // first one (the system's bundle begins with one), not whole: the check is in front of

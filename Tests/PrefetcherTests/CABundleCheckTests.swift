@@ -1,4 +1,5 @@
 import Foundation
+import Synchronization
 import XCTest
 
 @testable import HTTP
@@ -43,5 +44,26 @@ final class CABundleCheckTests: XCTestCase {
     let problem = try XCTUnwrap(Connection.caBundleProblem(try bundle(text)))
     XCTAssertTrue(problem.contains("not a PEM bundle of CA certificates"), problem)
     XCTAssertNotNil(Connection.caBundleProblem(try bundle("")))
+  }
+
+  func testAFIFOIsRefusedWithoutWaitingForAWriter() throws {
+    let fifo = folder.appendingPathComponent("bundle.pem").path
+    XCTAssertEqual(mkfifo(fifo, 0o600), 0, String(cString: strerror(errno)))
+    let checked = DispatchSemaphore(value: 0)
+    let problem = Mutex<String?>(nil)
+    Thread {
+      problem.withLock { $0 = Connection.caBundleProblem(fifo) }
+      checked.signal()
+    }.start()
+    let answered = checked.wait(timeout: .now() + 5) == .success
+    if !answered {
+      // A writer that comes and goes lets the stuck check end.
+      let writer = open(fifo, O_WRONLY | O_NONBLOCK)
+      if writer >= 0 { close(writer) }
+      checked.wait()
+    }
+    XCTAssertTrue(answered, "the check waited for a writer on \(fifo)")
+    let said = try XCTUnwrap(problem.withLock { $0 })
+    XCTAssertTrue(said.contains("not a regular file"), said)
   }
 }
