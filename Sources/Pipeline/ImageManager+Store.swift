@@ -121,6 +121,11 @@ extension ImageManager {
     } catch {
       return fail(error, url: blacklistKey, in: namespace)
     }
+    do {
+      try namespace.validatorStore.waitUntilWritable()
+    } catch {
+      return stateFailed(error)
+    }
     let outcome = LoadOutcome.downloaded(bytes: response.body.count, info: info)
     var result = LoadResult(outcome: outcome)
     if key == originalKey {

@@ -22,6 +22,15 @@ public protocol ValidatorStore: Sendable {
   func removeValidators(forKey cacheKey: String) throws
   /// Records which URL each file of the batch was downloaded from (issue 45), at once.
   func setStoredURLs(_ batch: [StoredURL]) throws
+  /// Returns once the store can be written, or throws why it cannot: a download is stored in
+  /// the cache only where the state will know of it. A store that opens beside the first
+  /// requests (the runner's) blocks until it is open.
+  func waitUntilWritable() throws
+}
+
+extension ValidatorStore {
+  /// Open from the start.
+  public func waitUntilWritable() throws {}
 }
 
 /// One namespace as a run opened it: where its state goes, and the blacklist it starts with.

@@ -29,7 +29,8 @@ final class StateOpeningTests: TemporaryFolderTestCase {
         RunEndingFailureTests.fill(location.stateDirectory + "/filler")
         released.signal()
         return .image(Fixtures.jpeg, type: "image/jpeg")
-      }
+      },
+      "/answered.jpg": { _ in .image(Fixtures.jpeg, type: "image/jpeg") },
     ])
   }
 
@@ -86,5 +87,52 @@ final class StateOpeningTests: TemporaryFolderTestCase {
     XCTAssertEqual(
       left.filter { $0.hasPrefix(FileSystem.temporaryPrefix) }, [], "nothing partial is left")
     XCTAssertNoThrow(try RunLock.acquire(location: location).release(), "the lock is released")
+  }
+
+  /// The first download answered before the state fails to open is not stored: the run fails
+  /// with no outcome, and a file in the cache would be one its report and state know nothing of
+  /// (no URL for `verify`), which a state failing before the first request never left.
+  func testADownloadAnsweredBeforeTheStateFailsToOpenIsNotStored() async throws {
+    _ = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
+    let store = try StateStore(location: location)
+    let stored = DiskCache(location: location).paths(forKey: server.url("/answered.jpg")).current
+    let holding = DispatchSemaphore(value: 0)
+    let stateDirectory = location.stateDirectory
+    // Holds the state's write lock until the answer is in the cache (or long enough for it to
+    // be), then leaves the state's file system full: the run's opening then fails.
+    let holder = Thread {
+      try? store.write { _ in
+        holding.signal()
+        let deadline = Date().addingTimeInterval(3)
+        while !FileManager.default.fileExists(atPath: stored) && Date() < deadline {
+          usleep(10_000)
+        }
+        RunEndingFailureTests.fill(stateDirectory + "/filler")
+      }
+    }
+    holder.start()
+    holding.wait()
+
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/answered.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    var job = Job(name: "opening", location: location)
+    job.manifests = [manifest]
+    job.passes = []
+    var settings = RunSettings()
+    settings.reportFiles = [temporary.appending("report.json")]
+    do {
+      _ = try await JobRunner(job: job, settings: settings, console: RecordingConsole()).run()
+      XCTFail("the run succeeded without its state")
+    } catch {
+      XCTAssertTrue(error is StateStoreError, "\(error)")
+    }
+
+    XCTAssertEqual(server.requestCount("/answered.jpg"), 1)
+    let report = try RunReport.decode(
+      try XCTUnwrap(FileManager.default.contents(atPath: settings.reportFiles[0])))
+    XCTAssertEqual(report.status, .failed)
+    XCTAssertNil(report.prefetch)
+    XCTAssertFalse(
+      FileManager.default.fileExists(atPath: stored), "stored, unknown to the report and state")
   }
 }

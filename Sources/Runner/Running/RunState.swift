@@ -14,8 +14,9 @@ import Synchronization
 /// own file read-only and its dates as ``StateStore/beginRun(job:at:)`` will leave them. When
 /// that file cannot be read so (corrupt, not SQLite's, not a plain file), the namespace waits
 /// for the opening instead, which moves it aside or fails as it always did. The blacklist's and
-/// the validators' writes wait for the opening. An opening that fails ends the prefetch at once
-/// and the run with its error, as when it failed before any request (``opened()``).
+/// the validators' writes, and the store of a download, wait for the opening. An opening that
+/// fails ends the prefetch at once and the run with its error, as when it failed before any
+/// request (``opened()``).
 final class RunState: BlacklistStore, ValidatorStore, Sendable {
   /// The store opened, and the run recorded in it.
   struct Opened: Sendable {
@@ -137,6 +138,10 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   }
 
   func setStoredURLs(_ batch: [StoredURL]) throws { try store.setStoredURLs(batch) }
+
+  /// A download answered before the opening ends waits for it, and is not stored when it
+  /// failed: the run ends with no outcome, as when the state failed before the first request.
+  func waitUntilWritable() throws { _ = try store }
 }
 
 /// A prefetch's items: the first at once, the others once the run's state has opened. The
