@@ -150,9 +150,10 @@ static int decode(GifFileType *gif, unsigned long long max_pixels, char *message
     return ic_fail_over_max_pixels(message, message_size, screen_width, screen_height,
                                    max_pixels);
   }
-  /* A frame must lie inside the screen (checked below, as giflib does not). giflib's own memory
-     is, kept for each frame read, its descriptor and colour table: in proportion to the data,
-     not to what a header claims. */
+  /* A frame must lie inside the screen (checked below, as giflib does not). giflib keeps each
+     frame's descriptor and colour table it reads (SavedImages, about 4 times the bytes of a
+     1x1 frame): they are freed after each frame, so that its memory is one frame's, not in
+     proportion to the number of frames. */
   int frames = 0;
   char where[48];
   GifRecordType type;
@@ -183,6 +184,9 @@ static int decode(GifFileType *gif, unsigned long long max_pixels, char *message
                        screen_height);
       }
       if (follow_frame(gif, frames, where, message, message_size) != 0) return 1;
+      /* GifFreeSavedImages leaves ImageCount, the index the next descriptor is kept at. */
+      GifFreeSavedImages(gif);
+      gif->ImageCount = 0;
       break;
     }
     case EXTENSION_RECORD_TYPE: {
