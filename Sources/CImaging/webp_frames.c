@@ -6,6 +6,20 @@
 #include <webp/decode.h>
 #include <webp/demux.h>
 
+/* The most pixels of a frame decoded when the decode holds the whole frame: 4096 x 4096, 64 MiB
+   of ARGB. libwebp's lossless (VP8L) decoder decodes a frame into one ARGB buffer of all its
+   pixels (4 bytes each) before it outputs a row: a backward reference may reach about a million
+   pixels back, and it keeps the whole image rather than a window. A lossy frame's alpha plane
+   is one byte a pixel, held whole too, and when it is compressed losslessly it is a VP8L
+   bitstream of its own, decoded the same way: up to 5 bytes a pixel. libwebp has no option that
+   bounds this (cropping, the incremental decoder and WebPDecoderOptions all leave it), and a
+   header of a few bytes claims it: a 37 KB lossless 10000x10000 file took 430 MB. A larger
+   frame of this kind gets what the structure level checks (its chunks by the demuxer, its
+   bitstream header by WebPGetFeatures, its size the frame's) and its pixels are not decoded:
+   a large lossless image is legitimate, so it is not refused. A lossy frame without alpha is
+   decoded whatever its size: libwebp holds rows of it. */
+#define IC_WEBP_WHOLE_FRAME_BUDGET (4096ULL * 4096)
+
 static const char *describe(VP8StatusCode status) {
   switch (status) {
   case VP8_STATUS_OUT_OF_MEMORY: return "out of memory";
@@ -27,8 +41,9 @@ static int decode(WebPDemuxer *demux, unsigned long long max_pixels, char *messa
     return ic_fail_over_max_pixels(message, message_size, width, height, max_pixels);
   }
   /* One output of at most 2x2 pixels, reused by every frame: each frame is decoded whole and
-     only its bottom right corner is written (see below). libwebp's own memory is rows and, for
-     a lossy frame with alpha, its alpha plane (a byte a pixel). */
+     only its bottom right corner is written (see below). libwebp's own memory is rows for a
+     lossy frame, and the whole frame for a lossless one or a lossy one's alpha plane, which are
+     decoded only within IC_WEBP_WHOLE_FRAME_BUDGET. */
   uint8_t corner[2 * 2 * 4];
   WebPIterator frame;
   if (!WebPDemuxGetFrame(demux, 1, &frame)) {
@@ -49,6 +64,11 @@ static int decode(WebPDemuxer *demux, unsigned long long max_pixels, char *messa
                        what, frame.frame_num, config.input.width, config.input.height,
                        frame.width, frame.height);
       break;
+    }
+    int holds_whole_frame = config.input.format != 1 || config.input.has_alpha;
+    if (found == VP8_STATUS_OK && holds_whole_frame &&
+        (unsigned long long)frame.width * frame.height > IC_WEBP_WHOLE_FRAME_BUDGET) {
+      continue;
     }
     if (found == VP8_STATUS_OK) {
       /* Cropped to the frame's bottom right corner: libwebp still reads every macroblock's

@@ -8,7 +8,9 @@ import Foundation
 ///
 /// Validation never allocates by what a header claims (SPEC section 2, step 6): an image over
 /// `maxPixels` is refused before any pixel is decoded, and a full decode holds one PNG row, a
-/// JPEG at an eighth of its size, libwebp's rows of a WebP frame or a GIF's LZW table at a time.
+/// JPEG at an eighth of its size, libwebp's rows of a lossy WebP frame or a GIF's LZW table at a
+/// time. libwebp holds a lossless WebP frame, or a lossy one's alpha plane, whole: such a frame
+/// is decoded only up to 4096 x 4096 pixels, a larger one checked to its bitstream header.
 public struct ImageValidator: Sendable {
   public var level: ValidationLevel
   /// Images with more pixels are `badImageData`, whatever their data.
@@ -128,7 +130,8 @@ enum GIFDecoder {
 
 /// Every frame of a WebP (lossy, lossless, alpha, animated) decoded with libwebp, cropped to
 /// its bottom right corner (``ic_webp_decode_frames``): every macroblock or pixel is still
-/// decoded.
+/// decoded, but for a lossless frame or a lossy one with alpha over 4096 x 4096 pixels, which
+/// libwebp would hold whole: its bitstream header is checked, its pixels are not.
 enum WebPDecoder {
   static func decode(_ data: Data, maxPixels: Int) throws(ImageCacheError) {
     try CDecoder.run(ic_webp_decode_frames, .webp, data, maxPixels: maxPixels)

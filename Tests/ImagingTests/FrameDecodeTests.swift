@@ -137,6 +137,30 @@ final class FrameDecodeTests: XCTestCase {
       "webp: truncated: the container ends early")
   }
 
+  /// libwebp holds a lossless frame, or a lossy frame's alpha plane, whole: over 4096 x 4096
+  /// pixels such a frame is checked to its bitstream header, and a 10000x10000 one, legitimate,
+  /// passes without its pixels decoded (a flipped byte among them too), while its container is
+  /// still parsed whole.
+  func testAWebPFrameHeldWholeOverTheBudgetIsCheckedToItsHeader() {
+    for (name, webp) in [
+      ("lossless", Fixtures.largeLosslessWebP), ("lossy with alpha", Fixtures.largeLossyAlphaWebP),
+    ] {
+      XCTAssertEqual(
+        try ImageValidator(level: .full).validate(webp),
+        ImageInfo(format: .webp, width: 10000, height: 10000), name)
+      var flipped = webp
+      flipped[flipped.count / 2] ^= 0x55
+      XCTAssertNil(
+        reason { () throws(ImageCacheError) in
+          try WebPDecoder.decode(flipped, maxPixels: 100_000_000)
+        }, name)
+      XCTAssertEqual(
+        reason { () throws(ImageCacheError) in
+          try WebPDecoder.decode(webp.dropLast(100), maxPixels: 100_000_000)
+        }, "webp: truncated: the container ends early", name)
+    }
+  }
+
   /// The decoders refuse a screen or canvas over `maxPixels` before any frame, as the
   /// validator does before calling them.
   func testTheDecodersRefuseAnImageOverMaxPixels() {

@@ -47,25 +47,40 @@ public enum Fixtures {
   public static var lossyAlphaWebP: Data { data("lossy-alpha.webp") }
   /// A 64x48 animated WebP of three frames: lossless with alpha, lossy, lossy with alpha.
   public static var animatedWebP: Data { data("anim.webp") }
+  /// A 10000x10000 lossless WebP (a VP8L chunk of 37 KB, a palette of 256 colours: each row a
+  /// ramp of red), which libwebp decodes into 400 MB of ARGB. Made by
+  /// `cwebp -lossless`; stored gzip-compressed (507 bytes).
+  public static var largeLosslessWebP: Data { gunzip(data("lossless-10000x10000.webp.gz")) }
+  /// A 10000x10000 lossy WebP with alpha (VP8X, ALPH, VP8; 208 KB): a flat colour under an alpha
+  /// that varies along each row and not down the columns (vertically filtered, then compressed
+  /// losslessly), which libwebp decodes into 400 MB of ARGB and a 100 MB alpha plane. Made by
+  /// `cwebp -q 0 -m 6 -sns 0 -f 0 -segments 1`; stored gzip-compressed (577 bytes).
+  public static var largeLossyAlphaWebP: Data {
+    gunzip(data("lossy-alpha-10000x10000.webp.gz"))
+  }
   /// `data` compressed by gzip(1), as a server sends a `Content-Encoding: gzip` body.
-  public static func gzip(_ data: Data) -> Data {
+  public static func gzip(_ data: Data) -> Data { filter(data, through: "gzip -c") }
+  /// `data` decompressed by gzip(1).
+  public static func gunzip(_ data: Data) -> Data { filter(data, through: "gzip -dc") }
+
+  private static func filter(_ data: Data, through command: String) -> Data {
     let process = Process()
     process.executableURL = URL(fileURLWithPath: "/bin/sh")
-    process.arguments = ["-c", "gzip -c"]
+    process.arguments = ["-c", command]
     let input = Pipe()
     let output = Pipe()
     process.standardInput = input
     process.standardOutput = output
-    guard (try? process.run()) != nil else { fatalError("cannot run gzip") }
+    guard (try? process.run()) != nil else { fatalError("cannot run \(command)") }
     // Written from another thread: a large input would fill the pipe while nobody reads.
     let writer = Thread {
       input.fileHandleForWriting.write(data)
       try? input.fileHandleForWriting.close()
     }
     writer.start()
-    let compressed = output.fileHandleForReading.readDataToEndOfFile()
+    let filtered = output.fileHandleForReading.readDataToEndOfFile()
     process.waitUntilExit()
-    return compressed
+    return filtered
   }
 
   /// A 1x1 lossless WebP.

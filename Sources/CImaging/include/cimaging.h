@@ -38,7 +38,9 @@ const char *ic_gif_version(void);
 /// container parsed whole by libwebp's demuxer, each frame's bitstream decoded in full (every
 /// macroblock's tokens or every pixel's codes, the alpha plane, each row reconstructed) with
 /// the output cropped to its bottom right corner (at most 2x2 pixels, from an even column and
-/// row as libwebp crops a lossy frame), so that only the corner is converted to RGBA.
+/// row as libwebp crops a lossy frame), so that only the corner is converted to RGBA. A frame
+/// whose decode holds all its pixels (lossless, or lossy with alpha) is decoded only up to
+/// 4096 x 4096 pixels; a larger one is checked to its bitstream header, its pixels not decoded.
 /// Refuses a canvas over `max_pixels` before decoding.
 /// Returns 0 when every frame decodes; otherwise 1 and a message in `message`.
 int ic_webp_decode_frames(const unsigned char *data, size_t size, unsigned long long max_pixels,
