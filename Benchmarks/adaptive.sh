@@ -27,6 +27,8 @@
 # BIN: the binary to measure (default: build_release, as the other benchmarks). Ports: CDN_PORT,
 # SMALL_PORT, BUSY_PORT (18281-18283). FLAGS: further prefetch flags for every run (none).
 # The origins: LATENCY_MS, SLOTS, BUSY_LIMIT. WORK: the tmpfs mount point (Benchmarks/work/adaptive).
+# LOGS: a folder that keeps each run's origin log and imagecache's stderr (ORIGIN-SETTING-RUN.log,
+# .stderr; with FLAGS=-v the limit each host settled at), for a closer look than the medians.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ORIGINS=${ORIGINS:-cdn small busy}
@@ -43,6 +45,7 @@ SMALL_PORT=${SMALL_PORT:-18282}
 BUSY_PORT=${BUSY_PORT:-18283}
 WORK=${WORK:-$PWD/Benchmarks/work/adaptive}
 BIN=${BIN:-}
+LOGS=${LOGS:-}
 
 for origin in $ORIGINS; do
   case $origin in
@@ -256,6 +259,10 @@ def pct(p):
 print(len(lines), status.count("503"), status.count("429"), pct(50), pct(99), max(inflight, default=0))
 PY
 )
+      if [ -n "$LOGS" ]; then
+        cp "$WORK/nginx/$origin.log" "$LOGS/$origin-$setting-$run.log"
+        cp "$WORK/stderr" "$LOGS/$origin-$setting-$run.stderr"
+      fi
       : > "$WORK/nginx/$origin.log"
       echo "$origin $setting $run $MS $RC $(files_in "$out") $stats" >> "$results"
     done

@@ -25,9 +25,11 @@ import Foundation
 ///   been the origin's long tail);
 /// - **additive increase**: +1 a clean round, but just below the limit where a queue or a
 ///   refusal was last seen (the knee) only after ``probeRounds`` clean rounds
-///   (``refusalProbeRounds`` after a refusal), twice as many after each probe that found the
+///   (``measuredProbeRounds`` after a round's median said where the knee is,
+///   ``refusalProbeRounds`` after a refusal), twice as many after each probe that found the
 ///   knee where it was, so that a small origin is seldom asked for one more than it serves at
-///   once; two probes past the knee in a row that go clean forget it;
+///   once; two probes past the knee in a row that go clean forget it, and slow start begins
+///   again;
 /// - **decrease**: a round that queued loses the share of it that was late (at least one: what
 ///   answered in time is about what the origin serves at once), or in a deep queue falls to
 ///   what Little's law says was served; a 429 or 503 or a refused stream takes a quarter off, a
@@ -66,15 +68,15 @@ struct AdaptiveLimit {
   /// An answer later than this factor of the baseline is late.
   static let tolerance = 1.5
   /// Clean rounds before the first step up near the knee.
-  static let probeRounds = 32
+  static let probeRounds = 64
+  /// Clean rounds before the first step up near a knee that a round's median measured (see
+  /// `shifted` in ``endRound()``): one more than the origin serves, most likely.
+  static let measuredProbeRounds = 128
   /// Clean rounds before the first step up near a knee where the origin refused.
   static let refusalProbeRounds = 256
   /// The most clean rounds between two steps up near a knee (the wait doubles after each probe
   /// that found the knee where it was).
   static let longestProbeRounds = 4096
-  /// The baseline is taken from the last this many rounds (an origin's base latency may change
-  /// during a night).
-  static let minimumRounds = 64
 
   let ceiling: Int
   /// Transfers at once the loop may run now: climbs to ``target`` an answer at a time.
@@ -85,6 +87,8 @@ struct AdaptiveLimit {
   /// `nil` before the first clean round.
   private(set) var served: Int?
   private var slowStart = true
+  /// The limit slow start's last step began from.
+  private var stepFrom = Self.initial
   /// The limit at which a queue or a refusal was last seen.
   private var knee: Int?
   /// Clean rounds near the knee before the next step up, and those seen so far.
@@ -97,16 +101,17 @@ struct AdaptiveLimit {
   private var length: Int
   /// The current round's answers that came later than the tolerance.
   private var lateInRound = 0
-  /// What nine answers in ten of each recent round took (its 90th percentile), the newest
-  /// last.
-  private var spreads: [UInt64] = []
-  /// What an answer takes when the origin does not queue: the 10th percentile of the recent
-  /// rounds' 90th percentiles. A round's 90th percentile holds an origin's own spread of times
-  /// (a CDN's long tail is no queue: the least time was, and cut such an origin to 1); the
-  /// rounds that queued have a higher one and are not the norm, and a few rounds low by chance
-  /// (a server's timer firing early) do not make every later answer look late. `nil` before
-  /// the first round ended.
-  /// Kept when a round ends, not worked out at every answer.
+  /// The times of the recent answers of rounds that did not queue (at most
+  /// ``pooledAnswers``; the first round's among them), the newest last: what nine in ten of
+  /// them took is the baseline, their median the origin's usual time. Pooled, not a round's
+  /// statistic at a time: a small round's (slow start's first four) is a poor sample of an
+  /// origin with a long tail, and as the least of a few rounds it was the norm.
+  private var clean: [UInt64] = []
+  /// The limit of the last round that ended, and the one the last cut left.
+  private var lastRoundLimit = 0
+  private var cutTo: Int?
+  /// What nine answers in ten took when the origin did not queue (see ``clean``): an answer
+  /// later than the tolerance past it is late. `nil` before the first round ended.
   private var baseline: UInt64?
   /// The times of the recent answers (at most ``pooledAnswers``; none of a round of which half
   /// came late), the newest last: the origin's own spread of times.
@@ -115,9 +120,17 @@ struct AdaptiveLimit {
   /// Answers from which the origin's spread is known well enough that a round which queued
   /// marks its knee even when the spread allows some late answers by chance.
   static let knownSpread = 64
-  /// The mean time of each recent round, the newest last; the 10th percentile of them is
-  /// the origin's usual time when it does not queue, for Little's law.
-  private var means: [Double] = []
+  /// Answers from which the origin's spread is estimated at all.
+  static let knownFrom = 8
+  /// Answers from which an origin whose times look tight (the sigma of their logarithms under
+  /// ``tightSigma``) is taken to be so.
+  static let knownTight = 12
+  static let tightSigma = 0.1
+  /// A round whose median is this share later than usual (and past the noise) queued.
+  static let medianShift = 0.05
+  /// Standard errors of a round's median past which its move is no chance (the usual median
+  /// being a low percentile, about 1.3 of them are the norm).
+  static let medianNoise = 4.0
   /// Decisions so far (raises and cuts): a transfer records the epoch it was sent in, and only
   /// those of the current one are samples of the current limit.
   private(set) var epoch = 0
@@ -127,11 +140,14 @@ struct AdaptiveLimit {
   private var lastCutAnsweredProbe = false
   /// The rounds spent at each limit, for the report's min, median and max; and the cuts.
   private(set) var roundsAt: [Int: Int] = [:]
+  /// Rounds judged so far.
+  private(set) var rounds = 0
   private(set) var cuts: [Cut: Int] = [:]
 
-  init(ceiling: Int) {
+  /// `initial`: the first limit (a test's fixed one, on an origin that never queues).
+  init(ceiling: Int, initial: Int = Self.initial) {
     self.ceiling = max(1, ceiling)
-    limit = min(Self.initial, self.ceiling)
+    limit = min(initial, self.ceiling)
     target = limit
     length = Self.length(limit, slowStart: true)
   }
@@ -145,14 +161,15 @@ struct AdaptiveLimit {
   }
 
   /// An answer (2xx or 304) that took `nanoseconds` from request to first byte, to a transfer
-  /// sent in `epoch` (`nil`: this one); returns whether it changed the limit.
+  /// sent in `epoch` (`nil`: this one); returns whether it changed the limit or ended a round:
+  /// what the report says of the limit (its median of rounds) changes at each.
   @discardableResult
   mutating func answered(after nanoseconds: UInt64, sentIn epoch: Int? = nil) -> Bool {
     guard epoch ?? self.epoch == self.epoch else { return false }
     // The pace of a raise: one more transfer for an answer in time to what was sent since the
     // raise (so that the one more sent at the raise is answered first); the round at the new
     // limit begins when the limit is reached (what was sent on the way is not a sample of it).
-    let before = (limit, target)
+    let before = (limit, target, rounds)
     let inTime = isInTime(nanoseconds)
     if !inTime { lateInRound += 1 }
     if limit < target, inTime {
@@ -162,6 +179,9 @@ struct AdaptiveLimit {
         // TCP's does, about a doubling a round trip); else the new limit is judged a round.
         // (What it served stays the last judged round's: the last of those just sent is not
         // answered yet.)
+        // A climb whose answers all came in time gave samples of the origin's times, as a
+        // clean round's: the origin's spread is known sooner.
+        if lateInRound == 0 { pool(round + [nanoseconds]) }
         if slowStart, lateInRound == 0, limit < Self.judgedFrom {
           set(Self.slowStartStep(limit), cut: nil)
         } else {
@@ -172,8 +192,12 @@ struct AdaptiveLimit {
     }
     // On the way too: a raise that stalls on late answers is judged on them.
     round.append(nanoseconds)
-    if round.count >= length { endRound() }
-    return before != (limit, target)
+    // In slow start a step past the knee queues all it added until its round ends: it ends
+    // as soon as its late answers say it queued.
+    if round.count >= length || (slowStart && lateInRound >= 2 && lateSaysQueued()) {
+      endRound()
+    }
+    return before != (limit, target, rounds)
   }
 
   /// Whether an answer that took `nanoseconds` is within the tolerance of the baseline (any
@@ -212,65 +236,102 @@ struct AdaptiveLimit {
     round.removeAll(keepingCapacity: true)
     lateInRound = 0
     roundsAt[limit, default: 0] += 1
-    let spread = sorted[sorted.count * 9 / 10]
+    rounds += 1
+    // Above what the last cut left, or the first round after a raise (see `shifted`).
+    let raised = limit > lastRoundLimit || limit > (cutTo ?? .max)
+    lastRoundLimit = limit
     // One transfer at a time queues behind nothing of ours: a round at 1 that looks queued
     // says the baseline seen before is no longer the origin's; this one is.
-    if limit == 1, let least = baseline, Double(spread) > Double(least) * Self.tolerance {
-      spreads.removeAll()
+    if limit == 1, let least = baseline,
+      Double(sorted[sorted.count * 9 / 10]) > Double(least) * Self.tolerance
+    {
+      clean.removeAll()
       recent.removeAll()
-      means.removeAll()
       baseline = nil
     }
     // The first round only sets the baseline: the first answers of a run (cold caches, new
     // connections) are no queue.
-    let judged = !spreads.isEmpty
-    let mean = Double(sorted.reduce(0, +)) / Double(sorted.count)
-    spreads.append(spread)
-    means.append(mean)
-    if spreads.count > Self.minimumRounds {
-      spreads.removeFirst()
-      means.removeFirst()
-    }
-    let least = spreads.sorted()[spreads.count / 10]
+    let judged = !clean.isEmpty
+    if !judged { clean = sorted }
+    let pooled = clean.sorted()
+    let least = pooled[pooled.count * 9 / 10]
     baseline = least
+    let usualMedian = Double(pooled[pooled.count / 2])
+    let median = sorted[sorted.count / 2]
     let late =
       sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
+    // The origin's own spread of times, from the lower half of its recent answers (`nil` while
+    // fewer than ``knownFrom`` are known).
+    let origin = recent.count < Self.knownFrom ? nil : Self.logSpread(of: recent)
     // Queued: a tenth of the round late, and at least one answer a batch (a limit's worth in
     // flight), so that one late answer in a round of several batches is noise, not a queue;
     // and more than the origin's own long tail makes late by chance (that share of the round,
     // and three standard deviations of a count of them).
-    // (`nil` while fewer than ``minimumRound`` answers are known.)
-    let chance =
-      recent.count < Self.minimumRound
-      ? nil : Self.lateByChance(of: recent, than: Double(least) * Self.tolerance)
+    let chance = origin.map { Self.lateByChance($0, than: Double(least) * Self.tolerance) }
     let n = Double(sorted.count)
-    let p = chance ?? 0
-    let byChance = Int(n * p + 3 * (n * p * (1 - p)).squareRoot()) + 1
-    let queued = judged && late >= max(batches, (sorted.count + 9) / 10, byChance)
+    let lateShare = Self.queued(late: late, of: sorted.count, batches: batches, chance: chance)
+    // A round that slow start ended early (``lateSaysQueued()``) is its first answers, the
+    // late ones among them: no median or share of it says more than that it queued.
+    let complete = sorted.count >= length
+    // Or, after a raise: the whole round later than usual. One more than
+    // an origin serves at once, when its answers are out of step, makes each wait a little (a
+    // fraction of a service time, under the tolerance), and the step after it does again,
+    // each queue becoming the norm; the round's median then moves, where a long tail moves
+    // only the late few. The usual median is that of the recent answers that did not queue;
+    // the move counts past 5%, half a millisecond, and ``medianNoise`` standard errors of a
+    // median of a round of the origin's spread. Only in the first round after a raise, or
+    // above what the last cut left: at a limit that served cleanly, a median a little later
+    // is the client's own load as often as the origin's, and a limit cut for it falls step
+    // by step.
+    var shifted = false
+    if judged, raised, complete, let origin, recent.count >= Self.knownSpread {
+      let noise = exp(
+        Self.medianNoise * 1.2533 * origin.sigma / Double(Self.minimumRound).squareRoot())
+      let bar = max(usualMedian * max(1 + Self.medianShift, noise), usualMedian + 500_000)
+      shifted = Double(median) > bar
+    }
+    let queued = judged && (lateShare || shifted)
+    if judged, !queued { pool(sorted, clean: true) }
     // A round of which half or more came late queued whatever the origin's spread, and says
     // nothing of that spread; a round with fewer late ones adds to the upper half.
     let deepQueue = late * 2 >= sorted.count
-    if !deepQueue {
-      recent.append(contentsOf: sorted)
-      if recent.count > Self.pooledAnswers { recent.removeFirst(recent.count - Self.pooledAnswers) }
-    }
+    if !deepQueue { pool(sorted, clean: false) }
     if queued {
-      // Before the origin's own spread of times is known, a queue seen may be its long tail:
-      // no knee is kept for it, and slow start goes on.
-      let uncertain =
-        !deepQueue && recent.count < Self.knownSpread && (chance ?? 1) >= 0.01
-      // What answered in time is about what the origin serves at once: the late share goes;
-      // but when most were late (a deep queue), what it serves is the limit times its usual
-      // mean time over this round's (Little's law).
-      let usual = means.sorted()[means.count / 10]
-      let served = Int(Double(limit) * usual / mean)
-      set(
-        max(limit - max(1, late * limit / sorted.count), min(limit - 1, served)), cut: .queue,
-        uncertain: uncertain)
+      // Before the origin's own spread of times is known, late answers with the median where
+      // it was may be its long tail: no knee is kept for them, and slow start goes on. An
+      // origin whose times are tight (their sigma under ``tightSigma``: few late by chance)
+      // is known sooner; a few answers of a long tail can look tight, so not before
+      // ``knownTight``.
+      let tight =
+        recent.count >= Self.knownTight && (origin?.sigma ?? 1) < Self.tightSigma
+        && (chance ?? 1) < 0.01
+      let uncertain = !shifted && !tight && recent.count < Self.knownSpread
+      // What the origin serves at once, by Little's law: the limit times its usual time over
+      // this round's: the means, as the law has it (a queue that makes some wait a whole
+      // service time moves the mean, not the median); the medians when it is the median that
+      // moved (a long tail moves a mean, not the queue). When the median moved, or in a deep
+      // queue, that is the new limit (and when the median moved, one more is the knee); when
+      // only late answers said so, the gentler of it and the limit less the late share (what
+      // answered in time).
+      // (A moved median is a fraction of a service time: its share is rounded, not cut down.)
+      let served =
+        shifted
+        ? Int((Double(limit) * usualMedian / Double(median)).rounded())
+        : Int(Double(limit) * Self.mean(pooled) / Self.mean(sorted))
+      var proposed =
+        shifted || deepQueue
+        ? min(limit - 1, served)
+        : max(limit - max(1, late * limit / sorted.count), min(limit - 1, served))
+      // In slow start, what the origin serves is the limit the last step began from (all
+      // its answers came in time).
+      if slowStart, !uncertain { proposed = stepFrom }
+      set(proposed, cut: .queue, uncertain: uncertain, measured: shifted)
       return
     }
     served = limit
-    if slowStart {
+    if slowStart, limit >= ceiling {
+      slowStart = false
+    } else if slowStart {
       set(Self.slowStartStep(limit), cut: nil)
     } else if let knee, limit >= knee {
       // A probe past the knee went clean: the limit stays, and the knee moves up one, to be
@@ -280,9 +341,11 @@ struct AdaptiveLimit {
       cleanProbes += 1
       cleanRoundsNearKnee = 0
       if cleanProbes >= 2 {
+        // The knee was not the origin's (or is no longer): slow start again, from here.
         cleanProbes = 0
         self.knee = nil
-        set(limit + 1, cut: nil)
+        slowStart = true
+        set(Self.slowStartStep(limit), cut: nil)
       } else {
         self.knee = limit + 1
       }
@@ -291,23 +354,75 @@ struct AdaptiveLimit {
       if cleanRoundsNearKnee >= probeWait {
         cleanRoundsNearKnee = 0
         set(limit + 1, cut: nil)
+        // A probe is judged on one batch: each of its answers may have queued.
+        length = limit
       }
     } else {
       set(limit + 1, cut: nil)
     }
   }
 
-  /// The share of answers that come later than `threshold` by chance when the origin does not
-  /// queue, from the spread of the lower half of its recent answers' `times`: their median
-  /// and 25th percentile, as a lognormal's (a queue makes answers later, so it is the upper
-  /// half that a queue missed would move, and the estimate stays the origin's own).
-  static func lateByChance(of times: [UInt64], than threshold: Double) -> Double {
+  /// Adds `times` to the recent answers (the origin's spread) and, when `clean` (`nil`: both),
+  /// to those of rounds that did not queue; each keeps the last ``pooledAnswers``.
+  private mutating func pool(_ times: [UInt64], clean isClean: Bool? = nil) {
+    if isClean != true {
+      recent.append(contentsOf: times)
+      if recent.count > Self.pooledAnswers { recent.removeFirst(recent.count - Self.pooledAnswers) }
+    }
+    if isClean != false, !clean.isEmpty {
+      clean.append(contentsOf: times)
+      if clean.count > Self.pooledAnswers { clean.removeFirst(clean.count - Self.pooledAnswers) }
+    }
+  }
+
+  static func mean(_ times: [UInt64]) -> Double {
+    Double(times.reduce(0, +)) / Double(max(1, times.count))
+  }
+
+  /// Whether `late` answers of a round of `count` (`batches` limits' worth) say it queued: a
+  /// tenth of them, at least one a batch, and more than `chance` (the share the origin's
+  /// spread makes late; `nil` while unknown) makes late, by three standard deviations.
+  static func queued(late: Int, of count: Int, batches: Int, chance: Double?) -> Bool {
+    let n = Double(count)
+    let p = chance ?? 0
+    let byChance = Int(n * p + 3 * (n * p * (1 - p)).squareRoot()) + 1
+    return late >= max(batches, (count + 9) / 10, byChance)
+  }
+
+  /// Whether the current round's late answers already say it queued (before it ends).
+  private func lateSaysQueued() -> Bool {
+    guard let least = baseline, !clean.isEmpty else { return false }
+    let threshold = Double(least) * Self.tolerance
+    let late = round.filter { Double($0) > threshold }.count
+    let chance =
+      recent.count < Self.knownFrom
+      ? nil : Self.lateByChance(Self.logSpread(of: recent), than: threshold)
+    return Self.queued(late: late, of: round.count, batches: 1, chance: chance)
+  }
+
+  /// The spread of an origin's times (nanoseconds): the median and sigma of their logarithms,
+  /// from the lower half (their median and 25th percentile, as a lognormal's: a queue makes
+  /// answers later, so it is the upper half that a queue missed would move, and the estimate
+  /// stays the origin's own).
+  static func logSpread(of times: [UInt64]) -> (median: Double, sigma: Double) {
     let sorted = times.sorted()
     let median = log(Double(max(1, sorted[sorted.count / 2])))
     let quarter = log(Double(max(1, sorted[sorted.count / 4])))
-    let sigma = (median - quarter) / 0.6745
-    guard sigma > 0 else { return 0 }
-    return 0.5 * erfc((log(threshold) - median) / sigma / 2.0.squareRoot())
+    return (median, max(0, (median - quarter) / 0.6745))
+  }
+
+  /// The share of answers that come later than `threshold` by chance when the origin does not
+  /// queue, from its spread (``logSpread(of:)``).
+  static func lateByChance(_ spread: (median: Double, sigma: Double), than threshold: Double)
+    -> Double
+  {
+    guard spread.sigma > 0 else { return 0 }
+    return 0.5 * erfc((log(threshold) - spread.median) / spread.sigma / 2.0.squareRoot())
+  }
+
+  /// ``lateByChance(_:than:)`` of the spread of `times`.
+  static func lateByChance(of times: [UInt64], than threshold: Double) -> Double {
+    lateByChance(logSpread(of: times), than: threshold)
   }
 
   /// A new epoch, and its round.
@@ -324,34 +439,43 @@ struct AdaptiveLimit {
 
   /// Decides the limit `proposed`, for `cut` (a raise when `nil`); `uncertain`: a queue seen
   /// before the origin's spread was known, which keeps slow start and marks no knee.
-  private mutating func set(_ proposed: Int, cut: Cut?, uncertain: Bool = false) {
+  private mutating func set(
+    _ proposed: Int, cut: Cut?, uncertain: Bool = false, measured: Bool = false
+  ) {
     let new = min(ceiling, max(1, proposed))
-    if new == ceiling { slowStart = false }
     // Already there: the round goes on, in the same epoch.
     if cut == nil, new == target, new == limit { return }
     beginRound()
     guard let cut else {
       // A raise: one more now, and the rest an answer at a time.
+      if slowStart { stepFrom = limit }
       target = new
       limit = min(new, limit + 1)
       length = Self.length(new, slowStart: slowStart)
       return
     }
     cuts[cut, default: 0] += 1
+    let endsSlowStart = slowStart
     // A probe that found the knee where it was waits twice as long for the next one.
-    let base = cut == .queue ? Self.probeRounds : Self.refusalProbeRounds
+    let base =
+      cut != .queue
+      ? Self.refusalProbeRounds : measured ? Self.measuredProbeRounds : Self.probeRounds
     if let knee, limit + 1 >= knee {
       probeWait = min(Self.longestProbeRounds, max(base, probeWait * 2))
     } else {
       probeWait = base
     }
-    knee = uncertain ? nil : limit
+    // Where the round's median said what the origin serves, one more than that is the knee.
+    knee = uncertain ? nil : measured ? min(limit, new + 1) : limit
     cleanProbes = 0
     lastCut = epoch
     slowStart = slowStart && uncertain
     cleanRoundsNearKnee = 0
     limit = new
     target = new
+    // What the round's times measured, or a step of slow start undone, is the level B (a
+    // median moved) is not armed at; a cut for a few late answers is not.
+    if measured || (endsSlowStart && !uncertain) { cutTo = new }
     served = served.map { min($0, new) }
     length = Self.length(new)
   }

@@ -69,7 +69,7 @@ struct HostTable {
       streamsPerHost = max(1, configuration.streamsPerHost)
     }
     var newHost = HostState()
-    newHost.adaptive = adaptiveCeiling.map(AdaptiveLimit.init(ceiling:))
+    newHost.adaptive = adaptiveCeiling.map { AdaptiveLimit(ceiling: $0) }
     self.newHost = newHost
     interval = configuration.requestsPerSecondPerHost.map { UInt64((1e9 / $0).rounded()) }
     longestBackoff = configuration.maxRetryDelay
