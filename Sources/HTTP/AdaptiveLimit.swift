@@ -25,11 +25,10 @@ import Foundation
 ///   been the origin's long tail);
 /// - **additive increase**: +1 a clean round, but just below the limit where a queue or a
 ///   refusal was last seen (the knee) only after ``probeRounds`` clean rounds
-///   (``measuredProbeRounds`` after a round's median said where the knee is,
-///   ``refusalProbeRounds`` after a refusal), twice as many after each probe that found the
-///   knee where it was, so that a small origin is seldom asked for one more than it serves at
-///   once; two probes past the knee in a row that go clean forget it, and slow start begins
-///   again;
+///   (``slowStartProbeRounds`` after the queue that ended slow start, ``refusalProbeRounds``
+///   after a refusal), twice as many after each probe that found the knee where it was, so
+///   that a small origin is seldom asked for one more than it serves at once; two probes past
+///   the knee in a row that go clean forget it;
 /// - **decrease**: a round that queued loses the share of it that was late (at least one: what
 ///   answered in time is about what the origin serves at once), or in a deep queue falls to
 ///   what Little's law says was served; a 429 or 503 or a refused stream takes a quarter off, a
@@ -68,10 +67,11 @@ struct AdaptiveLimit {
   /// An answer later than this factor of the baseline is late.
   static let tolerance = 1.5
   /// Clean rounds before the first step up near the knee.
-  static let probeRounds = 64
-  /// Clean rounds before the first step up near a knee that a round's median measured (see
-  /// `shifted` in ``endRound()``): one more than the origin serves, most likely.
-  static let measuredProbeRounds = 128
+  static let probeRounds = 128
+  /// Clean rounds before the first step up near a knee where slow start met a queue: a step
+  /// there is a doubling, and a client's bad moment (its own lag read as the origin's queue)
+  /// must not hold a CDN at 16 for thousands of answers.
+  static let slowStartProbeRounds = 32
   /// Clean rounds before the first step up near a knee where the origin refused.
   static let refusalProbeRounds = 256
   /// The most clean rounds between two steps up near a knee (the wait doubles after each probe
@@ -324,8 +324,13 @@ struct AdaptiveLimit {
         : max(limit - max(1, late * limit / sorted.count), min(limit - 1, served))
       // In slow start, what the origin serves is the limit the last step began from (all
       // its answers came in time).
-      if slowStart, !uncertain { proposed = stepFrom }
-      set(proposed, cut: .queue, uncertain: uncertain, measured: shifted)
+      // A doubling past the knee puts it just above where the step began.
+      var measured = shifted
+      if slowStart, !uncertain {
+        proposed = stepFrom
+        measured = measured || Self.slowStartStep(stepFrom) == stepFrom * 2
+      }
+      set(proposed, cut: .queue, uncertain: uncertain, measured: measured)
       return
     }
     served = limit
@@ -341,11 +346,9 @@ struct AdaptiveLimit {
       cleanProbes += 1
       cleanRoundsNearKnee = 0
       if cleanProbes >= 2 {
-        // The knee was not the origin's (or is no longer): slow start again, from here.
         cleanProbes = 0
         self.knee = nil
-        slowStart = true
-        set(Self.slowStartStep(limit), cut: nil)
+        set(limit + 1, cut: nil)
       } else {
         self.knee = limit + 1
       }
@@ -459,7 +462,7 @@ struct AdaptiveLimit {
     // A probe that found the knee where it was waits twice as long for the next one.
     let base =
       cut != .queue
-      ? Self.refusalProbeRounds : measured ? Self.measuredProbeRounds : Self.probeRounds
+      ? Self.refusalProbeRounds : endsSlowStart ? Self.slowStartProbeRounds : Self.probeRounds
     if let knee, limit + 1 >= knee {
       probeWait = min(Self.longestProbeRounds, max(base, probeWait * 2))
     } else {

@@ -214,7 +214,8 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(wide.target, AdaptiveLimit.slowStartStep(cutTo), "slow start goes on")
 
     // The same from an origin whose times are tight (within 2%): a queue. Slow start ends,
-    // back where its last step began; the knee is where the queue was seen.
+    // back where its last step began, a doubling below: the knee is one above it, probed
+    // only after many clean rounds.
     var tight = AdaptiveLimit(ceiling: 64)
     for index in 0..<(4 + 3 + 7 + 6) {
       tight.answered(after: service + UInt64(index % 3) * 200_000)
@@ -223,7 +224,9 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(tight.cuts, [.queue: 1])
     XCTAssertEqual(tight.limit, 8, "what the last step began from")
     answer(&tight, AdaptiveLimit.length(8))
-    XCTAssertEqual(tight.target, 9, "one more a clean round: slow start is over")
+    XCTAssertEqual(tight.target, 8, "slow start is over, and 9 is the knee")
+    answer(&tight, AdaptiveLimit.length(8) * (AdaptiveLimit.slowStartProbeRounds - 1))
+    XCTAssertEqual(tight.target, 9, "the probe, after \(AdaptiveLimit.slowStartProbeRounds) rounds")
   }
 
   func testAnOriginThatRefusesPastItsKneeIsAskedForOneMoreNotABurstAndIsNotHeldForIt() {
