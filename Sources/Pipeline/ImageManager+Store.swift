@@ -123,6 +123,8 @@ extension ImageManager {
     }
     do {
       try namespace.validatorStore.waitUntilWritable()
+    } catch is CancellationError {
+      return LoadResult(outcome: .failed(.cancelled, blacklisted: false))
     } catch {
       return stateFailed(error)
     }

@@ -24,7 +24,8 @@ public protocol ValidatorStore: Sendable {
   func setStoredURLs(_ batch: [StoredURL]) throws
   /// Returns once the store can be written, or throws why it cannot: a download is stored in
   /// the cache only where the state will know of it. A store that opens beside the first
-  /// requests (the runner's) blocks until it is open.
+  /// requests (the runner's) blocks until it is open. `CancellationError`: the run was
+  /// stopped before the store opened; the download is not stored, and is no failure.
   func waitUntilWritable() throws
 }
 

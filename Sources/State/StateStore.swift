@@ -34,12 +34,16 @@ public final class StateStore: Sendable {
   /// own file for a shard (SQLite is not shared between machines; SPEC section 9).
   /// - Parameter checkedIntact: the caller found the file intact (``isIntact()``) under the
   ///   run's lock, where nothing wrote it since: it is not checked again.
+  /// - Parameter stop: the run's stop: once it is set, a wait for another connection's lock
+  ///   ends at once (`SQLITE_BUSY`, ``isBusy``) instead of after the busy timeout, so that the
+  ///   run stops within its grace period and writes its report (SPEC section 5).
   public convenience init(
-    location: CacheLocation, shard: Shard? = nil, now: Date = Date(), checkedIntact: Bool = false
+    location: CacheLocation, shard: Shard? = nil, now: Date = Date(), checkedIntact: Bool = false,
+    stop: StopFlag? = nil
   ) throws {
     try self.init(
       directory: location.stateDirectory, fileName: Self.fileName(shard: shard), now: now,
-      checkedIntact: checkedIntact)
+      checkedIntact: checkedIntact, stop: stop)
   }
 
   /// Refuses a state file, its folder or SQLite's files beside it that are not what SQLite
@@ -193,7 +197,7 @@ public final class StateStore: Sendable {
   /// Opens (creating and migrating as needed) the state file in `directory`.
   public init(
     directory: String, fileName: String = StateStore.fileName, now: Date = Date(),
-    checkedIntact: Bool = false
+    checkedIntact: Bool = false, stop: StopFlag? = nil
   ) throws {
     try FileSystem.createDirectory(path: directory)
     let path = (directory as NSString).appendingPathComponent(fileName)
@@ -202,13 +206,14 @@ public final class StateStore: Sendable {
     var warnings: [String] = []
     do {
       do {
-        database = try Self.openAndMigrate(path: path, checksIntegrity: !checkedIntact)
+        database = try Self.openAndMigrate(
+          path: path, checksIntegrity: !checkedIntact, stop: stop)
       } catch let error as DatabaseError where Self.isCorruption(error) {
         let aside = try Self.moveAside(path: path, now: now)
         warnings.append(
           "state file \(path) was corrupt (\(error.message ?? "\(error.resultCode)")); "
             + "moved it to \(aside) and started a fresh one")
-        database = try Self.openAndMigrate(path: path)
+        database = try Self.openAndMigrate(path: path, stop: stop)
       }
     } catch let error as DatabaseError {
       throw StateStoreError(path: path, operation: "open", underlying: error)
@@ -293,11 +298,14 @@ public final class StateStore: Sendable {
 
   // MARK: Opening
 
-  private static func openAndMigrate(path: String, checksIntegrity: Bool = true) throws
-    -> DatabasePool
-  {
+  /// How long a connection waits for another's lock before failing with `SQLITE_BUSY`.
+  static let busyTimeout: TimeInterval = 10
+
+  private static func openAndMigrate(
+    path: String, checksIntegrity: Bool = true, stop: StopFlag? = nil
+  ) throws -> DatabasePool {
     var configuration = Configuration()
-    configuration.busyMode = .timeout(10)
+    configuration.busyMode = stop.map { .callback(busyWait(until: $0)) } ?? .timeout(busyTimeout)
     // WAL with synchronous=NORMAL: commits do not wait for fsync (a power cut may lose the last
     // few, never consistency), so a validator per download costs microseconds, not milliseconds.
     configuration.prepareDatabase { db in
@@ -352,6 +360,18 @@ public final class StateStore: Sendable {
       }
     }
     return migrator
+  }
+
+  /// SQLite's busy timeout that also ends when `stop` is set: the lock is tried again every
+  /// 10 ms, for ``busyTimeout`` at most.
+  private static func busyWait(until stop: StopFlag) -> Database.BusyCallback {
+    let interval: useconds_t = 10_000
+    let tries = Int(busyTimeout * 1_000_000) / Int(interval)
+    return { numberOfTries in
+      guard numberOfTries < tries, !stop.isStopped else { return false }
+      usleep(interval)
+      return !stop.isStopped
+    }
   }
 
   static func isCorruption(_ error: DatabaseError) -> Bool {
@@ -410,6 +430,15 @@ public struct StateStoreError: Error, Sendable, CustomStringConvertible {
   static func notWritable(_ path: String) -> String? {
     StateAccess.readOnlyForThisUser(
       [(path as NSString).deletingLastPathComponent, path, path + "-wal", path + "-shm"])
+  }
+
+  /// Another connection held the file's lock past the wait (SQLite's `SQLITE_BUSY`).
+  public var isBusy: Bool {
+    if case .sqlite(let code) = cause {
+      code & 0xFF == ResultCode.SQLITE_BUSY.rawValue
+    } else {
+      false
+    }
   }
 
   public var description: String { "state file \(path): cannot \(operation): \(message)" }

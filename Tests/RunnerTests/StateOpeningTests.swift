@@ -135,4 +135,53 @@ final class StateOpeningTests: TemporaryFolderTestCase {
     XCTAssertFalse(
       FileManager.default.fileExists(atPath: stored), "stored, unknown to the report and state")
   }
+
+  /// SIGTERM while the run's opening waits for another connection's lock on the state (SQLite's
+  /// 10 s busy timeout): the wait ends, and the run stops within its 2 s grace period with its
+  /// report marked interrupted and exit 143 (SPEC section 5), instead of being cut off by the
+  /// deadline without one. Nothing is in the cache that the state does not know of.
+  func testSIGTERMWhileTheStateWaitsForAnotherConnectionsLockReportsInterrupted() throws {
+    let store = try StateStore(location: location)
+    let holding = DispatchSemaphore(value: 0)
+    let release = DispatchSemaphore(value: 0)
+    let holder = Thread {
+      try? store.write { _ in
+        holding.signal()
+        _ = release.wait(timeout: .now() + 60)
+      }
+    }
+    holder.start()
+    holding.wait()
+    var released = false
+    defer { if !released { release.signal() } }
+
+    let manifest = temporary.appending("urls.txt")
+    try ["/answered.jpg", "/answered.jpg?n=2", "/answered.jpg?n=3"].map { server.url($0) }
+      .joined(separator: "\n").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let reportPath = temporary.appending("report.json")
+    let (process, stdout, stderr) = try ImageCacheBinary.start([
+      "prefetch", manifest, "--cache", location.directory, "--report", reportPath,
+    ])
+    // The first request goes out while the opening waits: the signals are handled by then.
+    waitUntil(timeout: 30, "the first request") {
+      server.requestCount("/answered.jpg") >= 1 || !process.isRunning
+    }
+    kill(process.processIdentifier, SIGTERM)
+    waitUntil(timeout: 20, "the run to exit") { !process.isRunning }
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    release.signal()
+    released = true
+
+    XCTAssertEqual(result.status, 128 + SIGTERM, result.stderr)
+    XCTAssertFalse(result.stderr.contains("did not stop within"), result.stderr)
+    let data = try XCTUnwrap(
+      FileManager.default.contents(atPath: reportPath), "no report: \(result.stderr)")
+    XCTAssertEqual(try RunReport.decode(data).status, .interrupted)
+    let names = try FileManager.default.contentsOfDirectory(atPath: location.diskCachePath)
+      .filter { !$0.hasPrefix(".") }
+    for name in names {
+      XCTAssertFalse(name.hasPrefix(FileSystem.temporaryPrefix), "partial file \(name)")
+      XCTAssertNotNil(try store.storedURL(forFileName: name), "\(name): unknown to the state")
+    }
+  }
 }

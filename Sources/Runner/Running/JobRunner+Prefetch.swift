@@ -38,7 +38,7 @@ extension JobRunner {
     // the lock is held until then.
     let state = RunState(
       location: job.location, shard: job.shard, job: job.name, startedAt: startedAt,
-      timeToLive: job.prefetch.pipeline.blacklistTTL)
+      timeToLive: job.prefetch.pipeline.blacklistTTL, stop: signals.stop)
     do {
       await libraryPrepared
       return try await prefetch(
@@ -82,8 +82,18 @@ extension JobRunner {
         progress: progress, recorder: recorder, state: state, warnings: warnings,
         whenOver: { downloader.beginShutdown() })
       // A state that could not be opened fails the run with its error, as when it failed
-      // before the first request: the loads it cut short are no outcome.
-      let opened = try await state.opened().get()
+      // before the first request: the loads it cut short are no outcome. One whose opening a
+      // signal ended (it waited for another connection's lock) leaves the run interrupted,
+      // with nothing to write to the state: no download was stored without it.
+      let opened: RunState.Opened
+      do {
+        opened = try await state.opened().get()
+      } catch is RunState.OpeningInterrupted {
+        let interrupted: (PrefetchCounts, ImageCacheError?, [String], Date?) = (
+          counts, nil, [], nil
+        )
+        return interrupted
+      }
       // A state that cannot be written now ends the run as failed, keeping every URL's
       // outcome for the report, instead of throwing them away with the error.
       var failure = manager.runEndingFailure

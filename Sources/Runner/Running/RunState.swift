@@ -34,12 +34,21 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   private let opening = DispatchGroup()
   private let result = Mutex<Result<Opened, any Error>?>(nil)
 
+  /// The run was stopped (a signal, its time limit) while the opening waited for another
+  /// connection's lock on the state: the opening ends at once, with this error, and the run is
+  /// interrupted, not failed (SPEC section 5).
+  struct OpeningInterrupted: Error, CustomStringConvertible {
+    var underlying: StateStoreError
+    var description: String { "stopped while waiting for the state's lock: \(underlying)" }
+  }
+
   /// Reads the blacklist, then starts opening the store of `location` (`shard`'s own file)
   /// and recording the run `job` started at `startedAt`. Call it under the run's lock, and wait
-  /// for ``opened()`` before releasing it.
+  /// for ``opened()`` before releasing it. Once `stop` is set, the opening waits no longer for
+  /// another connection's lock on the state: it ends with ``OpeningInterrupted``.
   init(
     location: CacheLocation, shard: Shard?, job: String, startedAt: Date,
-    timeToLive: TimeInterval?
+    timeToLive: TimeInterval?, stop: StopFlag
   ) {
     self.location = location
     // Before the opening starts: it creates and migrates the file being read.
@@ -50,9 +59,14 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
     let checkedIntact = early?.checkedOwn ?? false
     OwnThread.start(name: "ic-state") { [self] in
       let opened = Result { () throws -> Opened in
-        let store = try StateStore(location: location, shard: shard, checkedIntact: checkedIntact)
-        let (runID, abandoned) = try store.beginRun(job: job, at: startedAt)
-        return Opened(store: store, runID: runID, abandoned: abandoned)
+        do {
+          let store = try StateStore(
+            location: location, shard: shard, checkedIntact: checkedIntact, stop: stop)
+          let (runID, abandoned) = try store.beginRun(job: job, at: startedAt)
+          return Opened(store: store, runID: runID, abandoned: abandoned)
+        } catch let error as StateStoreError where error.isBusy && stop.isStopped {
+          throw OpeningInterrupted(underlying: error)
+        }
       }
       result.withLock { $0 = opened }
       opening.leave()
@@ -141,7 +155,14 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
 
   /// A download answered before the opening ends waits for it, and is not stored when it
   /// failed: the run ends with no outcome, as when the state failed before the first request.
-  func waitUntilWritable() throws { _ = try store }
+  /// One whose opening the run's stop ended is cancelled (`CancellationError`), not failed.
+  func waitUntilWritable() throws {
+    do {
+      _ = try store
+    } catch is OpeningInterrupted {
+      throw CancellationError()
+    }
+  }
 }
 
 /// A prefetch's items: the first at once, the others once the run's state has opened. The
