@@ -298,8 +298,10 @@ public final class StateStore: Sendable {
 
   // MARK: Opening
 
-  /// How long a connection waits for another's lock before failing with `SQLITE_BUSY`.
+  /// How long a connection waits for another's lock before failing with `SQLITE_BUSY`; and,
+  /// once the run is stopping, well within its grace period (2 s) for its report.
   static let busyTimeout: TimeInterval = 10
+  static let busyTimeoutStopping: TimeInterval = 0.5
 
   private static func openAndMigrate(
     path: String, checksIntegrity: Bool = true, stop: StopFlag? = nil
@@ -362,15 +364,20 @@ public final class StateStore: Sendable {
     return migrator
   }
 
-  /// SQLite's busy timeout that also ends when `stop` is set: the lock is tried again every
-  /// 10 ms, for ``busyTimeout`` at most.
+  /// SQLite's busy timeout, shortened once `stop` is set: the lock is tried again every 10 ms,
+  /// for ``busyTimeout`` at most, and once the run is stopping for ``busyTimeoutStopping`` at
+  /// most (a wait that began before the signal ends at once; a brief lock of another
+  /// connection's, met by the last writes of a run that stops, is still waited out).
   private static func busyWait(until stop: StopFlag) -> Database.BusyCallback {
     let interval: useconds_t = 10_000
     let tries = Int(busyTimeout * 1_000_000) / Int(interval)
+    let triesStopping = Int(busyTimeoutStopping * 1_000_000) / Int(interval)
     return { numberOfTries in
-      guard numberOfTries < tries, !stop.isStopped else { return false }
+      guard numberOfTries < (stop.isStopped ? min(tries, triesStopping) : tries) else {
+        return false
+      }
       usleep(interval)
-      return !stop.isStopped
+      return true
     }
   }
 
