@@ -39,29 +39,40 @@ final class StateOpeningTests: TemporaryFolderTestCase {
     super.tearDown()
   }
 
-  func testAStateThatFailsToOpenOnceTheFirstRequestIsOutFailsTheRunAsBefore() async throws {
-    _ = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
-    // Another connection holds the state's write lock: the run's opening waits for it (SQLite's
-    // busy timeout) while the first request goes out.
-    let store = try StateStore(location: location)
-    let holding = DispatchSemaphore(value: 0)
-    let released = writerReleased
-    let holder = Thread {
+  /// Takes `store`'s write lock on a thread of its own, as another connection would, and
+  /// returns once it is held; `holding` runs inside the transaction, and the lock goes with it.
+  private func holdWriteLock(of store: StateStore, holding: @escaping @Sendable () -> Void) {
+    let held = DispatchSemaphore(value: 0)
+    Thread {
       try? store.write { _ in
-        holding.signal()
-        _ = released.wait(timeout: .now() + 5)
+        held.signal()
+        holding()
       }
-    }
-    holder.start()
-    holding.wait()
+    }.start()
+    held.wait()
+  }
 
+  /// A prefetch of the server's `path` alone into the test's cache, with a report file.
+  private func run(of path: String) throws -> (Job, RunSettings) {
     let manifest = temporary.appending("urls.txt")
-    try server.url("/first.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    try server.url(path).write(toFile: manifest, atomically: true, encoding: .utf8)
     var job = Job(name: "opening", location: location)
     job.manifests = [manifest]
     job.passes = []
     var settings = RunSettings()
     settings.reportFiles = [temporary.appending("report.json")]
+    return (job, settings)
+  }
+
+  func testAStateThatFailsToOpenOnceTheFirstRequestIsOutFailsTheRunAsBefore() async throws {
+    _ = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
+    // Another connection holds the state's write lock: the run's opening waits for it (SQLite's
+    // busy timeout) while the first request goes out.
+    let store = try StateStore(location: location)
+    let released = writerReleased
+    holdWriteLock(of: store) { _ = released.wait(timeout: .now() + 5) }
+
+    let (job, settings) = try run(of: "/first.jpg")
     let console = RecordingConsole()
     var thrown: (any Error)?
     do {
@@ -96,30 +107,18 @@ final class StateOpeningTests: TemporaryFolderTestCase {
     _ = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
     let store = try StateStore(location: location)
     let stored = DiskCache(location: location).paths(forKey: server.url("/answered.jpg")).current
-    let holding = DispatchSemaphore(value: 0)
     let stateDirectory = location.stateDirectory
     // Holds the state's write lock until the answer is in the cache (or long enough for it to
     // be), then leaves the state's file system full: the run's opening then fails.
-    let holder = Thread {
-      try? store.write { _ in
-        holding.signal()
-        let deadline = Date().addingTimeInterval(3)
-        while !FileManager.default.fileExists(atPath: stored) && Date() < deadline {
-          usleep(10_000)
-        }
-        RunEndingFailureTests.fill(stateDirectory + "/filler")
+    holdWriteLock(of: store) {
+      let deadline = Date().addingTimeInterval(3)
+      while !FileManager.default.fileExists(atPath: stored) && Date() < deadline {
+        usleep(10_000)
       }
+      RunEndingFailureTests.fill(stateDirectory + "/filler")
     }
-    holder.start()
-    holding.wait()
 
-    let manifest = temporary.appending("urls.txt")
-    try server.url("/answered.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
-    var job = Job(name: "opening", location: location)
-    job.manifests = [manifest]
-    job.passes = []
-    var settings = RunSettings()
-    settings.reportFiles = [temporary.appending("report.json")]
+    let (job, settings) = try run(of: "/answered.jpg")
     do {
       _ = try await JobRunner(job: job, settings: settings, console: RecordingConsole()).run()
       XCTFail("the run succeeded without its state")
@@ -142,16 +141,8 @@ final class StateOpeningTests: TemporaryFolderTestCase {
   /// deadline without one. Nothing is in the cache that the state does not know of.
   func testSIGTERMWhileTheStateWaitsForAnotherConnectionsLockReportsInterrupted() throws {
     let store = try StateStore(location: location)
-    let holding = DispatchSemaphore(value: 0)
     let release = DispatchSemaphore(value: 0)
-    let holder = Thread {
-      try? store.write { _ in
-        holding.signal()
-        _ = release.wait(timeout: .now() + 60)
-      }
-    }
-    holder.start()
-    holding.wait()
+    holdWriteLock(of: store) { _ = release.wait(timeout: .now() + 60) }
     var released = false
     defer { if !released { release.signal() } }
 
