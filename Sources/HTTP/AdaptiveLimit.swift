@@ -8,20 +8,23 @@ import Foundation
 /// usual spread of times; one that queues makes some requests wait a whole service time more.
 /// So the limit is judged a round at a time (whole batches of the limit's worth of answers, at
 /// least ``minimumRound`` after slow start): an answer later than `tolerance` times the
-/// baseline (what nine answers in ten took in the origin's recent clean rounds) is late, and a
-/// round with a tenth of its answers late, and at least one a batch, queued (one late answer in
-/// a round of several batches is noise); and with more late than the origin's own long tail
-/// makes late by chance. That share is the origin's, from the spread of the lower half of its
+/// baseline (what nine answers in ten took among the origin's recent answers in rounds that did
+/// not queue, pooled) is late, and a round with a tenth of its answers late, and at least one a
+/// batch, queued (one late answer in a round of several batches is noise); and with more late
+/// than the origin's own long tail makes late by chance. That share is the origin's, from the spread of the lower half of its
 /// recent answers (their median and 25th percentile, as a lognormal's: a queue makes answers
 /// later, so a queue missed moves the upper half, not the estimate): a CDN whose 99th
 /// percentile is ten times its median has a fifth of a round late with no queue at all, and
-/// held at one transfer at a time it took 60 times as long. Then, as TCP's congestion control
-/// does:
+/// held at one transfer at a time it took 60 times as long. A round queued too when, after a
+/// raise, its median moved past the usual one by more than the origin's spread explains: one
+/// more than an origin serves, its answers out of step, makes every answer wait a little and
+/// none late. Then, as TCP's congestion control does:
 ///
 /// - **slow start**: from a small limit (4), it doubles, at once below ``judgedFrom`` while every
 ///   answer comes in time, then by four after a judged round, until the first round that
-///   queued, or a cut (a round that seemed to queue before the origin's spread is known, with
-///   under half of it late, is cut but slow start goes on and no knee is kept: it may have
+///   queued, which ends as soon as its late answers say so and falls back where the step
+///   began; or a cut (a queue seen before the origin's spread is known, unless its times are
+///   tight or the median moved, is cut but slow start goes on and no knee is kept: it may have
 ///   been the origin's long tail);
 /// - **additive increase**: +1 a clean round, but just below the limit where a queue or a
 ///   refusal was last seen (the knee) only after ``probeRounds`` clean rounds
@@ -29,9 +32,10 @@ import Foundation
 ///   after a refusal), twice as many after each probe that found the knee where it was, so
 ///   that a small origin is seldom asked for one more than it serves at once; two probes past
 ///   the knee in a row that go clean forget it;
-/// - **decrease**: a round that queued loses the share of it that was late (at least one: what
-///   answered in time is about what the origin serves at once), or in a deep queue falls to
-///   what Little's law says was served; a 429 or 503 or a refused stream takes a quarter off, a
+/// - **decrease**: a round that queued falls to what Little's law says was served (the limit x
+///   the usual time / the round's: the medians when the median moved, then the knee is one
+///   above; the means otherwise), or, when only late answers said so, to the gentler of that
+///   and the limit less its late share; a 429 or 503 or a refused stream takes a quarter off, a
 ///   timeout half, ending slow start.
 ///
 /// Each decision begins an epoch: a round is judged on the answers to what was sent in its own
@@ -268,15 +272,14 @@ struct AdaptiveLimit {
     // and more than the origin's own long tail makes late by chance (that share of the round,
     // and three standard deviations of a count of them).
     let chance = origin.map { Self.lateByChance($0, than: Double(least) * Self.tolerance) }
-    let n = Double(sorted.count)
     let lateShare = Self.queued(late: late, of: sorted.count, batches: batches, chance: chance)
     // A round that slow start ended early (``lateSaysQueued()``) is its first answers, the
     // late ones among them: no median or share of it says more than that it queued.
     let complete = sorted.count >= length
-    // Or, after a raise: the whole round later than usual. One more than
-    // an origin serves at once, when its answers are out of step, makes each wait a little (a
-    // fraction of a service time, under the tolerance), and the step after it does again,
-    // each queue becoming the norm; the round's median then moves, where a long tail moves
+    // Or, after a raise: the whole round later than usual. One more than an origin serves at
+    // once, when its answers are out of step, makes each wait a little (a fraction of a
+    // service time, under the tolerance), and the step after it does again, each queue
+    // becoming the norm; the round's median then moves, where a long tail moves
     // only the late few. The usual median is that of the recent answers that did not queue;
     // the move counts past 5%, half a millisecond, and ``medianNoise`` standard errors of a
     // median of a round of the origin's spread. Only in the first round after a raise, or
