@@ -105,6 +105,12 @@ struct AdaptiveLimit {
   private var length: Int
   /// The current round's answers that came later than the tolerance.
   private var lateInRound = 0
+  /// Answers to what was sent in an earlier epoch since the last cut, that came during the
+  /// current round: pooled with it. A round is its first answers, so the slow ones of what was
+  /// sent in a short round (slow start's) come in the next: without them, the pooled answers
+  /// were the fast ones (a CDN's usual time seemed half what it was, and a limit of 64 that
+  /// served it cleanly was cut to 16 for a median "moved" from it).
+  private var stragglers: [UInt64] = []
   /// The times of the recent answers of rounds that did not queue (at most
   /// ``pooledAnswers``; the first round's among them), the newest last: what nine in ten of
   /// them took is the baseline, their median the origin's usual time. Pooled, not a round's
@@ -135,6 +141,9 @@ struct AdaptiveLimit {
   /// Standard errors of a round's median past which its move is no chance (the usual median
   /// being a low percentile, about 1.3 of them are the norm).
   static let medianNoise = 4.0
+  /// The most a round's late answers may be the origin's long tail by chance, and the round
+  /// still be taken to have queued (a normal's one-sided three standard deviations).
+  static let lateByChanceAtMost = 0.00135
   /// Decisions so far (raises and cuts): a transfer records the epoch it was sent in, and only
   /// those of the current one are samples of the current limit.
   private(set) var epoch = 0
@@ -169,7 +178,14 @@ struct AdaptiveLimit {
   /// what the report says of the limit (its median of rounds) changes at each.
   @discardableResult
   mutating func answered(after nanoseconds: UInt64, sentIn epoch: Int? = nil) -> Bool {
-    guard epoch ?? self.epoch == self.epoch else { return false }
+    guard epoch ?? self.epoch == self.epoch else {
+      // Sent before a raise (not before a cut: into a queue, perhaps): a sample of the origin's
+      // times all the same, and more often a slow one (``stragglers``).
+      if let epoch, epoch >= lastCut, stragglers.count < Self.pooledAnswers {
+        stragglers.append(nanoseconds)
+      }
+      return false
+    }
     // The pace of a raise: one more transfer for an answer in time to what was sent since the
     // raise (so that the one more sent at the raise is answered first); the round at the new
     // limit begins when the limit is reached (what was sent on the way is not a sample of it).
@@ -266,11 +282,12 @@ struct AdaptiveLimit {
       sorted.count - (sorted.lastIndex { Double($0) <= Double(least) * Self.tolerance } ?? -1) - 1
     // The origin's own spread of times, from the lower half of its recent answers (`nil` while
     // fewer than ``knownFrom`` are known).
-    let origin = recent.count < Self.knownFrom ? nil : Self.logSpread(of: recent)
+    let known = recent.count
+    let origin = known < Self.knownFrom ? nil : Self.logSpread(of: recent)
     // Queued: a tenth of the round late, and at least one answer a batch (a limit's worth in
     // flight), so that one late answer in a round of several batches is noise, not a queue;
-    // and more than the origin's own long tail makes late by chance (that share of the round,
-    // and three standard deviations of a count of them).
+    // and more than the origin's own long tail makes late by chance (as many late by chance
+    // at most ``lateByChanceAtMost`` of the time).
     let chance = origin.map { Self.lateByChance($0, than: Double(least) * Self.tolerance) }
     let lateShare = Self.queued(late: late, of: sorted.count, batches: batches, chance: chance)
     // A round that slow start ended early (``lateSaysQueued()``) is its first answers, the
@@ -294,19 +311,21 @@ struct AdaptiveLimit {
       shifted = Double(median) > bar
     }
     let queued = judged && (lateShare || shifted)
-    if judged, !queued { pool(sorted, clean: true) }
+    if judged, !queued { pool(sorted + stragglers, clean: true) }
     // A round of which half or more came late queued whatever the origin's spread, and says
     // nothing of that spread; a round with fewer late ones adds to the upper half.
     let deepQueue = late * 2 >= sorted.count
-    if !deepQueue { pool(sorted, clean: false) }
+    if !deepQueue { pool(sorted + stragglers, clean: false) }
+    stragglers.removeAll()
     if queued {
       // Before the origin's own spread of times is known, late answers with the median where
       // it was may be its long tail: no knee is kept for them, and slow start goes on. An
       // origin whose times are tight (their sigma under ``tightSigma``: few late by chance)
       // is known sooner; a few answers of a long tail can look tight, so not before
-      // ``knownTight``.
+      // ``knownTight`` (of those the estimate is from: this round's are pooled by now, and a
+      // spread of 9 answers counted as one of 23 held a CDN at 4).
       let tight =
-        recent.count >= Self.knownTight && (origin?.sigma ?? 1) < Self.tightSigma
+        known >= Self.knownTight && (origin?.sigma ?? 1) < Self.tightSigma
         && (chance ?? 1) < 0.01
       let uncertain = !shifted && !tight && recent.count < Self.knownSpread
       // What the origin serves at once, by Little's law: the limit times its usual time over
@@ -326,10 +345,10 @@ struct AdaptiveLimit {
         ? min(limit - 1, served)
         : max(limit - max(1, late * limit / sorted.count), min(limit - 1, served))
       // In slow start, what the origin serves is the limit the last step began from (all
-      // its answers came in time).
-      // A doubling past the knee puts it just above where the step began.
+      // its answers came in time), unless a cut since went below it (falling back there would
+      // be a raise). A doubling past the knee puts it just above where the step began.
       var measured = shifted
-      if slowStart, !uncertain {
+      if slowStart, !uncertain, stepFrom < limit {
         proposed = stepFrom
         measured = measured || Self.slowStartStep(stepFrom) == stepFrom * 2
       }
@@ -387,12 +406,30 @@ struct AdaptiveLimit {
 
   /// Whether `late` answers of a round of `count` (`batches` limits' worth) say it queued: a
   /// tenth of them, at least one a batch, and more than `chance` (the share the origin's
-  /// spread makes late; `nil` while unknown) makes late, by three standard deviations.
+  /// spread makes late; `nil` while unknown) makes late: as many by chance at most
+  /// ``lateByChanceAtMost`` of the time.
   static func queued(late: Int, of count: Int, batches: Int, chance: Double?) -> Bool {
-    let n = Double(count)
-    let p = chance ?? 0
-    let byChance = Int(n * p + 3 * (n * p * (1 - p)).squareRoot()) + 1
-    return late >= max(batches, (count + 9) / 10, byChance)
+    guard late >= max(batches, (count + 9) / 10) else { return false }
+    guard let p = chance, p > 0 else { return true }
+    return binomialTail(atLeast: late, of: count, each: p) < Self.lateByChanceAtMost
+  }
+
+  /// The chance that `count` answers, each late with chance `p`, have `late` or more late:
+  /// the binomial's upper tail, summed exactly. A normal's three standard deviations, the
+  /// test before it, took two late of 16 for a queue when one in 60 is late by chance, which
+  /// happens in one round in 40; with the chance underestimated from few answers, in one in
+  /// six: a CDN with no queue at all was held at 3 for a night 15 times as long.
+  static func binomialTail(atLeast late: Int, of count: Int, each p: Double) -> Double {
+    guard late > 0 else { return 1 }
+    guard late <= count else { return 0 }
+    guard p < 1 else { return 1 }
+    var term = pow(1 - p, Double(count))
+    var below = 0.0
+    for k in 0..<late {
+      below += term
+      term *= Double(count - k) / Double(k + 1) * p / (1 - p)
+    }
+    return max(0, 1 - below)
   }
 
   /// Whether the current round's late answers already say it queued (before it ends).
@@ -403,7 +440,10 @@ struct AdaptiveLimit {
     let chance =
       recent.count < Self.knownFrom
       ? nil : Self.lateByChance(Self.logSpread(of: recent), than: threshold)
-    return Self.queued(late: late, of: round.count, batches: 1, chance: chance)
+    // As many batches as ``endRound()`` judges it with: a round it ended early and then found
+    // clean would raise the limit on late answers (two late at 5 raised it to 10).
+    return Self.queued(
+      late: late, of: round.count, batches: max(1, length / limit), chance: chance)
   }
 
   /// The spread of an origin's times (nanoseconds): the median and sigma of their logarithms,
