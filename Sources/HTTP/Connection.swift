@@ -31,13 +31,20 @@ public struct Connection: Sendable, Equatable {
   /// certificates, checked before the run, not found wanting by the first download (which
   /// would fail every https URL as `serverCertificateUntrusted`).
   public static func caBundleProblem(_ path: String) -> String? {
-    var isFolder: ObjCBool = false
-    guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+    var found = stat()
+    guard stat(path, &found) == 0 else {
+      let code = errno
+      guard code == ENOENT || code == ENOTDIR else {
+        // A loop of symbolic links, a folder on the way that may not be searched: said as
+        // it is, not as a missing file.
+        return "\(path): \(String(cString: strerror(code)))"
+      }
       return FileSystem.reason("\(path): no such file", forUserPath: path)
     }
     // Opened without waiting for a writer: a FIFO (or a device) is no bundle libcurl can read
     // after this check has read it, and a FIFO with no writer would hold the run forever.
-    let descriptor = isFolder.boolValue ? -1 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
+    let isFolder = found.st_mode & S_IFMT == S_IFDIR
+    let descriptor = isFolder ? -1 : open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC)
     guard descriptor >= 0 else { return "\(path): not a readable file" }
     let handle = FileHandle(fileDescriptor: descriptor, closeOnDealloc: true)
     defer { try? handle.close() }

@@ -46,6 +46,16 @@ final class CABundleCheckTests: XCTestCase {
     XCTAssertNotNil(Connection.caBundleProblem(try bundle("")))
   }
 
+  func testALoopOfSymbolicLinksIsSaidAsItIsNotAsAMissingFile() throws {
+    let loop = folder.appendingPathComponent("loop.pem").path
+    XCTAssertEqual(symlink(loop, loop), 0, String(cString: strerror(errno)))
+    let problem = try XCTUnwrap(Connection.caBundleProblem(loop))
+    XCTAssertEqual(problem, "\(loop): \(String(cString: strerror(ELOOP)))")
+    let missing = folder.appendingPathComponent("missing.pem").path
+    XCTAssertEqual(Connection.caBundleProblem(missing), "\(missing): no such file")
+    XCTAssertEqual(Connection.caBundleProblem(folder.path), "\(folder.path): not a readable file")
+  }
+
   func testAFIFOIsRefusedWithoutWaitingForAWriter() throws {
     let fifo = folder.appendingPathComponent("bundle.pem").path
     XCTAssertEqual(mkfifo(fifo, 0o600), 0, String(cString: strerror(errno)))
