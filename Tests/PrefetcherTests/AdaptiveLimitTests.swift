@@ -119,6 +119,22 @@ final class AdaptiveLimitTests: XCTestCase {
     }
   }
 
+  func testTheAnswersOfAQueueAfterItsCutAreNoSampleOfTheOriginsUsualTimes() {
+    // An origin that serves 4 at a time: slow start's step to 8 queues. What it sent comes
+    // back after the cut, late; pooled as the origin's usual times, they made the queue the
+    // norm (the limit settled at 7-9 with every request waiting).
+    for seed in 60..<63 {
+      var random = SeededRandom(seed: UInt64(seed))
+      var adaptive = AdaptiveLimit(ceiling: 64)
+      var origin = OriginSimulation(capacity: 4)
+      origin.noise = 0.02
+      let outcome = origin.run(&adaptive, requests: 2000, random: &random)
+      XCTAssertEqual(adaptive.spread.median, 4, "seed \(seed): \(adaptive.spread)")
+      let waited = outcome.queueTimes.filter { $0 >= 1_000_000 }.count
+      XCTAssertLessThan(waited, 200, "seed \(seed): a millisecond or more")
+    }
+  }
+
   func testAMedianALittleLaterCutsAfterARaiseButNotAtALimitThatServedCleanly() {
     // A tight origin that serves 8 at a time: the limit settles at 8.
     var random = SeededRandom(seed: 7)
@@ -152,7 +168,8 @@ final class AdaptiveLimitTests: XCTestCase {
     // share that the origin's own spread makes late by chance, each runs near the ceiling.
     // Past the first 15 seeds, those that once held the limit low: a round's fast answers
     // taken for the usual (1177, 1069, 1165), or two late of 16 for a queue (1095, 1195).
-    let once = [0.25: [1177], 0.5: [1069, 1165], 1.0: [1095, 1195]]
+    // And one whose first 9 answers looked tight (200).
+    let once = [0.25: [1177], 0.5: [200, 1069, 1165], 1.0: [1095, 1195]]
     for (sigma, slower) in [(0.25, 1.15), (0.5, 1.4), (1.0, 1.9)] {
       for seed in Array(40..<55) + once[sigma]! {
         var random = SeededRandom(seed: UInt64(seed))
@@ -284,6 +301,28 @@ final class AdaptiveLimitTests: XCTestCase {
     }
     XCTAssertEqual(adaptive.cuts, [.queue: 2])
     XCTAssertLessThan(adaptive.limit, cutTo, "a queue lowers the limit")
+  }
+
+  func testTimesAreKnownTightFromTwelveAnswersOfTheirOwnNotFromTheRoundJudged() {
+    // Answers within 2% of each other, too few to know the origin's spread by, then a round
+    // on slow start's way to 16 with two late of five. Pooled, that round makes twelve or
+    // more, but the spread it is judged by was estimated from fewer: the cut keeps slow start.
+    var adaptive = AdaptiveLimit(ceiling: 64, initial: 8)
+    var index = 0
+    func inTime(_ count: Int) {
+      for _ in 0..<count {
+        adaptive.answered(after: service + UInt64(index % 3) * 200_000)
+        index += 1
+      }
+    }
+    inTime(8)
+    XCTAssertEqual([adaptive.limit, adaptive.target], [9, 16])
+    inTime(3)
+    answer(&adaptive, 2, after: service * 2)
+    XCTAssertEqual(adaptive.cuts, [.queue: 1])
+    let cutTo = adaptive.limit
+    inTime(AdaptiveLimit.length(cutTo))
+    XCTAssertEqual(adaptive.target, AdaptiveLimit.slowStartStep(cutTo), "slow start goes on")
   }
 
   func testAnOriginThatRefusesPastItsKneeIsAskedForOneMoreNotABurstAndIsNotHeldForIt() {
