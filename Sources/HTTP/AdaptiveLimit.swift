@@ -181,7 +181,7 @@ struct AdaptiveLimit {
     guard epoch ?? self.epoch == self.epoch else {
       // Sent before a raise (not before a cut: into a queue, perhaps): a sample of the origin's
       // times all the same, and more often a slow one (``stragglers``).
-      if let epoch, epoch >= lastCut, stragglers.count < Self.pooledAnswers {
+      if let epoch, epoch >= lastCut, epoch < self.epoch, stragglers.count < Self.pooledAnswers {
         stragglers.append(nanoseconds)
       }
       return false
@@ -421,15 +421,31 @@ struct AdaptiveLimit {
   /// six: a CDN with no queue at all was held at 3 for a night 15 times as long.
   static func binomialTail(atLeast late: Int, of count: Int, each p: Double) -> Double {
     guard late > 0 else { return 1 }
-    guard late <= count else { return 0 }
+    guard late <= count, p > 0 else { return 0 }
     guard p < 1 else { return 1 }
-    var term = pow(1 - p, Double(count))
-    var below = 0.0
-    for k in 0..<late {
-      below += term
-      term *= Double(count - k) / Double(k + 1) * p / (1 - p)
+    let n = Double(count)
+    let first = Double(late)
+    // At or below the mean, one less the other side's tail (on time: count - late + 1 or
+    // more), which is past its mean: there the terms only fall from the first.
+    if first <= n * p {
+      return 1 - binomialTail(atLeast: count - late + 1, of: count, each: 1 - p)
     }
-    return max(0, 1 - below)
+    // From the first term, in logarithms (`(1 - p)^count` alone underflows to 0 from about
+    // 7,000 answers at 0.1, and 1 less the terms below then said 1: no queue, ever): each
+    // next term is the last times (count - k) / (k + 1) x p / (1 - p), until they no longer
+    // count. A first term that underflows is a tail under 1e-308.
+    let logTerm: Double =
+      lgamma(n + 1) - lgamma(first + 1) - lgamma(n - first + 1) + first * log(p) + (n - first)
+      * log1p(-p)
+    let ratio = p / (1 - p)
+    var term = exp(logTerm)
+    var tail = 0.0
+    for k in late...count {
+      tail += term
+      term *= (n - Double(k)) / Double(k + 1) * ratio
+      if term <= tail * 1e-17 { break }
+    }
+    return min(1, tail)
   }
 
   /// Whether the current round's late answers already say it queued (before it ends).
@@ -501,6 +517,8 @@ struct AdaptiveLimit {
       return
     }
     cuts[cut, default: 0] += 1
+    // What was sent before a cut came back into a queue, perhaps: no sample of the origin.
+    stragglers.removeAll()
     let endsSlowStart = slowStart
     // A probe that found the knee where it was waits twice as long for the next one.
     let base =

@@ -207,6 +207,26 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertLessThan(AdaptiveLimit.lateByChance(of: queued, than: 22e6 * 1.5), 1e-3)
   }
 
+  func testTheBinomialTailIsExactInSmallRoundsAndLargeOnes() {
+    // Two or more late of 16 at one in 60: 1 - (59/60)^16 - 16 (1/60) (59/60)^15.
+    XCTAssertEqual(
+      AdaptiveLimit.binomialTail(atLeast: 2, of: 16, each: 1.0 / 60), 0.02853, accuracy: 1e-4)
+    XCTAssertEqual(
+      AdaptiveLimit.binomialTail(atLeast: 8, of: 16, each: 0.5), 0.5982, accuracy: 1e-4)
+    XCTAssertEqual(AdaptiveLimit.binomialTail(atLeast: 0, of: 0, each: 0.5), 1)
+    XCTAssertEqual(AdaptiveLimit.binomialTail(atLeast: 1, of: 0, each: 0.5), 0)
+    XCTAssertEqual(
+      AdaptiveLimit.binomialTail(atLeast: 256, of: 256, each: 0.5) / pow(0.5, 256), 1,
+      accuracy: 1e-9)
+    // A round of thousands (a ceiling may be 10,000): (1 - p)^count underflowed to 0, and the
+    // tail came out as 1, so that no round that large ever queued.
+    XCTAssertLessThan(AdaptiveLimit.binomialTail(atLeast: 1000, of: 2000, each: 0.4), 1e-15)
+    XCTAssertTrue(AdaptiveLimit.queued(late: 10_000, of: 10_000, batches: 1, chance: 0.1))
+    XCTAssertEqual(AdaptiveLimit.binomialTail(atLeast: 1, of: 10_000, each: 0.5), 1)
+    XCTAssertEqual(
+      AdaptiveLimit.binomialTail(atLeast: 5_000, of: 10_000, each: 0.5), 0.504, accuracy: 1e-3)
+  }
+
   /// The inverse of the error function, by Newton's method (for the test's quantiles).
   private static func inverseErf(_ y: Double) -> Double {
     var x = 0.0
@@ -338,6 +358,35 @@ final class AdaptiveLimitTests: XCTestCase {
       XCTAssertEqual(adaptive.spread.median, 16, "seed \(seed)")
       XCTAssertLessThanOrEqual(
         Double(busy.elapsed), fixed(16, requests: 5000) * 1.15, "seed \(seed): the bar of (c)")
+    }
+  }
+
+  func testLateAnswersFromBeforeACutForARefusalAreNoSampleOfTheOriginsUsualTimes() {
+    // Slow start on its way from 16 to 64 at 20 ms an answer. What was sent at 16 comes back
+    // late (80 ms: a queue), then a 503 cuts the limit. Kept, those late answers were pooled
+    // with the first clean round after the cut and lifted the baseline to 80 ms: a queue at
+    // 60 ms was then no longer late, cut once as a moved median, and judged clean after.
+    // Come before the cut or after it, they are no sample.
+    for beforeTheCut in [true, false] {
+      var adaptive = AdaptiveLimit(ceiling: 64)
+      answer(&adaptive, 4 + 3 + 7 + 16)
+      XCTAssertEqual([adaptive.limit, adaptive.target], [17, 64])
+      let epoch = adaptive.epoch
+      let late = { (limit: inout AdaptiveLimit) in
+        for _ in 0..<16 { limit.answered(after: self.service * 4, sentIn: epoch - 1) }
+      }
+      if beforeTheCut { late(&adaptive) }
+      XCTAssertTrue(adaptive.failed(.refused, sentIn: epoch))
+      if !beforeTheCut { late(&adaptive) }
+      answer(&adaptive, AdaptiveLimit.length(adaptive.limit))
+      XCTAssertEqual(adaptive.cuts, [.refused: 1], "a clean round")
+      // Now every answer takes three times the usual: twice the tolerance.
+      for _ in 0..<200 where adaptive.cuts[.queue] == nil {
+        answer(&adaptive, 1, after: service * 3)
+      }
+      XCTAssertEqual(adaptive.cuts[.queue], 1)
+      answer(&adaptive, AdaptiveLimit.length(adaptive.limit), after: service * 3)
+      XCTAssertEqual(adaptive.cuts[.queue], 2, "before the cut: \(beforeTheCut)")
     }
   }
 
