@@ -106,10 +106,10 @@ struct AdaptiveLimit {
   /// The current round's answers that came later than the tolerance.
   private var lateInRound = 0
   /// Answers to what was sent in an earlier epoch since the last cut, that came during the
-  /// current round: pooled with it. A round is its first answers, so the slow ones of what was
-  /// sent in a short round (slow start's) come in the next: without them, the pooled answers
-  /// were the fast ones (a CDN's usual time seemed half what it was, and a limit of 64 that
-  /// served it cleanly was cut to 16 for a median "moved" from it).
+  /// current round: pooled with it (a cut drops them). A round is its first answers, so the
+  /// slow ones of what was sent in a short round (slow start's) come in the next: without
+  /// them, the pooled answers were the fast ones (a CDN's usual time seemed half what it was,
+  /// and a limit of 64 that served it cleanly was cut to 16 for a median "moved" from it).
   private var stragglers: [UInt64] = []
   /// The times of the recent answers of rounds that did not queue (at most
   /// ``pooledAnswers``; the first round's among them), the newest last: what nine in ten of
