@@ -23,6 +23,19 @@ final class AdaptiveLimitTests: XCTestCase {
     for _ in 0..<count { adaptive.answered(after: time ?? service) }
   }
 
+  /// `requests` under a limit of ceiling 64 (from `seed`) to an origin that serves `capacity`
+  /// at a time, its service times up to `noise` apart.
+  private func smallOrigin(
+    _ capacity: Int, noise: Double = 0.02, seed: Int, requests: Int = 5000
+  ) -> (AdaptiveLimit, OriginSimulation.Outcome) {
+    var random = SeededRandom(seed: UInt64(seed))
+    var adaptive = AdaptiveLimit(ceiling: 64)
+    var origin = OriginSimulation(capacity: capacity)
+    origin.noise = noise
+    let outcome = origin.run(&adaptive, requests: requests, random: &random)
+    return (adaptive, outcome)
+  }
+
   func testSlowStartDoublesAnAnswerAtATimeAndAPauseForALateOneIsJudgedARound() {
     var adaptive = AdaptiveLimit(ceiling: 64)
     XCTAssertEqual(adaptive.limit, 4, "it starts small")
@@ -84,14 +97,10 @@ final class AdaptiveLimitTests: XCTestCase {
     // 0, as a fixed 8's is; out of step, each probe's answers all wait a little, under 2%.
     for (noise, bar) in [(0.02, 50), (0.1, 100)] {
       for seed in 20..<25 {
-        var random = SeededRandom(seed: UInt64(seed))
-        var adaptive = AdaptiveLimit(ceiling: 64)
-        var origin = OriginSimulation(capacity: 8)
-        origin.noise = noise
-        let small = origin.run(&adaptive, requests: 5000, random: &random)
+        let (adaptive, small) = smallOrigin(8, noise: noise, seed: seed)
         let context = "noise \(noise), seed \(seed): \(adaptive.spread)"
         XCTAssertEqual(adaptive.spread.median, 8, context)
-        let waited = small.queueTimes.filter { $0 >= 1_000_000 }.count
+        let waited = small.waitedAMillisecond
         XCTAssertLessThan(waited, bar, context + ": the bar of (b), its queue")
         XCTAssertLessThanOrEqual(
           Double(small.elapsed), fixed(8, requests: 5000) * 1.15, context + ": the bar of (b)")
@@ -106,16 +115,11 @@ final class AdaptiveLimitTests: XCTestCase {
     // round to the knee: within 1.15x of a fixed 32 (a few hundred of 5,000 wait a millisecond
     // or more; one or two more than it serves, out of step, make each wait a fraction of one).
     for seed in 50..<53 {
-      var random = SeededRandom(seed: UInt64(seed))
-      var adaptive = AdaptiveLimit(ceiling: 64)
-      var origin = OriginSimulation(capacity: 32)
-      origin.noise = 0.02
-      let outcome = origin.run(&adaptive, requests: 5000, random: &random)
+      let (adaptive, outcome) = smallOrigin(32, seed: seed)
       XCTAssertTrue((31...34).contains(adaptive.spread.median), "seed \(seed): \(adaptive.spread)")
       XCTAssertLessThanOrEqual(
         Double(outcome.elapsed), fixed(32, requests: 5000) * 1.15, "seed \(seed)")
-      let waited = outcome.queueTimes.filter { $0 >= 1_000_000 }.count
-      XCTAssertLessThan(waited, 1000, "seed \(seed): a millisecond or more")
+      XCTAssertLessThan(outcome.waitedAMillisecond, 1000, "seed \(seed): a millisecond or more")
     }
   }
 
@@ -124,24 +128,15 @@ final class AdaptiveLimitTests: XCTestCase {
     // back after the cut, late; pooled as the origin's usual times, they made the queue the
     // norm (the limit settled at 7-9 with every request waiting).
     for seed in 60..<63 {
-      var random = SeededRandom(seed: UInt64(seed))
-      var adaptive = AdaptiveLimit(ceiling: 64)
-      var origin = OriginSimulation(capacity: 4)
-      origin.noise = 0.02
-      let outcome = origin.run(&adaptive, requests: 2000, random: &random)
+      let (adaptive, outcome) = smallOrigin(4, seed: seed, requests: 2000)
       XCTAssertEqual(adaptive.spread.median, 4, "seed \(seed): \(adaptive.spread)")
-      let waited = outcome.queueTimes.filter { $0 >= 1_000_000 }.count
-      XCTAssertLessThan(waited, 200, "seed \(seed): a millisecond or more")
+      XCTAssertLessThan(outcome.waitedAMillisecond, 200, "seed \(seed): a millisecond or more")
     }
   }
 
   func testAMedianALittleLaterCutsAfterARaiseButNotAtALimitThatServedCleanly() {
     // A tight origin that serves 8 at a time: the limit settles at 8.
-    var random = SeededRandom(seed: 7)
-    var adaptive = AdaptiveLimit(ceiling: 64)
-    var origin = OriginSimulation(capacity: 8)
-    origin.noise = 0.02
-    _ = origin.run(&adaptive, requests: 600, random: &random)
+    var (adaptive, _) = smallOrigin(8, seed: 7, requests: 600)
     XCTAssertEqual(adaptive.limit, 8, "\(adaptive.spread)")
     let cuts = adaptive.cuts[.queue] ?? 0
     // Rounds at 8 whose answers all take 8% longer (the client's own load, as often as the

@@ -38,6 +38,8 @@ struct OriginSimulation {
 
     /// Requests that waited in the origin's queue at all.
     var queued: Int { queueTimes.filter { $0 > 0 }.count }
+    /// Requests that waited a millisecond or more.
+    var waitedAMillisecond: Int { queueTimes.filter { $0 >= 1_000_000 }.count }
   }
 
   private struct Pending {
