@@ -10,8 +10,10 @@
 #   busy   answers 503 with `Retry-After: 1` when more than BUSY_LIMIT (16) requests are in
 #          flight, else holds the image LATENCY_MS and sends it.
 #
-# For each origin (ORIGINS) and each setting (SETTINGS, default "6 8 16 64 auto": numbers and
-# `auto`), IMAGES (5,000) distinct JPEGs, `imagecache prefetch LIST --cache OUT --concurrency
+# For each origin (ORIGINS) and each setting (SETTINGS, default "6 8 16 64 auto auto-next":
+# numbers, `auto`, and `auto-next`: `auto` in a cache whose state the earlier `auto-next` runs
+# against the same origin left, the first of them an unmeasured `auto` run, as a night after
+# nights: what the state remembers of an origin, such as its refusals), IMAGES (5,000) distinct JPEGs, `imagecache prefetch LIST --cache OUT --concurrency
 # CONCURRENCY (64) --per-host-concurrency SETTING` into a fresh OUT on tmpfs; runs alternate
 # setting by setting, origin by origin, RUNS (3) times, and the medians are reported: wall time,
 # the origin's p50/p99 time in its queue (ms resolution, nearest rank) and peak requests in flight
@@ -32,7 +34,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ORIGINS=${ORIGINS:-cdn small busy}
-SETTINGS=${SETTINGS:-6 8 16 64 auto}
+SETTINGS=${SETTINGS:-6 8 16 64 auto auto-next}
 IMAGES=${IMAGES:-5000}
 RUNS=${RUNS:-3}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -54,8 +56,8 @@ for origin in $ORIGINS; do
   esac
 done
 for setting in $SETTINGS; do
-  [[ $setting == auto || $setting =~ ^[1-9][0-9]*$ ]] ||
-    { echo "SETTINGS: '$setting' is neither a number nor auto" >&2; exit 2; }
+  [[ $setting == auto || $setting == auto-next || $setting =~ ^[1-9][0-9]*$ ]] ||
+    { echo "SETTINGS: '$setting' is neither a number nor auto or auto-next" >&2; exit 2; }
 done
 port_of() {
   case $1 in cdn) echo "$CDN_PORT" ;; small) echo "$SMALL_PORT" ;; busy) echo "$BUSY_PORT" ;; esac
@@ -181,9 +183,11 @@ fresh() { rm -rf "$1"; mkdir -p "$1"; }
 files_in() { find "$1" -type f -name '*.jpg' | wc -l; }
 # Runs CMD into a fresh, synced OUT; sets MS to its wall time in milliseconds (monotonic) and RC
 # to its exit code (its stderr in $WORK/stderr).
+# With STATE set, OUT's namespace starts with that state folder (copied in before the clock).
 timed_run() {  # out
   local out=$1 start
   fresh "$out"
+  if [ -n "${STATE:-}" ]; then mkdir -p "$out/default"; cp -a "$STATE" "$out/default/.imagecache"; fi
   sync
   start=$(date +%s%N)
   RC=0
@@ -192,7 +196,7 @@ timed_run() {  # out
 }
 prefetch_cmd() {  # origin setting out
   CMD=("$BIN" prefetch "$WORK/lists/$1.txt" --cache "$3" --concurrency "$CONCURRENCY"
-    --per-host-concurrency "$2")
+    --per-host-concurrency "${2%-next}")
   if [ -n "$FLAGS" ]; then CMD+=($FLAGS); fi
 }
 # Waits (10 s at most) until the origin has no request in flight (a client that exited may leave
@@ -218,11 +222,11 @@ probe() {  # setting: its exit code in RC
 mkdir -p "$WORK/probe/default"
 probe 6
 if [ "$RC" != 0 ]; then echo "a dry run with a fixed setting failed:" >&2; cat "$WORK/stderr" >&2; exit 1; fi
-if [[ " $SETTINGS " == *" auto "* ]]; then
+if [[ " $SETTINGS " == *" auto"* ]]; then
   probe auto
   if [ "$RC" = 2 ]; then
     echo "auto: not supported by this binary"
-    SETTINGS=$(for s in $SETTINGS; do [ "$s" = auto ] || echo "$s"; done | xargs)
+    SETTINGS=$(for s in $SETTINGS; do [[ "$s" == auto* ]] || echo "$s"; done | xargs)
   fi
 fi
 rm -rf "$WORK/probe"
@@ -231,15 +235,29 @@ rm -rf "$WORK/probe"
 results=$WORK/adaptive.results out=$WORK/out
 rm -f "$results"
 for origin in $ORIGINS; do : > "$WORK/nginx/$origin.log"; done  # nginx keeps them open
+# auto-next's first night, unmeasured: the state it leaves is the first measured run's.
+if [[ " $SETTINGS " == *" auto-next "* ]]; then
+  for origin in $ORIGINS; do
+    prefetch_cmd "$origin" auto "$out"
+    STATE= timed_run "$out"
+    settle "$origin"
+    : > "$WORK/nginx/$origin.log"
+    rm -rf "$WORK/state-$origin"
+    cp -a "$out/default/.imagecache" "$WORK/state-$origin"
+  done
+fi
 for run in $(seq "$RUNS"); do
   for origin in $ORIGINS; do
     for setting in $SETTINGS; do
       prefetch_cmd "$origin" "$setting" "$out"
+      STATE=
+      if [ "$setting" = auto-next ]; then STATE=$WORK/state-$origin; fi
       timed_run "$out"
+      if [ -n "$STATE" ]; then rm -rf "$STATE"; cp -a "$out/default/.imagecache" "$STATE"; fi
       settle "$origin"
-      if [ "$RC" = 2 ] && [ "$setting" = auto ]; then  # the probe passed, the run did not
+      if [ "$RC" = 2 ] && [[ "$setting" == auto* ]]; then  # the probe passed, the run did not
         echo "auto: not supported by this binary"; cat "$WORK/stderr" >&2
-        SETTINGS=$(for s in $SETTINGS; do [ "$s" = auto ] || echo "$s"; done | xargs)
+        SETTINGS=$(for s in $SETTINGS; do [[ "$s" == auto* ]] || echo "$s"; done | xargs)
         : > "$WORK/nginx/$origin.log"
         continue
       fi
@@ -293,7 +311,7 @@ titles = {
     "busy": f"(c) busy: 503 + Retry-After: 1 above {busy_limit} in flight, else {latency} ms",
 }
 def order(setting):
-    return (1, 0) if setting == "auto" else (0, int(setting))
+    return (1, 0) if setting == "auto" else (1, 1) if setting == "auto-next" else (0, int(setting))
 for origin in origins:
     settings = sorted({s for (o, s) in rows if o == origin}, key=order)
     if not settings:
@@ -312,9 +330,10 @@ for origin in origins:
               f"| {med(key, 'peak'):g} | {med(key, 'requests'):g} | {med(key, 's503'):g} "
               f"| {med(key, 's429'):g} | {min(r['files'] for r in rows[key])} | {codes} |")
     print()
-    fixed = [s for s in settings if s != "auto"]
+    fixed = [s for s in settings if not s.startswith("auto")]
     best = min(fixed, key=lambda s: med((origin, s), "wall")) if fixed else None
     auto = (origin, "auto") if "auto" in settings else None
+    after = (origin, "auto-next") if "auto-next" in settings else None
     if best is None:
         print("- no fixed setting ran")
     elif auto is None:
@@ -322,6 +341,9 @@ for origin in origins:
     else:
         print(f"- auto/best fixed ({best}) wall = "
               f"{med(auto, 'wall') / med((origin, best), 'wall'):.2f}")
+    if best is not None and after:
+        print(f"- auto-next/best fixed ({best}) wall = "
+              f"{med(after, 'wall') / med((origin, best), 'wall'):.2f}")
     if origin == "small":
         knee = (origin, str(slots))
         if knee in rows and med(knee, "q99") is not None:
@@ -336,6 +358,8 @@ for origin in origins:
                 print(f"- queue p99: fixed 64/fixed {slots} = {vs((origin, '64'))}")
         else:
             print(f"- fixed {slots} (the knee) not in SETTINGS: no queue ratio")
-    if origin == "busy" and best is not None and auto:
-        print(f"- 503s: auto {med(auto, 's503'):g}, best fixed ({best}) {med((origin, best), 's503'):g}")
+    if origin == "busy" and best is not None and (auto or after):
+        print("- 503s: " + "".join(f"{s} {med((origin, s), 's503'):g}, " for s in ("auto", "auto-next")
+                                   if s in settings)
+              + f"best fixed ({best}) {med((origin, best), 's503'):g}")
 PY

@@ -83,6 +83,13 @@ struct AdaptiveLimit {
   static let longestProbeRounds = 4096
 
   let ceiling: Int
+  /// Transfers under way when an earlier run's probe was refused (``OriginRefusal``): this
+  /// run's ceiling is under it. `nil`: none remembered.
+  let remembered: Int?
+  /// Transfers under way when the origin refused a probe in this run, the last time it did;
+  /// `nil` when none was refused, or two probes past the knee since went clean at that many or
+  /// more (the origin serves more now). What the run leaves for the next (``OriginRefusal``).
+  private(set) var refusedWith: Int?
   /// Transfers at once the loop may run now: climbs to ``target`` an answer at a time.
   private(set) var limit: Int
   /// The limit decided at the end of the last round.
@@ -158,8 +165,14 @@ struct AdaptiveLimit {
   private(set) var cuts: [Cut: Int] = [:]
 
   /// `initial`: the first limit (a test's fixed one, on an origin that never queues).
-  init(ceiling: Int, initial: Int = Self.initial) {
-    self.ceiling = max(1, ceiling)
+  /// `refusedWith`: an earlier run's refusal of a probe with that many under way
+  /// (``OriginRefusal``): the limit stays under it. An origin that refuses past its knee gives
+  /// no sign before it does, so a run that found it on its own would draw a refusal every
+  /// night; and a refusal is the origin's own word, not a reading of times that may be the
+  /// client's lag, so it is kept as said, not probed again while it is remembered.
+  init(ceiling: Int, initial: Int = Self.initial, refusedWith remembered: Int? = nil) {
+    self.ceiling = max(1, min(ceiling, (remembered ?? .max) - 1))
+    self.remembered = remembered
     limit = min(initial, self.ceiling)
     target = limit
     length = Self.length(limit, slowStart: true)
@@ -242,10 +255,15 @@ struct AdaptiveLimit {
   /// in `epoch` (`nil`: this one); returns whether the limit was cut: not for a transfer sent
   /// before the last cut, so that a burst of refusals is one cut.
   /// `probe`: the refusal answered a probe (``refusalIsProbe(inFlight:sentIn:)``).
+  /// `inFlight`: transfers under way to the origin, the refused one with them: a probe's
+  /// refusal with that many is what the run leaves for the next (``refusedWith``).
   @discardableResult
-  mutating func failed(_ cut: Cut, sentIn epoch: Int? = nil, probe: Bool = false) -> Bool {
+  mutating func failed(
+    _ cut: Cut, sentIn epoch: Int? = nil, probe: Bool = false, inFlight: Int? = nil
+  ) -> Bool {
     guard epoch ?? self.epoch >= lastCut else { return false }
     lastCutAnsweredProbe = probe
+    if cut == .refused, probe { refusedWith = inFlight ?? limit }
     set(cut == .timeout ? limit / 2 : limit - max(1, limit / 4), cut: cut)
     return true
   }
@@ -370,6 +388,7 @@ struct AdaptiveLimit {
       if cleanProbes >= 2 {
         cleanProbes = 0
         self.knee = nil
+        if let refused = refusedWith, limit >= refused { refusedWith = nil }
         set(limit + 1, cut: nil)
       } else {
         self.knee = limit + 1

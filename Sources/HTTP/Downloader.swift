@@ -215,6 +215,13 @@ public final class Downloader: Sendable {
     return limits.keys.sorted().map { limits[$0]! }
   }
 
+  /// The origins that refused a probe of their adaptive limit since the downloader started,
+  /// as of now: what to remember for the next runs (``OriginRefusal``); `nil` for an origin
+  /// that served as many cleanly since (to forget). Empty with fixed limits.
+  public var refusals: [Origin: OriginRefusal?] {
+    state.withLock { $0.loop }?.refusals.withLock { $0 } ?? [:]
+  }
+
   /// The hosts that asked to wait (429 or 503 with `Retry-After`) since the downloader
   /// started, and how long their downloads were held back, as of now.
   public var hostBackoffs: [HostBackoff] {

@@ -28,6 +28,10 @@ public struct DownloaderConfiguration: Sendable, Equatable {
   /// The most an adaptive per-host limit may reach (`--max-per-host-concurrency`); `nil`:
   /// `concurrency`.
   public var maxPerHostConcurrency: Int?
+  /// Earlier runs' refusals of probes of an adaptive limit, still remembered
+  /// (``OriginRefusal``): each origin's adaptive limit stays under its own. Unused with fixed
+  /// limits.
+  public var rememberedRefusals: [OriginRefusal] = []
   /// The first retry waits about this long; each further one twice as long (with jitter). A
   /// host that refused an HTTP/2 stream is held back about this long.
   public var retryBaseDelay: TimeInterval = 0.5

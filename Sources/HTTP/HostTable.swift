@@ -47,6 +47,9 @@ struct HostTable {
   let adaptiveCeiling: Int?
   /// A host before its first transfer: with an adaptive limit at its start, if any.
   private let newHost: HostState
+  /// Earlier runs' refusals of probes, by origin (``OriginRefusal``): an adaptive limit stays
+  /// under them.
+  private let refusals: [Origin: OriginRefusal]
 
   /// What the report says of one host's back-offs.
   struct Record {
@@ -71,9 +74,25 @@ struct HostTable {
     var newHost = HostState()
     newHost.adaptive = adaptiveCeiling.map { AdaptiveLimit(ceiling: $0) }
     self.newHost = newHost
+    refusals = Dictionary(
+      configuration.rememberedRefusals.map { ($0.origin, $0) }, uniquingKeysWith: { $1 })
     interval = configuration.requestsPerSecondPerHost.map { UInt64((1e9 / $0).rounded()) }
     longestBackoff = configuration.maxRetryDelay
     backsOff = configuration.hostBackoff
+  }
+
+  /// `origin` before its first transfer: its adaptive limit under what an earlier run was
+  /// refused at, if one was.
+  private func newHost(_ origin: Origin) -> HostState {
+    guard let ceiling = adaptiveCeiling, let refusal = refusals[origin] else { return newHost }
+    var host = newHost
+    host.adaptive = AdaptiveLimit(ceiling: ceiling, refusedWith: refusal.inFlight)
+    return host
+  }
+
+  /// Makes `origin`'s entry, as ``newHost(_:)`` would have it, unless it has one.
+  private mutating func add(_ origin: Origin) {
+    if hosts[origin] == nil { hosts[origin] = newHost(origin) }
   }
 
   /// The most transfers at once that any one host may be given, whatever it speaks.
@@ -84,7 +103,7 @@ struct HostTable {
 
   /// Transfers at once allowed to `origin`.
   func limit(for origin: Origin) -> Int {
-    limit(hosts[origin] ?? newHost)
+    limit(hosts[origin] ?? newHost(origin))
   }
 
   private func limit(_ host: HostState) -> Int {
@@ -130,7 +149,8 @@ struct HostTable {
   /// adaptive limit's epoch.
   @discardableResult
   mutating func started(_ origin: Origin, at now: UInt64) -> Int {
-    hosts[origin, default: newHost].running += 1
+    add(origin)
+    hosts[origin]?.running += 1
     if let interval { hosts[origin]?.nextStart = now + interval }
     return hosts[origin]?.adaptive?.epoch ?? 0
   }
@@ -142,7 +162,8 @@ struct HostTable {
 
   /// `origin` answered over HTTP/2 or later (`multiplexes`), or over HTTP/1.
   mutating func learned(_ origin: Origin, multiplexes: Bool) {
-    hosts[origin, default: newHost].multiplexes = multiplexes
+    add(origin)
+    hosts[origin]?.multiplexes = multiplexes
   }
 
   /// `origin` answered (2xx or 304) `nanoseconds` after the request was sent, in its adaptive
@@ -160,7 +181,16 @@ struct HostTable {
   mutating func cut(
     _ origin: Origin, _ cause: AdaptiveLimit.Cut, sentIn epoch: Int? = nil, probe: Bool = false
   ) -> Bool {
-    hosts[origin]?.adaptive?.failed(cause, sentIn: epoch, probe: probe) ?? false
+    // With the refused one, as ``refusalIsProbe(_:sentIn:)`` counts them.
+    let inFlight = (hosts[origin]?.running ?? 0) + 1
+    return hosts[origin]?.adaptive?.failed(cause, sentIn: epoch, probe: probe, inFlight: inFlight)
+      ?? false
+  }
+
+  /// Transfers under way when `origin` last refused a probe of its adaptive limit in this run
+  /// (``AdaptiveLimit/refusedWith``), if it did and has not served as many cleanly since.
+  func refusedWith(_ origin: Origin) -> Int? {
+    hosts[origin]?.adaptive?.refusedWith
   }
 
   /// Whether `origin`'s refusal of a transfer that was under way, now, answers a probe of its
@@ -179,7 +209,8 @@ struct HostTable {
     return HostLimit(
       host: origin.host, final: adaptive.limit, min: spread.min, median: spread.median,
       max: spread.max,
-      cuts: Dictionary(uniqueKeysWithValues: adaptive.cuts.map { ($0.key.rawValue, $0.value) }))
+      cuts: Dictionary(uniqueKeysWithValues: adaptive.cuts.map { ($0.key.rawValue, $0.value) }),
+      heldUnder: adaptive.remembered)
   }
 
   /// `host` answered `failure`: a 429 or 503 with `Retry-After`, or a refused HTTP/2 stream
@@ -195,7 +226,7 @@ struct HostTable {
     else { return }
     let until = now + UInt64(min(asked, longestBackoff) * 1e9)
     let previous = max(hosts[host]?.heldUntil ?? 0, now)
-    if hosts[host] == nil { hosts[host] = newHost }
+    add(host)
     // The report names hosts: two ports of one host that each asked to wait share a line.
     var record = log[host.host, default: Record()]
     record.pauses += 1

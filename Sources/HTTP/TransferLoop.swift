@@ -74,6 +74,10 @@ final class TransferLoop: @unchecked Sendable {
   /// Each host's adaptive limit, as of its last change, by host name (two ports of a host: the
   /// last changed): written on this thread, read for the report.
   let adaptiveLimits = Mutex<[String: HostLimit]>([:])
+  /// The origins that refused a probe of their adaptive limit in this run, and when (the
+  /// last such refusal); `nil` for one whose refusal was then served cleanly twice (the
+  /// origin serves more now): written on this thread, read for the state.
+  let refusals = Mutex<[Origin: OriginRefusal?]>([:])
 
   private let idleWaitMilliseconds: Int32
   /// The soonest a transfer under way can have been idle for its timeout: when the loop next
@@ -440,6 +444,18 @@ final class TransferLoop: @unchecked Sendable {
         return
       }
       limits[origin.host] = limit
+    }
+    if changed {
+      let refusedWith = hosts.refusedWith(origin)
+      refusals.withLock { refusals in
+        let known = refusals[origin] ?? nil
+        guard refusedWith != known?.inFlight else { return }
+        guard let refusedWith else {
+          if known != nil { refusals[origin] = .some(nil) }
+          return
+        }
+        refusals[origin] = OriginRefusal(origin: origin, inFlight: refusedWith, since: Date())
+      }
     }
     return probe
   }

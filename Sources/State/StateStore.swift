@@ -3,8 +3,8 @@ import Foundation
 import GRDB
 
 /// The tool's state (SPEC section 8): `<disk cache path>/.imagecache/state.sqlite` in WAL mode,
-/// holding the blacklist, each key's validators, the URL of each stored file and a row per
-/// run. Deleting it loses history, never cache data; a corrupt file is moved aside and a fresh
+/// holding the blacklist, each key's validators, the URL of each stored file, the origins that
+/// refused a probe of their adaptive limit and a row per run. Deleting it loses history, never cache data; a corrupt file is moved aside and a fresh
 /// one created.
 ///
 /// Every failure is a ``StateStoreError`` naming the file.
@@ -359,6 +359,17 @@ public final class StateStore: Sendable {
         table.primaryKey("fileName", .text)
         table.column("url", .text).notNull()
         table.column("storedAt", .datetime).notNull()
+      }
+    }
+    // Issue 44: the origins that refused a probe of their adaptive limit, and when.
+    migrator.registerMigration("v3") { db in
+      try db.create(table: "refusals") { table in
+        table.column("scheme", .text).notNull()
+        table.column("host", .text).notNull()
+        table.column("port", .integer).notNull()
+        table.column("inFlight", .integer).notNull()
+        table.column("since", .datetime).notNull()
+        table.primaryKey(["scheme", "host", "port"])
       }
     }
     return migrator

@@ -385,6 +385,45 @@ final class AdaptiveLimitTests: XCTestCase {
     }
   }
 
+  func testAnOriginThatRefusedAProbeInAnEarlierRunIsNotAskedPastItAgain() throws {
+    // The busy origin of (c): no sign before its first refusal, so a first run draws one;
+    // the run after it, told where, draws none and takes what a fixed 16 takes.
+    for seed in 40..<45 {
+      var random = SeededRandom(seed: UInt64(seed))
+      let busy = OriginSimulation(refusesAbove: 16)
+      var first = AdaptiveLimit(ceiling: 64)
+      let firstNight = busy.run(&first, requests: 5000, random: &random)
+      XCTAssertGreaterThan(firstNight.refusals, 0, "seed \(seed)")
+      let refused = try XCTUnwrap(first.refusedWith, "seed \(seed): a probe's refusal is kept")
+      XCTAssertEqual(refused, 17, "seed \(seed): with 17 under way, itself among them")
+      var next = AdaptiveLimit(ceiling: 64, refusedWith: refused)
+      XCTAssertEqual(next.ceiling, 16)
+      let nextNight = busy.run(&next, requests: 5000, random: &random)
+      XCTAssertEqual(nextNight.answered, 5000)
+      XCTAssertEqual(nextNight.refusals, 0, "seed \(seed)")
+      XCTAssertEqual(next.spread.median, 16, "seed \(seed)")
+      XCTAssertLessThanOrEqual(
+        Double(nextNight.elapsed), fixed(16, requests: 5000) * 1.15, "seed \(seed)")
+      XCTAssertNil(next.refusedWith, "seed \(seed): nothing new to keep")
+      XCTAssertEqual(next.remembered, 17, "seed \(seed): the report says what held it")
+    }
+    // A lower ceiling of the run's own stays; a remembered refusal of one leaves one.
+    XCTAssertEqual(AdaptiveLimit(ceiling: 8, refusedWith: 17).ceiling, 8)
+    XCTAssertEqual(AdaptiveLimit(ceiling: 64, refusedWith: 1).ceiling, 1)
+  }
+
+  func testARefusalIsForgottenOnceTwoProbesPastItGoClean() throws {
+    var random = SeededRandom(seed: 46)
+    var adaptive = AdaptiveLimit(ceiling: 64)
+    _ = OriginSimulation(refusesAbove: 16).run(&adaptive, requests: 2000, random: &random)
+    XCTAssertEqual(adaptive.refusedWith, 17)
+    // The origin now serves all it is asked: after the wait near the knee, a probe past it
+    // goes clean, the knee moves up one, a second goes clean: it serves more now.
+    let grown = OriginSimulation().run(&adaptive, requests: 20000, random: &random)
+    XCTAssertNil(adaptive.refusedWith, "limits \(Set(grown.limits).sorted())")
+    XCTAssertGreaterThan(grown.limits.last ?? 0, 17)
+  }
+
   func testARefusalWithinWhatTheOriginServedHoldsTheHostAsBefore() {
     var random = SeededRandom(seed: 6)
     var adaptive = AdaptiveLimit(ceiling: 64)
@@ -396,8 +435,9 @@ final class AdaptiveLimitTests: XCTestCase {
     // An origin that refuses everything from now on: its first refusal holds the host, and
     // those of the same burst are the same cut, held as the first was.
     let before = adaptive.epoch
-    XCTAssertTrue(adaptive.failed(.refused, sentIn: before, probe: false))
+    XCTAssertTrue(adaptive.failed(.refused, sentIn: before, probe: false, inFlight: 64))
     XCTAssertEqual(adaptive.limit, 48, "a quarter off")
+    XCTAssertNil(adaptive.refusedWith, "an outage is no knee to keep for the next runs")
     XCTAssertFalse(adaptive.failed(.refused, sentIn: before), "the rest of the burst: the same cut")
     XCTAssertFalse(adaptive.refusalIsProbe(inFlight: 60, sentIn: before))
     XCTAssertEqual(adaptive.served, 48, "a cut lowers what was served to the new limit")
@@ -503,5 +543,34 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(reported?.cuts, ["refused": 1])
     XCTAssertNil(hosts.hostLimit(other), "no transfer yet: nothing to report")
     XCTAssertNil(HostTable(configuration: DownloaderConfiguration()).adaptiveCeiling)
+  }
+
+  func testTheHostTableKeepsEachOriginUnderItsOwnRememberedRefusal() {
+    var configuration = DownloaderConfiguration()
+    configuration.concurrency = 64
+    configuration.adaptivePerHost = true
+    let busy = Origin(URL(string: "http://127.0.0.1:8080/a.jpg")!)
+    let otherPort = Origin(URL(string: "http://127.0.0.1:8081/a.jpg")!)
+    configuration.rememberedRefusals = [
+      OriginRefusal(origin: busy, inFlight: 10, since: Date(timeIntervalSince1970: 0))
+    ]
+    var hosts = HostTable(configuration: configuration)
+    for origin in [busy, otherPort] {
+      hosts.started(origin, at: 0)
+      for _ in 0..<400 { _ = hosts.answered(origin, after: service) }
+    }
+    XCTAssertEqual(hosts.limit(for: busy), 9, "under the 10 it refused")
+    XCTAssertEqual(hosts.limit(for: otherPort), 64, "another port is another origin")
+    XCTAssertEqual(hosts.hostLimit(busy)?.heldUnder, 10)
+    XCTAssertNil(hosts.hostLimit(otherPort)?.heldUnder)
+    XCTAssertNil(hosts.refusedWith(busy), "kept under it, it refused nothing new")
+    // A probe's refusal of the other origin, with 65 under way where it served 64: the
+    // refused transfer ends, and what it was refused at, itself among them, is kept.
+    var epoch = 0
+    for _ in 0..<64 { epoch = hosts.started(otherPort, at: 0) }
+    hosts.ended(otherPort)
+    XCTAssertTrue(hosts.refusalIsProbe(otherPort, sentIn: epoch))
+    XCTAssertTrue(hosts.cut(otherPort, .refused, sentIn: epoch, probe: true))
+    XCTAssertEqual(hosts.refusedWith(otherPort), 65)
   }
 }

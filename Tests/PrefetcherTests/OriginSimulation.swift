@@ -125,8 +125,9 @@ struct OriginSimulation {
       now = answer.at
       if answer.refused {
         outcome.refusals += 1
-        let probe = adaptive.refusalIsProbe(inFlight: pending.count + 1, sentIn: answer.epoch)
-        adaptive.failed(.refused, sentIn: answer.epoch, probe: probe)
+        let inFlight = pending.count + 1
+        let probe = adaptive.refusalIsProbe(inFlight: inFlight, sentIn: answer.epoch)
+        adaptive.failed(.refused, sentIn: answer.epoch, probe: probe, inFlight: inFlight)
         if !probe {
           outcome.holds += 1
           heldUntil = max(heldUntil, now + retryAfter)

@@ -89,7 +89,7 @@ final class ReportSchemaTests: XCTestCase {
     counts.hostLimits = [
       HostLimit(
         host: "x", final: 8, min: 4, median: 8, max: 16,
-        cuts: ["queue": 3, "refused": 1, "timeout": 1])
+        cuts: ["queue": 3, "refused": 1, "timeout": 1], heldUnder: 17)
     ]
     var plan = PrefetchPlanCounts()
     plan.count(.download)

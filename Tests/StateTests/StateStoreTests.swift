@@ -233,6 +233,50 @@ final class StateStoreTests: TemporaryFolderTestCase {
     XCTAssertEqual(try store.storedURL(forFileName: "a")?.url, "https://x/a")
   }
 
+  /// What a run with `--per-host-concurrency auto` leaves for the next (issue 44): each
+  /// origin's refusal of a probe, kept a week from when it came; forgotten when the origin
+  /// served as many since, or a week on; none read from a state written before.
+  func testRefusalsAreKeptByOriginForAWeekAndForgottenWhenServed() throws {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let busy = Origin(URL(string: "http://127.0.0.1:8080/a.png")!)
+    let ipv6 = Origin(URL(string: "https://[::1]/a.png")!)
+    let store = try StateStore(location: location)
+    XCTAssertEqual(try store.refusals(at: now), [])
+    let refusal = OriginRefusal(origin: busy, inFlight: 17, since: now)
+    try store.remember(
+      [busy: refusal, ipv6: OriginRefusal(origin: ipv6, inFlight: 9, since: now)], at: now)
+    let reopened = try XCTUnwrap(StateStore.openForReading(location: location))
+    XCTAssertEqual(try reopened.refusals(at: now).map(\.inFlight), [17, 9])
+    XCTAssertEqual(try reopened.refusals(at: now).first, refusal, "origin and date as written")
+    XCTAssertEqual(try reopened.refusals(at: now).last?.origin, ipv6)
+    // A week, to the second; and a date ahead of the clock is not taken for a week more.
+    let week = OriginRefusal.lifetime
+    XCTAssertEqual(try store.refusals(at: now.addingTimeInterval(week - 1)).count, 2)
+    XCTAssertEqual(try store.refusals(at: now.addingTimeInterval(week)), [])
+    XCTAssertEqual(try store.refusals(at: now.addingTimeInterval(-1)), [])
+    // A later refusal replaces the earlier; `nil` forgets one; what is past its week is
+    // deleted as the next run writes.
+    let later = now.addingTimeInterval(week / 2)
+    try store.remember([busy: OriginRefusal(origin: busy, inFlight: 12, since: later)], at: later)
+    XCTAssertEqual(try store.refusals(at: later).map(\.inFlight), [12, 9])
+    let forgotten: [Origin: OriginRefusal?] = [ipv6: nil]
+    try store.remember(forgotten, at: later)
+    XCTAssertEqual(try store.refusals(at: later).map(\.origin), [busy])
+    try store.remember([:], at: later.addingTimeInterval(week))
+    XCTAssertEqual(
+      try store.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM refusals") }, 0)
+  }
+
+  func testAStateFromBeforeRefusalsReadsAsRememberingNone() throws {
+    let directory = location.stateDirectory
+    try FileSystem.createDirectory(path: directory)
+    let path = directory + "/" + StateStore.fileName
+    try DatabaseQueue(path: path).write { db in
+      try db.execute(sql: "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)")
+    }
+    XCTAssertEqual(try XCTUnwrap(StateStore.openForReading(path: path)).refusals(at: Date()), [])
+  }
+
   func testRunsAreRecorded() throws {
     let store = try StateStore(location: location)
     let start = Date(timeIntervalSince1970: 1_700_000_000)

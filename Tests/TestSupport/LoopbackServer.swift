@@ -152,10 +152,12 @@ final class RequestLog: Sendable {
       var request = request
       request.attempt = (state.requests[request.path]?.count ?? 0) + 1
       request.arrivedAt = .now
-      state.requests[request.path, default: []].append(request)
-      state.all.append(request)
       state.inFlight += 1
       state.peakInFlight = max(state.peakInFlight, state.inFlight)
+      // The log's copy says it too.
+      request.inFlight = state.inFlight
+      state.requests[request.path, default: []].append(request)
+      state.all.append(request)
       return (request.attempt, state.inFlight)
     }
   }

@@ -114,6 +114,43 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
       ), exposition)
   }
 
+  func testTheNextRunKeepsUnderWhereTheOriginRefusedAProbeAndSaysSo() throws {
+    // The first run meets the busy origin's knee as it must: no sign before a refusal.
+    let first = temporary.appending("first.json")
+    let firstRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?a=\($0)") }),
+      "--cache", cache!, "--per-host-concurrency", "auto", "--report", first,
+    ])
+    XCTAssertEqual(firstRun.status, 0, firstRun.stderr)
+    let refusedFirst = server.requests("/busy.png").count - 150
+    XCTAssertGreaterThan(refusedFirst, 0, "the knee, met")
+    XCTAssertNil(try report(first).prefetch?.hostLimits.first?.heldUnder)
+    // The next one is told: it keeps under the refusal, draws none, and says why.
+    let next = temporary.appending("next.json")
+    let nextRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?b=\($0)") }),
+      "--cache", cache!, "--per-host-concurrency", "auto", "--report", next, "--verbose",
+    ])
+    XCTAssertEqual(nextRun.status, 0, nextRun.stderr)
+    XCTAssertEqual(server.requests("/busy.png").count - 300, refusedFirst, "none more")
+    let limit = try XCTUnwrap(try report(next).prefetch?.hostLimits.first)
+    let heldUnder = try XCTUnwrap(limit.heldUnder, "\(limit)")
+    XCTAssertNil(limit.cuts["refused"], "\(limit)")
+    XCTAssertLessThan(limit.max, heldUnder)
+    let nextRequests = server.requests("/busy.png").filter { $0.query?.hasPrefix("b=") == true }
+    XCTAssertLessThan(nextRequests.map(\.inFlight).max() ?? 0, heldUnder, "at the origin too")
+    XCTAssertTrue(
+      nextRun.stderr.contains("held under \(heldUnder), where it refused an earlier run"),
+      nextRun.stderr)
+    // A fixed limit asks as it is told, remembered refusal or not.
+    let fixedRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<30).map { server.url("/slow.png?c=\($0)") }),
+      "--cache", cache!, "--per-host-concurrency", "\(heldUnder + 2)",
+    ])
+    XCTAssertEqual(fixedRun.status, 0, fixedRun.stderr)
+    XCTAssertEqual(server.requests("/slow.png").map(\.inFlight).max(), heldUnder + 2)
+  }
+
   func testAJobFilesAutoRunsAndItsMistakesNameTheFileLineAndField() throws {
     let manifest = try temporary.manifest(urls(8, "job"))
     func job(_ prefetch: String) throws -> String {

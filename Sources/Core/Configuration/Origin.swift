@@ -14,6 +14,13 @@ public struct Origin: Sendable, Hashable {
     port = url.port ?? Self.defaultPort(scheme)
   }
 
+  /// An origin as the state keeps it, its parts as ``init(_:)`` leaves them.
+  package init(scheme: String, host: String, port: Int) {
+    self.scheme = scheme
+    self.host = host
+    self.port = port
+  }
+
   /// A bare http(s) origin as a user writes it, `https://cdn.example.com` or
   /// `http://10.0.0.5:8080` (one trailing slash allowed); `nil` for anything more or less: a
   /// path, query, fragment or user name would suggest a narrower trust than an origin gives.

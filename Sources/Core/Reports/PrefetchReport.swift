@@ -150,8 +150,15 @@ public struct HostLimit: Sendable, Codable, Equatable {
   /// Cuts by cause: `queue` (its answers began to wait), `refused` (429, 503, a refused
   /// stream), `timeout`.
   package var cuts: [String: Int]
+  /// Transfers under way when the origin refused a probe in an earlier run, still remembered
+  /// (``OriginRefusal``): the limit stayed under it. `nil`: none was.
+  package var heldUnder: Int?
 
-  public init(host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int]) {
+  public init(
+    host: String, final: Int, min: Int, median: Int, max: Int, cuts: [String: Int],
+    heldUnder: Int? = nil
+  ) {
+    self.heldUnder = heldUnder
     self.host = host
     self.final = final
     self.min = min

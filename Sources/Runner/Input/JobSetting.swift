@@ -220,7 +220,9 @@ public enum JobSetting: String, Sendable, CaseIterable {
         more:
           "auto: each host's limit is found as the run goes, from 4 up while its answers start "
           + "as fast as they did, down when they queue or it answers 429 or 503 (up to "
-          + "--max-per-host-concurrency); --verbose says where each host settled.",
+          + "--max-per-host-concurrency); --verbose says where each host settled. A host that "
+          + "answered 429 or 503 to a step past what it served is kept under that step by the "
+          + "runs of the next 7 days (the state remembers it).",
         valueName: "n|auto")
     case .perHostStreams:
       return Declaration(

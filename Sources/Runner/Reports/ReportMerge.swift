@@ -237,6 +237,9 @@ public enum ReportMerge {
       merged.median += limit.median
       merged.max += limit.max
       merged.cuts.merge(limit.cuts, uniquingKeysWith: +)
+      if merged.heldUnder != nil || limit.heldUnder != nil {
+        merged.heldUnder = (merged.heldUnder ?? 0) + (limit.heldUnder ?? 0)
+      }
       limits[limit.host] = merged
     }
     sum.hostLimits = limits.keys.sorted().map { limits[$0]! }

@@ -493,6 +493,7 @@ func writeHostLimits(_ limits: [HostLimit], to json: inout JSONOutput) {
       ("final", limit.final), ("min", limit.min), ("median", limit.median), ("max", limit.max),
     ]
     for (name, value) in figures { json.member(name, value) }
+    if let heldUnder = limit.heldUnder { json.member("heldUnder", heldUnder) }
     json.member("cuts")
     json.raw("{")
     for (position, cause) in limit.cuts.keys.sorted().enumerated() {

@@ -61,8 +61,10 @@ extension JobRunner {
     var recorder = EchoingPrefetchSink(sink: writer.prefetchRecorder, console: console)
     recorder.verbose = settings.verbose
 
+    var http = job.prefetch.http
+    if http.adaptivePerHost { http.rememberedRefusals = state.refusals }
     let (counts, failure, stateWarnings, oldestFailure) = try await Downloader.withDownloader(
-      configuration: job.prefetch.http
+      configuration: http
     ) { downloader in
       let manager = try ImageManager(
         location: job.location, configuration: job.prefetch.pipeline,
@@ -111,6 +113,7 @@ extension JobRunner {
       let status: RunReport.Status =
         failure != nil ? .failed : signals.interrupted ? .interrupted : .completed
       do {
+        if http.adaptivePerHost { try opened.store.remember(downloader.refusals, at: Date()) }
         try opened.store.finishRun(
           id: opened.runID, at: Date(), status: status.rawValue,
           summary:

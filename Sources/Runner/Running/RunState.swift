@@ -30,7 +30,11 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   /// The default namespace's blacklist read before the opening, with what could not be read
   /// of the other state files and whether the run's own file was there (and so checked
   /// intact); `nil` when the run's own file could not be read so.
-  private let early: (entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool)?
+  private let early:
+    (
+      entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool,
+      refusals: [OriginRefusal]
+    )?
   private let opening = DispatchGroup()
   private let result = Mutex<Result<Opened, any Error>?>(nil)
 
@@ -78,7 +82,9 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   /// cannot be read without opening it for writing.
   private static func blacklistBeforeOpening(
     location: CacheLocation, shard: Shard?, startedAt: Date, timeToLive: TimeInterval?
-  ) -> (entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool)? {
+  ) -> (
+    entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool, refusals: [OriginRefusal]
+  )? {
     let own = (location.stateDirectory as NSString).appendingPathComponent(
       StateStore.fileName(shard: shard))
     var warnings: [String] = []
@@ -88,11 +94,18 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
       let entries = try StateStore.blacklistOfEveryStateFile(
         location: location, timeToLive: timeToLive, opened: store, runStartingAt: startedAt
       ) { path, error in warnings.append(StateNamespaces.notRead(path, error)) }
-      return (entries, warnings, store != nil)
+      // Only a help: a table that cannot be read leaves the run to find its limits afresh.
+      let refusals = (try? store?.refusals(at: startedAt)) ?? []
+      return (entries, warnings, store != nil, refusals)
     } catch {
       return nil
     }
   }
+
+  /// The origins that refused a probe of their adaptive limit in earlier runs, still
+  /// remembered (``OriginRefusal``), as the run's own file was read before the opening; none
+  /// when it could not be read so.
+  var refusals: [OriginRefusal] { early?.refusals ?? [] }
 
   /// Waits for the opening: the store and the run, or why it could not be opened.
   func opened() async -> Result<Opened, any Error> {

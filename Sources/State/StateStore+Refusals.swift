@@ -1,0 +1,58 @@
+import Core
+import Foundation
+import GRDB
+
+/// The origins that refused a probe of their adaptive per-host limit (``OriginRefusal``):
+/// a run keeps each origin's limit under its own for a week, so that a busy origin is not
+/// asked past its knee every night.
+extension StateStore {
+  /// The refusals still remembered at `now` (``OriginRefusal/isRemembered(at:)``), by origin;
+  /// none in a state written before refusals were kept.
+  public func refusals(at now: Date) throws -> [OriginRefusal] {
+    try read { db in
+      guard try db.tableExists("refusals") else { return [] }
+      return try Row.fetchAll(db, sql: "SELECT * FROM refusals ORDER BY scheme, host, port")
+        .map { row in
+          OriginRefusal(
+            origin: Origin(
+              scheme: try row.decode(forColumn: "scheme"), host: try row.decode(forColumn: "host"),
+              port: try row.decode(forColumn: "port")),
+            inFlight: try row.decode(forColumn: "inFlight"),
+            since: try row.decode(forColumn: "since"))
+        }
+        .filter { $0.isRemembered(at: now) && $0.inFlight > 0 }
+    }
+  }
+
+  /// Keeps what a run found (``Downloader/refusals``): each origin's refusal, or, where it is
+  /// `nil`, that the origin since served as many cleanly (its row is forgotten); and forgets the
+  /// refusals no longer remembered at `now`. One transaction.
+  public func remember(_ found: [Origin: OriginRefusal?], at now: Date) throws {
+    try write { db in
+      for (origin, refusal) in found {
+        if let refusal {
+          try db.execute(
+            sql: """
+              INSERT INTO refusals (scheme, host, port, inFlight, since) VALUES (?, ?, ?, ?, ?)
+              ON CONFLICT (scheme, host, port) DO UPDATE SET
+                inFlight = excluded.inFlight, since = excluded.since
+              """,
+            arguments: [
+              origin.scheme, origin.host, origin.port, refusal.inFlight,
+              Self.databaseText(refusal.since),
+            ])
+        } else {
+          try db.execute(
+            sql: "DELETE FROM refusals WHERE scheme = ? AND host = ? AND port = ?",
+            arguments: [origin.scheme, origin.host, origin.port])
+        }
+      }
+      try db.execute(
+        sql: "DELETE FROM refusals WHERE since <= ? OR since > ?",
+        arguments: [
+          Self.databaseText(now.addingTimeInterval(-OriginRefusal.lifetime)),
+          Self.databaseText(now),
+        ])
+    }
+  }
+}
