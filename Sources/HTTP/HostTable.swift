@@ -155,6 +155,9 @@ struct HostTable {
     return hosts[origin]?.adaptive?.epoch ?? 0
   }
 
+  /// Transfers under way to `origin`.
+  func running(_ origin: Origin) -> Int { hosts[origin]?.running ?? 0 }
+
   /// A transfer to `origin` that was under way ended.
   mutating func ended(_ origin: Origin) {
     hosts[origin]?.running -= 1
@@ -177,12 +180,13 @@ struct HostTable {
 
   /// `origin` refused (429, 503, a refused stream) or timed out a transfer sent in its adaptive
   /// limit's `epoch` (`nil`: the current one): the limit is cut. Returns whether it was.
-  /// `probe`: a refusal that answered a probe (``refusalIsProbe(_:sentIn:)``).
+  /// `probe`: a refusal that answered a probe (``refusalIsProbe(_:sentIn:with:)``), sent with
+  /// `inFlight` under way (`nil`: what is under way now, with the refused one).
   mutating func cut(
-    _ origin: Origin, _ cause: AdaptiveLimit.Cut, sentIn epoch: Int? = nil, probe: Bool = false
+    _ origin: Origin, _ cause: AdaptiveLimit.Cut, sentIn epoch: Int? = nil, probe: Bool = false,
+    inFlight: Int? = nil
   ) -> Bool {
-    // With the refused one, as ``refusalIsProbe(_:sentIn:)`` counts them.
-    let inFlight = (hosts[origin]?.running ?? 0) + 1
+    let inFlight = inFlight ?? (hosts[origin]?.running ?? 0) + 1
     return hosts[origin]?.adaptive?.failed(cause, sentIn: epoch, probe: probe, inFlight: inFlight)
       ?? false
   }
@@ -193,13 +197,13 @@ struct HostTable {
     hosts[origin]?.adaptive?.refusedWith
   }
 
-  /// Whether `origin`'s refusal of a transfer that was under way, now, answers a probe of its
-  /// adaptive limit (``AdaptiveLimit/refusalIsProbe(inFlight:sentIn:)``, counting what is under way
-  /// to it with the refused one): then the cut is the back-off, and the host is not held for
-  /// the refusal's `Retry-After`.
-  func refusalIsProbe(_ origin: Origin, sentIn epoch: Int) -> Bool {
-    guard let host = hosts[origin], let adaptive = host.adaptive else { return false }
-    return adaptive.refusalIsProbe(inFlight: host.running + 1, sentIn: epoch)
+  /// Whether `origin`'s refusal of a transfer sent in `epoch` with `inFlight` under way to it,
+  /// itself among them (``Transfer/sentWith``), answers a probe of its adaptive limit
+  /// (``AdaptiveLimit/refusalIsProbe(inFlight:sentIn:)``): then the cut is the back-off, and the
+  /// host is not held for the refusal's `Retry-After`.
+  func refusalIsProbe(_ origin: Origin, sentIn epoch: Int, with inFlight: Int) -> Bool {
+    guard let adaptive = hosts[origin]?.adaptive else { return false }
+    return adaptive.refusalIsProbe(inFlight: inFlight, sentIn: epoch)
   }
 
   /// What the report says of `origin`'s adaptive limit, if it has one.

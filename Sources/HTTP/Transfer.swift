@@ -51,6 +51,12 @@ final class Transfer: @unchecked Sendable {
   var deniedAddress: (address: String, rule: String)?
   /// Its origin's adaptive limit's epoch when it started: what its answer says of that limit.
   var epoch = 0
+  /// Transfers under way to its origin when it started, itself among them: what the origin
+  /// had to take when it came (a refusal of it with more than the origin served answers a
+  /// probe). Counted when the refusal is read instead, answers that came in the same pass
+  /// made a probe's refusal look like an outage's: the host was held a second, and the
+  /// refusal not remembered.
+  var sentWith = 0
 
   enum Phase {
     /// Not seen by the loop yet; `cancelRequested` when a cancel overtook the start.

@@ -336,6 +336,7 @@ final class TransferLoop: @unchecked Sendable {
     transfer.phase = .running
     running += 1
     transfer.epoch = hosts.started(transfer.origin, at: now)
+    transfer.sentWith = hosts.running(transfer.origin)
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received
@@ -429,8 +430,10 @@ final class TransferLoop: @unchecked Sendable {
     case .failure(let failure):
       origin = Origin(transfer.url)
       if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {
-        probe = epoch.map { hosts.refusalIsProbe(origin, sentIn: $0) } ?? false
-        changed = hosts.cut(origin, .refused, sentIn: epoch, probe: probe)
+        let sentWith = epoch.map { _ in transfer.sentWith }
+        probe =
+          epoch.map { hosts.refusalIsProbe(origin, sentIn: $0, with: transfer.sentWith) } ?? false
+        changed = hosts.cut(origin, .refused, sentIn: epoch, probe: probe, inFlight: sentWith)
       } else if case .network(.timedOut, _) = failure.error {
         changed = hosts.cut(origin, .timeout, sentIn: epoch)
       } else {

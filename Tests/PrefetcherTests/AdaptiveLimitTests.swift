@@ -568,9 +568,14 @@ final class AdaptiveLimitTests: XCTestCase {
     // refused transfer ends, and what it was refused at, itself among them, is kept.
     var epoch = 0
     for _ in 0..<64 { epoch = hosts.started(otherPort, at: 0) }
-    hosts.ended(otherPort)
-    XCTAssertTrue(hosts.refusalIsProbe(otherPort, sentIn: epoch))
-    XCTAssertTrue(hosts.cut(otherPort, .refused, sentIn: epoch, probe: true))
+    let sentWith = hosts.running(otherPort)
+    XCTAssertEqual(sentWith, 65)
+    // Answers that came in the same pass as the refusal do not make it an outage's.
+    for _ in 0..<3 { hosts.ended(otherPort) }
+    XCTAssertTrue(hosts.refusalIsProbe(otherPort, sentIn: epoch, with: sentWith))
+    XCTAssertFalse(hosts.refusalIsProbe(otherPort, sentIn: epoch, with: 64))
+    XCTAssertTrue(
+      hosts.cut(otherPort, .refused, sentIn: epoch, probe: true, inFlight: sentWith))
     XCTAssertEqual(hosts.refusedWith(otherPort), 65)
   }
 }

@@ -38,7 +38,8 @@ final class HostTableTests: XCTestCase {
     XCTAssertEqual(fill(&hosts, small), 6, "over HTTP/1.1: one a connection")
     hosts.ended(small)
     XCTAssertEqual(fill(&hosts, small), 1, "an end makes room for one more, on that host only")
-    XCTAssertEqual(HostTable.mostPerHost(DownloaderConfiguration()), 256, "a CDN over HTTP/2: 256 streams")
+    XCTAssertEqual(
+      HostTable.mostPerHost(DownloaderConfiguration()), 256, "a CDN over HTTP/2: 256 streams")
   }
 
   func testTheRateSpacesStartsToOneHostAndWakesTheLoopWhenDue() {

@@ -125,9 +125,9 @@ struct OriginSimulation {
       now = answer.at
       if answer.refused {
         outcome.refusals += 1
-        let inFlight = pending.count + 1
-        let probe = adaptive.refusalIsProbe(inFlight: inFlight, sentIn: answer.epoch)
-        adaptive.failed(.refused, sentIn: answer.epoch, probe: probe, inFlight: inFlight)
+        // What was under way when it was sent, as the transfer loop counts it.
+        let probe = adaptive.refusalIsProbe(inFlight: answer.inFlight, sentIn: answer.epoch)
+        adaptive.failed(.refused, sentIn: answer.epoch, probe: probe, inFlight: answer.inFlight)
         if !probe {
           outcome.holds += 1
           heldUntil = max(heldUntil, now + retryAfter)

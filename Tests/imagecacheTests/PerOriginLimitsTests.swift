@@ -30,8 +30,11 @@ final class PerOriginLimitsTests: LoopbackTestCase {
       process.terminate()
       _ = ImageCacheBinary.finish(process, stdout, stderr)
     }
-    waitUntil(timeout: 10, "the other port's three images") {
+    // (The stalling port's second request may reach its server after the other port's last
+    // answer: both are waited for.)
+    waitUntil(timeout: 10, "the other port's three images, and the stalling port's two") {
       ["/a.jpg", "/b.png", "/c.gif"].allSatisfy { server.requestCount($0) == 1 }
+        && stalling.requestCount("/slow.jpg") >= 2
     }
     XCTAssertEqual(stalling.requestCount("/slow.jpg"), 2, "the stalling port keeps its limit")
   }
