@@ -277,10 +277,16 @@ extension RunOutcome {
   /// Skipped lines alone do not make it 1.
   func exit() throws {
     if let signal { throw ExitCode(128 + signal) }
-    if notManifests > 0 { throw ExitCode(ExitStatus.usage.rawValue) }
+    if exitStatus != .success { throw ExitCode(exitStatus.rawValue) }
+  }
+
+  /// The exit status of a run that no signal stopped: what ``exit()`` ends with, and what
+  /// `run` weighs across its jobs.
+  var exitStatus: ExitStatus {
+    if notManifests > 0 { return .usage }
     // An audit that could not read every entry is incomplete: not a verdict on the cache.
-    if entriesNotRead > 0 { throw ExitCode(ExitStatus.fatalIO.rawValue) }
-    if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+    if entriesNotRead > 0 { return .fatalIO }
+    return failed ? .someURLsFailed : .success
   }
 
   /// Some URLs failed, or the blacklist refused every URL so that nothing was tried, and the

@@ -89,7 +89,10 @@ struct RunCommand: AsyncParsableCommand {
     // With several jobs, --json prints one JSON array of their reports.
     let array = several && settings.printsReport
     if array { Console.write("[\n", to: STDOUT_FILENO) }
-    var failed = false
+    // The exit status of each job that ran, the most serious one ending the command as it
+    // ends `prefetch`: an image given as a manifest (2) before an audit that could not read an
+    // entry (4), before failed URLs (1).
+    var statuses: Set<ExitStatus> = []
     for (index, job) in loaded.enumerated() {
       if array && index > 0 { Console.write(",\n", to: STDOUT_FILENO) }
       if !job.commandLineSettings.isEmpty {
@@ -109,10 +112,12 @@ struct RunCommand: AsyncParsableCommand {
         if array { Console.write("]\n", to: STDOUT_FILENO) }
         try outcome.exit()
       }
-      failed = failed || outcome.failed
+      statuses.insert(outcome.exitStatus)
     }
     if array { Console.write("]\n", to: STDOUT_FILENO) }
-    if failed { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
+    if let worst = [ExitStatus.usage, .fatalIO, .someURLsFailed].first(where: statuses.contains) {
+      throw ExitCode(worst.rawValue)
+    }
   }
 
   /// `path` with `{job}` in it: as given when it has one, else `-{job}` before the extension.

@@ -78,6 +78,20 @@ final class RunCommandTests: LoopbackTestCase {
       FileManager.default.fileExists(atPath: temporary.appending("cache")), "nothing ran")
   }
 
+  /// As `prefetch` says of the same input: the job's manifest is wrong, not a URL (exit 2).
+  func testAJobsManifestURLThatServesAnImageIsAUsageError() throws {
+    let path = temporary.appending("nightly.yaml")
+    try """
+    name: nightly
+    cache:
+      directory: cache
+    manifests: [\(server.url("/b.png"))]
+    """.write(toFile: path, atomically: true, encoding: .utf8)
+    let result = try ImageCacheBinary.run(["run", path])
+    XCTAssertEqual(result.status, 2, result.stderr)
+    XCTAssertTrue(result.stderr.contains("this is an image (PNG), not a manifest"), result.stderr)
+  }
+
   func testSIGTERMDuringARunWritesAnInterruptedReport() throws {
     let path = try job(
       urls: (0..<8).map { server.url("/slow.jpg") + "?n=\($0)" },
