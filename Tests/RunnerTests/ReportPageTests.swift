@@ -229,6 +229,30 @@ final class ReportPageTests: TemporaryFolderTestCase {
     XCTAssertTrue(text.contains("completed, 7% of URLs failed (7 of 100)"), text)
   }
 
+  /// Both exit 1, as failed URLs do (SPEC section 12): the page says so in amber, not green.
+  func testARunTheBlacklistRefusedEntirelyOrThatLeftFilesItMeantToRemoveIsNotGreen() throws {
+    var refused = run(.completed, failed: 0, of: 4)
+    refused.prefetch?.downloaded = 0
+    refused.prefetch?.blacklisted = 4
+    let nothingTried = ReportPage.render([("r.json", refused)])
+    XCTAssertTrue(
+      nothingTried.contains(
+        #"<b class="warning">completed, nothing tried: the blacklist refused every URL (4)</b>"#),
+      nothingTried)
+    var stuck = run(.completed, failed: 0, of: 4)
+    var pass = MaintenancePassReport(pass: .expire, dryRun: false)
+    pass.filesNotRemoved = 2
+    stuck.maintenance = [pass]
+    let notRemoved = ReportPage.render([("r.json", stuck)])
+    XCTAssertTrue(
+      notRemoved.contains(#"<b class="warning">completed, 2 files not removed</b>"#), notRemoved)
+    var partlyRefused = run(.completed, failed: 0, of: 4)
+    partlyRefused.prefetch?.blacklisted = 1
+    partlyRefused.prefetch?.downloaded = 3
+    let green = ReportPage.render([("r.json", partlyRefused)])
+    XCTAssertTrue(green.contains(#"<b class="completed">completed</b>"#), green)
+  }
+
   func testAnIncompleteMergeSaysWhyAndHowManyURLsFailed() throws {
     let page = ReportPage.render([("merged.json", run(.incomplete, failed: 3, of: 10))])
     XCTAssertTrue(

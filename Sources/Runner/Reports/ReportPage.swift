@@ -143,10 +143,20 @@ public enum ReportPage {
     if counts.inputsFailed > 0 {
       text += ", \(counts.inputsFailed) manifest\(counts.inputsFailed == 1 ? "" : "s") failed"
     }
-    // Bad files exit 1 as failed URLs do: a run that found them is not green either.
+    // Bad files, a blacklist that refused every URL and files a pass could not remove exit 1
+    // as failed URLs do: a run that met them is not green either.
     let bad = report.verify?.counts.bad ?? 0
     if bad > 0 { text += ", \(bad) bad file\(bad == 1 ? "" : "s")" }
-    if report.status == .completed && (counts.failed > 0 || counts.inputsFailed > 0 || bad > 0) {
+    let refusedEverything = BlacklistRefusal.refusedEverything(counts)
+    if refusedEverything {
+      text += ", nothing tried: the blacklist refused every URL (\(counts.blacklisted))"
+    }
+    let notRemoved = report.maintenance.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved ?? 0) }
+    if notRemoved > 0 { text += ", \(notRemoved) file\(notRemoved == 1 ? "" : "s") not removed" }
+    if report.status == .completed
+      && (counts.failed > 0 || counts.inputsFailed > 0 || bad > 0 || refusedEverything
+        || notRemoved > 0)
+    {
       return (text, "warning")
     }
     return (text, style)

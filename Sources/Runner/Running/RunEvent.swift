@@ -252,11 +252,16 @@ public struct BlacklistRefusal: Sendable, Equatable, CustomStringConvertible {
   /// The refusal for a run's counts, or `nil` when the blacklist refused nothing.
   public init?(counts: PrefetchCounts, oldestFailure: Date?, location: CacheLocation) {
     guard counts.blacklisted > 0 else { return nil }
+    self.init(
+      count: counts.blacklisted, oldestFailure: oldestFailure,
+      refusedEverything: Self.refusedEverything(counts), location: location)
+  }
+
+  /// The blacklist refused URLs and nothing else happened: no hit, no download, no failure.
+  public static func refusedEverything(_ counts: PrefetchCounts) -> Bool {
     let worked =
       counts.memoryHits + counts.diskHits + counts.downloaded + counts.notModified + counts.failed
-    self.init(
-      count: counts.blacklisted, oldestFailure: oldestFailure, refusedEverything: worked == 0,
-      location: location)
+    return counts.blacklisted > 0 && worked == 0
   }
 
   /// The command that empties this cache's blacklist.
