@@ -134,6 +134,19 @@ final class MetricsTests: LoopbackTestCase {
       try XCTUnwrap(after["imagecache_last_run_timestamp_seconds{\(labels)}"]), succeeded)
   }
 
+  /// A night whose manifest could not be fetched exits 1 with no URL in any outcome: the
+  /// metrics say the input failed, and an alert reads it (the failure ratio has no URL to count).
+  func testAManifestThatFailedAsAWholeIsCountedInTheMetrics() throws {
+    let metricsFile = temporary.appending("imagecache.prom")
+    let result = try ImageCacheBinary.run([
+      "prefetch", server.url("/gone.txt"), "--cache", temporary.appending("cache"),
+      "--metrics", metricsFile,
+    ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let labels = "imagecache_job=\"prefetch\",namespace=\"default\""
+    XCTAssertEqual(try parse(metricsFile)["imagecache_last_run_failed_inputs{\(labels)}"], 1)
+  }
+
   /// A dry run removes nothing, and its metrics say so: 0 files removed and 0 bytes freed (the
   /// plan is in its report), where a dashboard would otherwise count a plan as space freed.
   func testADryRunsMetricsCountNothingRemovedOrFreed() throws {

@@ -53,6 +53,11 @@ public struct RunMetrics: Sendable {
     gauge(
       "imagecache_last_run_downloaded_bytes", labels, "Bytes the last run downloaded",
       Double(counts.bytesDownloaded))
+    // Not URLs, so in no outcome: a night whose only manifest could not be fetched has none.
+    gauge(
+      "imagecache_last_run_failed_inputs", labels,
+      "Manifests and sitemaps of the last run that failed as a whole (not fetched, not "
+        + "readable, refused)", Double(counts.inputsFailed))
     writeHostLimits(counts.hostLimits, labels: labels, gauge: gauge)
     gauge(
       "imagecache_last_run_duration_seconds", labels, "How long the last run took",
