@@ -301,6 +301,38 @@ final class HostileInputTests: LoopbackTestCase {
       "\(report.warnings)")
   }
 
+  /// A leftover the sweep cannot remove (`chattr +i`) is a warning, as a file expire cannot
+  /// delete is: the night's prefetch and passes stand (it used to end every run failed, exit 4,
+  /// and keep `maintain` from expiring anything).
+  func testAStaleTemporaryFileThatCannotBeRemovedIsAWarningAndTheRunGoesOn() async throws {
+    let directory = location.diskCachePath
+    try FileSystem.createDirectory(path: directory)
+    let stuck = directory + "/" + FileSystem.temporaryPrefix + "abc.jpg.x1"
+    let old = directory + "/old.jpg"
+    for path in [stuck, old] {
+      XCTAssertTrue(FileManager.default.createFile(atPath: path, contents: Data(count: 10)))
+    }
+    let twoHoursAgo = Date().addingTimeInterval(-7200)
+    try FileSystem.setTimes(path: stuck, access: twoHoursAgo, modification: twoHoursAgo)
+    try fileSystems.makeImmutable(stuck)
+
+    var job = Job(name: "maintain", location: location)
+    job.cleanup.maxDiskAge = 0
+    job.passes = [.expire]
+    job.report = temporary.appending("report.json")
+    let outcome = try await JobRunner(job: job, console: RecordingConsole()).run()
+    XCTAssertEqual(outcome.status, .completed)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: old), "the expire pass ran")
+    let report = try RunReport.decode(
+      try XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("report.json"))))
+    XCTAssertEqual(report.maintenance.first?.filesRemoved, 1)
+    XCTAssertTrue(
+      report.warnings.contains {
+        $0.hasPrefix("a temporary file left by a killed run was not removed: ")
+          && $0.contains(stuck)
+      }, "\(report.warnings)")
+  }
+
   func testALineNamingALockedNamespaceFailsAndWritesNothingThere() async throws {
     let avatars = CacheLocation(directory: location.directory, namespace: "avatars")
     let path = try write(

@@ -243,12 +243,17 @@ public enum FileSystem {
   /// passed, instead of staying until the clock catches up, years later. One modified just
   /// after `now` is another worker's store in flight (shards share the cache): left alone,
   /// and one that a store renames or removes meanwhile is no error.
+  ///
+  /// A file that cannot be removed or re-dated (`EPERM`: `chattr +i`) is left, its error in
+  /// `notRemoved`, and the sweep goes on: housekeeping nobody asked for never ends a run, as a
+  /// file expire cannot delete does not. Only a folder that cannot be read throws.
   package static func removeStaleTemporaries(
     in directory: String, olderThan age: TimeInterval, now: Date, dryRun: Bool
-  ) throws(FileSystemError) -> (count: Int, bytes: UInt64) {
+  ) throws(FileSystemError) -> (count: Int, bytes: UInt64, notRemoved: [FileSystemError]) {
     let cutoff = now.addingTimeInterval(-age)
     var count = 0
     var bytes: UInt64 = 0
+    var notRemoved: [FileSystemError] = []
     for (name, attributes) in try temporaryFiles(in: directory) {
       let path = directory + "/" + name
       if attributes.modificationDate > now {
@@ -257,16 +262,25 @@ public enum FileSystem {
             try setTimes(path: path, access: now, modification: now)
           } catch  where error.errno == ENOENT {
             // Stored or removed by its writer since the folder was read.
+          } catch {
+            notRemoved.append(error)
           }
         }
         continue
       }
       guard attributes.modificationDate < cutoff else { continue }
-      if !dryRun { try removeFile(path: path) }
+      if !dryRun {
+        do {
+          try removeFile(path: path)
+        } catch {
+          notRemoved.append(error)
+          continue
+        }
+      }
       count += 1
       bytes += attributes.allocatedSize
     }
-    return (count, bytes)
+    return (count, bytes, notRemoved)
   }
 
   /// Removes the file at `path`. Returns `false` when there was none.

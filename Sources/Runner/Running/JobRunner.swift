@@ -409,18 +409,23 @@ public struct JobRunner: Sendable {
   /// `imagecache verify` removes nothing it was not asked to: its audit names them instead. A
   /// job that lists the verify pass sweeps them as every job does, before its audit.
   private func staleTemporaries(startedAt: Date) -> Result<
-    (count: Int, bytes: UInt64), FileSystemError
+    (count: Int, bytes: UInt64, notRemoved: [FileSystemError]), FileSystemError
   > {
     Result { () throws(FileSystemError) in
-      guard job.verify == nil || job.passes.contains(.verify) else { return (0, 0) }
+      guard job.verify == nil || job.passes.contains(.verify) else { return (0, 0, []) }
       return try FileSystem.removeStaleTemporaries(
         in: job.location.diskCachePath, olderThan: Self.staleTemporaryAge, now: startedAt,
         dryRun: settings.dryRun)
     }
   }
 
-  /// Says what ``staleTemporaries(startedAt:)`` removed, if anything.
-  private func say(_ stale: (count: Int, bytes: UInt64), warnings: RunWarnings) {
+  /// Says what ``staleTemporaries(startedAt:)`` removed, if anything, and what it could not.
+  private func say(
+    _ stale: (count: Int, bytes: UInt64, notRemoved: [FileSystemError]), warnings: RunWarnings
+  ) {
+    for error in stale.notRemoved {
+      warnings.add(.sweepFailed("a temporary file left by a killed run was not removed: \(error)"))
+    }
     guard stale.count > 0 else { return }
     console.report(
       .staleTemporariesSwept(

@@ -123,7 +123,8 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   case fleetConcurrencyBelowShards(fleet: Int, shards: Int)
   /// What the state store said when it opened (a corrupt state file moved aside).
   case stateFile(String)
-  /// The sweep of temporary files failed while another error ended the run.
+  /// The sweep of temporary files failed while another error ended the run, or could not
+  /// remove one of them.
   case sweepFailed(String)
   /// Earlier runs that died without finishing, marked abandoned.
   case abandonedRuns(count: Int)
