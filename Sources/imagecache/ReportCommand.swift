@@ -63,7 +63,8 @@ struct ReportCommand: ParsableCommand {
         has the worst status (failed, then interrupted, then completed). The reports must be \
         of one cache. The shards' verify audits (each of its own files) are merged the same \
         way: counts summed, bad and noted files joined. Exit code as if the merged report \
-        were one run: 0, 1 when URLs failed or verify found bad files, 4 when a shard failed \
+        were one run: 0, 1 when URLs failed, the blacklist refused every URL, a \
+        maintenance pass could not remove a file or verify found bad files, 4 when a shard failed \
         or an audit could not read an entry, 130 when one was interrupted; each shard that \
         did not complete is named on stderr with its index and status. Failed URLs alone are \
         exit 0 \
@@ -140,8 +141,8 @@ struct ReportCommand: ParsableCommand {
       case .completed:
         // An audit that could not read every entry is no verdict on the cache, as in one run.
         if outcome.entriesNotRead > 0 { throw ExitCode(ExitStatus.fatalIO.rawValue) }
-        if (outcome.failedURLs > 0 && !urlFailuresAllowed) || outcome.failedInputs > 0
-          || outcome.badFiles > 0
+        if ((outcome.failedURLs > 0 || outcome.refusedEverything) && !urlFailuresAllowed)
+          || outcome.failedInputs > 0 || outcome.badFiles > 0 || outcome.filesNotRemoved > 0
         {
           throw ExitCode(ExitStatus.someURLsFailed.rawValue)
         }

@@ -168,6 +168,28 @@ final class FleetTests: LoopbackTestCase {
     XCTAssertEqual(report.prefetch?.inputsFailed, 1)
   }
 
+  /// The merge exits as one run would: a night whose every URL the blacklist refused, or whose
+  /// passes left files they meant to remove, is exit 1 in each report and in their merge.
+  func testAMergeExitsOneWhenTheBlacklistRefusedEveryURLOrAFileWasNotRemoved() throws {
+    func merged(_ reports: [Data], _ extra: [String] = []) throws -> Int32 {
+      let paths = try reports.enumerated().map { index, data in
+        let path = temporary.appending("night-\(index).json")
+        try data.write(to: URL(fileURLWithPath: path))
+        return path
+      }
+      let result = try merge(paths, extra)
+      return result.status
+    }
+    let refused = try ReportFixture.json(counts: ["total": 2, "blacklisted": 2])
+    XCTAssertEqual(try merged([refused, refused]), 1)
+    XCTAssertEqual(try merged([refused, refused], ["--allow-url-failures"]), 0)
+    let worked = try ReportFixture.json(counts: ["total": 2, "downloaded": 2])
+    XCTAssertEqual(try merged([refused, worked]), 0, "the fleet tried URLs")
+    let stuck = try ReportFixture.json(
+      counts: ["total": 2, "downloaded": 2], maintenance: ["filesNotRemoved": 3])
+    XCTAssertEqual(try merged([stuck, worked]), 1)
+  }
+
   /// Every shard reads every line, but a line that is not a URL is one line of the night:
   /// shard 0 alone counts and reports it, so the merged report has it once, and each shard's
   /// total is its own share.

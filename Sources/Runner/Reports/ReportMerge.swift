@@ -18,6 +18,11 @@ public enum ReportMerge {
     /// Files the shards' audits found bad, and entries they could not read (`verify`).
     public var badFiles = 0
     public var entriesNotRead = 0
+    /// The blacklist refused every URL of the whole run: nothing was tried (exit 1, as in one
+    /// run, unless URL failures are allowed).
+    public var refusedEverything = false
+    /// Files the shards' maintenance passes meant to remove and could not (exit 1).
+    public var filesNotRemoved = 0
     public var files: [String]
     /// Every merged report was of a run that allowed failed URLs (`allowURLFailures`): the
     /// merge exits as those runs did, 0 for failed URLs alone.
@@ -181,7 +186,11 @@ public enum ReportMerge {
     return Outcome(
       status: status, failedURLs: counts?.failed ?? 0, failedInputs: inputFailures.count,
       badFiles: verify.section?.counts.bad ?? 0,
-      entriesNotRead: verify.section?.counts.errors ?? 0, files: writer.files,
+      entriesNotRead: verify.section?.counts.errors ?? 0,
+      refusedEverything: counts.map(BlacklistRefusal.refusedEverything) ?? false,
+      filesNotRemoved: passes.reduce(0) {
+        $0 + ($1.sink.summary.dryRun ? 0 : $1.sink.summary.filesNotRemoved)
+      }, files: writer.files,
       urlFailuresAllowed: urlFailuresAllowed,
       unfinished: members.filter { $0.status != .completed }.map(\.described),
       rerun: zip(members, sources).compactMap { member, source in
