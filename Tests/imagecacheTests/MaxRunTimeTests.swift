@@ -32,4 +32,35 @@ final class MaxRunTimeTests: LoopbackTestCase {
     XCTAssertEqual(decoded.status, .interrupted)
     XCTAssertEqual(try XCTUnwrap(decoded.prefetch).downloaded, 0)
   }
+
+  /// The report, which is all an operator reads besides the exit code, says why the run is
+  /// `interrupted` and which of the job's passes it never got to: a night stopped by its limit
+  /// every time never trims.
+  func testTheReportSaysTheTimeLimitStoppedTheRunAndWhichPassesDidNotRun() throws {
+    let urls = (0..<4).map { server.url("/slow.jpg?\($0)") }
+    let report = temporary.appending("report.json")
+    let job = temporary.appending("nightly.yaml")
+    try """
+    name: nightly
+    cache:
+      directory: cache
+      maxDiskSize: 1MB
+    manifests: [\(try temporary.manifest(urls))]
+    maintenance: [expire, trim]
+    prefetch:
+      timeout: 60s
+      maxRunTime: 1s
+    report: \(report)
+    """.write(toFile: job, atomically: true, encoding: .utf8)
+    let result = try ImageCacheBinary.run(["run", job])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let decoded = try RunReport.decode(try Data(contentsOf: URL(fileURLWithPath: report)))
+    XCTAssertEqual(decoded.status, .interrupted)
+    XCTAssertEqual(decoded.maintenance.map(\.pass), [])
+    XCTAssertTrue(
+      decoded.warnings.contains { $0.contains("time limit (1 s, maxRunTime) was reached") },
+      "\(decoded.warnings)")
+    XCTAssertTrue(
+      decoded.warnings.contains { $0.hasPrefix("not run: expire, trim") }, "\(decoded.warnings)")
+  }
 }

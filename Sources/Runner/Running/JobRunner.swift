@@ -263,10 +263,21 @@ public struct JobRunner: Sendable {
       case .failure(let error): throw error
       }
       if let failure { throw failure }
-      if !signals.interrupted { try clean(into: writer, stop: signals.stop, warnings: warnings) }
-      // After expire and trim: the audit judges the cache an app will read.
-      if let verify = job.verify, !signals.interrupted {
-        try await self.verify(verify, into: writer, stop: signals.stop, warnings: warnings)
+      // A pass the job lists and the run never got to is said: a night stopped by its time
+      // limit every time would otherwise never trim, and its report not say so.
+      if signals.interrupted {
+        let notRun = job.passes.filter { $0 != .migrate }
+        if !notRun.isEmpty { warnings.add(.passesNotRun(notRun)) }
+      } else {
+        try clean(into: writer, stop: signals.stop, warnings: warnings)
+        // After expire and trim: the audit judges the cache an app will read.
+        if let verify = job.verify {
+          if !signals.interrupted {
+            try await self.verify(verify, into: writer, stop: signals.stop, warnings: warnings)
+          } else if job.passes.contains(.verify) {
+            warnings.add(.passesNotRun([.verify]))
+          }
+        }
       }
     } catch {
       console.report(.runFailed(job: job.name, error: error))
@@ -289,6 +300,7 @@ public struct JobRunner: Sendable {
     if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
     if signals.timeLimitReached, let limit = job.prefetch.maxRunTime {
       console.report(.timeLimitReached(job: job.name, seconds: limit))
+      warnings.keep(.timeLimitReached(seconds: limit))
     }
     if let counts {
       console.report(.prefetchFinished(job: job.name, counts: counts, refusal: refusal))

@@ -150,6 +150,11 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   case legacyNamesLeft(count: Int, path: String, dryRun: Bool)
   /// A maintenance pass that went on outside its bounds (trim's files held in memory).
   case maintenance(MaintenanceWarning)
+  /// The run's `maxRunTime` stopped it (the console says it as an event of its own): the
+  /// report says why it is `interrupted`, where a signal's exit code would.
+  case timeLimitReached(seconds: TimeInterval)
+  /// Passes the job lists that a signal or the time limit stopped the run before.
+  case passesNotRun([JobPass])
 
   public var description: String {
     switch self {
@@ -183,6 +188,12 @@ public enum RunWarning: Sendable, CustomStringConvertible {
       "clockStepped: the system clock stepped \(seconds < 0 ? "back" : "forward") "
         + "\(String(format: "%.1f", abs(seconds))) s during the run; the duration is measured "
         + "by the monotonic clock"
+    case .timeLimitReached(let seconds):
+      "interrupted: the run's time limit (\(Int(seconds)) s, maxRunTime) was reached; the URLs "
+        + "not started are left for the next run"
+    case .passesNotRun(let passes):
+      "not run: " + passes.map(\.rawValue).joined(separator: ", ")
+        + " (the job lists them; the run was interrupted before them)"
     }
   }
 }
