@@ -83,11 +83,12 @@ struct AdaptiveLimit {
   static let longestProbeRounds = 4096
 
   let ceiling: Int
-  /// Transfers under way when an earlier run's probe was refused (``OriginRefusal``): this
-  /// run's ceiling is under it. `nil`: none remembered.
+  /// Transfers under way when an earlier run's transfer was refused at the knee
+  /// (``OriginRefusal``): this run's ceiling is under it. `nil`: none remembered.
   let remembered: Int?
-  /// Transfers under way when the origin refused a probe in this run, the last time it did;
-  /// `nil` when none was refused, or two probes past the knee since went clean at that many or
+  /// Transfers under way when a transfer the origin refused at its knee in this run was sent
+  /// (at least as many as it served cleanly: ``failed(_:sentIn:probe:inFlight:)``), the last
+  /// time it did; `nil` when none was refused so, or two probes past the knee since went clean at that many or
   /// more (the origin serves more now). What the run leaves for the next (``OriginRefusal``).
   private(set) var refusedWith: Int?
   /// Transfers at once the loop may run now: climbs to ``target`` an answer at a time.
@@ -255,15 +256,19 @@ struct AdaptiveLimit {
   /// in `epoch` (`nil`: this one); returns whether the limit was cut: not for a transfer sent
   /// before the last cut, so that a burst of refusals is one cut.
   /// `probe`: the refusal answered a probe (``refusalIsProbe(inFlight:sentIn:)``).
-  /// `inFlight`: transfers under way to the origin, the refused one with them: a probe's
-  /// refusal with that many is what the run leaves for the next (``refusedWith``).
+  /// `inFlight`: transfers under way to the origin when the refused one was sent, itself among
+  /// them: a refusal with at least as many as the origin served cleanly (a probe's, or one at
+  /// that very level: the origin counts its answers until they are sent, so a client may
+  /// finish a round clean at one more than it takes) is what the run leaves for the next
+  /// (``refusedWith``); one with fewer is an outage's, and is not.
   @discardableResult
   mutating func failed(
     _ cut: Cut, sentIn epoch: Int? = nil, probe: Bool = false, inFlight: Int? = nil
   ) -> Bool {
     guard epoch ?? self.epoch >= lastCut else { return false }
     lastCutAnsweredProbe = probe
-    if cut == .refused, probe { refusedWith = inFlight ?? limit }
+    let inFlight = inFlight ?? limit
+    if cut == .refused, let served, probe || inFlight >= served { refusedWith = inFlight }
     set(cut == .timeout ? limit / 2 : limit - max(1, limit / 4), cut: cut)
     return true
   }

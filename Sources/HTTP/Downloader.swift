@@ -215,7 +215,7 @@ public final class Downloader: Sendable {
     return limits.keys.sorted().map { limits[$0]! }
   }
 
-  /// The origins that refused a probe of their adaptive limit since the downloader started,
+  /// The origins that refused at the knee of their adaptive limit since the downloader started,
   /// as of now: what to remember for the next runs (``OriginRefusal``); `nil` for an origin
   /// that served as many cleanly since (to forget). Empty with fixed limits.
   public var refusals: [Origin: OriginRefusal?] {

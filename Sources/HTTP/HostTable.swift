@@ -191,7 +191,7 @@ struct HostTable {
       ?? false
   }
 
-  /// Transfers under way when `origin` last refused a probe of its adaptive limit in this run
+  /// Transfers under way when `origin` last refused at its adaptive limit's knee in this run
   /// (``AdaptiveLimit/refusedWith``), if it did and has not served as many cleanly since.
   func refusedWith(_ origin: Origin) -> Int? {
     hosts[origin]?.adaptive?.refusedWith

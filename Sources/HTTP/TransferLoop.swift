@@ -74,7 +74,7 @@ final class TransferLoop: @unchecked Sendable {
   /// Each host's adaptive limit, as of its last change, by host name (two ports of a host: the
   /// last changed): written on this thread, read for the report.
   let adaptiveLimits = Mutex<[String: HostLimit]>([:])
-  /// The origins that refused a probe of their adaptive limit in this run, and when (the
+  /// The origins that refused at the knee of their adaptive limit in this run, and when (the
   /// last such refusal); `nil` for one whose refusal was then served cleanly twice (the
   /// origin serves more now): written on this thread, read for the state.
   let refusals = Mutex<[Origin: OriginRefusal?]>([:])

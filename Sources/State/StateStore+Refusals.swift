@@ -2,7 +2,7 @@ import Core
 import Foundation
 import GRDB
 
-/// The origins that refused a probe of their adaptive per-host limit (``OriginRefusal``):
+/// The origins that refused at the knee of their adaptive per-host limit (``OriginRefusal``):
 /// a run keeps each origin's limit under its own for a week, so that a busy origin is not
 /// asked past its knee every night.
 extension StateStore {

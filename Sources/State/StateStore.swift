@@ -4,8 +4,8 @@ import GRDB
 
 /// The tool's state (SPEC section 8): `<disk cache path>/.imagecache/state.sqlite` in WAL mode,
 /// holding the blacklist, each key's validators, the URL of each stored file, the origins that
-/// refused a probe of their adaptive limit and a row per run. Deleting it loses history, never cache data; a corrupt file is moved aside and a fresh
-/// one created.
+/// refused at the knee of their adaptive limit and a row per run. Deleting it loses history,
+/// never cache data; a corrupt file is moved aside and a fresh one created.
 ///
 /// Every failure is a ``StateStoreError`` naming the file.
 public final class StateStore: Sendable {
@@ -361,7 +361,7 @@ public final class StateStore: Sendable {
         table.column("storedAt", .datetime).notNull()
       }
     }
-    // Issue 44: the origins that refused a probe of their adaptive limit, and when.
+    // Issue 44: the origins that refused at the knee of their adaptive limit, and when.
     migrator.registerMigration("v3") { db in
       try db.create(table: "refusals") { table in
         table.column("scheme", .text).notNull()

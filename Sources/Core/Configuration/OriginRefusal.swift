@@ -1,8 +1,8 @@
 import Foundation
 
-/// An origin that refused a probe of its adaptive per-host limit (`--per-host-concurrency
-/// auto`): a 429, 503 or refused HTTP/2 stream while `inFlight` transfers were under way to it,
-/// more than it had just served cleanly. The run leaves it in the state for the next ones
+/// An origin that refused at its adaptive per-host limit's knee (`--per-host-concurrency
+/// auto`): a 429, 503 or refused HTTP/2 stream of a transfer sent with `inFlight` under way to
+/// it, at least as many as it had served cleanly (``AdaptiveLimit/refusedWith``). The run leaves it in the state for the next ones
 /// against the same origin, which keep its limit under `inFlight` for ``lifetime`` from
 /// `since`: an origin that refuses past its knee gives no sign before it refuses, so without
 /// this every night's run would draw a refusal from it on its way up (issue 44).

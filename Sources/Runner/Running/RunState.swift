@@ -102,7 +102,7 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
     }
   }
 
-  /// The origins that refused a probe of their adaptive limit in earlier runs, still
+  /// The origins that refused at the knee of their adaptive limit in earlier runs, still
   /// remembered (``OriginRefusal``), as the run's own file was read before the opening; none
   /// when it could not be read so.
   var refusals: [OriginRefusal] { early?.refusals ?? [] }
