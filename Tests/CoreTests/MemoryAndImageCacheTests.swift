@@ -15,19 +15,23 @@ final class MemoryCacheTests: XCTestCase {
     XCTAssertEqual(cache.count, 2)
   }
 
+  /// What an entry of `bytes` under a one-letter key costs.
+  private let entryCost = { (bytes: Int) in bytes + 1 + MemoryCache.entryOverhead }
+
   func testEvictsByTotalCost() {
-    let cache = MemoryCache(totalCostLimit: 100)
+    let cache = MemoryCache(totalCostLimit: entryCost(40) * 5 / 2)
     cache.setData(Data(count: 40), forKey: "a")
     cache.setData(Data(count: 40), forKey: "b")
     cache.setData(Data(count: 40), forKey: "c")
     XCTAssertNil(cache.data(forKey: "a"))
-    XCTAssertEqual(cache.totalCost, 80)
+    XCTAssertEqual(cache.totalCost, 2 * entryCost(40))
   }
 
   func testEntryLargerThanTheCostLimitIsNotKept() {
-    let cache = MemoryCache(totalCostLimit: 10)
+    let limit = 5 + "small".utf8.count + MemoryCache.entryOverhead
+    let cache = MemoryCache(totalCostLimit: limit)
     cache.setData(Data(count: 5), forKey: "small")
-    cache.setData(Data(count: 11), forKey: "big")
+    cache.setData(Data(count: limit - MemoryCache.entryOverhead), forKey: "big")
     XCTAssertNil(cache.data(forKey: "big"))
     XCTAssertNotNil(cache.data(forKey: "small"))
   }
@@ -36,7 +40,7 @@ final class MemoryCacheTests: XCTestCase {
     let cache = MemoryCache()
     cache.setData(Data(count: 10), forKey: "a")
     cache.setData(Data(count: 3), forKey: "a")
-    XCTAssertEqual(cache.totalCost, 3)
+    XCTAssertEqual(cache.totalCost, entryCost(3))
     XCTAssertEqual(cache.count, 1)
     cache.removeData(forKey: "a")
     XCTAssertEqual(cache.totalCost, 0)
@@ -60,6 +64,22 @@ final class MemoryCacheTests: XCTestCase {
     }
     XCTAssertLessThanOrEqual(cache.count, 50)
     XCTAssertLessThanOrEqual(cache.totalCost, 1000)
+  }
+
+  /// An entry that holds little but its key (an image on disk, a tiny image) still costs its
+  /// key and its bookkeeping: a manifest of long URLs or of tiny images stays under the limit
+  /// however long it is.
+  func testAnEntryCostsItsKeyAndItsBookkeepingToo() {
+    let limit = 1 << 20
+    let query = String(repeating: "q", count: 60_000)
+    let longKeys = MemoryCache(totalCostLimit: limit)
+    let tinyImages = MemoryCache(totalCostLimit: limit)
+    for index in 0..<10_000 {
+      longKeys.setOnDisk(forKey: "https://example.com/\(index).gif?\(query)", cost: 42)
+      tinyImages.setOnDisk(forKey: "https://example.com/\(index).gif", cost: 42)
+    }
+    XCTAssertLessThanOrEqual(longKeys.count * query.utf8.count, limit)
+    XCTAssertLessThanOrEqual(tinyImages.count * MemoryCache.entryOverhead, limit)
   }
 }
 
@@ -111,7 +131,9 @@ final class ImageCacheTests: TemporaryFolderTestCase {
     let key = "https://example.com/both.png"
     try cache.store(Fixtures.png, forKey: key, cacheType: .all)
     XCTAssertEqual(cache.memory.entry(forKey: key), .onDisk)
-    XCTAssertEqual(cache.memory.totalCost, Fixtures.png.count, "counted at its size")
+    XCTAssertEqual(
+      cache.memory.totalCost, Fixtures.png.count + key.utf8.count + MemoryCache.entryOverhead,
+      "counted at its size")
     XCTAssertEqual(try cache.query(key: key, readData: false)?.source, .memory)
     let hit = try XCTUnwrap(try cache.query(key: key))
     XCTAssertEqual(hit.source, .memory)

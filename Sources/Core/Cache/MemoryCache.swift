@@ -14,10 +14,20 @@ package enum MemoryEntry: Sendable, Equatable {
 /// The memory tier: least-recently-used, bounded by total cost (bytes) and by count, safe to
 /// use from any number of tasks at once. A limit of 0 means no limit, as in SD's
 /// `SDMemoryCache`.
+///
+/// An entry costs its image's bytes plus what holding it takes: its key's bytes and
+/// ``entryOverhead``. An ``MemoryEntry/onDisk`` entry of a tiny image or a long URL holds
+/// little but its key, and a million of them would otherwise fit under any cost limit (SPEC
+/// section 5: memory stays bounded whatever the manifest size).
 public final class MemoryCache: Sendable {
   package let totalCostLimit: Int
   package let countLimit: Int
   private let state: Mutex<LRUList>
+
+  /// About what one entry takes beyond its key's and its data's bytes: the list's node, the
+  /// index's slot and the key's allocation (measured at about 280 bytes an entry for short
+  /// keys).
+  package static let entryOverhead = 256
 
   public init(totalCostLimit: Int = 0, countLimit: Int = 0) {
     self.totalCostLimit = totalCostLimit
@@ -42,8 +52,8 @@ public final class MemoryCache: Sendable {
     state.withLock { $0.contains(key) }
   }
 
-  /// Stores `data` with a cost of its byte count, evicting least recently used entries until
-  /// both limits hold. An entry larger than the cost limit is not kept at all.
+  /// Stores `data` with a cost of its byte count (and its key's), evicting least recently used
+  /// entries until both limits hold. An entry larger than the cost limit is not kept at all.
   package func setData(_ data: Data, forKey key: String) {
     set(.data(data), cost: data.count, forKey: key)
   }
@@ -54,7 +64,8 @@ public final class MemoryCache: Sendable {
     set(.onDisk, cost: cost, forKey: key)
   }
 
-  private func set(_ entry: MemoryEntry, cost: Int, forKey key: String) {
+  private func set(_ entry: MemoryEntry, cost bytes: Int, forKey key: String) {
+    let cost = bytes + key.utf8.count + Self.entryOverhead
     state.withLock { list in
       list.remove(key)
       if totalCostLimit > 0 && cost > totalCostLimit { return }
