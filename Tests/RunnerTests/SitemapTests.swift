@@ -3,9 +3,10 @@ import Foundation
 import HTTP
 import Pipeline
 import Prefetcher
-import Runner
 import TestSupport
 import XCTest
+
+@testable import Runner
 
 /// Sitemap manifests (SPEC section 6, issue 14): image sitemaps, indexes, gzip, local files and
 /// URLs, and the hostile ones, through the runner against a loopback server.
@@ -377,6 +378,26 @@ final class SitemapTests: LoopbackTestCase {
       count += 1
     }
     XCTAssertEqual(count, 50_000)
+  }
+
+  /// A `<url>` may name any number of images: they are handed on a batch at a time as they are
+  /// read, never held whole, and every one arrives in order, after its page.
+  func testTheImagesOfOneURLAreHandedOnABatchAtATime() throws {
+    let images = (0..<SitemapDocument.imagesPerEvent * 5 / 2).map { "/i/\($0).jpg" }
+    let path = try write(urlset([(page: "/p.jpg", images: images, lastmod: nil)]), "many.xml")
+    let document = try SitemapDocument(
+      descriptor: open(path, O_RDONLY | O_CLOEXEC), name: path, limit: .max)
+    var read: [String] = []
+    while let event = document.next() {
+      guard case .url(_, _, let batch) = try event.get() else { return XCTFail("\(event)") }
+      XCTAssertLessThanOrEqual(batch.count, SitemapDocument.imagesPerEvent)
+      read += batch.map(\.text)
+    }
+    XCTAssertEqual(read, images.map(server.url))
+    let entries = try ManifestItems(paths: [path], sitemap: SitemapSettings(pages: true)).map {
+      try $0.get().url
+    }
+    XCTAssertEqual(entries, ["/p.jpg"].map(server.url) + images.map(server.url))
   }
 
   func testTheProgressTotalCountsTextManifestsOnly() throws {

@@ -40,7 +40,10 @@ final class SitemapDocument {
   }
 
   enum Event: Equatable {
-    /// A `<url>`: its page `<loc>`, its `<lastmod>`, and its images' `<image:loc>`s.
+    /// A `<url>`: its page `<loc>`, its `<lastmod>`, and its images' `<image:loc>`s. A `<url>`
+    /// with more than ``imagesPerEvent`` images comes as several, each full batch of images as
+    /// it is read: the page goes with the first after its `<loc>`, the `<lastmod>` with each
+    /// after it.
     case url(page: SitemapLocation?, lastModified: Date?, images: [SitemapLocation])
     /// A `<sitemap>` of an index.
     case child(SitemapLocation, lastModified: Date?)
@@ -48,6 +51,11 @@ final class SitemapDocument {
 
   /// The longest `<loc>` or `<lastmod>` text kept, as the longest manifest line.
   static let maxTextLength = LineReader.maxLineLength
+
+  /// The most images of one `<url>` held before they are handed on: the image sitemap
+  /// protocol's own limit for a page, which nothing enforces; a `<url>` of a million images
+  /// (50 MB of XML, 150 KB gzipped) would otherwise be held whole, several times over.
+  static let imagesPerEvent = 1_000
 
   static let libraryMissing = "libxml2 (libxml2.so.2) could not be loaded; install libxml2"
 
@@ -201,7 +209,15 @@ final class SitemapDocument {
       switch (path.count, name) {
       case (3, "loc"): page = location
       case (3, "lastmod"): lastModified = W3CDate.parse(trimmed)
-      case (4, _): images.append(location)
+      case (4, _):
+        images.append(location)
+        if images.count == Self.imagesPerEvent {
+          defer {
+            page = nil
+            images = []
+          }
+          return .url(page: page, lastModified: lastModified, images: images)
+        }
       default: break
       }
       return nil
