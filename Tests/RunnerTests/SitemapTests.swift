@@ -196,6 +196,28 @@ final class SitemapTests: LoopbackTestCase {
     XCTAssertTrue(report.lineErrors.contains { $0.contains("nest deeper") }, "\(report.lineErrors)")
   }
 
+  /// An index read whole to be sorted is then read child after child at a cost per child:
+  /// 200,000 children (four times the protocol's limit, which nothing enforces) took about ten
+  /// minutes when each child read copied the rest of the list. Its children here are refused
+  /// without a fetch (not http).
+  func testAnIndexOfTwoHundredThousandChildrenIsReadToItsEnd() throws {
+    let children = 200_000
+    let path = try write(
+      index(Array(repeating: (loc: "ftp://example.invalid/s.xml", lastmod: nil), count: children)),
+      "huge.xml")
+    let read = LockedValue(0)
+    let done = DispatchSemaphore(value: 0)
+    Thread {
+      for _ in ManifestItems(paths: [path], sitemap: SitemapSettings(order: .lastmod)) {
+        read.set(read.value + 1)
+      }
+      done.signal()
+    }.start()
+    XCTAssertEqual(
+      done.wait(timeout: .now() + 60), .success, "read \(read.value) children in 60 s")
+    XCTAssertEqual(read.value, children)
+  }
+
   func testAChildOnAnotherSchemeIsAnErrorAndTheRunGoesOn() async throws {
     let path = try write(
       index([

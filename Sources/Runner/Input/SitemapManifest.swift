@@ -86,12 +86,13 @@ final class SitemapManifest {
   /// Reads on in the innermost sitemap: one `<url>`'s entries, or the next child of an index.
   private func advance() {
     let top = stack.count - 1
-    if var children = stack[top].children {
-      guard let (location, _) = children.popFirst() else {
+    if stack[top].children != nil {
+      // Taken from the frame in place: a copy of the list for each child read is a copy of
+      // up to a million children, a million times.
+      guard let (location, _) = stack[top].children?.popFirst() else {
         stack.removeLast()
         return
       }
-      stack[top].children = children
       openChild(location, of: stack[top])
       return
     }
