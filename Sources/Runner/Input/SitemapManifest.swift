@@ -96,7 +96,8 @@ final class SitemapManifest {
       openChild(location, of: stack[top])
       return
     }
-    if settings.order == .lastmod || stack[top].document.kind == .index {
+    if settings.order == .lastmod {
+      // Sorted newest first: read whole (SitemapOrder.lastmod).
       return readWhole(top)
     }
     switch stack[top].document.next() {
@@ -105,24 +106,22 @@ final class SitemapManifest {
       ready.append(.failure(lineError(stack[top].name, problem)))
       stack.removeLast()
     case .success(let event):
-      if case .child = event {
-        // An index's first entry: it is read whole, then its children one by one.
-        return readWhole(top, first: event)
+      if case .child(let location, _) = event {
+        // An index is read as its children are: a million of them are never held.
+        return openChild(location, of: stack[top])
       }
       ready.append(contentsOf: entries(of: event, in: stack[top].name).map { .success($0.0) })
     }
   }
 
-  /// Reads the whole document at `index` of the stack: an index's children (then read one at a
-  /// time), or a urlset's entries sorted newest first.
-  private func readWhole(_ index: Int, first: SitemapDocument.Event? = nil) {
+  /// Reads the whole document at `index` of the stack, to sort it newest first: an index's
+  /// children (then read one at a time), or a urlset's entries.
+  private func readWhole(_ index: Int) {
     let frame = stack[index]
     var children: [(SitemapLocation, Date?)] = []
     var dated: [(entry: ManifestEntry, date: Date?)] = []
     var problem: SitemapProblem?
-    var pending = first.map { Result<SitemapDocument.Event, SitemapProblem>.success($0) }
-    while let result = pending ?? frame.document.next() {
-      pending = nil
+    while let result = frame.document.next() {
       switch result {
       case .failure(let error): problem = error
       case .success(.child(let location, let date)): children.append((location, date))
@@ -130,10 +129,8 @@ final class SitemapManifest {
       }
       if problem != nil { break }
     }
-    if settings.order == .lastmod {
-      children = stableSortedNewestFirst(children, by: \.1)
-      dated = stableSortedNewestFirst(dated, by: \.date)
-    }
+    children = stableSortedNewestFirst(children, by: \.1)
+    dated = stableSortedNewestFirst(dated, by: \.date)
     ready.append(contentsOf: dated.map { .success($0.entry) })
     if let problem { ready.append(.failure(lineError(frame.name, problem))) }
     if frame.document.kind == .index {
