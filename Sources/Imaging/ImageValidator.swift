@@ -11,6 +11,8 @@ import Foundation
 /// JPEG at an eighth of its size, libwebp's rows of a lossy WebP frame or a GIF's LZW table at a
 /// time. libwebp holds a lossless WebP frame, or a lossy one's alpha plane, whole: such a frame
 /// is decoded only up to 4096 x 4096 pixels, a larger one checked to its bitstream header.
+/// libjpeg holds a progressive JPEG's coefficients whole: one over 64 MiB of them is checked to
+/// its structure.
 public struct ImageValidator: Sendable {
   public var level: ValidationLevel
   /// Images with more pixels are `badImageData`, whatever their data.
@@ -74,14 +76,23 @@ public struct ImageValidator: Sendable {
 /// would longjmp through Swift frames). A warning such as "premature end of data" stops the
 /// decode and counts as a failure. The image is decoded at an eighth of its size in grey: every
 /// coefficient is still entropy-decoded (which is what finds truncated or corrupt data) while
-/// the pixels take 1/192 of the full-size RGB buffer.
+/// the pixels take 1/192 of the full-size RGB buffer. A JPEG whose scans each hold part of the
+/// image (progressive, or a first scan without every component) is decoded only when its
+/// coefficients, which libjpeg then buffers whole at any scale, fit ``bufferedBudget``: a 391 KB
+/// progressive 10000x10000 grey JPEG took 200 MB, one in colour 600 MB. A larger one gets what
+/// the structure level checks, as a large lossless WebP does.
 enum JPEGDecoder {
+  /// The most bytes of coefficients decoded when libjpeg buffers them whole: 64 MiB, as WebP's
+  /// whole-frame budget (a 4096 x 4096 colour image at 4:2:0 takes 48 MiB).
+  static let bufferedBudget = 64 << 20
+
   static func decode(_ data: Data) throws(ImageCacheError) {
     guard let handle = tjInitDecompress() else {
       throw .badImageData(reason: "jpeg: cannot start the decoder")
     }
     defer { tjDestroy(handle) }
     let failure: String? = data.withUnsafeBytes { raw in
+      if let buffered = bufferedCoefficientBytes(raw), buffered > bufferedBudget { return nil }
       let source = raw.baseAddress!.assumingMemoryBound(to: UInt8.self)
       var width: Int32 = 0
       var height: Int32 = 0
@@ -100,6 +111,45 @@ enum JPEGDecoder {
       return status == 0 ? nil : String(cString: tjGetErrorStr2(handle))
     }
     if let failure { throw .badImageData(reason: "jpeg: \(failure)") }
+  }
+
+  /// The bytes of coefficients libjpeg buffers for the whole image (128 a block of each
+  /// component) when its first scan says it must: a progressive frame, or a scan without every
+  /// component. `nil` when it decodes rows as they come, or the segments before the first scan
+  /// do not say (the decode then finds what is wrong).
+  static func bufferedCoefficientBytes(_ raw: UnsafeRawBufferPointer) -> Int? {
+    func u16(_ offset: Int) -> Int { Int(raw[offset]) << 8 | Int(raw[offset + 1]) }
+    var offset = 2
+    var frame: (progressive: Bool, width: Int, height: Int, sampling: [(Int, Int)])?
+    while offset + 4 <= raw.count, raw[offset] == 0xFF {
+      let marker = raw[offset + 1]
+      let length = u16(offset + 2)
+      let body = offset + 4
+      guard length >= 2, body + length - 2 <= raw.count else { return nil }
+      switch marker {
+      case 0xC0...0xCF where ![0xC4, 0xC8, 0xCC].contains(marker) && length >= 8:
+        let count = Int(raw[body + 5])
+        guard length >= 8 + 3 * count else { return nil }
+        frame = (
+          [0xC2, 0xC6, 0xCA, 0xCE].contains(marker), u16(body + 3), u16(body + 1),
+          (0..<count).map { (Int(raw[body + 7 + 3 * $0] >> 4), Int(raw[body + 7 + 3 * $0] & 15)) }
+        )
+      case 0xDA:
+        guard length >= 3, let frame, frame.progressive || Int(raw[body]) < frame.sampling.count,
+          let most = frame.sampling.map(\.0).max(), let tallest = frame.sampling.map(\.1).max(),
+          most > 0, tallest > 0
+        else { return nil }
+        return frame.sampling.reduce(0) { total, factors in
+          let across = (frame.width * factors.0 + most * 8 - 1) / (most * 8)
+          let down = (frame.height * factors.1 + tallest * 8 - 1) / (tallest * 8)
+          return total + across * down * 128
+        }
+      default:
+        break
+      }
+      offset = body + length - 2
+    }
+    return nil
   }
 }
 

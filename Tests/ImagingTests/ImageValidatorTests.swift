@@ -90,6 +90,37 @@ final class ImageValidatorTests: XCTestCase {
     assertBadImageData(forged, level: .full, containing: "jpeg:")
   }
 
+  /// A 16x16 grey progressive JPEG (cjpeg -progressive), its frame header claiming `side` x
+  /// `side` pixels: its scans then end long before the image does, which only a decode finds.
+  private func progressiveJPEG(claiming side: Int) throws -> Data {
+    var jpeg = try XCTUnwrap(
+      Data(
+        base64Encoded:
+          "/9j/4AAQSkZJRgABAQAAAQABAAD/2wBDAAMCAgMCAgMDAwMEAwMEBQgFBQQEBQoHBwYIDAoMDAsKCwsNDhIQDQ4R"
+          + "DgsLEBYQERMUFRUVDA8XGBYUGBIUFRT/wgALCAAQABABAREA/8QAFQABAQAAAAAAAAAAAAAAAAAACAf/2gAI"
+          + "AQEAAAABj6qKqq//xAAVEAEBAAAAAAAAAAAAAAAAAAAABv/aAAgBAQABBQKbTabTb//EABUQAQEAAAAAAAAA"
+          + "AAAAAAAAAAAC/9oACAEBAAY/ApSlL//EABQQAQAAAAAAAAAAAAAAAAAAACD/2gAIAQEAAT8hH/8A/9oACAEB"
+          + "AAAAEF//xAAVEAEBAAAAAAAAAAAAAAAAAAAAwf/aAAgBAQABPxCCCCD/2Q=="))
+    let frame = try XCTUnwrap(jpeg.firstRange(of: Data([0xFF, 0xC2]))).lowerBound
+    let size = [UInt8(side >> 8), UInt8(side & 0xFF)]
+    jpeg.replaceSubrange((frame + 5)..<(frame + 9), with: size + size)
+    return jpeg
+  }
+
+  /// libjpeg buffers a progressive JPEG's coefficients whole, at any scale: one over the
+  /// budget (8192 x 8192 in grey, 128 MiB of them) is checked to its structure and passes, its
+  /// missing scan data undecoded; one under it is decoded, and its missing data found.
+  func testAProgressiveJPEGOverTheBufferBudgetIsCheckedToItsStructure() throws {
+    let over = try progressiveJPEG(claiming: 8192)
+    XCTAssertGreaterThan(
+      over.withUnsafeBytes { JPEGDecoder.bufferedCoefficientBytes($0) } ?? 0,
+      JPEGDecoder.bufferedBudget)
+    XCTAssertEqual(
+      try ImageValidator(level: .full).validate(over),
+      ImageInfo(format: .jpeg, width: 8192, height: 8192))
+    assertBadImageData(try progressiveJPEG(claiming: 1024), level: .full, containing: "jpeg:")
+  }
+
   func testCorruptJPEGHeaderIsRejected() {
     var corrupt = Fixtures.jpeg
     corrupt[4] = 0x00  // the APP0 segment claims a length of 1 byte
