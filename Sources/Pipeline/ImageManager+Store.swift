@@ -147,11 +147,12 @@ extension ImageManager {
     }
     do {
       let now = Date()
+      let etag = CacheValidators.kept(response.etag)
+      let lastModified = CacheValidators.kept(response.lastModified)
       let validators =
-        response.etag != nil || response.lastModified != nil
+        etag != nil || lastModified != nil
         ? CacheValidators(
-          cacheKey: originalKey, etag: response.etag, lastModified: response.lastModified,
-          updatedAt: now) : nil
+          cacheKey: originalKey, etag: etag, lastModified: lastModified, updatedAt: now) : nil
       // The original's file learns its URL, for `verify` to name and refetch (issue 45); a
       // variant's does not: it is made by the job's context, not downloaded.
       let storedOnDisk =

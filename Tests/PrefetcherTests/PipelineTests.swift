@@ -63,6 +63,13 @@ final class PipelineTests: DownloaderTestCase {
             body: Fixtures.png)
       },
       "/echo.png": { _ in .image(Fixtures.png, type: "image/png") },
+      "/long-etag.png": { _ in
+        ServerResponse(
+          headers: [
+            ("ETag", "\"\(String(repeating: "e", count: 10_000))\""),
+            ("Last-Modified", Self.lastModified), ("Content-Type", "image/png"),
+          ], body: Fixtures.png)
+      },
     ]
   }
 
@@ -362,6 +369,21 @@ extension PipelineTests {
     try manager.flush()
     let validators = namespaces.store(location).validators(forKey: server.url("/etag.png"))
     XCTAssertEqual(validators?.etag, "\"v1\"")
+  }
+}
+
+extension PipelineTests {
+  /// A validator longer than real ones is not kept, the other one is: each is a row of the
+  /// state file for every URL, which no size limit trims.
+  func testAValidatorLongerThanRealOnesIsNotKept() async throws {
+    let manager = try manager()
+    guard case .downloaded = try await load("/long-etag.png", manager: manager) else {
+      return XCTFail()
+    }
+    try manager.flush()
+    let validators = namespaces.store(location).validators(forKey: server.url("/long-etag.png"))
+    XCTAssertNil(validators?.etag)
+    XCTAssertEqual(validators?.lastModified, Self.lastModified)
   }
 }
 

@@ -40,6 +40,17 @@ public struct CacheValidators: Codable, Sendable, Equatable {
   package var lastModified: String?
   package var updatedAt: Date
 
+  /// The longest `ETag` or `Last-Modified` value kept. Real ones are tens of bytes; an origin
+  /// may send up to the header limit (100 KiB) with every image, each kept in the state file,
+  /// which no size limit trims: 2,000 tiny images with a 90 KB `ETag` made a 174 MB state
+  /// file. A longer value is not kept, and its URL is downloaded again, not revalidated.
+  package static let maxValueLength = 1024
+
+  /// `value`, unless it is longer than ``maxValueLength``.
+  package static func kept(_ value: String?) -> String? {
+    value.flatMap { $0.utf8.count <= maxValueLength ? $0 : nil }
+  }
+
   public init(cacheKey: String, etag: String?, lastModified: String?, updatedAt: Date) {
     self.cacheKey = cacheKey
     self.etag = etag
