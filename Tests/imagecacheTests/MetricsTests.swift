@@ -207,7 +207,8 @@ final class MetricsTests: LoopbackTestCase {
   }
 
   /// The alerting rules load, pass their unit tests (`cron/imagecache.rules.test.yml`, series
-  /// as a scrape stores them) and read only metrics that a run writes.
+  /// as a scrape stores them) and read only metrics that a run writes: a prefetch, or a
+  /// maintenance pass.
   func testTheAlertRulesPassTheirUnitTestsAndReadWhatARunWrites() throws {
     let promtool = "/usr/bin/promtool"
     guard FileManager.default.isExecutableFile(atPath: promtool) else {
@@ -227,7 +228,15 @@ final class MetricsTests: LoopbackTestCase {
     _ = try ImageCacheBinary.run([
       "prefetch", manifest, "--cache", temporary.appending("cache"), "--metrics", metricsFile,
     ])
-    let written = try String(contentsOfFile: metricsFile, encoding: .utf8)
+    let maintained = temporary.appending("maintain.prom")
+    let maintain = try ImageCacheBinary.run([
+      "maintain", "--cache", temporary.appending("cache"), "--max-age", "7d", "--metrics",
+      maintained,
+    ])
+    XCTAssertEqual(maintain.status, 0, maintain.stderr)
+    let written =
+      try String(contentsOfFile: metricsFile, encoding: .utf8)
+      + String(contentsOfFile: maintained, encoding: .utf8)
     let rules = try String(contentsOfFile: cron + "/imagecache.rules.yml", encoding: .utf8)
     let read = Set(
       rules.matches(of: /imagecache_[a-z_]+/).map { String($0.output) }
