@@ -207,8 +207,8 @@ final class MetricsTests: LoopbackTestCase {
   }
 
   /// The alerting rules load, pass their unit tests (`cron/imagecache.rules.test.yml`, series
-  /// as a scrape stores them) and read only metrics that a run writes: a prefetch, or a
-  /// maintenance pass.
+  /// as a scrape stores them) and read only metrics that a run writes: a prefetch, a
+  /// maintenance pass or an audit.
   func testTheAlertRulesPassTheirUnitTestsAndReadWhatARunWrites() throws {
     let promtool = "/usr/bin/promtool"
     guard FileManager.default.isExecutableFile(atPath: promtool) else {
@@ -234,9 +234,15 @@ final class MetricsTests: LoopbackTestCase {
       maintained,
     ])
     XCTAssertEqual(maintain.status, 0, maintain.stderr)
+    let audited = temporary.appending("verify.prom")
+    let verify = try ImageCacheBinary.run([
+      "verify", "--cache", temporary.appending("cache"), "--metrics", audited,
+    ])
+    XCTAssertEqual(verify.status, 0, verify.stderr)
     let written =
       try String(contentsOfFile: metricsFile, encoding: .utf8)
       + String(contentsOfFile: maintained, encoding: .utf8)
+      + String(contentsOfFile: audited, encoding: .utf8)
     let rules = try String(contentsOfFile: cron + "/imagecache.rules.yml", encoding: .utf8)
     let read = Set(
       rules.matches(of: /imagecache_[a-z_]+/).map { String($0.output) }
