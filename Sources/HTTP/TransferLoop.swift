@@ -430,9 +430,11 @@ final class TransferLoop: @unchecked Sendable {
     case .failure(let failure):
       origin = Origin(transfer.url)
       if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {
+        // What was under way when it was sent counts for its first hop's origin only.
         let sentWith = epoch.map { _ in transfer.sentWith }
-        probe =
-          epoch.map { hosts.refusalIsProbe(origin, sentIn: $0, with: transfer.sentWith) } ?? false
+        if let epoch, let sentWith {
+          probe = hosts.refusalIsProbe(origin, sentIn: epoch, with: sentWith)
+        }
         changed = hosts.cut(origin, .refused, sentIn: epoch, probe: probe, inFlight: sentWith)
       } else if case .network(.timedOut, _) = failure.error {
         changed = hosts.cut(origin, .timeout, sentIn: epoch)
