@@ -10,10 +10,12 @@
 #   busy   answers 503 with `Retry-After: 1` when more than BUSY_LIMIT (16) requests are in
 #          flight, else holds the image LATENCY_MS and sends it.
 #
-# For each origin (ORIGINS) and each setting (SETTINGS, default "6 8 16 64 auto auto-next":
-# numbers, `auto`, and `auto-next`: `auto` in a cache whose state the earlier `auto-next` runs
-# against the same origin left, the first of them an unmeasured `auto` run, as a night after
-# nights: what the state remembers of an origin, such as its refusals), IMAGES (5,000) distinct JPEGs, `imagecache prefetch LIST --cache OUT --concurrency
+# For each origin (ORIGINS) and each setting (SETTINGS, default "6 8 16 64 auto auto-next default
+# default-next": numbers, `auto`, `default`: neither --concurrency nor --per-host-concurrency
+# given, the tool as it comes, and `auto-next` or `default-next`: that setting in a cache whose
+# state the earlier runs of it against the same origin left, the first of them unmeasured, as a
+# night after nights: what the state remembers of an origin, such as its refusals), IMAGES
+# (5,000) distinct JPEGs, `imagecache prefetch LIST --cache OUT --concurrency
 # CONCURRENCY (64) --per-host-concurrency SETTING` into a fresh OUT on tmpfs; runs alternate
 # setting by setting, origin by origin, RUNS (3) times, and the medians are reported: wall time,
 # the origin's p50/p99 time in its queue (ms resolution, nearest rank) and peak requests in flight
@@ -34,7 +36,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ORIGINS=${ORIGINS:-cdn small busy}
-SETTINGS=${SETTINGS:-6 8 16 64 auto auto-next}
+SETTINGS=${SETTINGS:-6 8 16 64 auto auto-next default default-next}
 IMAGES=${IMAGES:-5000}
 RUNS=${RUNS:-3}
 CONCURRENCY=${CONCURRENCY:-64}
@@ -56,8 +58,10 @@ for origin in $ORIGINS; do
   esac
 done
 for setting in $SETTINGS; do
-  [[ $setting == auto || $setting == auto-next || $setting =~ ^[1-9][0-9]*$ ]] ||
-    { echo "SETTINGS: '$setting' is neither a number nor auto or auto-next" >&2; exit 2; }
+  [[ $setting =~ ^(auto|default)(-next)?$ || $setting =~ ^[1-9][0-9]*$ ]] || {
+    echo "SETTINGS: '$setting' is neither a number nor auto, default, auto-next or default-next" >&2
+    exit 2
+  }
 done
 port_of() {
   case $1 in cdn) echo "$CDN_PORT" ;; small) echo "$SMALL_PORT" ;; busy) echo "$BUSY_PORT" ;; esac
@@ -195,8 +199,11 @@ timed_run() {  # out
   MS=$(( ($(date +%s%N) - start) / 1000000 ))
 }
 prefetch_cmd() {  # origin setting out
-  CMD=("$BIN" prefetch "$WORK/lists/$1.txt" --cache "$3" --concurrency "$CONCURRENCY"
-    --per-host-concurrency "${2%-next}")
+  CMD=("$BIN" prefetch "$WORK/lists/$1.txt" --cache "$3")
+  # default: the tool's own limits, none given
+  if [ "${2%-next}" != default ]; then
+    CMD+=(--concurrency "$CONCURRENCY" --per-host-concurrency "${2%-next}")
+  fi
   if [ -n "$FLAGS" ]; then CMD+=($FLAGS); fi
 }
 # Waits (10 s at most) until the origin has no request in flight (a client that exited may leave
@@ -235,23 +242,25 @@ rm -rf "$WORK/probe"
 results=$WORK/adaptive.results out=$WORK/out
 rm -f "$results"
 for origin in $ORIGINS; do : > "$WORK/nginx/$origin.log"; done  # nginx keeps them open
-# auto-next's first night, unmeasured: the state it leaves is the first measured run's.
-if [[ " $SETTINGS " == *" auto-next "* ]]; then
+# auto-next's (default-next's) first night, unmeasured: the state it leaves is the first
+# measured run's.
+for next in $SETTINGS; do
+  [[ $next == *-next ]] || continue
   for origin in $ORIGINS; do
-    prefetch_cmd "$origin" auto "$out"
+    prefetch_cmd "$origin" "${next%-next}" "$out"
     STATE= timed_run "$out"
     settle "$origin"
     : > "$WORK/nginx/$origin.log"
-    rm -rf "$WORK/state-$origin"
-    cp -a "$out/default/.imagecache" "$WORK/state-$origin"
+    rm -rf "$WORK/state-$origin-$next"
+    cp -a "$out/default/.imagecache" "$WORK/state-$origin-$next"
   done
-fi
+done
 for run in $(seq "$RUNS"); do
   for origin in $ORIGINS; do
     for setting in $SETTINGS; do
       prefetch_cmd "$origin" "$setting" "$out"
       STATE=
-      if [ "$setting" = auto-next ]; then STATE=$WORK/state-$origin; fi
+      if [[ $setting == *-next ]]; then STATE=$WORK/state-$origin-$setting; fi
       timed_run "$out"
       if [ -n "$STATE" ]; then rm -rf "$STATE"; cp -a "$out/default/.imagecache" "$STATE"; fi
       settle "$origin"
@@ -310,14 +319,15 @@ titles = {
     "small": f"(b) small: {slots} at a time, {latency} ms each, the rest queued",
     "busy": f"(c) busy: 503 + Retry-After: 1 above {busy_limit} in flight, else {latency} ms",
 }
+adaptive = ("auto", "auto-next", "default", "default-next")
 def order(setting):
-    return (1, 0) if setting == "auto" else (1, 1) if setting == "auto-next" else (0, int(setting))
+    return (1, adaptive.index(setting)) if setting in adaptive else (0, int(setting))
 for origin in origins:
     settings = sorted({s for (o, s) in rows if o == origin}, key=order)
     if not settings:
         continue
     print()
-    print(f"### {titles[origin]} ({images} images, --concurrency {concurrency}, "
+    print(f"### {titles[origin]} ({images} images, --concurrency {concurrency} but for default, "
           f"medians of {runs} alternating runs)")
     print()
     print("| --per-host-concurrency | wall | queue p50 | queue p99 | peak in flight | requests "
@@ -330,10 +340,9 @@ for origin in origins:
               f"| {med(key, 'peak'):g} | {med(key, 'requests'):g} | {med(key, 's503'):g} "
               f"| {med(key, 's429'):g} | {min(r['files'] for r in rows[key])} | {codes} |")
     print()
-    fixed = [s for s in settings if not s.startswith("auto")]
+    fixed = [s for s in settings if s not in adaptive]
     best = min(fixed, key=lambda s: med((origin, s), "wall")) if fixed else None
     auto = (origin, "auto") if "auto" in settings else None
-    after = (origin, "auto-next") if "auto-next" in settings else None
     if best is None:
         print("- no fixed setting ran")
     elif auto is None:
@@ -341,9 +350,10 @@ for origin in origins:
     else:
         print(f"- auto/best fixed ({best}) wall = "
               f"{med(auto, 'wall') / med((origin, best), 'wall'):.2f}")
-    if best is not None and after:
-        print(f"- auto-next/best fixed ({best}) wall = "
-              f"{med(after, 'wall') / med((origin, best), 'wall'):.2f}")
+    for other in ("auto-next", "default", "default-next"):
+        if best is not None and other in settings:
+            print(f"- {other}/best fixed ({best}) wall = "
+                  f"{med((origin, other), 'wall') / med((origin, best), 'wall'):.2f}")
     if origin == "small":
         knee = (origin, str(slots))
         if knee in rows and med(knee, "q99") is not None:
@@ -352,14 +362,15 @@ for origin in origins:
                 value = med(key, "q99")
                 ratio = f"{value / base:.2f}" if base > 0 else "n/a"
                 return f"{ratio} ({value:g} ms against {base:g} ms)"
-            if auto:
-                print(f"- queue p99: auto/fixed {slots} = {vs(auto)}")
+            for other in adaptive:
+                if other in settings:
+                    print(f"- queue p99: {other}/fixed {slots} = {vs((origin, other))}")
             if (origin, "64") in rows:
                 print(f"- queue p99: fixed 64/fixed {slots} = {vs((origin, '64'))}")
         else:
             print(f"- fixed {slots} (the knee) not in SETTINGS: no queue ratio")
-    if origin == "busy" and best is not None and (auto or after):
-        print("- 503s: " + "".join(f"{s} {med((origin, s), 's503'):g}, " for s in ("auto", "auto-next")
+    if origin == "busy" and best is not None and any(s in settings for s in adaptive):
+        print("- 503s: " + "".join(f"{s} {med((origin, s), 's503'):g}, " for s in adaptive
                                    if s in settings)
               + f"best fixed ({best}) {med((origin, best), 's503'):g}")
 PY

@@ -92,7 +92,12 @@ struct AdaptiveLimit {
   /// more (the origin serves more now). What the run leaves for the next (``OriginRefusal``).
   private(set) var refusedWith: Int?
   /// Transfers at once the loop may run now: climbs to ``target`` an answer at a time.
-  private(set) var limit: Int
+  private(set) var limit: Int {
+    didSet { reached = (Swift.min(reached.least, limit), Swift.max(reached.most, limit)) }
+  }
+  /// The least and the most the limit has been, rounds ended or not (a short run's limit may
+  /// climb past every level a round ended at).
+  private(set) var reached: (least: Int, most: Int)
   /// The limit decided at the end of the last round.
   private(set) var target: Int
   /// The limit of the last round that ended clean, lowered by a cut to the limit after it;
@@ -175,6 +180,7 @@ struct AdaptiveLimit {
     self.ceiling = max(1, min(ceiling, (remembered ?? .max) - 1))
     self.remembered = remembered
     limit = min(initial, self.ceiling)
+    reached = (limit, limit)
     target = limit
     length = Self.length(limit, slowStart: true)
   }
@@ -568,12 +574,10 @@ struct AdaptiveLimit {
     length = Self.length(new)
   }
 
-  /// The least, the median and the most limit its rounds had (weighted by rounds), or the
-  /// current limit alone before a round ended.
+  /// The least and the most the limit has been, and the median limit of its rounds (weighted
+  /// by rounds), or the current limit before a round ended.
   var spread: (min: Int, median: Int, max: Int) {
-    guard let least = roundsAt.keys.min(), let most = roundsAt.keys.max() else {
-      return (limit, limit, limit)
-    }
+    guard let least = roundsAt.keys.min() else { return (reached.least, limit, reached.most) }
     let total = roundsAt.values.reduce(0, +)
     var seen = 0
     var median = least
@@ -582,6 +586,6 @@ struct AdaptiveLimit {
       median = key
       if seen * 2 >= total { break }
     }
-    return (least, median, most)
+    return (reached.least, median, reached.most)
   }
 }

@@ -5,26 +5,35 @@ import Foundation
 /// timeouts and sizes, its headers and connections. Knows nothing of SD or caches; the
 /// prefetch's ``PrefetchConfiguration`` holds one.
 public struct DownloaderConfiguration: Sendable, Equatable {
-  /// Downloads at once in total. Over HTTP/1.1 a host gets `perHostConcurrency` of them (SD's
-  /// 6); over HTTP/2 `perHostStreams`, which is this by default: 256 streams to one CDN (on up
-  /// to `perHostConcurrency` connections when its server caps the streams a connection may
-  /// carry) match wget2's defaults (5 connections of 30 streams) out of the box, where curl's
-  /// `--parallel` 50 took 3x as long (docs/benchmarks.md, "Ahead of wget2 where users are").
+  /// Downloads at once in total. Over HTTP/1.1 a host gets what its adaptive limit finds
+  /// (`adaptivePerHost`, the default) or `perHostConcurrency`; over HTTP/2 `perHostStreams`,
+  /// which is this by default: 256 streams to one CDN (on more than one connection when its
+  /// server caps the streams a connection may carry) match wget2's defaults (5 connections of
+  /// 30 streams) out of the box, where curl's `--parallel` 50 took 3x as long
+  /// (docs/benchmarks.md, "Ahead of wget2 where users are").
   public var concurrency = 256
-  /// Connections at once to one host (SD's downloader default), and so downloads at once to a
-  /// host that answers over HTTP/1.1, where each download needs a connection of its own.
-  public var perHostConcurrency = 6
+  /// Connections at once to one host, and so downloads at once to a host that answers over
+  /// HTTP/1.1, where each download needs a connection of its own: a fixed number (SD's
+  /// downloader takes ``sdPerHostConcurrency``), or `nil`, the default, for an adaptive limit
+  /// (`--per-host-concurrency auto`, ``adaptivePerHost``).
+  public var perHostConcurrency: Int?
+  /// SD's downloader's connections at once to one host, which imagecache kept before the
+  /// adaptive limit (issue 44).
+  public static let sdPerHostConcurrency = 6
   /// Downloads at once to one host that multiplexes them over HTTP/2 (streams on its
   /// connections, which stay within `perHostConcurrency` and the server's
   /// `SETTINGS_MAX_CONCURRENT_STREAMS`). `nil`: up to `concurrency`. A host counts as HTTP/2
   /// from its first answer over it; until its first answer it gets the lower of this and
   /// `perHostConcurrency`.
   public var perHostStreams: Int?
-  /// `--per-host-concurrency auto`: each origin's limit is found as the run goes
-  /// (``AdaptiveLimit``: from 4, up while its answers start as fast as they did, down when they
-  /// queue or it refuses), up to `maxPerHostConcurrency`; `perHostConcurrency` and
-  /// `perHostStreams` are then unused.
-  public var adaptivePerHost = false
+  /// `--per-host-concurrency auto`, the default (issue 44; `perHostConcurrency` unset): the
+  /// limit of each origin that answers over HTTP/1.1, or has not answered yet, is found as the
+  /// run goes (``AdaptiveLimit``: from 4, up while its answers start as fast as they did, down
+  /// when they queue or it refuses), up to `maxPerHostConcurrency`.
+  public var adaptivePerHost: Bool { perHostConcurrency == nil }
+  /// `--per-host-streams auto`: so is the limit of each origin that answers over HTTP/2, in
+  /// place of `perHostStreams`.
+  public var adaptiveStreams = false
   /// The most an adaptive per-host limit may reach (`--max-per-host-concurrency`); `nil`:
   /// `concurrency`.
   public var maxPerHostConcurrency: Int?
@@ -61,6 +70,9 @@ public struct DownloaderConfiguration: Sendable, Equatable {
   public var hostBackoff = true
 
   public init() {}
+
+  /// Whether some origin's limit may be adaptive: over HTTP/1.1, over HTTP/2, or both.
+  public var adapts: Bool { adaptivePerHost || adaptiveStreams }
 
   /// The most downloads at once to one host that multiplexes: `perHostStreams`, or
   /// `concurrency` when unset.

@@ -14,7 +14,9 @@ struct HostState {
   var nextStart: UInt64 = 0
   /// Held back by a `Retry-After` until then; 0: not held.
   var heldUntil: UInt64 = 0
-  /// Its limit, found as the run goes (`--per-host-concurrency auto`); `nil`: a fixed one.
+  /// Its limit, found as the run goes (`--per-host-concurrency auto` for a host that answers
+  /// over HTTP/1.1 or has not answered yet, `--per-host-streams auto` for one that answers over
+  /// HTTP/2); `nil`: a fixed one.
   var adaptive: AdaptiveLimit?
 }
 
@@ -22,7 +24,8 @@ struct HostState {
 /// origin's transfers under way, its protocol, its limit, its rate gate and its back-off
 /// (SPEC section 5). The limit is stated here alone: per host, `perHostConcurrency`
 /// (connections, and so transfers over HTTP/1.1) or, for a host that answered over HTTP/2,
-/// `perHostStreams`, and the lower of the two before its first answer; libcurl's connection
+/// `perHostStreams`, and the lower of the two before its first answer, each of them fixed or
+/// adaptive (``AdaptiveLimit``, the default over HTTP/1.1); libcurl's connection
 /// cap and what the prefetcher queues ahead are derived from it. The per-host rate
 /// (``DownloaderConfiguration/requestsPerSecondPerHost``: starts to one host at least `1 / rate`
 /// apart, no burst) and the host-wide back-off after a 429 or 503 with `Retry-After`
@@ -45,6 +48,10 @@ struct HostTable {
   private var held: Set<Origin> = []
   /// The most an adaptive limit may reach; `nil`: the limits are fixed.
   let adaptiveCeiling: Int?
+  /// Whether the limit of a host that does not multiplex (or has not answered yet) is
+  /// adaptive, and whether that of a host that multiplexes is.
+  private let adaptsConnections: Bool
+  private let adaptsStreams: Bool
   /// A host before its first transfer: with an adaptive limit at its start, if any.
   private let newHost: HostState
   /// Earlier runs' refusals of probes, by origin (``OriginRefusal``): an adaptive limit stays
@@ -59,18 +66,15 @@ struct HostTable {
   }
 
   init(configuration: DownloaderConfiguration) {
-    if configuration.adaptivePerHost {
-      // The adaptive limit is the one that counts: connections and streams may reach it.
-      let ceiling = max(
-        1, min(configuration.concurrency, configuration.maxPerHostConcurrency ?? .max))
-      adaptiveCeiling = ceiling
-      connectionsPerHost = ceiling
-      streamsPerHost = ceiling
-    } else {
-      adaptiveCeiling = nil
-      connectionsPerHost = max(1, configuration.perHostConcurrency)
-      streamsPerHost = max(1, configuration.streamsPerHost)
-    }
+    adaptsConnections = configuration.adaptivePerHost
+    adaptsStreams = configuration.adaptiveStreams
+    // An adaptive limit is the one that counts: connections, or streams, may reach it.
+    let ceiling =
+      configuration.adapts
+      ? max(1, min(configuration.concurrency, configuration.maxPerHostConcurrency ?? .max)) : nil
+    adaptiveCeiling = ceiling
+    connectionsPerHost = configuration.perHostConcurrency.map { max(1, $0) } ?? ceiling ?? 1
+    streamsPerHost = adaptsStreams ? ceiling ?? 1 : max(1, configuration.streamsPerHost)
     var newHost = HostState()
     newHost.adaptive = adaptiveCeiling.map { AdaptiveLimit(ceiling: $0) }
     self.newHost = newHost
@@ -107,14 +111,23 @@ struct HostTable {
   }
 
   private func limit(_ host: HostState) -> Int {
-    host.adaptive?.limit ?? limit(host.multiplexes)
+    let adaptive = host.adaptive?.limit
+    let connections = adaptsConnections ? adaptive ?? connectionsPerHost : connectionsPerHost
+    let streams = adaptsStreams ? adaptive ?? streamsPerHost : streamsPerHost
+    switch host.multiplexes {
+    case true?: return streams
+    case false?: return connections
+    case nil: return min(connections, streams)
+    }
   }
 
-  private func limit(_ multiplexes: Bool?) -> Int {
+  /// Whether a host that multiplexes (`true`), does not (`false`) or has not answered (`nil`)
+  /// has an adaptive limit.
+  private func adapts(_ multiplexes: Bool?) -> Bool {
     switch multiplexes {
-    case true?: streamsPerHost
-    case false?: connectionsPerHost
-    case nil: min(connectionsPerHost, streamsPerHost)
+    case true?: adaptsStreams
+    case false?: adaptsConnections
+    case nil: adaptsConnections || adaptsStreams
     }
   }
 
@@ -167,6 +180,14 @@ struct HostTable {
   mutating func learned(_ origin: Origin, multiplexes: Bool) {
     add(origin)
     hosts[origin]?.multiplexes = multiplexes
+    // A host whose protocol has a fixed limit keeps no adaptive one (nor says one in the
+    // report); one that turns to a protocol whose limit adapts starts its own.
+    if !adapts(multiplexes) {
+      hosts[origin]?.adaptive = nil
+    } else if hosts[origin]?.adaptive == nil {
+      let adaptive = newHost(origin).adaptive
+      hosts[origin]?.adaptive = adaptive
+    }
   }
 
   /// `origin` answered (2xx or 304) `nanoseconds` after the request was sent, in its adaptive

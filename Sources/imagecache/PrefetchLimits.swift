@@ -20,7 +20,7 @@ struct PrefetchLimits: ParsableArguments {
   var perHostConcurrency: CountOrAuto?
 
   @Option(name: JobSetting.perHostStreams.names, help: JobSetting.perHostStreams.argumentHelp)
-  var perHostStreams: Int?
+  var perHostStreams: CountOrAuto?
 
   @Option(
     name: JobSetting.maxPerHostConcurrency.names,
@@ -88,7 +88,7 @@ struct PrefetchLimits: ParsableArguments {
     if let concurrency { try checkCount(concurrency, .concurrency) }
     if case .fixed(let count) = perHostConcurrency { try checkCount(count, .perHostConcurrency) }
     if let maxPerHostConcurrency { try checkCount(maxPerHostConcurrency, .maxPerHostConcurrency) }
-    if let perHostStreams { try checkCount(perHostStreams, .perHostStreams) }
+    if case .fixed(let count) = perHostStreams { try checkCount(count, .perHostStreams) }
     if let fleetPerHostConcurrency {
       try checkCount(fleetPerHostConcurrency, .fleetPerHostConcurrency)
     }
@@ -130,14 +130,19 @@ struct PrefetchLimits: ParsableArguments {
     set(concurrency, .concurrency) { limits.concurrency = $0 }
     set(perHostConcurrency, .perHostConcurrency) {
       switch $0 {
-      case .fixed(let count):
-        limits.perHostConcurrency = count
-        limits.adaptivePerHost = false
-      case .auto: limits.adaptivePerHost = true
+      case .fixed(let count): limits.perHostConcurrency = count
+      case .auto: limits.perHostConcurrency = nil
       }
     }
     set(maxPerHostConcurrency, .maxPerHostConcurrency) { limits.maxPerHostConcurrency = $0 }
-    set(perHostStreams, .perHostStreams) { limits.perHostStreams = $0 }
+    set(perHostStreams, .perHostStreams) {
+      switch $0 {
+      case .fixed(let count):
+        limits.perHostStreams = count
+        limits.adaptiveStreams = false
+      case .auto: limits.adaptiveStreams = true
+      }
+    }
     set(fleetPerHostConcurrency, .fleetPerHostConcurrency) {
       limits.fleetPerHostConcurrency = $0
     }

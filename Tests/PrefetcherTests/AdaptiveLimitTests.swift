@@ -69,6 +69,19 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(adaptive.cuts, [:])
   }
 
+  func testTheReportedMostIsTheMostTheLimitReachedThoughNoRoundEndedThere() {
+    var limit = AdaptiveLimit(ceiling: 64)
+    for _ in 0..<8 { _ = limit.answered(after: service) }
+    XCTAssertGreaterThan(limit.limit, 4, "slow start raised it")
+    XCTAssertEqual(limit.spread.max, limit.limit, "a short run's report: \(limit.spread)")
+    XCTAssertEqual(limit.spread.min, 4)
+    let most = limit.limit
+    for _ in 0..<10 where limit.limit >= 4 { _ = limit.failed(.timeout) }
+    XCTAssertLessThan(limit.limit, 4)
+    XCTAssertEqual(limit.spread.min, limit.limit, "cuts below the start: the least it had")
+    XCTAssertEqual(limit.spread.max, most)
+  }
+
   func testOnAnOriginThatNeverQueuesItReachesTheCeilingInAFewRoundTripsAndStays() {
     for seed in 10..<15 {
       var random = SeededRandom(seed: UInt64(seed))
@@ -529,7 +542,7 @@ final class AdaptiveLimitTests: XCTestCase {
   func testTheHostTableKeepsOneAdaptiveLimitPerOriginWithinTheCeiling() {
     var configuration = DownloaderConfiguration()
     configuration.concurrency = 64
-    configuration.adaptivePerHost = true
+    configuration.perHostConcurrency = nil
     configuration.maxPerHostConcurrency = 16
     var hosts = HostTable(configuration: configuration)
     let cdn = Origin(URL(string: "https://cdn.example/a.jpg")!)
@@ -547,13 +560,18 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(reported?.max, 16)
     XCTAssertEqual(reported?.cuts, ["refused": 1])
     XCTAssertNil(hosts.hostLimit(other), "no transfer yet: nothing to report")
-    XCTAssertNil(HostTable(configuration: DownloaderConfiguration()).adaptiveCeiling)
+    var fixed = DownloaderConfiguration()
+    fixed.perHostConcurrency = 6
+    XCTAssertNil(HostTable(configuration: fixed).adaptiveCeiling, "fixed limits: no ceiling")
+    XCTAssertEqual(
+      HostTable(configuration: DownloaderConfiguration()).adaptiveCeiling, 256,
+      "by default adaptive, up to --concurrency")
   }
 
   func testTheHostTableKeepsEachOriginUnderItsOwnRememberedRefusal() {
     var configuration = DownloaderConfiguration()
     configuration.concurrency = 64
-    configuration.adaptivePerHost = true
+    configuration.perHostConcurrency = nil
     let busy = Origin(URL(string: "http://127.0.0.1:8080/a.jpg")!)
     let otherPort = Origin(URL(string: "http://127.0.0.1:8081/a.jpg")!)
     configuration.rememberedRefusals = [

@@ -42,6 +42,38 @@ final class HostTableTests: XCTestCase {
       HostTable.mostPerHost(DownloaderConfiguration()), 256, "a CDN over HTTP/2: 256 streams")
   }
 
+  func testByDefaultAHostOverHTTP1AdaptsAndOneOverHTTP2KeepsItsStreams() {
+    var hosts = HostTable(configuration: DownloaderConfiguration())
+    XCTAssertEqual(hosts.connectionsPerHost, 256, "connections may reach the adaptive ceiling")
+    XCTAssertEqual(fill(&hosts, cdn), 4, "before its first answer: the adaptive limit's start")
+    hosts.learned(cdn, multiplexes: true)
+    XCTAssertNil(hosts.hostLimit(cdn), "over HTTP/2: no adaptive limit, no line in the report")
+    XCTAssertEqual(fill(&hosts, cdn), 252, "over HTTP/2: its 256 streams")
+    XCTAssertEqual(fill(&hosts, small), 4)
+    hosts.learned(small, multiplexes: false)
+    XCTAssertEqual(hosts.hostLimit(small)?.final, 4, "over HTTP/1.1: adaptive, and reported")
+    XCTAssertEqual(fill(&hosts, small), 0, "still 4 until its answers raise it")
+    hosts.learned(cdn, multiplexes: false)
+    XCTAssertEqual(hosts.hostLimit(cdn)?.final, 4, "a host that turns to HTTP/1.1 adapts anew")
+
+    var streams = DownloaderConfiguration()
+    streams.adaptiveStreams = true
+    var both = HostTable(configuration: streams)
+    XCTAssertEqual(both.streamsPerHost, 256)
+    XCTAssertEqual(fill(&both, cdn), 4)
+    both.learned(cdn, multiplexes: true)
+    XCTAssertNotNil(both.hostLimit(cdn), "--per-host-streams auto: adaptive over HTTP/2 too")
+    XCTAssertEqual(fill(&both, cdn), 0)
+
+    streams.perHostConcurrency = 6
+    var fixedConnections = HostTable(configuration: streams)
+    XCTAssertEqual(fixedConnections.connectionsPerHost, 6)
+    XCTAssertEqual(fill(&fixedConnections, small), 4, "before an answer: the lower, adaptive 4")
+    fixedConnections.learned(small, multiplexes: false)
+    XCTAssertNil(fixedConnections.hostLimit(small), "over HTTP/1.1: the fixed 6")
+    XCTAssertEqual(fill(&fixedConnections, small), 2)
+  }
+
   func testTheRateSpacesStartsToOneHostAndWakesTheLoopWhenDue() {
     var hosts = table { $0.requestsPerSecondPerHost = 10 }
     XCTAssertFalse(hosts.isOpen)

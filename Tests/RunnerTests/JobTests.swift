@@ -152,6 +152,26 @@ final class JobTests: TemporaryFolderTestCase {
     XCTAssertEqual(job.prefetch, PrefetchConfiguration())
   }
 
+  func testEachProtocolsPerHostLimitIsFixedOrAdaptiveAndHTTP1AdaptsByDefault() throws {
+    let defaults = try Job.load(path: write("cache:\n  directory: c\n")).prefetch
+    XCTAssertTrue(defaults.adaptivePerHost, "over HTTP/1.1, auto by default (issue 44)")
+    XCTAssertFalse(defaults.adaptiveStreams, "over HTTP/2, the streams by default")
+    let swapped = try Job.load(
+      path: write(
+        "cache:\n  directory: c\nprefetch: {perHostConcurrency: 6, perHostStreams: auto}\n")
+    ).prefetch
+    XCTAssertEqual(swapped.perHostConcurrency, 6)
+    XCTAssertFalse(swapped.adaptivePerHost)
+    XCTAssertTrue(swapped.adaptiveStreams)
+    let both = try Job.load(
+      path: write(
+        "cache:\n  directory: c\nprefetch: {perHostConcurrency: auto, perHostStreams: 9}\n")
+    ).prefetch
+    XCTAssertTrue(both.adaptivePerHost)
+    XCTAssertEqual(both.perHostStreams, 9)
+    XCTAssertFalse(both.adaptiveStreams)
+  }
+
   func testSitemapSettingsAndManifestURLs() throws {
     let path = try write(
       """

@@ -169,6 +169,7 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     let cases: [(String, String, String)] = [
       ("  perHostConcurrency: sometimes\n", "prefetch.perHostConcurrency", "whole number"),
       ("  maxPerHostConcurrency: 0\n", "prefetch.maxPerHostConcurrency", "1 to 10000"),
+      ("  perHostStreams: sometimes\n", "prefetch.perHostStreams", "whole number"),
     ]
     for (settings, field, expected) in cases {
       let wrong = try job(settings)
@@ -178,7 +179,10 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
         failed.stderr.contains("\(wrong):5: field '\(field)'"), "\(settings): \(failed.stderr)")
       XCTAssertTrue(failed.stderr.contains(expected), "\(settings): \(failed.stderr)")
     }
-    for flags in [["--per-host-concurrency", "fast"], ["--max-per-host-concurrency", "0"]] {
+    for flags in [
+      ["--per-host-concurrency", "fast"], ["--max-per-host-concurrency", "0"],
+      ["--per-host-streams", "fast"],
+    ] {
       let failed = try ImageCacheBinary.run(
         ["prefetch", manifest, "--cache", cache!] + flags)
       XCTAssertEqual(failed.status, 2, "\(flags): \(failed.stderr)")

@@ -5,8 +5,8 @@ import XCTest
 
 /// Issue 31, item 1: out of the box, one host that answers over HTTP/2 gets as many downloads
 /// at once as the total allows (streams on one connection), while a host that answers over
-/// HTTP/1.1 still gets SD's 6 connections; `--per-host-streams` / `prefetch.perHostStreams`
-/// bound the streams.
+/// HTTP/1.1 gets what its adaptive limit finds (issue 44), or SD's 6 connections when asked;
+/// `--per-host-streams` / `prefetch.perHostStreams` bound the streams, or with `auto` adapt them.
 final class PerHostStreamsTests: TemporaryFolderTestCase {
   private func http2Server() throws -> HTTP2LoopbackServer {
     try HTTP2LoopbackServer(body: Fixtures.jpeg, delay: 0.3, root: temporary.appending("h2"))
@@ -20,18 +20,41 @@ final class PerHostStreamsTests: TemporaryFolderTestCase {
       ] + flags)
   }
 
+  private func report(_ path: String) throws -> RunReport {
+    try RunReport.decode(Data(contentsOf: URL(fileURLWithPath: path)))
+  }
+
   func testOneHTTP2HostGetsManyStreamsOnOneConnectionByDefault() throws {
     let server = try http2Server()
     defer { server.shutdown() }
     let urls = (0..<40).map { server.url("/img/\($0).jpg") }
-    let result = try prefetch(urls, [])
+    let path = temporary.appending("report.json")
+    let result = try prefetch(urls, ["--report", path])
     XCTAssertEqual(result.status, 0, result.stderr)
     let stats = try server.stats()
     XCTAssertEqual(stats.requests, 40)
     // The first answer shows the host speaks HTTP/2; from then on the rest go at once, not
-    // 6 at a time as over HTTP/1.1.
-    XCTAssertGreaterThan(stats.mostOpen, 6, "\(stats)")
+    // as the adaptive limit of a host over HTTP/1.1 would have them, from 4.
+    XCTAssertGreaterThan(stats.mostOpen, 16, "\(stats)")
     XCTAssertLessThanOrEqual(stats.connections, 6, "\(stats)")
+    XCTAssertEqual(
+      try report(path).prefetch?.hostLimits, [], "a host over HTTP/2 keeps no adaptive limit")
+  }
+
+  func testPerHostStreamsAutoAdaptsTheStreamsOfAnHTTP2Host() throws {
+    let server = try http2Server()
+    defer { server.shutdown() }
+    let urls = (0..<40).map { server.url("/img/\($0).jpg") }
+    let path = temporary.appending("report.json")
+    let result = try prefetch(urls, ["--per-host-streams", "auto", "--report", path])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let stats = try server.stats()
+    XCTAssertEqual(stats.requests, 40)
+    // From 4, doubling as its answers come in time: the 40 never all go at once.
+    XCTAssertLessThanOrEqual(stats.mostOpen, 32, "\(stats)")
+    let limit = try XCTUnwrap(try report(path).prefetch?.hostLimits.first, "its limit is reported")
+    XCTAssertEqual(limit.host, "127.0.0.1")
+    XCTAssertGreaterThanOrEqual(limit.max, 4, "\(limit)")
   }
 
   func testPerHostStreamsBoundsTheStreamsToOneHost() throws {
@@ -65,7 +88,7 @@ final class PerHostStreamsTests: TemporaryFolderTestCase {
     XCTAssertLessThanOrEqual(stats.mostOpen, 2, "\(stats)")
   }
 
-  func testAnHTTP1HostStillGetsSixConnectionsByDefault() throws {
+  func testAnHTTP1HostsLimitIsFoundByDefaultAndIsSDsSixWhenAskedFor() throws {
     let server = try LoopbackServer(routes: [
       "/img.jpg": { _ in
         var response = ServerResponse.image(Fixtures.jpeg, type: "image/jpeg")
@@ -75,10 +98,28 @@ final class PerHostStreamsTests: TemporaryFolderTestCase {
     ])
     defer { server.shutdown() }
     let urls = (0..<30).map { server.url("/img.jpg?n=\($0)") }
-    let result = try prefetch(urls, [])
+    let path = temporary.appending("report.json")
+    let result = try prefetch(urls, ["--report", path, "-v"])
     XCTAssertEqual(result.status, 0, result.stderr)
     XCTAssertEqual(server.requestCount("/img.jpg"), 30)
-    XCTAssertEqual(server.peakConcurrency, 6)
+    // An origin that answers every request in the same time is asked for more than SD's 6:
+    // from 4, doubling while its answers come in time.
+    XCTAssertGreaterThan(server.peakConcurrency, 6)
+    let limit = try XCTUnwrap(try report(path).prefetch?.hostLimits.first, "its limit is reported")
+    XCTAssertEqual(limit.host, "127.0.0.1")
+    XCTAssertGreaterThanOrEqual(limit.max, server.peakConcurrency, "\(limit)")
+    XCTAssertTrue(
+      result.stderr.contains("127.0.0.1: per-host concurrency settled at"), result.stderr)
+
+    let fixed = temporary.appending("fixed.json")
+    let sixes = (0..<30).map { server.url("/img.jpg?six=\($0)") }
+    let asked = try prefetch(sixes, ["--per-host-concurrency", "6", "--report", fixed])
+    XCTAssertEqual(asked.status, 0, asked.stderr)
+    XCTAssertEqual(server.requestCount("/img.jpg"), 60)
+    let sixAtOnce = server.requests("/img.jpg").filter { $0.query?.hasPrefix("six=") == true }
+      .map(\.inFlight).max()
+    XCTAssertEqual(sixAtOnce, 6, "SD's 6, and no more, when asked for")
+    XCTAssertEqual(try report(fixed).prefetch?.hostLimits, [], "a fixed limit reports none")
   }
 
   func testPerHostStreamsOutOfRangeIsAUsageError() throws {

@@ -143,7 +143,7 @@ public struct HostLimit: Sendable, Codable, Equatable {
   package var host: String
   /// The limit when the run ended.
   package var final: Int
-  /// The least, the median and the most it had, weighted by the time spent at each.
+  /// The least and the most it had over the run, and the median of its rounds' limits.
   package var min: Int
   package var median: Int
   package var max: Int

@@ -188,13 +188,15 @@ struct JobParser {
     case .concurrency: job.prefetch.concurrency = try count(value, setting)
     case .perHostConcurrency:
       // `auto`: each host's limit found as the run goes (issue 44).
-      job.prefetch.adaptivePerHost = value.string == "auto"
-      if !job.prefetch.adaptivePerHost {
-        job.prefetch.perHostConcurrency = try count(value, setting)
-      }
+      job.prefetch.perHostConcurrency =
+        value.string == "auto" ? nil : try count(value, setting)
     case .maxPerHostConcurrency:
       job.prefetch.maxPerHostConcurrency = try count(value, setting)
-    case .perHostStreams: job.prefetch.perHostStreams = try count(value, setting)
+    case .perHostStreams:
+      job.prefetch.adaptiveStreams = value.string == "auto"
+      if !job.prefetch.adaptiveStreams {
+        job.prefetch.perHostStreams = try count(value, setting)
+      }
     case .fleetPerHostConcurrency:
       job.prefetch.fleetPerHostConcurrency = try count(value, setting)
     case .retries: job.prefetch.retries = try count(value, setting)

@@ -213,7 +213,7 @@ public enum JobSetting: String, Sendable, CaseIterable {
     case .perHostConcurrency:
       return Declaration(
         flag: "--per-host-concurrency", kind: count,
-        defaultValue: .value("\(defaults.perHostConcurrency)"),
+        defaultValue: .value("auto"),
         summary:
           "Connections at once to one host, by this worker, and so downloads over HTTP/1.1",
         notes: ["N shards open N times as many"],
@@ -222,19 +222,23 @@ public enum JobSetting: String, Sendable, CaseIterable {
           + "as fast as they did, down when they queue or it answers 429 or 503 (up to "
           + "--max-per-host-concurrency); --verbose says where each host settled. A host that "
           + "answered 429 or 503 to a step past what it served is kept under that step by the "
-          + "runs of the next 7 days (the state remembers it).",
+          + "runs of the next 7 days (the state remembers it). A number is fixed: SD's own "
+          + "downloader takes \(DownloaderConfiguration.sdPerHostConcurrency).",
         valueName: "n|auto")
     case .perHostStreams:
       return Declaration(
         flag: "--per-host-streams", kind: count, defaultValue: .setting(.concurrency),
         summary:
           "Downloads at once to one host that answers over HTTP/2, as streams on its connections",
-        valueName: "n")
+        more:
+          "auto: each such host's limit is found as the run goes, as --per-host-concurrency "
+          + "auto finds it (up to --max-per-host-concurrency).",
+        valueName: "n|auto")
     case .maxPerHostConcurrency:
       return Declaration(
         flag: "--max-per-host-concurrency", kind: count, defaultValue: .setting(.concurrency),
         summary:
-          "The most downloads at once to one host that --per-host-concurrency auto may reach",
+          "The most downloads at once to one host that an adaptive limit (auto) may reach",
         valueName: "n")
     case .fleetPerHostConcurrency:
       return Declaration(

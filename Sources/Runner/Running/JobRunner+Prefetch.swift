@@ -62,7 +62,7 @@ extension JobRunner {
     recorder.verbose = settings.verbose
 
     var http = job.prefetch.http
-    if http.adaptivePerHost { http.rememberedRefusals = state.refusals }
+    if http.adapts { http.rememberedRefusals = state.refusals }
     let (counts, failure, stateWarnings, oldestFailure) = try await Downloader.withDownloader(
       configuration: http
     ) { downloader in
@@ -113,7 +113,7 @@ extension JobRunner {
       let status: RunReport.Status =
         failure != nil ? .failed : signals.interrupted ? .interrupted : .completed
       do {
-        if http.adaptivePerHost { try opened.store.remember(downloader.refusals, at: Date()) }
+        if http.adapts { try opened.store.remember(downloader.refusals, at: Date()) }
         try opened.store.finishRun(
           id: opened.runID, at: Date(), status: status.rawValue,
           summary:

@@ -99,9 +99,9 @@ public struct JobRunner: Sendable {
     if let fleet = job.prefetch.fleetPerHostConcurrency {
       let shards = job.shard?.count ?? 1
       let share = PrefetchConfiguration.perHostShare(ofFleet: fleet, shards: shards)
-      job.prefetch.perHostConcurrency = share
+      if job.prefetch.perHostConcurrency != nil { job.prefetch.perHostConcurrency = share }
       // An adaptive limit finds its level within the shard's share of the fleet's budget.
-      if job.prefetch.adaptivePerHost {
+      if job.prefetch.adapts {
         job.prefetch.maxPerHostConcurrency = min(
           job.prefetch.maxPerHostConcurrency ?? share, share)
       }
