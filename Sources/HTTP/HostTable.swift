@@ -35,6 +35,14 @@ struct HostTable {
   private var hosts: [Origin: HostState] = [:]
   /// Transfers at once to a host not known to multiplex: one a connection.
   let connectionsPerHost: Int
+  /// libcurl's cap on the connections to any one host (`CURLMOPT_MAX_HOST_CONNECTIONS`, one
+  /// number for every host). With a fixed limit, `connectionsPerHost`. With an adaptive one
+  /// over HTTP/1.1, the most transfers at once that a host not known to multiplex has had,
+  /// and at least SD's 6: a host over HTTP/2 needs few connections for its streams, and
+  /// libcurl 7.88 does not wait for a connection being opened to a host whose connections are
+  /// full of streams, so each transfer past what they carry opened one more (129 connections
+  /// to an nginx that takes 128 streams a connection, where 2 carry them). It only grows.
+  private(set) var connectionCap: Int
   /// Transfers at once to a host whose last answer came over HTTP/2: streams on its
   /// connections, which curl keeps within `connectionsPerHost` connections and the server's
   /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
@@ -74,6 +82,9 @@ struct HostTable {
       ? max(1, min(configuration.concurrency, configuration.maxPerHostConcurrency ?? .max)) : nil
     adaptiveCeiling = ceiling
     connectionsPerHost = configuration.perHostConcurrency.map { max(1, $0) } ?? ceiling ?? 1
+    connectionCap =
+      adaptsConnections
+      ? min(connectionsPerHost, DownloaderConfiguration.sdPerHostConcurrency) : connectionsPerHost
     streamsPerHost = adaptsStreams ? ceiling ?? 1 : max(1, configuration.streamsPerHost)
     var newHost = HostState()
     newHost.adaptive = adaptiveCeiling.map { AdaptiveLimit(ceiling: $0) }
@@ -165,6 +176,11 @@ struct HostTable {
     add(origin)
     hosts[origin]?.running += 1
     if let interval { hosts[origin]?.nextStart = now + interval }
+    // A host that may not multiplex needs a connection for each transfer: the cap makes room
+    // before libcurl looks for one.
+    if let host = hosts[origin], host.multiplexes != true, host.running > connectionCap {
+      connectionCap = host.running
+    }
     return hosts[origin]?.adaptive?.epoch ?? 0
   }
 

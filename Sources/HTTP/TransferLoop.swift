@@ -110,7 +110,7 @@ final class TransferLoop: @unchecked Sendable {
     // in the handle, shrinks as the loop removes the ones that ended, and a lull between
     // answers closed warm connections that the next transfers opened again.
     ic_multi_setopt_long(multi, CURLMOPT_MAXCONNECTS, configuration.concurrency)
-    ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, hosts.connectionsPerHost)
+    ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, hosts.connectionCap)
     // curl's own cap on streams a connection (100 by default) gives way to ours; the server's
     // SETTINGS_MAX_CONCURRENT_STREAMS still applies.
     ic_multi_setopt_long(multi, CURLMOPT_MAX_CONCURRENT_STREAMS, hosts.streamsPerHost)
@@ -335,8 +335,12 @@ final class TransferLoop: @unchecked Sendable {
   private func start(_ transfer: Transfer, at now: UInt64) {
     transfer.phase = .running
     running += 1
+    let cap = hosts.connectionCap
     transfer.epoch = hosts.started(transfer.origin, at: now)
     transfer.sentWith = hosts.running(transfer.origin)
+    if hosts.connectionCap != cap {
+      ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, hosts.connectionCap)
+    }
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received

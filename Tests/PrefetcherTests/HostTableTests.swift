@@ -74,6 +74,25 @@ final class HostTableTests: XCTestCase {
     XCTAssertEqual(fill(&fixedConnections, small), 2)
   }
 
+  func testLibcurlsConnectionCapFollowsWhatHostsOverHTTP1UseAndNoStreams() {
+    var hosts = HostTable(configuration: DownloaderConfiguration())
+    XCTAssertEqual(hosts.connectionCap, 6, "SD's 6 to start with")
+    _ = fill(&hosts, cdn)
+    hosts.learned(cdn, multiplexes: true)
+    XCTAssertEqual(fill(&hosts, cdn), 252)
+    XCTAssertEqual(hosts.connectionCap, 6, "streams need no connection each")
+    hosts.learned(small, multiplexes: false)
+    for _ in 0..<200 { _ = hosts.answered(small, after: 20_000_000) }
+    let limit = hosts.limit(for: small)
+    XCTAssertGreaterThan(limit, 6)
+    XCTAssertEqual(fill(&hosts, small), limit)
+    XCTAssertEqual(hosts.connectionCap, limit, "over HTTP/1.1 each transfer needs a connection")
+    for _ in 0..<limit { hosts.ended(small) }
+    XCTAssertEqual(hosts.connectionCap, limit, "it only grows")
+    XCTAssertEqual(table().connectionCap, 6, "a fixed limit: that number")
+    XCTAssertEqual(table { $0.perHostConcurrency = 40 }.connectionCap, 40)
+  }
+
   func testTheRateSpacesStartsToOneHostAndWakesTheLoopWhenDue() {
     var hosts = table { $0.requestsPerSecondPerHost = 10 }
     XCTAssertFalse(hosts.isOpen)

@@ -31,7 +31,7 @@ public final class HTTP2LoopbackServer: Sendable {
 
   public init(
     body: Data, delay: TimeInterval, root: String, oversizedHeaders: String = "",
-    stalls: String = "", refuses: String = ""
+    stalls: String = "", refuses: String = "", maxStreams: Int = 100
   ) throws {
     try FileManager.default.createDirectory(atPath: root, withIntermediateDirectories: true)
     let bodyPath = root + "/body"
@@ -39,9 +39,9 @@ public final class HTTP2LoopbackServer: Sendable {
     statsPath = root + "/stats.json"
     let script = """
       import asyncio, json, os, ssl, sys
-      import h2.config, h2.connection, h2.errors, h2.events
+      import h2.config, h2.connection, h2.errors, h2.events, h2.settings
       body_path, certs, delay, stats_path = sys.argv[1], sys.argv[2], float(sys.argv[3]), sys.argv[4]
-      oversized, stalls, refuses = sys.argv[5], sys.argv[6], sys.argv[7]
+      oversized, stalls, refuses, max_streams = sys.argv[5], sys.argv[6], sys.argv[7], int(sys.argv[8])
       body = open(body_path, "rb").read()
       stats = {"requests": 0, "mostOpen": 0, "connections": 0, "paths": {}}
       open_streams = 0
@@ -88,6 +88,10 @@ public final class HTTP2LoopbackServer: Sendable {
           if writer.get_extra_info("ssl_object").selected_alpn_protocol() != "h2":
               return await serve_http1(reader, writer)
           connection = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+          # SETTINGS_MAX_CONCURRENT_STREAMS: the streams a connection may carry at once.
+          connection.local_settings = h2.settings.Settings(
+              client=False,
+              initial_values={h2.settings.SettingCodes.MAX_CONCURRENT_STREAMS: max_streams})
           connection.initiate_connection()
           writer.write(connection.data_to_send())
 
@@ -151,7 +155,7 @@ public final class HTTP2LoopbackServer: Sendable {
       script,
       arguments: [
         bodyPath, Fixtures.directory + "/tls", String(delay), statsPath, oversizedHeaders,
-        stalls, refuses,
+        stalls, refuses, String(maxStreams),
       ],
       python: "/usr/bin/python3")
   }
