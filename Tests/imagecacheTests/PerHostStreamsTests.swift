@@ -43,16 +43,17 @@ final class PerHostStreamsTests: TemporaryFolderTestCase {
 
   func testAServerThatCapsItsStreamsGetsAFewConnectionsNotOneAStreamPastTheCap() throws {
     // libcurl 7.88 does not wait for a connection being opened to a host whose connections
-    // are full: each transfer past the cap opens one more, up to the per-host connection cap.
+    // are full: each transfer past the cap opens one more, up to the per-host connection cap
+    // (here 51 connections before the cap followed what hosts over HTTP/1.1 use).
     let server = try HTTP2LoopbackServer(
-      body: Fixtures.jpeg, delay: 0.5, root: temporary.appending("h2"), maxStreams: 8)
+      body: Fixtures.jpeg, delay: 0.5, root: temporary.appending("h2"), maxStreams: 100)
     defer { server.shutdown() }
-    let urls = (0..<60).map { server.url("/img/\($0).jpg") }
+    let urls = (0..<150).map { server.url("/img/\($0).jpg") }
     let result = try prefetch(urls, [])
     XCTAssertEqual(result.status, 0, result.stderr)
     let stats = try server.stats()
-    XCTAssertEqual(stats.requests, 60)
-    XCTAssertGreaterThan(stats.mostOpen, 8, "more streams than one connection carries: \(stats)")
+    XCTAssertEqual(stats.requests, 150, result.stderr)
+    XCTAssertGreaterThan(stats.mostOpen, 100, "more streams than one connection carries: \(stats)")
     XCTAssertLessThanOrEqual(stats.connections, 6, "SD's 6 connections at most: \(stats)")
   }
 
