@@ -404,14 +404,18 @@ final class TransferLoop: @unchecked Sendable {
     }
   }
 
-  /// Notes whether the transfer's host answered over HTTP/2 (or later), which multiplexes,
-  /// or over HTTP/1, which does not; a transfer that got no answer says nothing.
+  /// Notes whether the host that answered the transfer's current hop answered over HTTP/2 (or
+  /// later), which multiplexes, or over HTTP/1, which does not; a transfer that got no answer
+  /// says nothing.
   private func learnProtocol(of transfer: Transfer) {
     // An isolated transfer's HTTP/1.1 says nothing of the host.
     guard let easy = transfer.easy, !transfer.isolated else { return }
     let version = easy.info(CURLINFO_HTTP_VERSION)
     guard version != 0 else { return }
-    hosts.learned(transfer.origin, multiplexes: version >= ic_http_version_2_0)
+    // The hop's own origin: a redirect's target's HTTP/2 is not its first hop's (an origin
+    // over HTTP/1.1 that redirects to a CDN over HTTP/2 was given the CDN's 256 streams, as
+    // connections of its own).
+    hosts.learned(Origin(transfer.url), multiplexes: version >= ic_http_version_2_0)
   }
 
   /// What an ended transfer says of its origin's adaptive limit: an answer's time to first

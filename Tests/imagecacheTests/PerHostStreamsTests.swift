@@ -138,6 +138,28 @@ final class PerHostStreamsTests: TemporaryFolderTestCase {
     XCTAssertEqual(try report(fixed).prefetch?.hostLimits, [], "a fixed limit reports none")
   }
 
+  func testAnHTTP1HostThatRedirectsToAnHTTP2HostKeepsItsOwnLimit() throws {
+    let cdn = try http2Server()
+    defer { cdn.shutdown() }
+    let origin = try LoopbackServer(routes: [
+      "/moved": { request in
+        var response = ServerResponse.redirect(to: cdn.url("/img/\(request.query ?? "").jpg"))
+        response.headDelay = .milliseconds(100)
+        return response
+      }
+    ])
+    defer { origin.shutdown() }
+    let urls = (0..<40).map { origin.url("/moved?\($0)") }
+    let result = try prefetch(urls, [])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(try cdn.stats().requests, 40)
+    XCTAssertEqual(origin.requestCount("/moved"), 40)
+    // The CDN's HTTP/2 is its own: the origin answered over HTTP/1.1 and keeps its adaptive
+    // limit's 4 (its answers are redirects, no sample), not the CDN's 256 streams as
+    // connections to it.
+    XCTAssertLessThanOrEqual(origin.peakConcurrency, 4)
+  }
+
   func testPerHostStreamsOutOfRangeIsAUsageError() throws {
     let result = try ImageCacheBinary.run([
       "prefetch", try temporary.manifest(["http://127.0.0.1:1/a.jpg"]), "--cache",
