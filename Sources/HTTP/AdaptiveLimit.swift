@@ -176,7 +176,14 @@ struct AdaptiveLimit {
   /// no sign before it does, so a run that found it on its own would draw a refusal every
   /// night; and a refusal is the origin's own word, not a reading of times that may be the
   /// client's lag, so it is kept as said, not probed again while it is remembered.
-  init(ceiling: Int, initial: Int = Self.initial, refusedWith remembered: Int? = nil) {
+  /// `epoch`: the first epoch, past those of a limit the origin had before (what was sent in
+  /// them is neither a sample nor a cut of this one).
+  init(
+    ceiling: Int, initial: Int = Self.initial, refusedWith remembered: Int? = nil,
+    from epoch: Int = 0
+  ) {
+    self.epoch = epoch
+    lastCut = epoch
     self.ceiling = max(1, min(ceiling, (remembered ?? .max) - 1))
     self.remembered = remembered
     limit = min(initial, self.ceiling)

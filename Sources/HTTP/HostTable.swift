@@ -18,6 +18,10 @@ struct HostState {
   /// over HTTP/1.1 or has not answered yet, `--per-host-streams auto` for one that answers over
   /// HTTP/2); `nil`: a fixed one.
   var adaptive: AdaptiveLimit?
+  /// The epoch of what is sent to it while it has no adaptive limit after it dropped one: past
+  /// every epoch of the dropped limit, and before every epoch of one made anew, which so takes
+  /// nothing sent before it for its own.
+  var droppedEpoch = 0
 }
 
 /// The one home of what is per host, kept by the transfer thread where downloads start: each
@@ -60,8 +64,6 @@ struct HostTable {
   /// adaptive, and whether that of a host that multiplexes is.
   private let adaptsConnections: Bool
   private let adaptsStreams: Bool
-  /// A host before its first transfer: with an adaptive limit at its start, if any.
-  private let newHost: HostState
   /// Earlier runs' refusals of probes, by origin (``OriginRefusal``): an adaptive limit stays
   /// under them.
   private let refusals: [Origin: OriginRefusal]
@@ -86,9 +88,6 @@ struct HostTable {
       adaptsConnections
       ? min(connectionsPerHost, DownloaderConfiguration.sdPerHostConcurrency) : connectionsPerHost
     streamsPerHost = adaptsStreams ? ceiling ?? 1 : max(1, configuration.streamsPerHost)
-    var newHost = HostState()
-    newHost.adaptive = adaptiveCeiling.map { AdaptiveLimit(ceiling: $0) }
-    self.newHost = newHost
     refusals = Dictionary(
       configuration.rememberedRefusals.map { ($0.origin, $0) }, uniquingKeysWith: { $1 })
     interval = configuration.requestsPerSecondPerHost.map { UInt64((1e9 / $0).rounded()) }
@@ -96,13 +95,18 @@ struct HostTable {
     backsOff = configuration.hostBackoff
   }
 
-  /// `origin` before its first transfer: its adaptive limit under what an earlier run was
-  /// refused at, if one was.
+  /// `origin` before its first transfer: with an adaptive limit at its start, if any.
   private func newHost(_ origin: Origin) -> HostState {
-    guard let ceiling = adaptiveCeiling, let refusal = refusals[origin] else { return newHost }
-    var host = newHost
-    host.adaptive = AdaptiveLimit(ceiling: ceiling, refusedWith: refusal.inFlight)
+    var host = HostState()
+    host.adaptive = newLimit(origin)
     return host
+  }
+
+  /// An adaptive limit for `origin` at its start, its first epoch `epoch`, under what an earlier
+  /// run was refused at, if one was; `nil` when the limits are fixed.
+  private func newLimit(_ origin: Origin, from epoch: Int = 0) -> AdaptiveLimit? {
+    guard let ceiling = adaptiveCeiling else { return nil }
+    return AdaptiveLimit(ceiling: ceiling, refusedWith: refusals[origin]?.inFlight, from: epoch)
   }
 
   /// Makes `origin`'s entry, as ``newHost(_:)`` would have it, unless it has one.
@@ -181,7 +185,7 @@ struct HostTable {
     if let host = hosts[origin], host.multiplexes != true, host.running > connectionCap {
       connectionCap = host.running
     }
-    return hosts[origin]?.adaptive?.epoch ?? 0
+    return hosts[origin]?.adaptive?.epoch ?? hosts[origin]?.droppedEpoch ?? 0
   }
 
   /// Transfers under way to `origin`.
@@ -197,11 +201,14 @@ struct HostTable {
     add(origin)
     hosts[origin]?.multiplexes = multiplexes
     // A host whose protocol has a fixed limit keeps no adaptive one (nor says one in the
-    // report); one that turns to a protocol whose limit adapts starts its own.
+    // report); one that turns to a protocol whose limit adapts starts its own, in epochs of its
+    // own: what was sent before (under the dropped limit, or none) is no sample of it, and a
+    // refusal of it no cut.
     if !adapts(multiplexes) {
+      if let epoch = hosts[origin]?.adaptive?.epoch { hosts[origin]?.droppedEpoch = epoch + 1 }
       hosts[origin]?.adaptive = nil
     } else if hosts[origin]?.adaptive == nil {
-      let adaptive = newHost(origin).adaptive
+      let adaptive = newLimit(origin, from: (hosts[origin]?.droppedEpoch ?? 0) + 1)
       hosts[origin]?.adaptive = adaptive
     }
   }

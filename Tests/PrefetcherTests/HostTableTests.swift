@@ -93,6 +93,24 @@ final class HostTableTests: XCTestCase {
     XCTAssertEqual(table { $0.perHostConcurrency = 40 }.connectionCap, 40)
   }
 
+  func testAHostThatTurnsBackToHTTP1AdaptsAnewUnmovedByWhatWasSentBefore() {
+    var hosts = HostTable(configuration: DownloaderConfiguration())
+    let underTheDroppedLimit = hosts.started(small, at: 0)
+    hosts.learned(small, multiplexes: true)
+    let overHTTP2 = hosts.started(small, at: 0)
+    hosts.learned(small, multiplexes: false)
+    XCTAssertFalse(
+      hosts.cut(small, .refused, sentIn: underTheDroppedLimit, inFlight: 2),
+      "a refusal of what was sent under the limit it dropped is no cut of the new one")
+    XCTAssertFalse(
+      hosts.cut(small, .timeout, sentIn: overHTTP2), "nor a timeout of what went over HTTP/2")
+    XCTAssertEqual(hosts.hostLimit(small)?.final, 4)
+    XCTAssertEqual(hosts.hostLimit(small)?.cuts, [:])
+    let underTheNewLimit = hosts.started(small, at: 0)
+    XCTAssertTrue(hosts.cut(small, .refused, sentIn: underTheNewLimit), "its own transfers count")
+    XCTAssertEqual(hosts.hostLimit(small)?.final, 3)
+  }
+
   func testTheRateSpacesStartsToOneHostAndWakesTheLoopWhenDue() {
     var hosts = table { $0.requestsPerSecondPerHost = 10 }
     XCTAssertFalse(hosts.isOpen)
