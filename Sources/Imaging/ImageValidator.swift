@@ -119,27 +119,29 @@ enum JPEGDecoder {
   /// do not say (the decode then finds what is wrong).
   static func bufferedCoefficientBytes(_ raw: UnsafeRawBufferPointer) -> Int? {
     func u16(_ offset: Int) -> Int { Int(raw[offset]) << 8 | Int(raw[offset + 1]) }
-    var offset = 2
     var frame: (progressive: Bool, width: Int, height: Int, sampling: [(Int, Int)])?
-    while offset + 4 <= raw.count, raw[offset] == 0xFF {
-      let marker = raw[offset + 1]
-      let length = u16(offset + 2)
-      let body = offset + 4
-      guard length >= 2, body + length - 2 <= raw.count else { return nil }
+    var buffered: Int?
+    JPEGHeader.forEachSegment(in: raw) { marker, body in
+      let length = body.count + 2
       switch marker {
       case 0xC0...0xCF where ![0xC4, 0xC8, 0xCC].contains(marker) && length >= 8:
-        let count = Int(raw[body + 5])
-        guard length >= 8 + 3 * count else { return nil }
+        let count = Int(raw[body.lowerBound + 5])
+        guard length >= 8 + 3 * count else { return false }
+        let components = body.lowerBound + 6
         frame = (
-          [0xC2, 0xC6, 0xCA, 0xCE].contains(marker), u16(body + 3), u16(body + 1),
-          (0..<count).map { (Int(raw[body + 7 + 3 * $0] >> 4), Int(raw[body + 7 + 3 * $0] & 15)) }
+          [0xC2, 0xC6, 0xCA, 0xCE].contains(marker), u16(body.lowerBound + 3),
+          u16(body.lowerBound + 1),
+          (0..<count).map {
+            (Int(raw[components + 1 + 3 * $0] >> 4), Int(raw[components + 1 + 3 * $0] & 15))
+          }
         )
       case 0xDA:
-        guard length >= 3, let frame, frame.progressive || Int(raw[body]) < frame.sampling.count,
+        guard length >= 3, let frame,
+          frame.progressive || Int(raw[body.lowerBound]) < frame.sampling.count,
           let most = frame.sampling.map(\.0).max(), let tallest = frame.sampling.map(\.1).max(),
           most > 0, tallest > 0
-        else { return nil }
-        return frame.sampling.reduce(0) { total, factors in
+        else { return false }
+        buffered = frame.sampling.reduce(0) { total, factors in
           let across = (frame.width * factors.0 + most * 8 - 1) / (most * 8)
           let down = (frame.height * factors.1 + tallest * 8 - 1) / (tallest * 8)
           return total + across * down * 128
@@ -147,9 +149,9 @@ enum JPEGDecoder {
       default:
         break
       }
-      offset = body + length - 2
+      return true
     }
-    return nil
+    return buffered
   }
 }
 

@@ -180,22 +180,16 @@ enum SourceDecoder {
   /// there is none or it cannot be read.
   static func exifOrientation(ofJPEG data: Data) -> Int {
     let bytes = [UInt8](data.prefix(128 * 1024))
-    var offset = 2
-    while offset + 4 <= bytes.count, bytes[offset] == 0xFF {
-      let marker = bytes[offset + 1]
-      if marker == 0xDA || marker == 0xD9 { break }
-      let length = Int(bytes[offset + 2]) << 8 | Int(bytes[offset + 3])
-      let start = offset + 4
-      let end = offset + 2 + length
-      guard length >= 2, end <= bytes.count else { break }
-      if marker == 0xE1, end - start > 14,
-        bytes[start..<start + 6].elementsEqual([0x45, 0x78, 0x69, 0x66, 0, 0])
-      {
-        return tiffOrientation(Array(bytes[start + 6..<end])) ?? 1
-      }
-      offset = end
+    var orientation = 1
+    JPEGHeader.forEachSegment(in: bytes) { marker, body in
+      guard marker != 0xDA else { return false }
+      guard marker == 0xE1, body.count > 14,
+        bytes[body.prefix(6)].elementsEqual([0x45, 0x78, 0x69, 0x66, 0, 0])
+      else { return true }
+      orientation = tiffOrientation(Array(bytes[body.dropFirst(6)])) ?? 1
+      return false
     }
-    return 1
+    return orientation
   }
 
   private static func tiffOrientation(_ tiff: [UInt8]) -> Int? {
