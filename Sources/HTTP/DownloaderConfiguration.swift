@@ -21,10 +21,10 @@ public struct DownloaderConfiguration: Sendable, Equatable {
   /// adaptive limit (issue 44).
   public static let sdPerHostConcurrency = 6
   /// Downloads at once to one host that multiplexes them over HTTP/2 (streams on its
-  /// connections, which stay within `perHostConcurrency` and the server's
-  /// `SETTINGS_MAX_CONCURRENT_STREAMS`). `nil`: up to `concurrency`. A host counts as HTTP/2
-  /// from its first answer over it; until its first answer it gets the lower of this and
-  /// `perHostConcurrency`.
+  /// connections, which stay within libcurl's per-host connection cap (`HostTable.connectionCap`)
+  /// and the server's `SETTINGS_MAX_CONCURRENT_STREAMS`). `nil`: up to `concurrency`. A host
+  /// counts as HTTP/2 from its first answer over it; until its first answer it gets the lower
+  /// of this and its limit over HTTP/1.1 (`perHostConcurrency`, or its adaptive limit).
   public var perHostStreams: Int?
   /// `--per-host-concurrency auto`, the default (issue 44; `perHostConcurrency` unset): the
   /// limit of each origin that answers over HTTP/1.1, or has not answered yet, is found as the

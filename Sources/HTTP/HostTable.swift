@@ -48,7 +48,7 @@ struct HostTable {
   /// to an nginx that takes 128 streams a connection, where 2 carry them). It only grows.
   private(set) var connectionCap: Int
   /// Transfers at once to a host whose last answer came over HTTP/2: streams on its
-  /// connections, which curl keeps within `connectionsPerHost` connections and the server's
+  /// connections, which curl keeps within `connectionCap` connections and the server's
   /// `SETTINGS_MAX_CONCURRENT_STREAMS`.
   let streamsPerHost: Int
   /// Nanoseconds between two starts to one host; `nil`: no rate.
