@@ -2,6 +2,8 @@
 // call directly. Nothing but Prefetcher's Downloader imports this module.
 #include <curl/curl.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/socket.h>
 
@@ -86,6 +88,22 @@ static inline CURLcode ic_easy_getinfo_off_t(CURL *handle, CURLINFO info, curl_o
 
 static inline CURLcode ic_easy_getinfo_string(CURL *handle, CURLINFO info, char **value) {
   return curl_easy_getinfo(handle, info, value);
+}
+
+static inline CURLcode ic_easy_getinfo_socket(CURL *handle, curl_socket_t *socket) {
+  return curl_easy_getinfo(handle, CURLINFO_ACTIVESOCKET, socket);
+}
+
+/// Milliseconds since data last arrived on the TCP socket `socket` (the kernel's
+/// `tcpi_last_data_recv`, counted in its clock ticks), or -1 when the kernel does not say.
+static inline long ic_tcp_last_data_received(curl_socket_t socket) {
+  struct tcp_info info;
+  socklen_t length = sizeof info;
+  if (getsockopt(socket, IPPROTO_TCP, TCP_INFO, &info, &length) != 0 ||
+      length < offsetof(struct tcp_info, tcpi_last_data_recv) + sizeof info.tcpi_last_data_recv) {
+    return -1;
+  }
+  return (long)info.tcpi_last_data_recv;
 }
 
 static inline CURLMcode ic_multi_setopt_long(CURLM *multi, CURLMoption option, long value) {

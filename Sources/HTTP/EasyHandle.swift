@@ -139,6 +139,18 @@ final class EasyHandle {
     return UInt64(start - sent) * 1000
   }
 
+  /// Milliseconds since data last arrived on the transfer's connection, as the kernel counts
+  /// them (``ReadLag``); `nil` when no connection is left open or the kernel does not say. Read
+  /// while the handle is still in the multi handle, which keeps the connection.
+  var connectionIdleMilliseconds: Int? {
+    var socket = ic_socket_bad
+    guard ic_easy_getinfo_socket(handle, &socket) == CURLE_OK, socket != ic_socket_bad else {
+      return nil
+    }
+    let idle = ic_tcp_last_data_received(socket)
+    return idle >= 0 ? idle : nil
+  }
+
   /// A string the transfer reported (`CURLINFO_REDIRECT_URL`...), if any.
   func stringInfo(_ info: CURLINFO) -> String? {
     var value: UnsafeMutablePointer<CChar>?

@@ -51,6 +51,12 @@ final class Transfer: @unchecked Sendable {
   var deniedAddress: (address: String, rule: String)?
   /// Its origin's adaptive limit's epoch when it started: what its answer says of that limit.
   var epoch = 0
+  /// How long, at the least, its last hop's first byte waited in the kernel before the loop
+  /// read it (``ReadLag``), nanoseconds: the client's lag, not the origin's time.
+  var unread: UInt64 = 0
+  /// When the loop read the first status line of the current hop (the monotonic clock's
+  /// nanoseconds, ``ReadLag/now(_:)``; 0: none yet): the time its first byte was read.
+  var firstLineRead: UInt64 = 0
   /// Transfers under way to its origin when it started, itself among them: what the origin
   /// had to take when it came (a refusal of it with more than the origin served answers a
   /// probe). Counted when the refusal is read instead, answers that came in the same pass
@@ -268,6 +274,7 @@ final class Transfer: @unchecked Sendable {
       return false
     }
     if line.starts(with: Self.statusPrefix) {
+      if firstLineRead == 0 { firstLineRead = ReadLag.now(CLOCK_MONOTONIC) }
       // A new answer (after an interim 1xx, the final one): only its headers count.
       resetResponse()
       var digits = line.drop { $0 != UInt8(ascii: " ") }.dropFirst().prefix(3)

@@ -67,6 +67,9 @@ final class TransferLoop: @unchecked Sendable {
   /// The soonest a transfer held back by a host's rate or back-off may start: the loop wakes
   /// for it.
   private var gateWake = UInt64.max
+  /// What the loop's own lag added to the answers' times (``ReadLag``): an adaptive limit's
+  /// samples leave it out.
+  private let readLag = ReadLag()
   /// The run's bandwidth cap, when one is set.
   private let bandwidth: BandwidthBudget?
   /// The hosts that asked to wait, for the report; written on this thread, read at the end.
@@ -394,6 +397,7 @@ final class TransferLoop: @unchecked Sendable {
       }
       // Read before the handle is removed: removing it frees the message.
       let code = ic_message_result(message)
+      if hosts.adaptiveCeiling != nil, let transfer = active[handle] { noteUnread(transfer) }
       curl_multi_remove_handle(multi, handle)
       guard let transfer = active.removeValue(forKey: handle) else { continue }
       learnProtocol(of: transfer)
@@ -402,6 +406,18 @@ final class TransferLoop: @unchecked Sendable {
       case .done(let result): finish(transfer, result)
       }
     }
+  }
+
+  /// Notes how long the transfer's first byte waited unread (``ReadLag``): the loop's own lag,
+  /// which its time to first byte would count as the origin's. Before the handle leaves the
+  /// multi handle, which keeps the connection the kernel is asked of.
+  private func noteUnread(_ transfer: Transfer) {
+    let read = transfer.firstLineRead
+    transfer.firstLineRead = 0
+    transfer.unread = 0
+    guard read > 0, let idle = transfer.easy?.connectionIdleMilliseconds else { return }
+    transfer.unread = readLag.unread(
+      idleMilliseconds: idle, tickBegan: ReadLag.now(CLOCK_MONOTONIC_COARSE), read: read)
   }
 
   /// Notes whether the host that answered the transfer's current hop answered over HTTP/2 (or
@@ -434,7 +450,9 @@ final class TransferLoop: @unchecked Sendable {
     case .success:
       origin = transfer.origin
       guard let epoch, let nanoseconds = transfer.easy?.firstByteNanoseconds else { return false }
-      changed = hosts.answered(origin, after: nanoseconds, sentIn: epoch)
+      // The origin's time: without what the answer waited for the loop to read it.
+      let answered = nanoseconds - min(nanoseconds, transfer.unread)
+      changed = hosts.answered(origin, after: answered, sentIn: epoch)
     case .failure(let failure):
       origin = Origin(transfer.url)
       if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {

@@ -18,6 +18,7 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
   override var routes: [String: Route] {
     [
       "/slow.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20)) },
+      "/steady.png": { _ in ServerResponse(body: Fixtures.png, headDelay: .milliseconds(200)) },
       "/busy.png": { _ in
         // Held: the requests taken in the last service time (the server's own count of what
         // it answers also holds answers on their way out).
@@ -72,6 +73,42 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     ])
     XCTAssertEqual(fixedRun.status, 0, fixedRun.stderr)
     XCTAssertEqual(try report(fixed).prefetch?.hostLimits, [], "fixed limits report none")
+  }
+
+  func testAnswersAClientTooBusyToReadThemWaitedForAreNoQueueOfTheOrigin() throws {
+    // An origin that answers every request in 200 ms, however many come. The client runs for
+    // 250 ms, then is stopped for 350 ms, as a busy machine leaves a process unscheduled: the
+    // answers that come meanwhile wait in its sockets, and libcurl's times to first byte of
+    // every other batch grow by up to 350 ms, past the tolerance. That is the client's lag,
+    // which the kernel's idle time of each connection shows, not a queue.
+    let path = temporary.appending("stopped.json")
+    // (Under 16 at once: the test's own server slows past that, and a real queue is cut.)
+    let urls = (0..<120).map { server.url("/steady.png?n=\($0)") }
+    let (process, stdout, stderr) = try ImageCacheBinary.start(
+      [
+        "prefetch", try temporary.manifest(urls), "--cache", cache!, "--report", path,
+        "--max-per-host-concurrency", "16",
+      ])
+    let errors = PipeReader(stderr)
+    waitUntil(timeout: 30, "the first request") {
+      !server.requests("/steady.png").isEmpty || !process.isRunning
+    }
+    var stops = 0
+    while process.isRunning {
+      usleep(250_000)
+      kill(process.processIdentifier, SIGSTOP)
+      usleep(350_000)
+      kill(process.processIdentifier, SIGCONT)
+      stops += 1
+    }
+    let result = ImageCacheBinary.finish(process, stdout, errors)
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertGreaterThanOrEqual(stops, 3, "the run was stopped while it ran")
+    let prefetch = try XCTUnwrap(try report(path).prefetch)
+    XCTAssertEqual(prefetch.downloaded, 120)
+    let limit = try XCTUnwrap(prefetch.hostLimits.first)
+    XCTAssertEqual(limit.cuts, [:], "the client's own lag cut the origin's limit: \(limit)")
+    XCTAssertEqual(limit.final, 16, "slow start went on to the ceiling: \(limit)")
   }
 
   func testAnOriginThatRefusesPastItsKneeCostsAProbeNotAHoldAndVerboseAndMetricsSayWhereItSettled()
