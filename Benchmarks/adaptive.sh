@@ -33,6 +33,10 @@
 # The origins: LATENCY_MS, SLOTS, BUSY_LIMIT. WORK: the tmpfs mount point (Benchmarks/work/adaptive).
 # LOGS: a folder that keeps each run's origin log and imagecache's stderr (ORIGIN-SETTING-RUN.log,
 # .stderr; with FLAGS=-v the limit each host settled at), for a closer look than the medians.
+# BASELINE: an earlier binary, for before and after in one series: a setting with `@baseline`
+# (`default@baseline`, `16@baseline`) runs it, alternating with the others; the summary adds
+# each such setting's wall time against the same setting of BIN.
+#   BASELINE=/tmp/before/imagecache SETTINGS="default default@baseline" bash Benchmarks/adaptive.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ORIGINS=${ORIGINS:-cdn small busy}
@@ -50,6 +54,7 @@ BUSY_PORT=${BUSY_PORT:-18283}
 WORK=${WORK:-$PWD/Benchmarks/work/adaptive}
 BIN=${BIN:-}
 LOGS=${LOGS:-}
+BASELINE=${BASELINE:-}
 
 for origin in $ORIGINS; do
   case $origin in
@@ -58,10 +63,15 @@ for origin in $ORIGINS; do
   esac
 done
 for setting in $SETTINGS; do
-  [[ $setting =~ ^(auto|default)(-next)?$ || $setting =~ ^[1-9][0-9]*$ ]] || {
-    echo "SETTINGS: '$setting' is neither a number nor auto, default, auto-next or default-next" >&2
+  [[ $setting =~ ^((auto|default)(-next)?|[1-9][0-9]*)(@baseline)?$ ]] || {
+    echo "SETTINGS: '$setting' is neither a number nor auto, default, auto-next or default-next" \
+      "(each with @baseline or not)" >&2
     exit 2
   }
+  if [[ $setting == *@baseline && ! -x $BASELINE ]]; then
+    echo "SETTINGS: '$setting' needs BASELINE, an executable (BASELINE='$BASELINE')" >&2
+    exit 2
+  fi
 done
 port_of() {
   case $1 in cdn) echo "$CDN_PORT" ;; small) echo "$SMALL_PORT" ;; busy) echo "$BUSY_PORT" ;; esac
@@ -199,10 +209,13 @@ timed_run() {  # out
   MS=$(( ($(date +%s%N) - start) / 1000000 ))
 }
 prefetch_cmd() {  # origin setting out
-  CMD=("$BIN" prefetch "$WORK/lists/$1.txt" --cache "$3")
+  local bin=$BIN setting=$2
+  if [[ $setting == *@baseline ]]; then bin=$BASELINE; setting=${setting%@baseline}; fi
+  setting=${setting%-next}
+  CMD=("$bin" prefetch "$WORK/lists/$1.txt" --cache "$3")
   # default: the tool's own limits, none given
-  if [ "${2%-next}" != default ]; then
-    CMD+=(--concurrency "$CONCURRENCY" --per-host-concurrency "${2%-next}")
+  if [ "$setting" != default ]; then
+    CMD+=(--concurrency "$CONCURRENCY" --per-host-concurrency "$setting")
   fi
   if [ -n "$FLAGS" ]; then CMD+=($FLAGS); fi
 }
@@ -245,9 +258,9 @@ for origin in $ORIGINS; do : > "$WORK/nginx/$origin.log"; done  # nginx keeps th
 # auto-next's (default-next's) first night, unmeasured: the state it leaves is the first
 # measured run's.
 for next in $SETTINGS; do
-  [[ $next == *-next ]] || continue
+  [[ ${next%@baseline} == *-next ]] || continue
   for origin in $ORIGINS; do
-    prefetch_cmd "$origin" "${next%-next}" "$out"
+    prefetch_cmd "$origin" "$next" "$out"
     STATE= timed_run "$out"
     settle "$origin"
     : > "$WORK/nginx/$origin.log"
@@ -260,7 +273,7 @@ for run in $(seq "$RUNS"); do
     for setting in $SETTINGS; do
       prefetch_cmd "$origin" "$setting" "$out"
       STATE=
-      if [[ $setting == *-next ]]; then STATE=$WORK/state-$origin-$setting; fi
+      if [[ ${setting%@baseline} == *-next ]]; then STATE=$WORK/state-$origin-$setting; fi
       timed_run "$out"
       if [ -n "$STATE" ]; then rm -rf "$STATE"; cp -a "$out/default/.imagecache" "$STATE"; fi
       settle "$origin"
@@ -321,7 +334,9 @@ titles = {
 }
 adaptive = ("auto", "auto-next", "default", "default-next")
 def order(setting):
-    return (1, adaptive.index(setting)) if setting in adaptive else (0, int(setting))
+    plain, _, baseline = setting.partition("@")
+    return (1 if plain in adaptive else 0,
+            adaptive.index(plain) if plain in adaptive else int(plain), baseline)
 for origin in origins:
     settings = sorted({s for (o, s) in rows if o == origin}, key=order)
     if not settings:
@@ -340,7 +355,12 @@ for origin in origins:
               f"| {med(key, 'peak'):g} | {med(key, 'requests'):g} | {med(key, 's503'):g} "
               f"| {med(key, 's429'):g} | {min(r['files'] for r in rows[key])} | {codes} |")
     print()
-    fixed = [s for s in settings if s not in adaptive]
+    for setting in settings:
+        plain = setting.partition("@")[0]
+        if setting != plain and plain in settings:
+            print(f"- {plain}/{setting} wall = "
+                  f"{med((origin, plain), 'wall') / med((origin, setting), 'wall'):.2f}")
+    fixed = [s for s in settings if s not in adaptive and "@" not in s]
     best = min(fixed, key=lambda s: med((origin, s), "wall")) if fixed else None
     auto = (origin, "auto") if "auto" in settings else None
     if best is None:
