@@ -8,13 +8,16 @@ import Foundation
 /// Without it, what is left is the origin's time as the socket saw it.
 ///
 /// The kernel says how long ago data last arrived on the connection (`tcpi_last_data_recv`: a
-/// count of its clock's ticks, in milliseconds); the first byte came no later. The tick the
-/// data came in ended that many ticks, less one, before the current tick began, which the
-/// coarse monotonic clock tells (it moves once a tick). So the first byte waited at least from
-/// there to when the loop read it: a bound from below, within a tick of the loop's own lag (4
-/// ms at Debian's 250 Hz), and nothing for an answer read as it came.
+/// count of its clock's ticks, in milliseconds); the first byte came no later. A count of `n`
+/// ticks is more than `n - 2` ticks' time (one for where in a tick each end fell, one for a
+/// tick counter that a CPU without a tick of its own catches up late), so the first byte
+/// waited at least that long, less the time since the loop read it: a bound from below,
+/// within two ticks of the loop's own lag (8 ms at Debian's 250 Hz), and nothing for an answer
+/// read as it came. (Taking the coarse clock for the start of the current tick was a tick
+/// closer, but a tick counter caught up in mid-tick moved it, and a tenth of an idle client's
+/// answers to a small origin were taken 2-4 ms early: enough to hide the first step of a queue.)
 struct ReadLag {
-  /// The kernel clock's tick, nanoseconds: the coarse clock's resolution.
+  /// The kernel clock's tick, nanoseconds.
   let tick: UInt64
 
   init(tick: UInt64 = Self.kernelTick) {
@@ -30,26 +33,22 @@ struct ReadLag {
     return nanoseconds > 0 ? nanoseconds : 10_000_000
   }
 
-  /// Now on the coarse monotonic clock (when the current tick began) and on the monotonic
-  /// clock, nanoseconds.
-  static func now(_ clock: clockid_t) -> UInt64 {
+  /// Now on the monotonic clock, nanoseconds.
+  static var now: UInt64 {
     var time = timespec()
-    clock_gettime(clock, &time)
+    clock_gettime(CLOCK_MONOTONIC, &time)
     return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
   }
 
   /// The least time the first byte waited unread, nanoseconds: the connection idle for
-  /// `idleMilliseconds` as the kernel reported it when the coarse clock said `tickBegan`, the
-  /// first byte read at `read` (monotonic clock).
-  func unread(idleMilliseconds: Int, tickBegan: UInt64, read: UInt64) -> UInt64 {
+  /// `idleMilliseconds` as the kernel reported it, the first byte read `sinceRead` nanoseconds
+  /// before.
+  func unread(idleMilliseconds: Int, sinceRead: UInt64) -> UInt64 {
     // The kernel's count is 32 bits: more says nothing.
     guard (1...Int(UInt32.max)).contains(idleMilliseconds) else { return 0 }
     let ticks = (UInt64(idleMilliseconds) * 1_000_000 + tick / 2) / tick
-    guard ticks > 0 else { return 0 }
-    // Data came before the end of the tick `ticks` before the current one.
-    let (elapsed, overflow) = (ticks - 1).multipliedReportingOverflow(by: tick)
-    guard !overflow, elapsed <= tickBegan else { return 0 }
-    let cameBefore = tickBegan - elapsed
-    return read > cameBefore ? read - cameBefore : 0
+    guard ticks > 2 else { return 0 }
+    let idle = (ticks - 2) * tick
+    return idle > sinceRead ? idle - sinceRead : 0
   }
 }
