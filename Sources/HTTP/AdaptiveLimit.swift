@@ -103,6 +103,13 @@ struct AdaptiveLimit {
   /// The limit of the last round that ended clean, lowered by a cut to the limit after it;
   /// `nil` before the first clean round.
   private(set) var served: Int?
+  /// The most the limit was at a round that ended clean in this run (0 before the first).
+  private var servedMost = 0
+  /// Whether the origin refused with fewer than three quarters of ``servedMost`` under way:
+  /// at random (a backend in trouble, an outage), not at a knee. No refusal of the run is then
+  /// kept for the next: an origin that refused 3% of its requests at random fell by a quarter
+  /// at each, and its refusal at 2 held the next week's runs at 1.
+  private(set) var refusesBelowKnee = false
   private var slowStart = true
   /// The limit slow start's last step began from.
   private var stepFrom = Self.initial
@@ -273,7 +280,9 @@ struct AdaptiveLimit {
   /// them: a refusal with at least as many as the origin served cleanly (a probe's, or one at
   /// that very level: the origin counts its answers until they are sent, so a client may
   /// finish a round clean at one more than it takes) is what the run leaves for the next
-  /// (``refusedWith``); one with fewer is an outage's, and is not.
+  /// (``refusedWith``); one with fewer is an outage's, and is not; and one with fewer than
+  /// three quarters of the most it served cleanly says that the origin refuses at random
+  /// (``refusesBelowKnee``): none of the run's is kept.
   @discardableResult
   mutating func failed(
     _ cut: Cut, sentIn epoch: Int? = nil, probe: Bool = false, inFlight: Int? = nil
@@ -281,7 +290,14 @@ struct AdaptiveLimit {
     guard epoch ?? self.epoch >= lastCut else { return false }
     lastCutAnsweredProbe = probe
     let inFlight = inFlight ?? limit
-    if cut == .refused, let served, probe || inFlight >= served { refusedWith = inFlight }
+    if cut == .refused, let served {
+      if inFlight * 4 < servedMost * 3 {
+        refusesBelowKnee = true
+        refusedWith = nil
+      } else if !refusesBelowKnee, probe || inFlight >= served {
+        refusedWith = inFlight
+      }
+    }
     set(cut == .timeout ? limit / 2 : limit - max(1, limit / 4), cut: cut)
     return true
   }
@@ -346,11 +362,28 @@ struct AdaptiveLimit {
       let bar = max(usualMedian * max(1 + Self.medianShift, noise), usualMedian + 500_000)
       shifted = Double(median) > bar
     }
-    let queued = judged && (lateShare || shifted)
+    // Or the round's own median later than the tolerance past the usual median, and past
+    // what the origin's spread moves the median of a round that size by chance: half of it
+    // waited. The baseline, a high percentile of a pool still small, is moved by a few answers
+    // of a climb past the knee that came just in time (two of fifteen moved it from 21 to 28
+    // ms; a round queued behind the 8 an origin serves, at 40 ms, was then in time, and the
+    // limit climbed to 45 and stayed near 20 all night); the median is not.
+    // (Only where the spread is known, or its times tight: a spread estimated from a few
+    // answers of a long tail is often too narrow, and a CDN's rounds then looked queued.)
+    var medianLate = false
+    if judged, let origin,
+      recent.count >= Self.knownSpread
+        || (known >= Self.knownTight && origin.sigma < Self.tightSigma)
+    {
+      let noise = exp(
+        Self.medianNoise * 1.2533 * origin.sigma / Double(sorted.count).squareRoot())
+      medianLate = Double(median) > usualMedian * max(Self.tolerance, noise)
+    }
+    let queued = judged && (lateShare || shifted || medianLate)
     if judged, !queued { pool(sorted + stragglers, clean: true) }
     // A round of which half or more came late queued whatever the origin's spread, and says
     // nothing of that spread; a round with fewer late ones adds to the upper half.
-    let deepQueue = late * 2 >= sorted.count
+    let deepQueue = late * 2 >= sorted.count || medianLate
     if !deepQueue { pool(sorted + stragglers, clean: false) }
     stragglers.removeAll()
     if queued {
@@ -392,6 +425,7 @@ struct AdaptiveLimit {
       return
     }
     served = limit
+    servedMost = max(servedMost, limit)
     if slowStart, limit >= ceiling {
       slowStart = false
     } else if slowStart {

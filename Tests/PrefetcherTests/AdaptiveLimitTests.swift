@@ -168,6 +168,25 @@ final class AdaptiveLimitTests: XCTestCase {
     XCTAssertEqual(adaptive.limit, 8)
   }
 
+  func testAClimbsAnswersThatCameJustInTimeDoNotHideAQueueOfAWholeRound() {
+    // An origin that serves 8 at a time, 20 ms each: the climb from 8 to 16 sends past its
+    // knee, and two of its answers wait a little (28 ms: in time, under 1.5 x 20). Pooled with
+    // the 13 others, they made what nine answers in ten took 28 ms, and a whole round queued
+    // behind the 8 (40 ms each) was in time: the limit climbed on to 64, and stayed near 20
+    // all night (1 run in 10 of the benchmark's small origin). The round's median, twice the
+    // usual, says it queued.
+    var adaptive = AdaptiveLimit(ceiling: 64)
+    answer(&adaptive, 4)
+    answer(&adaptive, 3)
+    XCTAssertEqual([adaptive.limit, adaptive.target], [9, 16])
+    answer(&adaptive, 5)
+    answer(&adaptive, 2, after: service * 14 / 10)
+    XCTAssertEqual([adaptive.limit, adaptive.target], [16, 16], "in time: on to 16")
+    answer(&adaptive, 16, after: service * 2)
+    XCTAssertEqual(adaptive.cuts[.queue], 1, "a whole round twice as late as usual queued")
+    XCTAssertEqual(adaptive.limit, 8, "back where the step began")
+  }
+
   func testACDNsOwnLongTailIsNoQueue() {
     // Service times lognormal about 20 ms: sigma 0.25 (a 99th percentile about 1.8x the
     // median), 0.5 (3.2x) and 1 (10x, the benchmark's jitter). Judged against the least time
@@ -423,6 +442,50 @@ final class AdaptiveLimitTests: XCTestCase {
     // A lower ceiling of the run's own stays; a remembered refusal of one leaves one.
     XCTAssertEqual(AdaptiveLimit(ceiling: 8, refusedWith: 17).ceiling, 8)
     XCTAssertEqual(AdaptiveLimit(ceiling: 64, refusedWith: 1).ceiling, 1)
+  }
+
+  func testAnOriginThatRefusesAtRandomLeavesNoKneeForTheNextRun() throws {
+    // 3% of requests refused whatever is under way: each refusal takes a quarter off, and one
+    // at 2 under way, at or above what the origin then served, was kept as its knee: the next
+    // week's runs were held at 1 (600 images: 33 s where 5 would do).
+    for seed in 60..<65 {
+      var random = SeededRandom(seed: UInt64(seed))
+      var flaky = OriginSimulation()
+      flaky.refusesAtRandom = 0.03
+      var adaptive = AdaptiveLimit(ceiling: 64)
+      let night = flaky.run(&adaptive, requests: 3000, random: &random)
+      XCTAssertGreaterThan(night.refusals, 10, "seed \(seed)")
+      XCTAssertTrue(adaptive.refusesBelowKnee, "seed \(seed): \(adaptive.spread)")
+      XCTAssertNil(adaptive.refusedWith, "seed \(seed): no knee to keep")
+      // Once refused below its knee, no later refusal of the run is kept either.
+      adaptive.failed(.refused, probe: true, inFlight: adaptive.limit + 1)
+      XCTAssertNil(adaptive.refusedWith, "seed \(seed)")
+    }
+    // The busy origin of (c), for all its refusals at 17, keeps its knee.
+    var random = SeededRandom(seed: 60)
+    var busy = AdaptiveLimit(ceiling: 64)
+    _ = OriginSimulation(refusesAbove: 16).run(&busy, requests: 3000, random: &random)
+    XCTAssertFalse(busy.refusesBelowKnee)
+    XCTAssertEqual(busy.refusedWith, 17)
+    // Step by step: served 16 cleanly, refused a probe at 17 (its knee); then refused with 11
+    // under way, under three quarters of 16: at random, and nothing of the run is kept, not
+    // even a later refusal past what it served.
+    var limit = AdaptiveLimit(ceiling: 64)
+    answer(&limit, 4)
+    answer(&limit, 3)
+    answer(&limit, 7)
+    answer(&limit, 16)
+    XCTAssertEqual([limit.limit, limit.target], [17, 64])
+    limit.failed(.refused, probe: true, inFlight: 17)
+    XCTAssertEqual(limit.refusedWith, 17)
+    XCTAssertFalse(limit.refusesBelowKnee)
+    limit.failed(.refused, inFlight: 12)
+    XCTAssertFalse(limit.refusesBelowKnee, "three quarters of what it served: still the knee's")
+    limit.failed(.refused, inFlight: 11)
+    XCTAssertTrue(limit.refusesBelowKnee)
+    XCTAssertNil(limit.refusedWith)
+    limit.failed(.refused, probe: true, inFlight: 20)
+    XCTAssertNil(limit.refusedWith)
   }
 
   func testARefusalIsForgottenOnceTwoProbesPastItGoClean() throws {

@@ -13,6 +13,8 @@ struct OriginSimulation {
   var capacity = Int.max
   /// Refuses at once (503) a request that arrives with more than this many under way.
   var refusesAbove = Int.max
+  /// Refuses at once (503) this share of all requests, at random, however many are under way.
+  var refusesAtRandom = 0.0
   /// Each request's service time, and up to this share more at random.
   var service: UInt64 = 20_000_000
   var noise = 0.1
@@ -80,7 +82,9 @@ struct OriginSimulation {
       let inFlight = pending.count + 1
       outcome.limits.append(adaptive.limit)
       // The origin counts what it holds: a refusal holds no place.
-      if pending.filter({ !$0.refused }).count + 1 > refusesAbove {
+      let unlucky =
+        refusesAtRandom > 0 && Double(random.below(1_000_000)) < refusesAtRandom * 1_000_000
+      if unlucky || pending.filter({ !$0.refused }).count + 1 > refusesAbove {
         let answer = Pending(
           at: now + refusalTime, sentAt: now, epoch: adaptive.epoch, inFlight: inFlight,
           refused: true, queued: 0)
