@@ -118,6 +118,28 @@ final class NumberRangeTests: TemporaryFolderTestCase {
     XCTAssertEqual(error?.field, "prefetch.total")
   }
 
+  func testHostLimitFiguresPastTheLargestCountAreRefusedNotSummed() throws {
+    func limits(_ figure: String, _ value: Int) -> [String: Any] {
+      var limit: [String: Any] = [
+        "host": "cdn.example.com", "final": 4, "min": 4, "median": 4, "max": 4,
+        "cuts": ["refused": 1],
+      ]
+      if figure.hasPrefix("cuts.") {
+        limit["cuts"] = [String(figure.dropFirst(5)): value]
+      } else {
+        limit[figure] = value
+      }
+      return ["hostLimits": [limit]]
+    }
+    for figure in ["final", "min", "median", "max", "heldUnder", "cuts.refused"] {
+      let huge = try writeReport(
+        "shard-\(figure).json", ReportFixture.json(counts: limits(figure, Int.max)))
+      let error = mergeError([huge, huge])
+      XCTAssertEqual(error?.source, huge, figure)
+      XCTAssertEqual(error?.field, "hostLimits (cdn.example.com).\(figure)", figure)
+    }
+  }
+
   func testMergeRefusesASchemaVersionItDoesNotKnow() throws {
     let good = try writeReport("shard-0.json", ReportFixture.json())
     let later = try writeReport("shard-1.json", ReportFixture.json(schemaVersion: 2))

@@ -241,13 +241,21 @@ public enum ReportMerge {
         limits[limit.host] = limit
         continue
       }
-      merged.final += limit.final
-      merged.min += limit.min
-      merged.median += limit.median
-      merged.max += limit.max
-      merged.cuts.merge(limit.cuts, uniquingKeysWith: +)
+      let field = "hostLimits (\(limit.host))"
+      let figures: [(String, WritableKeyPath<HostLimit, Int>)] = [
+        ("final", \.final), ("min", \.min), ("median", \.median), ("max", \.max),
+      ]
+      for (name, figure) in figures {
+        merged[keyPath: figure] = try total(
+          merged[keyPath: figure], limit[keyPath: figure], "\(field).\(name)", adding: path)
+      }
+      for (cause, cuts) in limit.cuts {
+        merged.cuts[cause] = try total(
+          merged.cuts[cause] ?? 0, cuts, "\(field).cuts.\(cause)", adding: path)
+      }
       if merged.heldUnder != nil || limit.heldUnder != nil {
-        merged.heldUnder = (merged.heldUnder ?? 0) + (limit.heldUnder ?? 0)
+        merged.heldUnder = try total(
+          merged.heldUnder ?? 0, limit.heldUnder ?? 0, "\(field).heldUnder", adding: path)
       }
       limits[limit.host] = merged
     }
