@@ -479,7 +479,9 @@ final class TransferLoop: @unchecked Sendable {
       let refusedWith = hosts.refusedWith(origin)
       refusals.withLock { refusals in
         let known = refusals[origin] ?? nil
-        guard refusedWith != known?.inFlight else { return }
+        // A refusal of one transfer alone is an outage's, not a knee's: no limit is under 1,
+        // and kept, it held the origin at 1 for a week (and said "held under 1").
+        guard refusedWith != known?.inFlight, refusedWith != 1 else { return }
         guard let refusedWith else {
           if known != nil { refusals[origin] = .some(nil) }
           return

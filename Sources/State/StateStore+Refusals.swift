@@ -7,7 +7,8 @@ import GRDB
 /// asked past its knee every night.
 extension StateStore {
   /// The refusals still remembered at `now` (``OriginRefusal/isRemembered(at:)``), by origin;
-  /// none in a state written before refusals were kept.
+  /// none in a state written before refusals were kept, and none of one transfer alone (an
+  /// outage's, which no limit is under, and which earlier builds kept).
   public func refusals(at now: Date) throws -> [OriginRefusal] {
     try read { db in
       guard try db.tableExists("refusals") else { return [] }
@@ -20,7 +21,7 @@ extension StateStore {
             inFlight: try row.decode(forColumn: "inFlight"),
             since: try row.decode(forColumn: "since"))
         }
-        .filter { $0.isRemembered(at: now) && $0.inFlight > 0 }
+        .filter { $0.isRemembered(at: now) && $0.inFlight > 1 }
     }
   }
 

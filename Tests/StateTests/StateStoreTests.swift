@@ -267,6 +267,16 @@ final class StateStoreTests: TemporaryFolderTestCase {
       try store.read { try Int.fetchOne($0, sql: "SELECT count(*) FROM refusals") }, 0)
   }
 
+  func testARefusalOfOneTransferAloneIsNotReadAsAKnee() throws {
+    let now = Date(timeIntervalSince1970: 1_800_000_000)
+    let origin = Origin(URL(string: "http://127.0.0.1:8080/a.png")!)
+    let store = try StateStore(location: location)
+    try store.remember([origin: OriginRefusal(origin: origin, inFlight: 1, since: now)], at: now)
+    XCTAssertEqual(try store.refusals(at: now), [], "no limit is under 1")
+    try store.remember([origin: OriginRefusal(origin: origin, inFlight: 2, since: now)], at: now)
+    XCTAssertEqual(try store.refusals(at: now).map(\.inFlight), [2])
+  }
+
   func testAStateFromBeforeRefusalsReadsAsRememberingNone() throws {
     let directory = location.stateDirectory
     try FileSystem.createDirectory(path: directory)

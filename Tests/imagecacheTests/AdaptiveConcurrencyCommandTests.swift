@@ -32,6 +32,11 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
         guard taken else { return ServerResponse(status: 503, headers: [("Retry-After", "1")]) }
         return ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20))
       },
+      // One stray 503, to the fourth request: an outage of a moment, not a knee.
+      "/hiccup.png": { request in
+        guard request.attempt != 4 else { return ServerResponse(status: 503) }
+        return ServerResponse(body: Fixtures.png)
+      },
     ]
   }
 
@@ -186,6 +191,27 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     ])
     XCTAssertEqual(fixedRun.status, 0, fixedRun.stderr)
     XCTAssertEqual(server.requests("/slow.png").map(\.inFlight).max(), heldUnder + 2)
+  }
+
+  func testAStray503WithOneUnderWayIsNotRememberedAsTheOriginsKnee() throws {
+    // At 1 at a time (its ceiling), the origin served one cleanly, then refused one.
+    let first = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<8).map { server.url("/hiccup.png?a=\($0)") }),
+      "--cache", cache!, "--max-per-host-concurrency", "1",
+    ])
+    XCTAssertEqual(first.status, 0, first.stderr)
+    XCTAssertEqual(server.requests("/hiccup.png").count, 9, "the refused one again")
+    // No limit is under 1: the next night is not held at 1 for it.
+    let next = temporary.appending("next.json")
+    let nextRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<40).map { server.url("/hiccup.png?b=\($0)") }),
+      "--cache", cache!, "--report", next, "--verbose",
+    ])
+    XCTAssertEqual(nextRun.status, 0, nextRun.stderr)
+    let limit = try XCTUnwrap(try report(next).prefetch?.hostLimits.first)
+    XCTAssertNil(limit.heldUnder, "\(limit)")
+    XCTAssertGreaterThan(limit.max, 1, "\(limit)")
+    XCTAssertFalse(nextRun.stderr.contains("held under"), nextRun.stderr)
   }
 
   func testAJobFilesAutoRunsAndItsMistakesNameTheFileLineAndField() throws {
