@@ -211,8 +211,7 @@ public final class Downloader: Sendable {
 
   /// Each host's limit with `--per-host-concurrency auto`, as of now (none with fixed limits).
   public var hostLimits: [HostLimit] {
-    let limits = state.withLock { $0.loop }?.adaptiveLimits.withLock { $0 } ?? [:]
-    return limits.keys.sorted().map { limits[$0]! }
+    HostTable.report(state.withLock { $0.loop }?.adaptiveLimits.withLock { $0 } ?? [:])
   }
 
   /// The origins that refused at the knee of their adaptive limit since the downloader started,

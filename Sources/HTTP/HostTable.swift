@@ -261,6 +261,23 @@ struct HostTable {
       heldUnder: adaptive.remembered)
   }
 
+  /// The adaptive limits of `limits`' origins for the report, by name: each origin named by its
+  /// host, or by its host and port where other origins of its host have one too (two ports,
+  /// http and https; by its scheme as well where they share the port), so that none hides
+  /// another's figures.
+  static func report(_ limits: [Origin: HostLimit]) -> [HostLimit] {
+    let origins = Dictionary(grouping: limits.keys, by: \.host)
+    return limits.map { origin, limit in
+      let others = origins[origin.host, default: []].filter { $0 != origin }
+      guard !others.isEmpty else { return limit }
+      var named = limit
+      let host = origin.host.contains(":") ? "[\(origin.host)]" : origin.host
+      let scheme = others.contains { $0.port == origin.port } ? "\(origin.scheme)://" : ""
+      named.host = "\(scheme)\(host):\(origin.port)"
+      return named
+    }.sorted { $0.host < $1.host }
+  }
+
   /// `host` answered `failure`: a 429 or 503 with `Retry-After`, or a refused HTTP/2 stream
   /// (a short jittered wait), holds every download of it
   /// back until then, at most the cap on a wait (a longer wait fails the URL itself at once:

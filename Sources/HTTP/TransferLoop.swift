@@ -74,9 +74,9 @@ final class TransferLoop: @unchecked Sendable {
   private let bandwidth: BandwidthBudget?
   /// The hosts that asked to wait, for the report; written on this thread, read at the end.
   let backoffLog = Mutex<[String: HostTable.Record]>([:])
-  /// Each host's adaptive limit, as of its last change, by host name (two ports of a host: the
-  /// last changed): written on this thread, read for the report.
-  let adaptiveLimits = Mutex<[String: HostLimit]>([:])
+  /// Each origin's adaptive limit, as of its last change: written on this thread, read for the
+  /// report (``HostTable/report(_:)`` names them).
+  let adaptiveLimits = Mutex<[Origin: HostLimit]>([:])
   /// The origins that refused at the knee of their adaptive limit in this run, and when (the
   /// last such refusal); `nil` for one whose refusal was then served cleanly twice (the
   /// origin serves more now): written on this thread, read for the state.
@@ -470,10 +470,10 @@ final class TransferLoop: @unchecked Sendable {
     // Each host is in the report from its first answer, and kept as its limit changes: its
     // entry is made only then, not at every answer.
     adaptiveLimits.withLock { limits in
-      guard changed || limits[origin.host] == nil, let limit = hosts.hostLimit(origin) else {
+      guard changed || limits[origin] == nil, let limit = hosts.hostLimit(origin) else {
         return
       }
-      limits[origin.host] = limit
+      limits[origin] = limit
     }
     if changed {
       let refusedWith = hosts.refusedWith(origin)

@@ -42,6 +42,28 @@ final class HostTableTests: XCTestCase {
       HostTable.mostPerHost(DownloaderConfiguration()), 256, "a CDN over HTTP/2: 256 streams")
   }
 
+  func testTheReportNamesAnOriginByItsPortOnlyWhereItsHostHasOthers() {
+    func limit(_ final: Int) -> HostLimit {
+      HostLimit(host: "", final: final, min: 1, median: 1, max: final, cuts: [:])
+    }
+    let origins = [
+      "https://cdn.example/a.jpg", "http://small.example:8080/a.jpg",
+      "https://small.example/a.jpg", "http://[::1]:8080/a.jpg", "https://[::1]:8080/a.jpg",
+    ].map { Origin(URL(string: $0)!) }
+    var limits: [Origin: HostLimit] = [:]
+    for (index, origin) in origins.enumerated() {
+      var named = limit(index + 1)
+      named.host = origin.host
+      limits[origin] = named
+    }
+    XCTAssertEqual(
+      HostTable.report(limits).map { "\($0.host) \($0.final)" },
+      [
+        "cdn.example 1", "http://[::1]:8080 4", "https://[::1]:8080 5", "small.example:443 3",
+        "small.example:8080 2",
+      ])
+  }
+
   func testByDefaultAHostOverHTTP1AdaptsAndOneOverHTTP2KeepsItsStreams() {
     var hosts = HostTable(configuration: DownloaderConfiguration())
     XCTAssertEqual(hosts.connectionsPerHost, 256, "connections may reach the adaptive ceiling")

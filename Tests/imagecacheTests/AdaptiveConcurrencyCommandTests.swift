@@ -214,6 +214,33 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     XCTAssertFalse(nextRun.stderr.contains("held under"), nextRun.stderr)
   }
 
+  func testEachOriginOfAHostHasItsOwnLineAndItsCutsCount() throws {
+    let refusing = try LoopbackServer(routes: ["/no.png": { _ in ServerResponse(status: 503) }])
+    defer { refusing.shutdown() }
+    let path = temporary.appending("origins.json")
+    let metrics = temporary.appending("origins.prom")
+    let urls =
+      (0..<6).map { refusing.url("/no.png?\($0)") } + (0..<30).map { server.url("/slow.png?\($0)") }
+    let result = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls), "--cache", cache!, "--retries", "0",
+      "--report", path, "--metrics", metrics, "--verbose",
+    ])
+    XCTAssertEqual(result.status, 1, "the refused URLs failed: \(result.stderr)")
+    // Both on 127.0.0.1: one line each, named by port, neither hiding the other's figures.
+    let limits = try XCTUnwrap(try report(path).prefetch?.hostLimits)
+    let names = [refusing, server].map { "127.0.0.1:\($0.port)" }
+    XCTAssertEqual(Set(limits.map(\.host)), Set(names), "\(limits)")
+    let refused = try XCTUnwrap(limits.first { $0.host == names[0] }?.cuts["refused"])
+    XCTAssertGreaterThan(refused, 0)
+    XCTAssertNil(limits.first { $0.host == names[1] }?.cuts["refused"])
+    XCTAssertTrue(result.stderr.contains("\(names[0]): per-host concurrency"), result.stderr)
+    let exposition = try String(contentsOfFile: metrics, encoding: .utf8)
+    XCTAssertTrue(
+      exposition.contains(
+        #"imagecache_last_run_host_concurrency_cuts{imagecache_job="prefetch",namespace="default",cause="refused"} \#(refused)"#
+      ), exposition)
+  }
+
   func testAJobFilesAutoRunsAndItsMistakesNameTheFileLineAndField() throws {
     let manifest = try temporary.manifest(urls(8, "job"))
     func job(_ prefetch: String) throws -> String {
