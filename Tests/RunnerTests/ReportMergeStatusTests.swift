@@ -116,6 +116,40 @@ final class ReportMergeStatusTests: TemporaryFolderTestCase {
 
   /// Shards run side by side: the merged prefetch took as long as the longest shard, not the
   /// sum of their times.
+  /// The fleet's limit at a host is its shards' together; it was held under what earlier runs
+  /// remembered only where every shard's limit was.
+  func testMergedHostLimitsAddUpAndAreHeldUnderOnlyWhereEveryShardWas() throws {
+    func shard(_ name: String, _ heldUnder: Int?, cuts: Int) throws -> String {
+      var limit: [String: Any] = [
+        "host": "cdn.example", "final": 5, "min": 4, "median": 5, "max": 5,
+        "cuts": ["refused": cuts],
+      ]
+      limit["heldUnder"] = heldUnder
+      let path = temporary.appending("\(name).json")
+      XCTAssertTrue(
+        FileManager.default.createFile(
+          atPath: path, contents: try ReportFixture.json(counts: ["hostLimits": [limit]])))
+      return path
+    }
+    func mergedLimit(_ paths: [String]) throws -> HostLimit? {
+      let output = temporary.appending("merged-limits.json")
+      _ = try ReportMerge.merge(paths, into: [output], standardOutput: false)
+      return try RunReport.load(path: output).prefetch?.hostLimits.first
+    }
+    let held = try shard("held", 6, cuts: 0)
+    let heldToo = try shard("held-too", 7, cuts: 1)
+    let free = try shard("free", nil, cuts: 2)
+    let both = try XCTUnwrap(try mergedLimit([held, heldToo]))
+    XCTAssertEqual([both.final, both.min, both.median, both.max], [10, 8, 10, 10])
+    XCTAssertEqual(both.heldUnder, 13)
+    XCTAssertEqual(both.cuts, ["refused": 1])
+    for order in [[held, free], [free, held], [held, heldToo, free]] {
+      let one = try XCTUnwrap(try mergedLimit(order))
+      XCTAssertNil(one.heldUnder, "\(order)")
+      XCTAssertEqual(one.cuts["refused"], order.count == 3 ? 3 : 2, "\(order)")
+    }
+  }
+
   func testTheMergedDurationIsTheLongestShardsNotTheSum() throws {
     let (_, merged) = try mergedShards([(30, false), (50, false), (20, false)])
     XCTAssertEqual(merged.prefetch?.durationSeconds, 50)

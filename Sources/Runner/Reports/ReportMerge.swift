@@ -253,9 +253,12 @@ public enum ReportMerge {
         merged.cuts[cause] = try total(
           merged.cuts[cause] ?? 0, cuts, "\(field).cuts.\(cause)", adding: path)
       }
-      if merged.heldUnder != nil || limit.heldUnder != nil {
-        merged.heldUnder = try total(
-          merged.heldUnder ?? 0, limit.heldUnder ?? 0, "\(field).heldUnder", adding: path)
+      // Held only where every shard's limit was: one shard held under 6 beside one free to
+      // climb to 16 was no fleet held under 6.
+      if let held = merged.heldUnder, let more = limit.heldUnder {
+        merged.heldUnder = try total(held, more, "\(field).heldUnder", adding: path)
+      } else {
+        merged.heldUnder = nil
       }
       limits[limit.host] = merged
     }
