@@ -133,11 +133,25 @@ final class NumberRangeTests: TemporaryFolderTestCase {
     }
     for figure in ["final", "min", "median", "max", "heldUnder", "cuts.refused"] {
       let huge = try writeReport(
-        "shard-\(figure).json", ReportFixture.json(counts: limits(figure, Int.max)))
+        "shard-\(figure).json", ReportFixture.json(counts: limits(figure, RunReport.largestCount)))
       let error = mergeError([huge, huge])
       XCTAssertEqual(error?.source, huge, figure)
       XCTAssertEqual(error?.field, "hostLimits (cdn.example.com).\(figure)", figure)
     }
+  }
+
+  func testANegativeHostLimitFigureIsRefusedNamingIt() throws {
+    let good = try writeReport("shard-0.json", ReportFixture.json())
+    let limit: [String: Any] = [
+      "host": "cdn.example.com", "final": 4, "min": 4, "median": 4, "max": 4,
+      "cuts": ["queue": 0, "refused": -1],
+    ]
+    let bad = try writeReport("shard-1.json", ReportFixture.json(counts: ["hostLimits": [limit]]))
+    let error = mergeError([good, bad])
+    XCTAssertEqual(error?.source, bad)
+    XCTAssertEqual(error?.field, "prefetch.hostLimits[0].cuts.refused")
+    XCTAssertTrue(
+      error?.description.contains("-1 is out of range") == true, "\(String(describing: error))")
   }
 
   func testMergeRefusesASchemaVersionItDoesNotKnow() throws {

@@ -221,6 +221,19 @@ extension RunReport {
           )
         }
       }
+      for (index, limit) in counts.hostLimits.enumerated() {
+        let field = "prefetch.hostLimits[\(index)]"
+        let figures =
+          [
+            ("final", limit.final), ("min", limit.min), ("median", limit.median),
+            ("max", limit.max),
+          ]
+          + limit.cuts.sorted { $0.key < $1.key }.map { ("cuts.\($0.key)", $0.value) }
+        for (name, value) in figures {
+          if let problem = check(value, "\(field).\(name)") { return problem }
+        }
+        if let problem = check(limit.heldUnder, "\(field).heldUnder") { return problem }
+      }
       for (index, failure) in prefetch.failures.enumerated() {
         if let problem = check(failure.attempts, "prefetch.failures[\(index)].attempts") {
           return problem
