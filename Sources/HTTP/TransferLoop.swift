@@ -78,8 +78,8 @@ final class TransferLoop: @unchecked Sendable {
   /// report (``HostTable/report(_:)`` names them).
   let adaptiveLimits = Mutex<[Origin: HostLimit]>([:])
   /// The origins that refused at the knee of their adaptive limit in this run, and when (the
-  /// last such refusal); `nil` for one whose refusal was then served cleanly twice (the
-  /// origin serves more now): written on this thread, read for the state.
+  /// last such refusal); none for one whose refusal was then served cleanly twice (the origin
+  /// serves more now) or that refuses at random: written on this thread, read for the state.
   let refusals = Mutex<[Origin: OriginRefusal?]>([:])
 
   private let idleWaitMilliseconds: Int32
@@ -483,7 +483,10 @@ final class TransferLoop: @unchecked Sendable {
         // and kept, it held the origin at 1 for a week (and said "held under 1").
         guard refusedWith != known?.inFlight, refusedWith != 1 else { return }
         guard let refusedWith else {
-          if known != nil { refusals[origin] = .some(nil) }
+          // The run's own refusal, served cleanly since (or one of an origin that refuses at
+          // random): forgotten. Kept under an earlier run's refusal, the run never served past
+          // that one, which stays in the state (a row deleted here was asked past again).
+          refusals[origin] = nil
           return
         }
         refusals[origin] = OriginRefusal(origin: origin, inFlight: refusedWith, since: Date())
