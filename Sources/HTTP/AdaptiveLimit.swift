@@ -83,6 +83,10 @@ struct AdaptiveLimit {
   static let longestProbeRounds = 4096
 
   let ceiling: Int
+  /// What of the client's own lag an answer's time may still hold, nanoseconds: the two ticks
+  /// of the kernel's clock that ``ReadLag`` cannot see (8 ms at 250 Hz).
+  let lagSlack: UInt64
+  static let lagSlack = 2 * ReadLag.kernelTick
   /// Transfers under way when an earlier run's transfer was refused at the knee
   /// (``OriginRefusal``): this run's ceiling is under it. `nil`: none remembered.
   let remembered: Int?
@@ -187,8 +191,9 @@ struct AdaptiveLimit {
   /// them is neither a sample nor a cut of this one).
   init(
     ceiling: Int, initial: Int = Self.initial, refusedWith remembered: Int? = nil,
-    from epoch: Int = 0
+    from epoch: Int = 0, lagSlack: UInt64 = Self.lagSlack
   ) {
+    self.lagSlack = lagSlack
     self.epoch = epoch
     lastCut = epoch
     self.ceiling = max(1, min(ceiling, (remembered ?? .max) - 1))
@@ -368,16 +373,23 @@ struct AdaptiveLimit {
     // of a climb past the knee that came just in time (two of fifteen moved it from 21 to 28
     // ms; a round queued behind the 8 an origin serves, at 40 ms, was then in time, and the
     // limit climbed to 45 and stayed near 20 all night); the median is not.
-    // (Only where the spread is known, or its times tight: a spread estimated from a few
-    // answers of a long tail is often too narrow, and a CDN's rounds then looked queued.)
+    // Only where the spread is known, or its times tight (a spread estimated from a few
+    // answers of a long tail is often too narrow, and a CDN's rounds then looked queued); as
+    // the moved median, only after a raise (at a limit that served, a round of cache misses
+    // is no queue), but in a round slow start ended early too (its first answers late by the
+    // baseline of the last round, in time by the one the climb's answers lifted: the case
+    // above); never at 1, where nothing of ours queues; and by more than what the client's
+    // own lag may leave in the times (``lagSlack``: a fast origin's median is moved by a few
+    // milliseconds of it).
     var medianLate = false
-    if judged, let origin,
+    if judged, raised, limit > 1, let origin,
       recent.count >= Self.knownSpread
         || (known >= Self.knownTight && origin.sigma < Self.tightSigma)
     {
       let noise = exp(
         Self.medianNoise * 1.2533 * origin.sigma / Double(sorted.count).squareRoot())
-      medianLate = Double(median) > usualMedian * max(Self.tolerance, noise)
+      let bar = max(usualMedian * max(Self.tolerance, noise), usualMedian + Double(lagSlack))
+      medianLate = Double(median) > bar
     }
     let queued = judged && (lateShare || shifted || medianLate)
     if judged, !queued { pool(sorted + stragglers, clean: true) }
@@ -612,6 +624,9 @@ struct AdaptiveLimit {
     // median moved) is not armed at; a cut for a few late answers is not.
     if measured || (endsSlowStart && !uncertain) { cutTo = new }
     served = served.map { min($0, new) }
+    // An origin cut for a queue or a timeout serves less now: a refusal at its new knee is
+    // judged against that, not against what it served before (``refusesBelowKnee``).
+    if cut != .refused { servedMost = min(servedMost, new) }
     length = Self.length(new)
   }
 

@@ -215,10 +215,10 @@ public final class Downloader: Sendable {
   }
 
   /// The origins that refused at the knee of their adaptive limit since the downloader started,
-  /// as of now: what to remember for the next runs (``OriginRefusal``). A refusal served as
-  /// many cleanly since is left out, and so is one of an origin that refuses at random: an
-  /// earlier run's refusal stays in the state (a run kept under it never served past it).
-  /// Empty with fixed limits.
+  /// as of now: what to remember for the next runs (``OriginRefusal``), or `nil` for an origin
+  /// that refuses at random (to forget any refusal the state holds of it). A refusal served as
+  /// many cleanly since is left out: an earlier run's refusal stays in the state (a run kept
+  /// under it never served past it). Empty with fixed limits.
   public var refusals: [Origin: OriginRefusal?] {
     state.withLock { $0.loop }?.refusals.withLock { $0 } ?? [:]
   }

@@ -241,6 +241,12 @@ struct HostTable {
     hosts[origin]?.adaptive?.refusedWith
   }
 
+  /// Whether `origin` refused at random in this run (``AdaptiveLimit/refusesBelowKnee``): what
+  /// is remembered of its refusals, this run's or an earlier run's, is forgotten.
+  func refusesAtRandom(_ origin: Origin) -> Bool {
+    hosts[origin]?.adaptive?.refusesBelowKnee ?? false
+  }
+
   /// Whether `origin`'s refusal of a transfer sent in `epoch` with `inFlight` under way to it,
   /// itself among them (``Transfer/sentWith``), answers a probe of its adaptive limit
   /// (``AdaptiveLimit/refusalIsProbe(inFlight:sentIn:)``): then the cut is the back-off, and the

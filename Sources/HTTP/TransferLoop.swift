@@ -79,7 +79,8 @@ final class TransferLoop: @unchecked Sendable {
   let adaptiveLimits = Mutex<[Origin: HostLimit]>([:])
   /// The origins that refused at the knee of their adaptive limit in this run, and when (the
   /// last such refusal); none for one whose refusal was then served cleanly twice (the origin
-  /// serves more now) or that refuses at random: written on this thread, read for the state.
+  /// serves more now), and `nil` (to forget what the state holds of it) for one that refuses
+  /// at random: written on this thread, read for the state.
   let refusals = Mutex<[Origin: OriginRefusal?]>([:])
 
   private let idleWaitMilliseconds: Int32
@@ -477,7 +478,14 @@ final class TransferLoop: @unchecked Sendable {
     }
     if changed {
       let refusedWith = hosts.refusedWith(origin)
+      let atRandom = hosts.refusesAtRandom(origin)
       refusals.withLock { refusals in
+        // An origin that refuses at random has no knee to keep: an earlier run's refusal of
+        // it, perhaps as random, is forgotten too (kept, it held the week's runs under it).
+        if atRandom {
+          refusals[origin] = .some(nil)
+          return
+        }
         let known = refusals[origin] ?? nil
         // A refusal of one transfer alone is an outage's, not a knee's: no limit is under 1,
         // and kept, it held the origin at 1 for a week (and said "held under 1").

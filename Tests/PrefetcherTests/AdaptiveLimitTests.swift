@@ -175,7 +175,7 @@ final class AdaptiveLimitTests: XCTestCase {
     // behind the 8 (40 ms each) was in time: the limit climbed on to 64, and stayed near 20
     // all night (1 run in 10 of the benchmark's small origin). The round's median, twice the
     // usual, says it queued.
-    var adaptive = AdaptiveLimit(ceiling: 64)
+    var adaptive = AdaptiveLimit(ceiling: 64, lagSlack: 8_000_000)
     answer(&adaptive, 4)
     answer(&adaptive, 3)
     XCTAssertEqual([adaptive.limit, adaptive.target], [9, 16])
@@ -185,6 +185,37 @@ final class AdaptiveLimitTests: XCTestCase {
     answer(&adaptive, 16, after: service * 2)
     XCTAssertEqual(adaptive.cuts[.queue], 1, "a whole round twice as late as usual queued")
     XCTAssertEqual(adaptive.limit, 8, "back where the step began")
+  }
+
+  func testALateMedianCountsOnlyPastWhatTheClientsOwnLagMayLeave() {
+    // An origin 4 ms away: the climb's answers at 6 ms lifted the baseline to 6, and a round at
+    // 8.5 ms is in time by it. Its median is past 1.5x the usual 4 ms, but within the 8 ms of
+    // the client's own lag that the read lag cannot see: no queue is proven.
+    let fast: UInt64 = 4_000_000
+    var adaptive = AdaptiveLimit(ceiling: 64, lagSlack: 8_000_000)
+    answer(&adaptive, 4, after: fast)
+    answer(&adaptive, 3, after: fast)
+    answer(&adaptive, 5, after: fast)
+    answer(&adaptive, 2, after: 6_000_000)
+    XCTAssertEqual([adaptive.limit, adaptive.target], [16, 16])
+    answer(&adaptive, 16, after: 8_500_000)
+    XCTAssertEqual(adaptive.cuts, [:])
+    XCTAssertEqual(adaptive.target, 64, "slow start goes on")
+  }
+
+  func testAnOriginCutForATimeoutRefusesAtItsNewKneeNotAtRandom() {
+    // It served 16 cleanly, then timed out: it serves less now. A refusal of a probe past the
+    // 8 it was cut to is its knee, not a refusal at random below what it once served.
+    var limit = AdaptiveLimit(ceiling: 64)
+    answer(&limit, 4)
+    answer(&limit, 3)
+    answer(&limit, 7)
+    answer(&limit, 16)
+    limit.failed(.timeout)
+    XCTAssertEqual(limit.limit, 8)
+    limit.failed(.refused, probe: true, inFlight: 9)
+    XCTAssertFalse(limit.refusesBelowKnee)
+    XCTAssertEqual(limit.refusedWith, 9)
   }
 
   func testACDNsOwnLongTailIsNoQueue() {

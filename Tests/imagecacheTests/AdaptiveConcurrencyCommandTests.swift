@@ -33,6 +33,13 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
         return ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20))
       },
       // One stray 503, to the fourth request: an outage of a moment, not a knee.
+      "/flaky.png": { request in
+        // Past the 40th, one in five refused whatever is under way: at random, as the
+        // origin sees it.
+        let n = request.query.flatMap { Int($0.drop { $0 != "=" }.dropFirst()) } ?? 0
+        guard n < 40 || n % 5 != 0 else { return ServerResponse(status: 503) }
+        return ServerResponse(body: Fixtures.png, headDelay: .milliseconds(20))
+      },
       "/hiccup.png": { request in
         guard request.attempt != 4 else { return ServerResponse(status: 503) }
         return ServerResponse(body: Fixtures.png)
@@ -191,6 +198,35 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     ])
     XCTAssertEqual(fixedRun.status, 0, fixedRun.stderr)
     XCTAssertEqual(server.requests("/slow.png").map(\.inFlight).max(), heldUnder + 2)
+  }
+
+  func testAnOriginThatRefusesAtRandomForgetsTheKneeAnEarlierRunKept() throws {
+    // A first run meets the busy origin's knee, and the state keeps it.
+    let firstRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?a=\($0)") }),
+      "--cache", cache!,
+    ])
+    XCTAssertEqual(firstRun.status, 0, firstRun.stderr)
+    // The next run, held under it, finds the same origin refusing at random: with fewer under
+    // way than it served. Nothing of it is a knee, the earlier run's refusal included.
+    let flaky = temporary.appending("flaky.json")
+    let flakyRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<160).map { server.url("/flaky.png?f=\($0)") }),
+      "--cache", cache!, "--retries", "0", "--report", flaky, "--verbose",
+    ])
+    XCTAssertEqual(flakyRun.status, 1, "its refused URLs failed: \(flakyRun.stderr)")
+    let limit = try XCTUnwrap(try report(flaky).prefetch?.hostLimits.first)
+    XCTAssertNotNil(limit.heldUnder, "held under the earlier run's refusal: \(limit)")
+    XCTAssertGreaterThanOrEqual(limit.cuts["refused"] ?? 0, 3, "\(limit)")
+    // The run after is held under nothing.
+    let after = temporary.appending("after.json")
+    let afterRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls(30, "after")), "--cache", cache!, "--report",
+      after, "--verbose",
+    ])
+    XCTAssertEqual(afterRun.status, 0, afterRun.stderr)
+    XCTAssertNil(try report(after).prefetch?.hostLimits.first?.heldUnder)
+    XCTAssertFalse(afterRun.stderr.contains("held under"), afterRun.stderr)
   }
 
   func testAStray503WithOneUnderWayIsNotRememberedAsTheOriginsKnee() throws {
