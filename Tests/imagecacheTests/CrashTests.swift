@@ -23,9 +23,21 @@ final class CrashTests: LoopbackTestCase {
     location = CacheLocation(directory: temporary.appending("cache"))
   }
 
-  /// Starts the binary, kills it with SIGKILL after `delay`, and waits for it.
-  private func kill9(_ arguments: [String], after delay: TimeInterval) throws {
+  /// Starts the binary, kills it with SIGKILL after `delay` (counted from when its run is
+  /// marked running in the state, where `whileRunning`), and waits for it.
+  private func kill9(
+    _ arguments: [String], after delay: TimeInterval, whileRunning: Bool = false
+  ) throws {
     let (process, stdout, stderr) = try ImageCacheBinary.start(arguments)
+    if whileRunning {
+      waitUntil(timeout: 30, "the run to be marked running") {
+        guard process.isRunning else { return true }
+        let path = location.stateDirectory + "/state.sqlite"
+        guard FileManager.default.fileExists(atPath: path) else { return false }
+        let runs = (try? StateStore(location: location).recentRuns(limit: 1)) ?? []
+        return runs.first?.status == "running"
+      }
+    }
     usleep(UInt32(delay * 1_000_000))
     kill(process.processIdentifier, SIGKILL)
     _ = ImageCacheBinary.finish(process, stdout, stderr)
@@ -52,10 +64,13 @@ final class CrashTests: LoopbackTestCase {
     try (0..<60).map { server.url("/drip.jpg") + "?n=\($0)" }.joined(separator: "\n").write(
       toFile: manifest, atomically: true, encoding: .utf8)
     var random = SystemRandomNumberGenerator()
-    for _ in 0..<6 {
+    // The first kill comes while the run is under way (a run killed before it opened the
+    // state, or after it ended, leaves nothing to mark abandoned); the others at any moment.
+    for kill in 0..<6 {
       try kill9(
         ["prefetch", manifest, "--cache", location.directory, "--concurrency", "8"],
-        after: Double.random(in: 0.05...0.6, using: &random))
+        after: kill == 0 ? 0.02 : Double.random(in: 0.05...0.6, using: &random),
+        whileRunning: kill == 0)
       for file in try CacheScanner(root: location.diskCachePath).files() {
         XCTAssertEqual(
           FileManager.default.contents(atPath: location.diskCachePath + "/" + file.relativePath),
