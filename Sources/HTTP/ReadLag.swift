@@ -33,13 +33,6 @@ struct ReadLag {
     return nanoseconds > 0 ? nanoseconds : 10_000_000
   }
 
-  /// Now on the monotonic clock, nanoseconds.
-  static var now: UInt64 {
-    var time = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &time)
-    return UInt64(time.tv_sec) * 1_000_000_000 + UInt64(time.tv_nsec)
-  }
-
   /// The least time the first byte waited unread, nanoseconds: the connection idle for
   /// `idleMilliseconds` as the kernel reported it, the first byte read `sinceRead` nanoseconds
   /// before.

@@ -54,8 +54,8 @@ final class Transfer: @unchecked Sendable {
   /// How long, at the least, its last hop's first byte waited in the kernel before the loop
   /// read it (``ReadLag``), nanoseconds: the client's lag, not the origin's time.
   var unread: UInt64 = 0
-  /// When the loop read the first status line of the current hop (the monotonic clock's
-  /// nanoseconds, ``ReadLag/now``; 0: none yet): the time its first byte was read.
+  /// When the loop read the first status line of the current hop (uptime nanoseconds, as
+  /// ``lastProgress`` stamped it; 0: none yet): the time its first byte was read.
   var firstLineRead: UInt64 = 0
   /// Transfers under way to its origin when it started, itself among them: what the origin
   /// had to take when it came (a refusal of it with more than the origin served answers a
@@ -274,7 +274,7 @@ final class Transfer: @unchecked Sendable {
       return false
     }
     if line.starts(with: Self.statusPrefix) {
-      if firstLineRead == 0 { firstLineRead = ReadLag.now }
+      if firstLineRead == 0 { firstLineRead = lastProgress }
       // A new answer (after an interim 1xx, the final one): only its headers count.
       resetResponse()
       var digits = line.drop { $0 != UInt8(ascii: " ") }.dropFirst().prefix(3)

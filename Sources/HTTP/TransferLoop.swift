@@ -417,7 +417,8 @@ final class TransferLoop: @unchecked Sendable {
     transfer.firstLineRead = 0
     transfer.unread = 0
     guard read > 0, let idle = transfer.easy?.connectionIdleMilliseconds else { return }
-    transfer.unread = readLag.unread(idleMilliseconds: idle, sinceRead: ReadLag.now &- read)
+    transfer.unread = readLag.unread(
+      idleMilliseconds: idle, sinceRead: DispatchTime.now().uptimeNanoseconds &- read)
   }
 
   /// Notes whether the host that answered the transfer's current hop answered over HTTP/2 (or
