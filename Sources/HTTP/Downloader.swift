@@ -60,6 +60,10 @@ public struct DownloadFailure: Error, Sendable {
   /// The server refused the HTTP/2 stream before answering (RST_STREAM REFUSED_STREAM): its
   /// host is held back for ``retryAfter`` as after a 429.
   public var refusedStream = false
+  /// A refusal that answered a probe of the origin's adaptive limit
+  /// (``AdaptiveLimit/refusalIsProbe(inFlight:sentIn:)``): the run asked past what the origin
+  /// served, so the refusal is the run's own doing, answered by the limit's cut.
+  public var refusedProbe = false
   /// The certificates it was checked against are the run's own (`--cacert`, `--capath`, the
   /// CA environment): an untrusted server certificate may be their fault, not the server's.
   public var ownCertificateAuthorities = false

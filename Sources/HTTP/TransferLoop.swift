@@ -505,10 +505,15 @@ final class TransferLoop: @unchecked Sendable {
   }
 
   private func finish(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>) {
+    var result = result
     if case .running = transfer.phase {
       running -= 1
       hosts.ended(transfer.origin)
       let probed = hosts.adaptiveCeiling != nil && sample(transfer, result)
+      if probed, case .failure(var failure) = result {
+        failure.refusedProbe = true
+        result = .failure(failure)
+      }
       if case .failure(let failure) = result, failure.retryAfter != nil, !probed {
         // The host that answered (a redirect's target's, after a redirect).
         let origin = Origin(transfer.url)

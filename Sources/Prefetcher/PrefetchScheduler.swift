@@ -254,14 +254,22 @@ final class PrefetchScheduler {
     if case .failure(let failure) = answer, failure.notStarted { return drop(id) }
     let result = manager.finish(pending, answer)
     slot.handle = nil
-    guard case .failed(let error, _) = result.outcome, error.isTransient,
-      !slot.downloadOver, slot.attempts <= retries, !stop.isStopped, !queue.isCancelled
+    // A refusal of the run's own probe of the origin's limit is no failure of the URL's: it
+    // is asked again, once, whatever `retries` says (the cut answers it, not the
+    // `Retry-After`, as for the host), so that the adaptive default fails no URL of its own.
+    var probed = false
+    if case .failure(let failure) = answer, failure.refusedProbe, !slot.spared {
+      probed = true
+      slot.spared = true
+    }
+    guard case .failed(let error, _) = result.outcome, error.isTransient, !slot.downloadOver,
+      slot.attempts - (slot.spared ? 1 : 0) <= retries, !stop.isStopped, !queue.isCancelled
     else { return end(id, result) }
     let backoff = min(
       configuration.maxRetryDelay,
       configuration.retryBaseDelay * pow(2, Double(slot.attempts - 1))
         * Double.random(in: 0.5...1.5))
-    let asked = result.retryAfter ?? 0
+    let asked = probed ? 0 : result.retryAfter ?? 0
     // A server that asks for a longer wait than the cap is not asked again sooner than it
     // said; and no attempt starts after the URL's deadline (SPEC section 5).
     if asked > configuration.maxRetryDelay {
@@ -307,6 +315,9 @@ final class PrefetchScheduler {
     /// The failure of the last attempt, while waiting to retry.
     var last: LoadResult?
     var duplicates: [PrefetchItem] = []
+    /// One attempt was a refusal of a probe of the origin's adaptive limit: not counted
+    /// against the retries.
+    var spared = false
     /// The download succeeded and gave back its place in the limits; the image is yet to be
     /// checked and stored.
     var downloadOver = false

@@ -163,6 +163,24 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
       ), exposition)
   }
 
+  func testARefusalOfTheRunsOwnProbeFailsNoURLEvenWithoutRetries() throws {
+    // The adaptive default asks the busy origin past its knee once, as it must to find it: the
+    // refused URL is asked again, once, though the operator asked for no retries, and the
+    // night exits 0 with every image stored.
+    let path = temporary.appending("probe.json")
+    let urls = (0..<150).map { server.url("/busy.png?p=\($0)") }
+    let result = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls), "--cache", cache!, "--retries", "0",
+      "--report", path,
+    ])
+    let refusals = server.requests("/busy.png").count - 150
+    XCTAssertGreaterThan(refusals, 0, "the knee, met")
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let prefetch = try XCTUnwrap(try report(path).prefetch)
+    XCTAssertEqual(prefetch.downloaded, 150)
+    XCTAssertEqual(prefetch.failures.map(\.url), [])
+  }
+
   func testTheNextRunKeepsUnderWhereTheOriginRefusedAProbeAndSaysSo() throws {
     // The first run meets the busy origin's knee as it must: no sign before a refusal.
     let first = temporary.appending("first.json")
