@@ -35,6 +35,9 @@ final class ReportPageTests: TemporaryFolderTestCase {
     "verified file": "a/\u{0600}<img src=x onerror=alert(12)>.jpg",
     "verify reason": "an HTML page, not an image (starts with \"<script>alert(13)\")",
     "verify error": "/c/<b>x</b>: Permission denied",
+    // An origin's name from a URL, as the transfer thread reads it (IPv6 in brackets).
+    "limit host": "[::1]:8443\u{0600}<img src=x onerror=alert(14)>",
+    "backoff host": "\u{0600}<svg onload=alert(15)>.example",
   ]
 
   /// A report that carries `text(field)` in every field named in ``hostile``.
@@ -68,6 +71,12 @@ final class ReportPageTests: TemporaryFolderTestCase {
         message: "not an image", attempts: 2, blacklisted: false),
     ]
     prefetch.blacklistedURLs = [text("blacklisted URL")]
+    prefetch.hostLimits = [
+      HostLimit(
+        host: text("limit host"), final: 6, min: 4, median: 6, max: 8, cuts: ["refused": 1],
+        heldUnder: 9)
+    ]
+    prefetch.hostBackoffs = [HostBackoff(host: text("backoff host"), pauses: 2, seconds: 3)]
     report.prefetch = prefetch
     report.verify = VerifyReport(
       level: .structure, repair: .none, counts: VerifyCounts(),
@@ -291,6 +300,46 @@ final class ReportPageTests: TemporaryFolderTestCase {
     XCTAssertTrue(page.contains(#"<colgroup><col style="width:36%">"#), "the URL column")
   }
 
+  func testTheHostsSectionsShowWhereEachLimitSettledTheMostCutFirstAndTheLongestHeld() throws {
+    var report = run(.completed, failed: 0, of: 30)
+    report.prefetch?.hostLimits = [
+      HostLimit(host: "cdn.example", final: 256, min: 4, median: 256, max: 256, cuts: [:]),
+      HostLimit(
+        host: "busy.example", final: 15, min: 4, median: 15, max: 17, cuts: ["refused": 1],
+        heldUnder: 17),
+      HostLimit(
+        host: "small.example", final: 8, min: 4, median: 8, max: 16,
+        cuts: ["queue": 2, "timeout": 1]),
+    ]
+    report.prefetch?.hostBackoffs = [
+      HostBackoff(host: "a.example", pauses: 1, seconds: 1),
+      HostBackoff(host: "b.example", pauses: 3, seconds: 12.5),
+    ]
+    let page = ReportPage.render([("r.json", report)])
+    let text = try parse(page).text
+    XCTAssertTrue(text.contains("Per-host concurrency (adaptive, 3 hosts)"), text)
+    let order = ["small.example", "busy.example", "cdn.example"].map {
+      try? XCTUnwrap(text.range(of: $0)).lowerBound
+    }
+    XCTAssertEqual(order, order.sorted { ($0 ?? text.endIndex) < ($1 ?? text.endIndex) })
+    XCTAssertFalse(order.contains(nil), text)
+    XCTAssertTrue(
+      page.contains(
+        "<tr><td><code>small.example</code></td><td class=\"n\">8</td><td class=\"n\">4</td>"
+          + "<td class=\"n\">8</td><td class=\"n\">16</td><td>queue 2, timeout 1</td>"
+          + "<td class=\"n\"></td></tr>"), page)
+    XCTAssertTrue(
+      page.contains("<td>refused 1</td><td class=\"n\">17</td></tr>"), "held under: \(page)")
+    XCTAssertTrue(text.contains("Hosts held back for Retry-After (2)"), text)
+    let held = try XCTUnwrap(page.range(of: "b.example")).lowerBound
+    XCTAssertLessThan(held, try XCTUnwrap(page.range(of: "a.example")).lowerBound, "longest first")
+    XCTAssertTrue(page.contains("<td class=\"n\">3</td><td class=\"n\">12.5 s</td>"), page)
+    // A run with fixed limits and no refusal says nothing of hosts.
+    let plain = ReportPage.render([("r.json", run(.completed, failed: 0, of: 30))])
+    XCTAssertFalse(plain.contains("Per-host"), plain)
+    XCTAssertFalse(plain.contains("held back"), plain)
+  }
+
   func testAnInterruptedRunIsRedAndSaysHowManyURLsWereNotTried() throws {
     var interrupted = run(.interrupted, failed: 0, of: 2484)
     interrupted.urlsListed = 5000
@@ -440,6 +489,13 @@ final class ReportPageTests: TemporaryFolderTestCase {
     }
     var report = run(.interrupted, failed: 12, of: 2484, failures: failures)
     report.urlsListed = 5000
+    report.prefetch?.hostLimits = (0..<3).map { index in
+      HostLimit(
+        host: "cdn-\(index).example", final: 8 << index, min: 4, median: 8 << index,
+        max: 16 << index, cuts: index == 0 ? ["queue": 2, "refused": 1] : [:],
+        heldUnder: index == 0 ? 17 : nil)
+    }
+    report.prefetch?.hostBackoffs = [HostBackoff(host: "cdn-0.example", pauses: 2, seconds: 4)]
     report.verify = verified(bad: 6, of: 2484)
     let page = temporary.appending("report.html")
     try ReportPage.render([("nightly.json", report)]).write(

@@ -37,6 +37,7 @@ public enum ReportPage {
       table.failures{table-layout:fixed;width:100%;min-width:60em}
       table.failures td{white-space:nowrap;overflow:hidden;text-overflow:ellipsis}
       table.failures tr.host th{background:#f3f3f3;font-weight:600}
+      table.hosts td,table.hosts th{white-space:nowrap} table.hosts code{word-break:normal}
       @media (max-width:600px){body{margin:.5em}}
       </style></head><body>
       <h1>imagecache report</h1>
@@ -107,6 +108,7 @@ public enum ReportPage {
     html += row("downloaded bytes", escape(formatBytes(counts.bytesDownloaded)))
     html += row("duration", String(format: "%.1f s", counts.durationSeconds))
     html += "</table>\n"
+    html += hosts(prefetch)
     guard !prefetch.failures.isEmpty else { return html + blacklist(prefetch) }
 
     let byHost = Dictionary(grouping: prefetch.failures, by: host).mapValues(\.count)
@@ -343,6 +345,56 @@ public enum ReportPage {
         : "when over \(formatBytes(size)), oldest \(limits.expireType.rawValue) first to below "
           + formatBytes(size / 2)
     }
+  }
+
+  /// How the run treated its origins: where each adaptive per-host limit settled and why it
+  /// was cut (the hosts cut most first, so that the morning's reader sees the origins that
+  /// queued, refused or timed out before those that settled clean), and the hosts held back
+  /// for a `Retry-After`, the longest held first.
+  static func hosts(_ prefetch: PrefetchReport) -> String {
+    var html = ""
+    if !prefetch.hostLimits.isEmpty {
+      func cuts(_ limit: HostLimit) -> Int { limit.cuts.values.reduce(0, &+) }
+      let limits = prefetch.hostLimits.sorted {
+        cuts($0) != cuts($1) ? cuts($0) > cuts($1) : precedes([$0.host], [$1.host])
+      }
+      html += "<h3>Per-host concurrency (adaptive, \(limits.count) hosts)</h3>\n"
+      html +=
+        "<div class=\"wide\"><table class=\"hosts\">\n<tr><th>host</th><th class=\"n\">settled at</th>"
+      html += "<th class=\"n\">least</th><th class=\"n\">median</th><th class=\"n\">most</th>"
+      html += "<th>cuts</th><th class=\"n\">held under</th></tr>\n"
+      for limit in limits.prefix(maxRows) {
+        let causes = limit.cuts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+        html += "<tr><td><code>\(escape(limit.host))</code></td>"
+        html += "<td class=\"n\">\(limit.final)</td><td class=\"n\">\(limit.min)</td>"
+        html += "<td class=\"n\">\(limit.median)</td><td class=\"n\">\(limit.max)</td>"
+        html += "<td>\(escape(causes.joined(separator: ", ")))</td>"
+        html += "<td class=\"n\">\(limit.heldUnder.map(String.init) ?? "")</td></tr>\n"
+      }
+      html += "</table></div>\n"
+      if limits.count > maxRows {
+        html += "<p>and \(limits.count - maxRows) more, in the JSON report.</p>\n"
+      }
+    }
+    if !prefetch.hostBackoffs.isEmpty {
+      let held = prefetch.hostBackoffs.sorted {
+        $0.seconds != $1.seconds ? $0.seconds > $1.seconds : precedes([$0.host], [$1.host])
+      }
+      html += "<h3>Hosts held back for Retry-After (\(held.count))</h3>\n"
+      html +=
+        "<div class=\"wide\"><table class=\"hosts\">\n<tr><th>host</th><th class=\"n\">waits asked</th>"
+      html += "<th class=\"n\">held</th></tr>\n"
+      for backoff in held.prefix(maxRows) {
+        html += "<tr><td><code>\(escape(backoff.host))</code></td>"
+        html += "<td class=\"n\">\(backoff.pauses)</td>"
+        html += "<td class=\"n\">\(String(format: "%.1f s", backoff.seconds))</td></tr>\n"
+      }
+      html += "</table></div>\n"
+      if held.count > maxRows {
+        html += "<p>and \(held.count - maxRows) more, in the JSON report.</p>\n"
+      }
+    }
+    return html
   }
 
   static func blacklist(_ prefetch: PrefetchReport) -> String {
