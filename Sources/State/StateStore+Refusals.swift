@@ -56,4 +56,23 @@ extension StateStore {
         ])
     }
   }
+
+  /// Forgets the refusals of `origins`, or every origin's (`nil`), so that the next run asks
+  /// those origins for more again; returns how many of them were still remembered at `now`.
+  public func forgetRefusals(of origins: [Origin]? = nil, at now: Date) throws -> Int {
+    let remembered = Set(try refusals(at: now).map(\.origin))
+    return try write { db in
+      guard try db.tableExists("refusals") else { return 0 }
+      guard let origins else {
+        try db.execute(sql: "DELETE FROM refusals")
+        return remembered.count
+      }
+      for origin in origins {
+        try db.execute(
+          sql: "DELETE FROM refusals WHERE scheme = ? AND host = ? AND port = ?",
+          arguments: [origin.scheme, origin.host, origin.port])
+      }
+      return Set(origins).intersection(remembered).count
+    }
+  }
 }

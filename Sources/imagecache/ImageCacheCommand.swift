@@ -66,7 +66,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
     subcommands: [
       RunCommand.self, PrefetchCommand.self, MaintainCommand.self, MigrateCommand.self,
       VerifyCommand.self,
-      StatsCommand.self, BlacklistCommand.self, ReportCommand.self, KeyCommand.self,
+      StatsCommand.self, BlacklistCommand.self, RefusalsCommand.self, ReportCommand.self,
+      KeyCommand.self,
     ]
   )
 

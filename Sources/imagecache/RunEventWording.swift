@@ -36,7 +36,9 @@ extension RunEvent {
           ? ""
           : "; cut for "
             + limit.cuts.keys.sorted().map { "\($0) \(limit.cuts[$0]!)" }.joined(separator: ", "))
-        + (limit.heldUnder.map { "; held under \($0), where it refused an earlier run" } ?? "")
+        + (limit.heldUnder.map {
+          "; held under \($0), where it refused an earlier run: see imagecache refusals list"
+        } ?? "")
         + "); to fix it: --per-host-concurrency \(limit.median)"
     case .planned(let planned):
       "\(planned.action.rawValue) \(planned.url)" + (planned.reason.map { ": \($0)" } ?? "")

@@ -218,6 +218,67 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     XCTAssertEqual(server.requests("/slow.png").map(\.inFlight).max(), heldUnder + 2)
   }
 
+  func testAnOperatorListsAndForgetsARefusalAndTheNextRunAsksPastItAgain() throws {
+    // A first run meets the busy origin's knee; the state keeps it for a week.
+    let firstRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?a=\($0)") }),
+      "--cache", cache!,
+    ])
+    XCTAssertEqual(firstRun.status, 0, firstRun.stderr)
+    let origin = server.url("")
+    let listed = try ImageCacheBinary.run(["refusals", "list", "--cache", cache!])
+    XCTAssertEqual(listed.status, 0, listed.stderr)
+    let line = try XCTUnwrap(listed.stdout.split(separator: "\n").first, listed.stderr)
+    let fields = line.split(separator: "\t").map(String.init)
+    XCTAssertEqual(fields.count, 4, "\(line)")
+    XCTAssertEqual(fields.first, origin, "the origin with its port")
+    XCTAssertTrue(listed.stderr.contains("1 origins held under a refusal"), listed.stderr)
+    let json = try ImageCacheBinary.run(["refusals", "list", "--cache", cache!, "--json"])
+    let entries = try XCTUnwrap(
+      JSONSerialization.jsonObject(with: Data(json.stdout.utf8)) as? [[String: Any]])
+    let heldUnder = try XCTUnwrap(entries.first?["heldUnder"] as? Int, json.stdout)
+    XCTAssertEqual(fields[1], "held under \(heldUnder)")
+    // What the next run would be held under, as its report says.
+    let held = temporary.appending("held.json")
+    let heldRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls(20, "held")), "--cache", cache!, "--report", held,
+    ])
+    XCTAssertEqual(heldRun.status, 0, heldRun.stderr)
+    XCTAssertEqual(try report(held).prefetch?.hostLimits.first?.heldUnder, heldUnder)
+    // Forgotten by any URL of the origin: the next run is held under nothing.
+    let removed = try ImageCacheBinary.run([
+      "refusals", "remove", server.url("/busy.png?a=1"), "--cache", cache!,
+    ])
+    XCTAssertEqual(removed.status, 0, removed.stderr)
+    XCTAssertTrue(removed.stderr.contains("forgot the refusal of \(origin)"), removed.stderr)
+    let empty = try ImageCacheBinary.run(["refusals", "list", "--cache", cache!])
+    XCTAssertEqual(empty.stdout, "")
+    XCTAssertTrue(empty.stderr.contains("0 origins held under a refusal"), empty.stderr)
+    let after = temporary.appending("after.json")
+    let afterRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest(urls(20, "after")), "--cache", cache!, "--report", after,
+    ])
+    XCTAssertEqual(afterRun.status, 0, afterRun.stderr)
+    XCTAssertNil(try report(after).prefetch?.hostLimits.first?.heldUnder)
+    // Nothing left to forget is exit 1, as `blacklist remove`; what is no origin, a usage error.
+    let again = try ImageCacheBinary.run(["refusals", "remove", origin, "--cache", cache!])
+    XCTAssertEqual(again.status, 1, again.stderr)
+    XCTAssertTrue(again.stderr.contains("no refusal remembered for \(origin)"), again.stderr)
+    let wrong = try ImageCacheBinary.run(["refusals", "remove", "ftp://x", "--cache", cache!])
+    XCTAssertEqual(wrong.status, 2, wrong.stderr)
+    XCTAssertTrue(wrong.stderr.contains("\"ftp://x\" is not an http or https origin"), wrong.stderr)
+    // `clear` forgets every origin's.
+    let secondRun = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?b=\($0)") }),
+      "--cache", cache!,
+    ])
+    XCTAssertEqual(secondRun.status, 0, secondRun.stderr)
+    let cleared = try ImageCacheBinary.run(["refusals", "clear", "--cache", cache!])
+    XCTAssertEqual(cleared.status, 0, cleared.stderr)
+    XCTAssertTrue(cleared.stderr.contains("forgot the refusals of 1 origins"), cleared.stderr)
+    XCTAssertEqual(try ImageCacheBinary.run(["refusals", "list", "--cache", cache!]).stdout, "")
+  }
+
   func testAnOriginThatRefusesAtRandomForgetsTheKneeAnEarlierRunKept() throws {
     // A first run meets the busy origin's knee, and the state keeps it.
     let firstRun = try ImageCacheBinary.run([

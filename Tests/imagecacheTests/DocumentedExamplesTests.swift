@@ -179,6 +179,9 @@ final class DocumentedExamplesTests: TemporaryFolderTestCase {
       page: "man/imagecache.1", command: "imagecache blacklist remove https://example.com/a.png",
       status: 1, why: "the URL is not on the blacklist here, which remove says with exit 1"),
     World(
+      page: "man/imagecache.1", command: "imagecache refusals remove https://img.example.com",
+      status: 1, why: "no refusal of the origin is remembered here, which remove says with exit 1"),
+    World(
       page: "man/imagecache.1", command: "imagecache report merge shard-*.json",
       setup: """
         for k in 0 1; do
