@@ -222,6 +222,44 @@ final class HostileInputTests: LoopbackTestCase {
       "the failed store's temporary file is gone")
   }
 
+  /// The job's expire and trim only delete: a full disk that ends the prefetch still runs them,
+  /// so that the next night finds the room the job's limits leave. Without them, a cache grown
+  /// past its disk failed the same way every night, and its trim never ran.
+  func testAFullDiskStillRunsTheJobsExpireAndTrimAndTheRunStillFails() async throws {
+    let mountPoint = try fileSystems.mountTmpfs(at: temporary.appending("small"), size: "1m")
+    location = CacheLocation(directory: mountPoint)
+    // Last month's files, which expire's 7 days remove.
+    try FileSystem.createDirectory(path: location.diskCachePath)
+    let lastMonth = Date().addingTimeInterval(-30 * 24 * 3600)
+    for index in 0..<4 {
+      let old = location.diskCachePath + "/\(String(repeating: "\(index)", count: 32)).png"
+      XCTAssertTrue(FileManager.default.createFile(atPath: old, contents: Data(count: 64 * 1024)))
+      try FileSystem.setTimes(path: old, access: lastMonth, modification: lastMonth)
+    }
+    let urls = (0..<60).map { server.url("/blob") + "?n=\($0)" }
+    let path = try write(Array(urls.joined(separator: "\n").utf8), to: "many.txt")
+    do {
+      _ = try await prefetch([path]) {
+        $0.prefetch.validation = .none
+        $0.prefetch.concurrency = 1
+        $0.passes = [.expire, .trim]
+        $0.cleanup.maxDiskSize = 512 * 1024
+      }
+      XCTFail("the run went on with a full disk")
+    } catch let error as RunEndingError {
+      XCTAssertTrue(JobRunner.diskFull(error), "\(error)")
+    }
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("report.json"))))
+    XCTAssertEqual(report.status, .failed, "the night's downloads did not all fit")
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire, .trim], "\(report.warnings)")
+    XCTAssertEqual(report.maintenance.first?.filesRemoved, 4, "last month's files")
+    let left = try CacheScanner(root: location.diskCachePath).files()
+    XCTAssertLessThanOrEqual(
+      left.reduce(0) { $0 + $1.attributes.size }, 256 * 1024, "trimmed to half the limit")
+    XCTAssertFalse(report.warnings.contains { $0.hasPrefix("not run") }, "\(report.warnings)")
+  }
+
   /// A temporary file a killed run left while the wall clock ran ahead, dated 2036: a run
   /// dates it now, so that it ages from now and is swept once it is an hour old, not in 2036.
   func testATemporaryFileDatedInTheFutureAgesFromNowAndIsSwept() async throws {

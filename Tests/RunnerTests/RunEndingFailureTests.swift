@@ -63,13 +63,15 @@ final class RunEndingFailureTests: TemporaryFolderTestCase {
     while chunk.withUnsafeBytes({ write(fd, $0.baseAddress, $0.count) }) > 0 {}
   }
 
-  private func prefetch(_ paths: [String]) async throws -> (RunEndingError?, RunReport) {
+  private func prefetch(_ paths: [String], passes: [JobPass] = []) async throws -> (
+    RunEndingError?, RunReport
+  ) {
     let manifest = temporary.appending("urls.txt")
     try paths.map { server.url($0) }.joined(separator: "\n").write(
       toFile: manifest, atomically: true, encoding: .utf8)
     var job = Job(name: "ending", location: location)
     job.manifests = [manifest]
-    job.passes = []
+    job.passes = passes
     job.prefetch.concurrency = 1
     var settings = RunSettings()
     settings.reportFiles = [temporary.appending("report.json")]
@@ -111,10 +113,36 @@ final class RunEndingFailureTests: TemporaryFolderTestCase {
     XCTAssertEqual(recorded.map(\.url), [server.url("/bad.jpg")])
   }
 
+  /// The state lives on the cache's disk: SQLite finding it full is a full disk too, and the
+  /// job's expire still runs after it (HostileInputTests, for a store that found it so).
+  func testAStateThatFoundTheDiskFullStillLetsTheJobsExpireRun() async throws {
+    let state = try fileSystems.mountTmpfs(at: location.stateDirectory, size: "1m")
+    try FileSystem.createDirectory(path: location.diskCachePath)
+    let old = location.diskCachePath + "/" + String(repeating: "a", count: 32) + ".jpg"
+    XCTAssertTrue(FileManager.default.createFile(atPath: old, contents: Data(Fixtures.jpeg)))
+    let lastMonth = Date().addingTimeInterval(-30 * 24 * 3600)
+    try FileSystem.setTimes(path: old, access: lastMonth, modification: lastMonth)
+
+    let (ending, report) = try await prefetch(
+      ["/bad.jpg", "/state-disk-fills.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" },
+      passes: [.expire])
+    XCTAssertEqual(try XCTUnwrap(ending).failure.name, "stateFailed")
+    XCTAssertEqual(report.status, .failed)
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire], "\(report.warnings)")
+    XCTAssertFalse(FileManager.default.fileExists(atPath: old), "last month's file expired")
+    try FileSystem.removeFile(path: state + "/filler")
+  }
+
   func testACacheFolderReplacedDuringTheRunStopsItAtTheFirstStore() async throws {
     let (ending, report) = try await prefetch(
-      ["/cache-goes-away.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" })
+      ["/cache-goes-away.jpg"] + (0..<20).map { "/a.jpg?n=\($0)" }, passes: [.expire, .trim])
     let error = try XCTUnwrap(ending, "the run went on without its cache folder")
+    // No pass runs where the cache went away, and the report says which the job listed.
+    XCTAssertEqual(report.maintenance.map(\.pass), [])
+    XCTAssertTrue(
+      report.warnings.contains(
+        "not run: expire, trim (the job lists them; the run failed before them)"),
+      "\(report.warnings)")
     XCTAssertEqual(error.failure.name, "storeFailed")
     XCTAssertEqual(error.cause, .errno(ENOTDIR), "a file where the folder was")
     XCTAssertEqual(report.status, .failed)

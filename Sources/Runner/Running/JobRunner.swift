@@ -199,6 +199,17 @@ public struct JobRunner: Sendable {
       previousAttempts: RunReport.previousAttempts(in: files, runID: job.runID, shard: job.shard))
   }
 
+  /// Whether `error` ended the run because the cache's disk is full or over quota: what
+  /// deleting frees.
+  package static func diskFull(_ error: Error) -> Bool {
+    switch (error as? RunEndingError)?.failure {
+    case .storeFailed(_, .errno(let errno)?): errno == ENOSPC || errno == EDQUOT
+    // SQLITE_FULL: the state, in the cache's own folder, met the full disk first.
+    case .stateFailed(_, .sqlite(let code)?): code & 0xff == 13
+    default: false
+    }
+  }
+
   /// For the report of a prefetch that did not get through its URLs: how many its manifests
   /// list, so that the report says how many were not tried.
   private var urlsListedUnfinished: Int? {
@@ -262,7 +273,23 @@ public struct JobRunner: Sendable {
       case .failure(let error) where failure != nil: warnings.add(.sweepFailed("\(error)"))
       case .failure(let error): throw error
       }
-      if let failure { throw failure }
+      if let failure {
+        // A full disk (or quota) ended the prefetch: the job's expire and trim, which only
+        // delete, run all the same, so that the next night finds the room the job's limits
+        // leave instead of failing the same way every night. The run still fails.
+        var notRun = job.passes.filter { $0 != .migrate }
+        if Self.diskFull(failure), !signals.interrupted {
+          do {
+            try clean(into: writer, stop: signals.stop, warnings: warnings)
+            notRun.removeAll { $0 == .expire || $0 == .trim }
+          } catch {
+            warnings.add(.cleaningAfterFullDiskFailed("\(error)"))
+            notRun.removeAll { $0 == .expire || $0 == .trim }
+          }
+        }
+        if !notRun.isEmpty { warnings.add(.passesNotRun(notRun, failed: true)) }
+        throw failure
+      }
       // A pass the job lists and the run never got to is said: a night stopped by its time
       // limit every time would otherwise never trim, and its report not say so.
       if signals.interrupted {

@@ -153,8 +153,11 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   /// The run's `maxRunTime` stopped it (the console says it as an event of its own): the
   /// report says why it is `interrupted`, where a signal's exit code would.
   case timeLimitReached(seconds: TimeInterval)
-  /// Passes the job lists that a signal or the time limit stopped the run before.
-  case passesNotRun([JobPass])
+  /// Passes the job lists that a signal or the time limit stopped the run before, or that a
+  /// failure (`failed`) ended it before.
+  case passesNotRun([JobPass], failed: Bool = false)
+  /// The job's expire and trim, run after a full disk ended the prefetch, failed too.
+  case cleaningAfterFullDiskFailed(String)
 
   public var description: String {
     switch self {
@@ -191,9 +194,11 @@ public enum RunWarning: Sendable, CustomStringConvertible {
     case .timeLimitReached(let seconds):
       "interrupted: the run's time limit (\(Int(seconds)) s, maxRunTime) was reached; the URLs "
         + "not started are left for the next run"
-    case .passesNotRun(let passes):
+    case .cleaningAfterFullDiskFailed(let error):
+      "not run: expire and trim, tried after the disk filled, failed: \(error)"
+    case .passesNotRun(let passes, let failed):
       "not run: " + passes.map(\.rawValue).joined(separator: ", ")
-        + " (the job lists them; the run was interrupted before them)"
+        + " (the job lists them; the run \(failed ? "failed" : "was interrupted") before them)"
     }
   }
 }
