@@ -33,7 +33,8 @@ final class CronWrapperTests: TemporaryFolderTestCase {
     if [ -n "$own" ]; then
       [[ $own == /* ]] || own=$(dirname "$job")/$own
       now=${FAKE_NOW:-$(date +%s)}
-      name=$(basename "${job%.*}")
+      name=$(basename "$job")
+      name=${name%.*}
       path=${own//"{job}"/$name}
       path=${path//"{shard}"/all}
       path=${path//"{date}"/$(date -u -d "@$now" +%Y-%m-%d)}
@@ -153,6 +154,24 @@ final class CronWrapperTests: TemporaryFolderTestCase {
     for _ in 0..<5 { XCTAssertEqual(try wrap([job, state, "2"]).status, 0) }
     XCTAssertEqual(history("nightly-eu-"), europes)
     XCTAssertEqual(history("nightly-2").count, 4, "two of each of nightly's own")
+  }
+
+  func testJobFilesWithoutAnExtensionInADottedFolderKeepTheirOwnReportsAndLogs() throws {
+    let state = temporary.appending("state")
+    let folder = temporary.appending("jobs.d")
+    try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+    var jobs: [String] = []
+    for name in ["nightly", "weekly"] {
+      let path = folder + "/" + name
+      try "cache:\n  directory: /srv/c\n".write(toFile: path, atomically: true, encoding: .utf8)
+      jobs.append(path)
+    }
+    for _ in 0..<3 {
+      for job in jobs { XCTAssertEqual(try wrap([job, state, "2"]).status, 0) }
+    }
+    XCTAssertEqual(history("nightly-").count, 4, "two logs and two reports: \(history("nightly-"))")
+    XCTAssertEqual(history("weekly-").count, 4, "two logs and two reports: \(history("weekly-"))")
+    XCTAssertEqual(history("jobs-"), [], "named after the folder")
   }
 
   func testAJobNamedLikeAGlobPrunesOnlyItsOwnFiles() throws {
