@@ -54,8 +54,8 @@ struct ImageCacheCommand: AsyncParsableCommand {
       configuration error (an image or binary file given as a manifest too), 3 another run \
       holds the cache lock, 4 fatal I/O error (disk full, out of file descriptors, the lock \
       cannot be opened, an entry verify could not read: the report is still written where it \
-      can be), 130/143/129 (128 + SIGINT, SIGTERM or SIGHUP) interrupted; EXIT STATUS in man \
-      imagecache says more.
+      can be), 130/143/129 (128 + SIGINT, SIGTERM or SIGHUP) or 138/140/152 (SIGUSR1, SIGUSR2 \
+      or SIGXCPU, job engines' warnings) interrupted; EXIT STATUS in man imagecache says more.
       """,
     // The libraries' versions cost a few hundred microseconds of calls into them at every
     // start: asked for only when `--version` is given (any text shows the flag in the help).

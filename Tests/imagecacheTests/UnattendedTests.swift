@@ -89,6 +89,47 @@ final class UnattendedTests: LoopbackTestCase {
     XCTAssertEqual(run.status, "interrupted", "the state database does not say running")
   }
 
+  /// The warnings job engines send before they end a job (Grid Engine's `-notify` and soft
+  /// limits, Slurm's `--signal`) stop the run as SIGTERM does, with its report; by default
+  /// each ended the process with no report and the state still saying running.
+  func testTheJobEnginesWarningSignalsStopTheRunWithItsReport() throws {
+    for signal in [SIGUSR1, SIGUSR2, SIGXCPU] {
+      let urls = try temporary.manifest(
+        (0..<4).map { server.url("/slow.jpg") + "?s\(signal)=\($0)" })
+      let report = temporary.appending("report-\(signal).json")
+      let (process, stdout, stderr) = try ImageCacheBinary.start([
+        "prefetch", urls, "--cache", location.directory, "--report", report,
+      ])
+      waitUntil(timeout: 10, "a download under way") {
+        server.requests("/slow.jpg").contains { $0.query?.hasPrefix("s\(signal)=") == true }
+      }
+      kill(process.processIdentifier, signal)
+      let result = ImageCacheBinary.finish(process, stdout, stderr)
+      XCTAssertEqual(result.status, 128 + signal, result.stderr)
+      let written = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: report)))
+      XCTAssertEqual(written.status, .interrupted)
+    }
+  }
+
+  /// `nohup imagecache ...`: the hang-up it was started to survive does not stop it, and
+  /// SIGTERM still does. Nor does another process's SIGALRM, before any stop signal.
+  func testASignalIgnoredAtTheStartStaysIgnoredAndAStrayAlarmIsNoDeadline() throws {
+    let urls = try temporary.manifest((0..<2).map { server.url("/slow.jpg") + "?hup=\($0)" })
+    let report = temporary.appending("report.json")
+    // nohup sets SIGHUP ignored and executes the binary in its own process.
+    let (process, stdout, stderr) = try Command.start(
+      "/usr/bin/nohup",
+      [ImageCacheBinary.path, "prefetch", urls, "--cache", location.directory, "--report", report])
+    waitUntil(timeout: 10, "a download under way") { server.requestCount("/slow.jpg") > 0 }
+    kill(process.processIdentifier, SIGHUP)
+    kill(process.processIdentifier, SIGALRM)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(result.status, 0, result.stderr)
+    let written = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: report)))
+    XCTAssertEqual(written.status, .completed)
+    XCTAssertEqual(written.prefetch?.downloaded, 2)
+  }
+
   func testBlacklistListWorksOnAReadOnlyState() throws {
     let store = try StateStore(location: location)
     try store.recordFailure(

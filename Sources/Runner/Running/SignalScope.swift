@@ -29,8 +29,13 @@ public final class SignalScope: Sendable {
     }
   }
 
-  /// The signals that stop a run; SIGHUP (a closed terminal) is treated like SIGTERM.
-  public static let stopSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP]
+  /// The signals that stop a run; SIGHUP (a closed terminal) is treated like SIGTERM, and so
+  /// are the warnings job engines send before they end a job: SIGUSR1 and SIGUSR2 (Grid
+  /// Engine's `-notify` and soft run-time limit, Slurm's `--signal`) and SIGXCPU (a CPU-time
+  /// limit, Grid Engine's `s_cpu`), whose default would end the process without its report.
+  /// A signal the run was started with ignored (`nohup`, a shell's background job) stays
+  /// ignored, as POSIX shells leave it.
+  public static let stopSignals: [Int32] = [SIGINT, SIGTERM, SIGHUP, SIGUSR1, SIGUSR2, SIGXCPU]
 
   /// How long a run has to stop after the first signal before the process exits anyway with
   /// 128 + the signal, without its report (issue 38): a run whose threads are stuck (an
@@ -120,6 +125,12 @@ public final class SignalScope: Sendable {
       signalPipeWriteDescriptor.store(fds[1], ordering: .sequentiallyConsistent)
       var saved: [Int32: sigaction] = [:]
       for number in SignalScope.stopSignals {
+        var inherited = sigaction()
+        sigaction(number, nil, &inherited)
+        // SIG_IGN is 1: ignored by whoever started the run, on purpose.
+        guard unsafeBitCast(inherited.__sigaction_handler.sa_handler, to: Int.self) != 1 else {
+          continue
+        }
         var action = sigaction()
         action.__sigaction_handler.sa_handler = { number in
           var byte = UInt8(truncatingIfNeeded: number)
@@ -140,12 +151,17 @@ public final class SignalScope: Sendable {
       previous = Mutex(saved)
       var deadline = sigaction()
       deadline.__sigaction_handler.sa_handler = { _ in
+        // An alarm before any stop signal is another process's, not the deadline's: ignored
+        // (its default would end the run without its report).
+        let signal = firstStopSignal.load(ordering: .relaxed)
+        guard signal != 0 else { return }
         // A static string: nothing is allocated here (the allocator may be what is stuck).
         let message: StaticString =
           "imagecache: the run did not stop within 2 s of the signal; exiting without its report\n"
         _ = write(STDERR_FILENO, message.utf8Start, message.utf8CodeUnitCount)
-        _exit(128 + firstStopSignal.load(ordering: .relaxed))
+        _exit(128 + signal)
       }
+      deadline.sa_flags = SA_RESTART
       sigemptyset(&deadline.sa_mask)
       sigaction(SIGALRM, &deadline, &previousAlarm)
       source = DispatchSource.makeReadSource(fileDescriptor: fds[0], queue: .global())
