@@ -104,10 +104,6 @@ struct PrefetchCommand: AsyncParsableCommand {
   }
 
   func run() async throws {
-    try checkManifests()
-    // A dry run reads the cache it plans for: a typo in --cache is an error, not a plan of
-    // downloads into a folder that does not exist.
-    if dryRun { try cacheOptions.requireExistingCache() }
     var job = Job(name: "prefetch", location: cacheOptions.location)
     job.manifests = manifests
     job.urls = urls
@@ -115,10 +111,19 @@ struct PrefetchCommand: AsyncParsableCommand {
     try settings.apply(to: &job)
     try shardOptions.apply(to: &job)
     fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
-    let outcome = try await JobRunner(
+    let runner = JobRunner(
       job: job, settings: reportOptions.settings(dryRun: dryRun, verbose: verbose),
-      console: reportOptions.console
-    ).run()
-    try outcome.exit()
+      console: reportOptions.console)
+    do {
+      try checkManifests()
+    } catch {
+      // A night whose manifest never arrived: its report and metrics say it failed.
+      runner.reportCannotStart(error)
+      throw error
+    }
+    // A dry run reads the cache it plans for: a typo in --cache is an error, not a plan of
+    // downloads into a folder that does not exist.
+    if dryRun { try cacheOptions.requireExistingCache() }
+    try (try await runner.run()).exit()
   }
 }

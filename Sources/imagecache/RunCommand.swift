@@ -76,7 +76,6 @@ struct RunCommand: AsyncParsableCommand {
       job.commandLineSettings = try limits.apply(to: &job.prefetch)
       try shardOptions.apply(to: &job)
       fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
-      try job.checkManifests(what: "\(path): manifest")
       loaded.append(job)
     }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
@@ -85,6 +84,16 @@ struct RunCommand: AsyncParsableCommand {
       // One --report file per job, not one overwritten by each.
       settings.reportFiles = settings.reportFiles.map(Self.perJob)
       settings.metricsFiles = settings.metricsFiles.map(Self.perJob)
+    }
+    for (path, job) in zip(jobs, loaded) {
+      do {
+        try job.checkManifests(what: "\(path): manifest")
+      } catch {
+        // A night whose manifest never arrived: its report and metrics say it failed.
+        JobRunner(job: job, settings: settings, console: reportOptions.console)
+          .reportCannotStart(error)
+        throw error
+      }
     }
     // With several jobs, --json prints one JSON array of their reports.
     let array = several && settings.printsReport

@@ -73,6 +73,49 @@ final class UnattendedTests: LoopbackTestCase {
     XCTAssertTrue(folder.stderr.contains("folder.txt"), folder.stderr)
   }
 
+  /// The upstream export that never arrived: nothing runs (exit 2), and the report and metrics
+  /// say the night failed, so that the run-failed alert fires; before, the metrics kept the
+  /// night before's success and only the no-recent-success alert, a day later, said anything.
+  func testANightWhoseManifestNeverArrivedReportsAndExportsAFailure() throws {
+    let urls = try temporary.manifest([server.url("/photo.jpg")])
+    let job = temporary.appending("nightly.yaml")
+    try
+      "cache: {directory: cache}\nmanifests: [\(urls)]\nreport: nightly.json\nmetrics: nightly.prom\n"
+      .write(toFile: job, atomically: true, encoding: .utf8)
+    let night = try ImageCacheBinary.run(["run", job])
+    XCTAssertEqual(night.status, 0, night.stderr)
+    let metricsFile = temporary.appending("nightly.prom")
+    let success = try XCTUnwrap(
+      try String(contentsOfFile: metricsFile, encoding: .utf8).split(separator: "\n").first {
+        $0.hasPrefix("imagecache_last_success_timestamp_seconds{")
+      })
+    try FileManager.default.removeItem(atPath: urls)
+    let reportFile = temporary.appending("nightly.json")
+    // The job's own run, then `prefetch` (another job's name: another set of series).
+    for (index, command) in [
+      ["run", job],
+      [
+        "prefetch", urls, "--cache", location.directory, "--report", reportFile, "--metrics",
+        metricsFile,
+      ],
+    ].enumerated() {
+      if index > 0 {
+        for file in [reportFile, metricsFile] { try FileManager.default.removeItem(atPath: file) }
+      }
+      let missing = try ImageCacheBinary.run(command)
+      XCTAssertEqual(missing.status, 2, missing.stderr)
+      let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportFile)))
+      XCTAssertEqual(report.status, .failed, "\(command)")
+      XCTAssertTrue(report.error?.contains(urls) == true, report.error ?? "no error")
+      let metrics = try String(contentsOfFile: metricsFile, encoding: .utf8)
+      XCTAssertTrue(
+        metrics.contains(#"status="failed"} 1"#), "the run-failed alert's series: \(metrics)")
+      guard index == 0 else { continue }
+      XCTAssertTrue(
+        metrics.split(separator: "\n").contains(success), "the last success is kept: \(metrics)")
+    }
+  }
+
   func testSIGHUPIsTreatedLikeSIGTERM() throws {
     let urls = try temporary.manifest((0..<4).map { server.url("/slow.jpg") + "?n=\($0)" })
     let report = temporary.appending("report.json")

@@ -120,14 +120,21 @@ public struct JobRunner: Sendable {
     // libcurl's set-up (OpenSSL's with it: milliseconds) runs on another processor while the
     // run is checked, locked and its report opened, instead of in front of the first request.
     async let _: Void = job.prefetchesManifests ? Downloader.prepareLibrary() : ()
-    // The command line checks them before any job runs; a library caller is checked here.
-    try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
-    try FileSystem.checkCacheFolders(job.location)
-    if job.prefetchesManifests && !job.manifests.isEmpty, let environmentProblem {
-      throw environmentProblem
-    }
-    if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
-      throw MaintenanceError.trimOnShard
+    let clock = RunClock()
+    do {
+      // The command line checks them before any job runs; a library caller is checked here.
+      try job.checkManifests(what: job.file.map { "\($0): manifest" } ?? "manifest")
+      try FileSystem.checkCacheFolders(job.location)
+      if job.prefetchesManifests && !job.manifests.isEmpty, let environmentProblem {
+        throw environmentProblem
+      }
+      if job.shard != nil && job.passes.contains(.trim) && job.cleanup.maxDiskSize > 0 {
+        throw MaintenanceError.trimOnShard
+      }
+    } catch {
+      // The caller says the error, once: one line, as every error in a file or the cache.
+      reportNotStarted(error, clock: clock, says: false)
+      throw error
     }
     // Taking the lock creates the cache's folders: whether it is new is decided before. A dry
     // run creates nothing, but says the cache is new: a typo in --cache shows.
@@ -139,7 +146,6 @@ public struct JobRunner: Sendable {
       console.report(
         .waitingForLock(job: job.name, holder: holder, timeout: settings.waitTimeout))
     }
-    let clock = RunClock()
     var started = false
     do {
       return try await RunLock.withLock(
@@ -166,12 +172,21 @@ public struct JobRunner: Sendable {
     }
   }
 
-  /// Writes the report and metrics of a run that could not start (the cache's lock could not
-  /// be opened: a read-only cache, a missing mount), marked `failed`, wherever they can be
-  /// written: the run-failed alert reads them (SPEC section 12). What cannot be written is
-  /// said on the console.
-  private func reportNotStarted(_ error: any Error, clock: RunClock) {
-    console.report(.runFailed(job: job.name, error: error))
+  /// Writes the report and metrics of a run that cannot start for `error`, marked `failed`,
+  /// for a command that checks its jobs before it runs any (a manifest missing, a job file
+  /// given as one): a night whose manifest never arrived pages as failed, where its metrics
+  /// used to keep the night before's success.
+  public func reportCannotStart(_ error: any Error) {
+    reportNotStarted(error, clock: RunClock(), says: false)
+  }
+
+  /// Writes the report and metrics of a run that could not start (a manifest missing, the
+  /// cache's lock could not be opened: a read-only cache, a missing mount), marked `failed`,
+  /// wherever they can be written: the run-failed alert reads them (SPEC section 12). What
+  /// cannot be written is said on the console.
+  /// `says`: the console says the error too (where the caller does not).
+  private func reportNotStarted(_ error: any Error, clock: RunClock, says: Bool = true) {
+    if says { console.report(.runFailed(job: job.name, error: error)) }
     let warnings = RunWarnings(console: console)
     do {
       let writer = try reportWriter(startedAt: clock.startedAt)
