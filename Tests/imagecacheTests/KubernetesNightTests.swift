@@ -12,6 +12,7 @@ final class KubernetesNightTests: LoopbackTestCase {
   override var routes: [String: Route] {
     var routes = Self.images
     routes["/gone.jpg"] = { _ in ServerResponse(status: 404, body: Data("gone".utf8)) }
+    routes["/slow.jpg"] = { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(10)) }
     return routes
   }
 
@@ -78,5 +79,35 @@ final class KubernetesNightTests: LoopbackTestCase {
       XCTAssertEqual(trim.maintenance.map(\.pass), [.trim])
       XCTAssertGreaterThanOrEqual(trim.startedAt, merged.finishedAt, "the trim runs after")
     }
+  }
+
+  /// Kubernetes stops a pod (a drain, an eviction, the Job deleted) with SIGTERM to the
+  /// container's first process, the pod's shell: it passes the signal on to the imagecache in
+  /// hand, whose shard's report then says interrupted, and the pod exits as imagecache does.
+  /// (As PID 1 the shell ignored it; imagecache ran on until the SIGKILL, with no report.)
+  func testAPodStoppedBySIGTERMPassesItOnAndItsShardReportsInterrupted() throws {
+    try FileManager.default.createDirectory(
+      atPath: temporary.appending("job"), withIntermediateDirectories: true)
+    let manifest = temporary.appending("job/urls.txt")
+    // Enough that shard 1 of 4 has some, whatever the port does to their shards.
+    try (0..<40).map { server.url("/slow.jpg?n=\($0)") }.joined(separator: "\n").write(
+      toFile: manifest, atomically: true, encoding: .utf8)
+    try "name: nightly\ncache: {directory: \(cache)}\nmanifests: [\(manifest)]\n".write(
+      toFile: temporary.appending("job/nightly.yaml"), atomically: true, encoding: .utf8)
+    let binaries = URL(fileURLWithPath: ImageCacheBinary.path).deletingLastPathComponent().path
+    let (process, stdout, stderr) = try Command.start(
+      "/bin/sh", ["-c", try podScript()],
+      environment: [
+        "PATH": "\(binaries):/usr/bin:/bin", "HOME": temporary.path,
+        "JOB_COMPLETION_INDEX": "1", "JOB_UID": "uid-stopped", "JOB_NAME": "imagecache-prefetch",
+      ])
+    waitUntil(timeout: 30, "a download under way") { server.requestCount("/slow.jpg") > 0 }
+    kill(process.processIdentifier, SIGTERM)
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(process.terminationReason, .exit, "the shell passed it on: \(result.stderr)")
+    XCTAssertEqual(result.status, 128 + SIGTERM, result.stderr)
+    let shard = try RunReport.load(path: reports + "/shard-1.json")
+    XCTAssertEqual(shard.status, .interrupted)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: runReport), "no finish after it")
   }
 }
