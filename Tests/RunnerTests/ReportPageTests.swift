@@ -262,6 +262,27 @@ final class ReportPageTests: TemporaryFolderTestCase {
     XCTAssertTrue(green.contains(#"<b class="completed">completed</b>"#), green)
   }
 
+  /// An export that came out empty, or a server's error page saved as the manifest: nothing
+  /// failed, and nothing was done either. Not green; a shard, which may own none of a short
+  /// list's URLs, is.
+  func testARunWhoseManifestsListedNoURLIsNotGreen() throws {
+    let empty = ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))])
+    XCTAssertTrue(
+      empty.contains(
+        #"<b class="warning">completed, nothing tried: the manifests listed no URL</b>"#),
+      empty)
+    var skipped = run(.completed, failed: 0, of: 3)
+    skipped.prefetch?.downloaded = 0
+    skipped.prefetch?.skipped = 3
+    XCTAssertTrue(
+      ReportPage.render([("r.json", skipped)]).contains(
+        "nothing tried: the manifests listed no URL"))
+    var shard = run(.completed, failed: 0, of: 0)
+    shard.shard = RunReport.ShardIdentity(try XCTUnwrap(Shard(index: 1, count: 4)))
+    let green = ReportPage.render([("r.json", shard)])
+    XCTAssertTrue(green.contains(#"<b class="completed">completed</b>"#), green)
+  }
+
   func testAnIncompleteMergeSaysWhyAndHowManyURLsFailed() throws {
     let page = ReportPage.render([("merged.json", run(.incomplete, failed: 3, of: 10))])
     XCTAssertTrue(
@@ -403,6 +424,7 @@ final class ReportPageTests: TemporaryFolderTestCase {
 
   func testTheVerifySectionCountsTheFilesByOutcomeAndListsTheBadOnesWholeOnHover() throws {
     var report = run(.completed, failed: 0, of: 0)
+    report.prefetch = nil  // an audit or maintenance alone prefetches nothing
     report.verify = verified(bad: 3, of: 20)
 
     let page = ReportPage.render([("verify.json", report)])
@@ -434,11 +456,12 @@ final class ReportPageTests: TemporaryFolderTestCase {
     XCTAssertTrue(clean.contains(#"<b class="completed">completed</b>"#), clean)
     XCTAssertFalse(clean.contains("Bad files"), clean)
     XCTAssertFalse(
-      ReportPage.render([("r.json", run(.completed, failed: 0, of: 0))]).contains("<h3>Verify"))
+      ReportPage.render([("r.json", run(.completed, failed: 0, of: 1))]).contains("<h3>Verify"))
   }
 
   func testTheMaintenanceTableCountsARepairsRefetchesAndTheFailedOnesInRed() throws {
     var report = run(.completed, failed: 0, of: 0)
+    report.prefetch = nil  // an audit or maintenance alone prefetches nothing
     report.verify = verified(bad: 3, of: 20)
     let expire = MaintenancePassReport(pass: .expire, dryRun: false)
     var repair = MaintenancePassReport(pass: .repair, dryRun: false)

@@ -116,6 +116,33 @@ final class UnattendedTests: LoopbackTestCase {
     }
   }
 
+  /// An export that came out empty, or a server's error text saved as the manifest: the run
+  /// exits 0 (nothing failed) but says that nothing was tried, and its report keeps it.
+  func testARunWhoseManifestsListedNoURLSaysNothingWasTried() throws {
+    let reportFile = temporary.appending("report.json")
+    for (lines, skipped) in [
+      ([String](), 0), (["# only a comment"], 0), (["Error 503", "Busy"], 2),
+    ] {
+      let manifest = try temporary.manifest(lines)
+      let result = try ImageCacheBinary.run([
+        "prefetch", manifest, "--cache", location.directory, "--report", reportFile,
+      ])
+      XCTAssertEqual(result.status, 0, result.stderr)
+      let warning =
+        "nothing tried: the manifests listed no URL"
+        + (skipped > 0 ? " but \(skipped) line(s) that could not be used (see lineErrors)" : "")
+      XCTAssertTrue(result.stderr.contains("warning: " + warning), result.stderr)
+      let report = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: reportFile)))
+      XCTAssertEqual(report.warnings, [warning])
+    }
+    // A shard may own none of a short list's URLs: no warning there.
+    let shard = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest([]), "--cache", location.directory, "--shard", "1/4",
+    ])
+    XCTAssertEqual(shard.status, 0, shard.stderr)
+    XCTAssertFalse(shard.stderr.contains("nothing tried"), shard.stderr)
+  }
+
   func testSIGHUPIsTreatedLikeSIGTERM() throws {
     let urls = try temporary.manifest((0..<4).map { server.url("/slow.jpg") + "?n=\($0)" })
     let report = temporary.appending("report.json")

@@ -153,11 +153,17 @@ public enum ReportPage {
     if refusedEverything {
       text += ", nothing tried: the blacklist refused every URL (\(counts.blacklisted))"
     }
+    // Manifests that listed nothing to try (an export that came out empty): nothing failed,
+    // and nothing was done either. A shard may own none of a short list's URLs.
+    let nothingListed =
+      report.prefetch != nil && counts.total == counts.skipped && counts.inputsFailed == 0
+      && report.shard == nil && report.mergedFrom == nil
+    if nothingListed { text += ", nothing tried: the manifests listed no URL" }
     let notRemoved = report.maintenance.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved ?? 0) }
     if notRemoved > 0 { text += ", \(notRemoved) file\(notRemoved == 1 ? "" : "s") not removed" }
     if report.status == .completed
       && (counts.failed > 0 || counts.inputsFailed > 0 || bad > 0 || refusedEverything
-        || notRemoved > 0)
+        || notRemoved > 0 || nothingListed)
     {
       return (text, "warning")
     }

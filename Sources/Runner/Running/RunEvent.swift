@@ -156,6 +156,9 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   /// Passes the job lists that a signal or the time limit stopped the run before, or that a
   /// failure (`failed`) ended it before.
   case passesNotRun([JobPass], failed: Bool = false)
+  /// The manifests listed no URL to try: empty, comments only, or every line skipped
+  /// (`skipped` of them), as an export that came out empty or a server's error page in text.
+  case nothingListed(skipped: Int)
   /// The job's expire and trim, run after a full disk ended the prefetch, failed too.
   case cleaningAfterFullDiskFailed(String)
 
@@ -194,6 +197,9 @@ public enum RunWarning: Sendable, CustomStringConvertible {
     case .timeLimitReached(let seconds):
       "interrupted: the run's time limit (\(Int(seconds)) s, maxRunTime) was reached; the URLs "
         + "not started are left for the next run"
+    case .nothingListed(let skipped):
+      "nothing tried: the manifests listed no URL"
+        + (skipped > 0 ? " but \(skipped) line(s) that could not be used (see lineErrors)" : "")
     case .cleaningAfterFullDiskFailed(let error):
       "not run: expire and trim, tried after the disk filled, failed: \(error)"
     case .passesNotRun(let passes, let failed):
