@@ -13,7 +13,8 @@ struct RunCommand: AsyncParsableCommand {
       report (to the job's 'report' path, --report and/or --json). A mistake in a job file is \
       reported with its file, line and field, and nothing runs (exit 2). A signal stops the \
       job in hand after the work in hand, writes its report marked interrupted, and runs no \
-      further job. With several jobs, --report FILE without {job} writes FILE-<job>.json per \
+      further job. A job that cannot run (its cache locked by another run, read-only or \
+      full) does not stop the next ones: the command ends with the most serious status. With several jobs, --report FILE without {job} writes FILE-<job>.json per \
       job, and --json prints one JSON array of their reports. See imagecache-job(5) or docs/jobs.md for the job file reference and jobs/example.yaml for an \
       example.
 
@@ -113,6 +114,13 @@ struct RunCommand: AsyncParsableCommand {
       do {
         outcome = try await JobRunner(job: job, settings: settings, console: reportOptions.console)
           .run()
+      } catch let error as any ExitStatusProviding where !array {
+        // A job that could not run (its cache locked by another run, read-only, full) is no
+        // reason to skip the next jobs, whose caches may be fine: each has its own report,
+        // and the command ends with the most serious status.
+        Console.standard.say("imagecache: \(error)", severity: .error)
+        statuses.insert(error.exitStatus)
+        continue
       } catch {
         if array { Console.write("]\n", to: STDOUT_FILENO) }
         throw error
@@ -124,7 +132,9 @@ struct RunCommand: AsyncParsableCommand {
       statuses.insert(outcome.exitStatus)
     }
     if array { Console.write("]\n", to: STDOUT_FILENO) }
-    if let worst = [ExitStatus.usage, .fatalIO, .someURLsFailed].first(where: statuses.contains) {
+    if let worst = [ExitStatus.usage, .fatalIO, .locked, .someURLsFailed].first(
+      where: statuses.contains)
+    {
       throw ExitCode(worst.rawValue)
     }
   }

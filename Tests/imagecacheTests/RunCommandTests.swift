@@ -69,6 +69,27 @@ final class RunCommandTests: LoopbackTestCase {
     XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0)
   }
 
+  /// `run a.yaml b.yaml`: a job whose cache another run holds is no reason to skip the next
+  /// job, on a cache of its own; the command ends with the most serious status (3 here).
+  func testAJobWhoseCacheIsLockedDoesNotSkipTheNextJob() throws {
+    let path = try job(urls: [server.url("/slow.jpg")])
+    let (first, out, err) = try ImageCacheBinary.start(["run", path])
+    waitUntil(timeout: 10, "the first run's request") { server.requestCount("/slow.jpg") > 0 }
+    try server.url("/a.jpg").write(
+      toFile: temporary.appending("other.txt"), atomically: true, encoding: .utf8)
+    let other = temporary.appending("other.yaml")
+    try "name: other\ncache: {directory: other-cache}\nmanifests: [other.txt]\nreport: other.json\n"
+      .write(toFile: other, atomically: true, encoding: .utf8)
+    let both = try ImageCacheBinary.run(["run", path, other])
+    XCTAssertEqual(both.status, 3, both.stderr)
+    XCTAssertTrue(both.stderr.contains("lock"), both.stderr)
+    let report = try RunReport.decode(
+      XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("other.json"))))
+    XCTAssertEqual(report.status, .completed)
+    XCTAssertEqual(report.prefetch?.downloaded, 1, "the next job ran")
+    XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0)
+  }
+
   func testMalformedJobFileExitsTwoNamingTheLine() throws {
     let path = try job(urls: [], extra: "prefetch:\n  concurrency: lots\n")
     let result = try ImageCacheBinary.run(["run", path])
