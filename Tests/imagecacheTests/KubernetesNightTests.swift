@@ -1,5 +1,6 @@
 import Core
 import Foundation
+import Synchronization
 import TestSupport
 import XCTest
 import Yams
@@ -13,8 +14,19 @@ final class KubernetesNightTests: LoopbackTestCase {
     var routes = Self.images
     routes["/gone.jpg"] = { _ in ServerResponse(status: 404, body: Data("gone".utf8)) }
     routes["/slow.jpg"] = { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(10)) }
+    // A manifest (``list``) whose first request is refused: one shard's fetch of it fails.
+    routes["/list.txt"] = { _ in
+      let (first, text) = Self.list.withLock { list in
+        list.requests += 1
+        return (list.requests == 1, list.text)
+      }
+      return first ? ServerResponse(status: 503) : ServerResponse(body: Data(text.utf8))
+    }
     return routes
   }
+
+  /// `/list.txt`'s text, and the requests for it so far.
+  private static let list = Mutex((requests: 0, text: ""))
 
   private var cache: String { temporary.appending("cache") }
   private var reports: String { temporary.appending("cache/reports") }
@@ -109,5 +121,39 @@ final class KubernetesNightTests: LoopbackTestCase {
     let shard = try RunReport.load(path: reports + "/shard-1.json")
     XCTAssertEqual(shard.status, .interrupted)
     XCTAssertFalse(FileManager.default.fileExists(atPath: runReport), "no finish after it")
+  }
+
+  /// A shard that exits 1 (its manifest could not be fetched) is retried by its index, though
+  /// its report says completed: the night is finished (merged, then trimmed) only once every
+  /// shard of the Job succeeded, by the pod of the last one. Counting the reports that say
+  /// completed, the fourth pod merged the failed shard's with the others, the merge refused
+  /// them (exit 2), and that exit failed its index for good.
+  func testAShardThatFailedIsNotMergedUntilItsRetrySucceeds() throws {
+    try FileManager.default.createDirectory(
+      atPath: temporary.appending("job"), withIntermediateDirectories: true)
+    let images = ["/a.jpg", "/b.png", "/c.gif"].map { server.url($0) }.joined(separator: "\n")
+    Self.list.withLock { $0 = (0, images) }
+    try """
+    name: nightly
+    cache: {directory: \(cache)}
+    manifests: [\(server.url("/list.txt"))]
+    prefetch: {retries: 0}
+    """.write(toFile: temporary.appending("job/nightly.yaml"), atomically: true, encoding: .utf8)
+    let script = try podScript()
+    // Pod 0 meets the list's 503 and exits 1; the others read the list.
+    let failed = try pod(0, of: "uid-retried", script: script)
+    XCTAssertEqual(failed.status, 1, failed.stderr)
+    for index in 1..<4 {
+      let result = try pod(index, of: "uid-retried", script: script)
+      XCTAssertEqual(result.status, 0, "pod \(index): \(result.stderr)")
+    }
+    XCTAssertFalse(FileManager.default.fileExists(atPath: runReport), "not merged: shard 0 failed")
+    // Its index's retry succeeds, and finishes the night.
+    let retried = try pod(0, of: "uid-retried", script: script)
+    XCTAssertEqual(retried.status, 0, retried.stderr)
+    let merged = try RunReport.load(path: runReport)
+    XCTAssertEqual(merged.runID, "uid-retried")
+    XCTAssertEqual(merged.status, .completed)
+    XCTAssertEqual(merged.mergedFrom?.count, 4)
   }
 }

@@ -168,8 +168,9 @@ final class TLSAndProxyTests: LoopbackTestCase {
   }
 
   /// A CA variable that names no certificates would fail every https URL as untrusted, and
-  /// blacklist it: it is refused before the run, naming the variable, and once it is mended
-  /// the URL downloads.
+  /// blacklist it: it is refused before the run (exit 2, the report and metrics saying the run
+  /// failed, as for any run that cannot start), naming the variable, and once it is mended the
+  /// URL downloads.
   func testACAVariableNamingNothingUsableIsRefusedBeforeTheRunAndBlacklistsNothing() throws {
     let urls = try manifest("urls.txt", [origin.url("/photo.jpg")])
     let cache = temporary.appending("cache")
@@ -183,7 +184,10 @@ final class TLSAndProxyTests: LoopbackTestCase {
       XCTAssertEqual(result.status, 2, "\(name): \(result.stderr)")
       XCTAssertTrue(result.stderr.contains("environment variable \(name)"), result.stderr)
       XCTAssertTrue(result.stderr.contains(value), result.stderr)
-      XCTAssertNil(report, "\(name): refused before the run")
+      // Refused before the run: its report says it failed, and no URL was tried.
+      XCTAssertEqual(report?.status, .failed, "\(name)")
+      XCTAssertTrue(report?.error?.contains(name) == true, "\(String(describing: report))")
+      XCTAssertNil(report?.prefetch, "\(name): refused before the run")
     }
     let (result, report) = try imagecache(
       ["prefetch", urls, "--cache", cache, "--retries", "0"],
