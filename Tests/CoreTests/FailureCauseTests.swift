@@ -33,3 +33,21 @@ final class FailureCauseTests: XCTestCase {
     XCTAssertFalse(ImageCacheError.storeFailed(reason: "r", cause: .sqlite(13)).endsRun)
   }
 }
+
+/// What an error about a relative path the user named advises: an absolute path where the
+/// working directory may be why (cron's home, a unit's /), never where the disk is full.
+final class RelativePathAdviceTests: XCTestCase {
+  func testAFullDiskIsNotAdvisedAnAbsolutePathAndAMissingFileIs() {
+    let cwd = FileManager.default.currentDirectoryPath
+    let missing = FileSystemError("open", path: "reports/r.json", errno: ENOENT)
+      .namingWorkingDirectory().description
+    XCTAssertTrue(missing.contains("reports/r.json (relative to \(cwd))"), missing)
+    XCTAssertTrue(missing.hasSuffix(FileSystem.relativePathAdvice), missing)
+    for errno in [ENOSPC, EDQUOT, EIO] {
+      let full = FileSystemError("write", path: "reports/r.json", errno: errno)
+        .namingWorkingDirectory().description
+      XCTAssertTrue(full.contains("(relative to \(cwd))"), "where it was, still: \(full)")
+      XCTAssertFalse(full.contains("give an absolute path"), full)
+    }
+  }
+}

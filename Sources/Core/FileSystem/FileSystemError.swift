@@ -94,9 +94,16 @@ public struct FileSystemError: Error, Sendable, Equatable, CustomStringConvertib
     if let workingDirectory { text += " (relative to \(workingDirectory))" }
     text += ": \(reason ?? String(cString: strerror(errno)))"
     if let note { text += "; \(note)" }
-    if workingDirectory != nil { text += "; \(FileSystem.relativePathAdvice)" }
+    // What an absolute path would mend: not a disk that is full or failing, which no path is.
+    if workingDirectory != nil && !Self.notThePathsFault.contains(errno) {
+      text += "; \(FileSystem.relativePathAdvice)"
+    }
     return text
   }
+
+  /// Failures a path resolved elsewhere would meet the same: the disk or the process is out
+  /// of something, or the device failed.
+  static let notThePathsFault: Set<Int32> = [ENOSPC, EDQUOT, EIO, EFBIG, EMFILE, ENFILE, ENOMEM]
 }
 
 extension FileSystemError: CauseProviding, ExitStatusProviding {
