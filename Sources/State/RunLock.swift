@@ -84,6 +84,8 @@ public final class RunLock: Sendable {
     public var readOnly = false
     /// A shard's lock: its own, exclusive, plus the cache's, shared with the other shards.
     public var shard: Shard?
+    /// The run's stop channel: a wait ends (``CancellationError``) once it is stopped.
+    public var stop: StopFlag?
 
     public init(
       wait: Bool = false, timeout: TimeInterval? = nil, readOnly: Bool = false, shard: Shard? = nil
@@ -135,6 +137,7 @@ public final class RunLock: Sendable {
           toldWaiting = true
           waiting(holder)
         }
+        if options.stop?.isStopped == true { throw CancellationError() }
         try await Task.sleep(nanoseconds: 50_000_000)
       }
     }

@@ -90,6 +90,34 @@ final class RunCommandTests: LoopbackTestCase {
     XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0)
   }
 
+  /// A run waiting for another's lock (`--wait`) and stopped meanwhile (a unit's start
+  /// timeout, an engine's time limit) says so: exit 143, its report and metrics interrupted
+  /// with nothing done. It died without them.
+  func testARunStoppedWhileItWaitsForTheLockReportsInterrupted() throws {
+    let path = try job(urls: [server.url("/slow.jpg")])
+    let (first, out, err) = try ImageCacheBinary.start(["run", path])
+    waitUntil(timeout: 10, "the first run's request") { server.requestCount("/slow.jpg") > 0 }
+    let report = temporary.appending("waiting.json")
+    let metrics = temporary.appending("waiting.prom")
+    let (second, secondOut, secondErr) = try ImageCacheBinary.start([
+      "run", path, "--wait", "--report", report, "--metrics", metrics,
+    ])
+    let errors = PipeReader(secondErr)
+    waitUntil(timeout: 10, "the second run waiting") { errors.text.contains("waiting") }
+    kill(second.processIdentifier, SIGTERM)
+    let stopped = ImageCacheBinary.finish(second, secondOut, errors)
+    XCTAssertEqual(stopped.status, 128 + SIGTERM, stopped.stderr)
+    let written = try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: report)))
+    XCTAssertEqual(written.status, .interrupted)
+    XCTAssertNil(written.prefetch, "nothing done")
+    XCTAssertEqual(
+      written.warnings,
+      ["interrupted while waiting for the cache's lock (--wait): nothing was done"])
+    let exposition = try String(contentsOfFile: metrics, encoding: .utf8)
+    XCTAssertTrue(exposition.contains(#"status="interrupted"} 1"#), exposition)
+    XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0, "the holder went on")
+  }
+
   func testMalformedJobFileExitsTwoNamingTheLine() throws {
     let path = try job(urls: [], extra: "prefetch:\n  concurrency: lots\n")
     let result = try ImageCacheBinary.run(["run", path])

@@ -139,7 +139,7 @@ public struct JobRunner: Sendable {
     // Taking the lock creates the cache's folders: whether it is new is decided before. A dry
     // run creates nothing, but says the cache is new: a typo in --cache shows.
     let createsCache = !FileManager.default.fileExists(atPath: job.location.diskCachePath)
-    let lockOptions = RunLock.Options(
+    var lockOptions = RunLock.Options(
       wait: settings.wait, timeout: settings.waitTimeout, readOnly: settings.dryRun,
       shard: job.shard)
     let waiting = { (holder: RunLock.Holder?) in
@@ -148,12 +148,20 @@ public struct JobRunner: Sendable {
     }
     var started = false
     do {
-      return try await RunLock.withLock(
-        location: job.location, options: lockOptions, waiting: waiting
-      ) {
-        started = true
-        return try await SignalScope.with { signals in
-          try await runLocked(signals: signals, createsCache: createsCache)
+      // Signals are handled from before the lock is taken: a run that waits for it (`--wait`)
+      // and is stopped meanwhile (a unit's start timeout, an engine's time limit) says so in
+      // its report, where it used to die without one.
+      return try await SignalScope.with { signals in
+        lockOptions.stop = signals.stop
+        do {
+          return try await RunLock.withLock(
+            location: job.location, options: lockOptions, waiting: waiting
+          ) {
+            started = true
+            return try await runLocked(signals: signals, createsCache: createsCache)
+          }
+        } catch is CancellationError where !started && signals.signal != nil {
+          return reportStoppedWaiting(signals, clock: clock)
         }
       }
     } catch {
@@ -163,6 +171,31 @@ public struct JobRunner: Sendable {
       }
       throw error
     }
+  }
+
+  /// Writes the report and metrics of a run that a signal stopped while it waited for the
+  /// cache's lock, marked `interrupted` with nothing done, and returns its outcome.
+  private func reportStoppedWaiting(_ signals: SignalScope, clock: RunClock) -> RunOutcome {
+    let warnings = RunWarnings(console: console)
+    warnings.keep(.stoppedWaitingForLock)
+    var files: [String] = []
+    do {
+      let writer = try reportWriter(startedAt: clock.startedAt)
+      files = writer.files
+      let finish = finish(clock, warnings: warnings)
+      let metrics = stageMetrics(
+        writer: writer, status: .interrupted, finish: finish, counts: nil, warnings: warnings)
+      try writer.finish(
+        status: .interrupted, finishedAt: finish.finishedAt, prefetch: nil,
+        warnings: warnings.messages, error: nil, metricsErrors: warnings.metricsErrors,
+        plan: nil)
+      putInPlace(metrics)
+    } catch let reportError {
+      console.report(.reportNotWritten(job: job.name, error: reportError))
+    }
+    if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
+    return RunOutcome(
+      status: .interrupted, signal: signals.signal, failedURLs: 0, reportFiles: files)
   }
 
   private static func isHeld(_ error: any Error) -> Bool {

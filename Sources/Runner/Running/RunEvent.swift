@@ -159,6 +159,8 @@ public enum RunWarning: Sendable, CustomStringConvertible {
   /// The manifests listed no URL to try: empty, comments only, or every line skipped
   /// (`skipped` of them), as an export that came out empty or a server's error page in text.
   case nothingListed(skipped: Int)
+  /// A signal stopped the run while it waited for the cache's lock (`--wait`): nothing done.
+  case stoppedWaitingForLock
   /// The job's expire and trim, run after a full disk ended the prefetch, failed too.
   case cleaningAfterFullDiskFailed(String)
 
@@ -200,6 +202,8 @@ public enum RunWarning: Sendable, CustomStringConvertible {
     case .nothingListed(let skipped):
       "nothing tried: the manifests listed no URL"
         + (skipped > 0 ? " but \(skipped) line(s) that could not be used (see lineErrors)" : "")
+    case .stoppedWaitingForLock:
+      "interrupted while waiting for the cache's lock (--wait): nothing was done"
     case .cleaningAfterFullDiskFailed(let error):
       "not run: expire and trim, tried after the disk filled, failed: \(error)"
     case .passesNotRun(let passes, let failed):
