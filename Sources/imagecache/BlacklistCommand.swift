@@ -60,18 +60,13 @@ struct BlacklistCommand: ParsableCommand {
     func run() throws {
       try cacheOptions.requireExistingCache()
       let stores = try openStates(cacheOptions.location)
-      var missing = 0
-      for url in urls {
+      try removeEach(urls, saying: { "removed \($0)" }, missing: { "not on the blacklist: \($0)" })
+      {
+        url in
         var removed = false
         for store in stores where try store.removeFromBlacklist(url: url) { removed = true }
-        if removed {
-          Console.standard.say("removed \(url)")
-        } else {
-          Console.standard.say("not on the blacklist: \(url)")
-          missing += 1
-        }
+        return removed
       }
-      if missing > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
     }
   }
 
@@ -87,6 +82,24 @@ struct BlacklistCommand: ParsableCommand {
       Console.standard.say("removed \(removed) URLs from the blacklist")
     }
   }
+}
+
+/// Removes each of `items` with `remove` (true: it was there to remove), saying which were
+/// and which were not; exit 1 when any was not, as `rm` of a missing file.
+func removeEach<Item>(
+  _ items: [Item], saying removed: (Item) -> String, missing: (Item) -> String,
+  _ remove: (Item) throws -> Bool
+) throws {
+  var absent = 0
+  for item in items {
+    if try remove(item) {
+      Console.standard.say(removed(item))
+    } else {
+      Console.standard.say(missing(item))
+      absent += 1
+    }
+  }
+  if absent > 0 { throw ExitCode(ExitStatus.someURLsFailed.rawValue) }
 }
 
 /// Opens the cache's state, printing any warning (such as a corrupt file moved aside).

@@ -194,21 +194,33 @@ final class HostileInputTests: LoopbackTestCase {
 
   // MARK: Disks and state
 
-  func testAFullDiskEndsTheRunAsFailedWithNothingPartialLeft() async throws {
-    let mountPoint = try fileSystems.mountTmpfs(at: temporary.appending("small"), size: "1m")
-    location = CacheLocation(directory: mountPoint)
+  /// Prefetches 60 files of 64 KiB, one at a time, into the cache at `location` (on a small
+  /// disk): the error that ended the run when the disk filled.
+  private func prefetchUntilTheDiskFills(_ configure: (inout Job) -> Void = { _ in })
+    async throws -> RunEndingError
+  {
     let urls = (0..<60).map { server.url("/blob") + "?n=\($0)" }
     let path = try write(Array(urls.joined(separator: "\n").utf8), to: "many.txt")
-
     do {
       _ = try await prefetch([path]) {
         $0.prefetch.validation = .none
         $0.prefetch.concurrency = 1
+        configure(&$0)
       }
-      XCTFail("the run went on with a full disk")
     } catch let error as RunEndingError {
-      XCTAssertTrue(error.failure.endsRun)
+      return error
     }
+    struct WentOn: Error, CustomStringConvertible {
+      var description: String { "the run went on with a full disk" }
+    }
+    throw WentOn()
+  }
+
+  func testAFullDiskEndsTheRunAsFailedWithNothingPartialLeft() async throws {
+    let mountPoint = try fileSystems.mountTmpfs(at: temporary.appending("small"), size: "1m")
+    location = CacheLocation(directory: mountPoint)
+    let error = try await prefetchUntilTheDiskFills()
+    XCTAssertTrue(error.failure.endsRun)
     let report = try RunReport.decode(
       XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("report.json"))))
     XCTAssertEqual(report.status, .failed)
@@ -236,19 +248,11 @@ final class HostileInputTests: LoopbackTestCase {
       XCTAssertTrue(FileManager.default.createFile(atPath: old, contents: Data(count: 64 * 1024)))
       try FileSystem.setTimes(path: old, access: lastMonth, modification: lastMonth)
     }
-    let urls = (0..<60).map { server.url("/blob") + "?n=\($0)" }
-    let path = try write(Array(urls.joined(separator: "\n").utf8), to: "many.txt")
-    do {
-      _ = try await prefetch([path]) {
-        $0.prefetch.validation = .none
-        $0.prefetch.concurrency = 1
-        $0.passes = [.expire, .trim]
-        $0.cleanup.maxDiskSize = 512 * 1024
-      }
-      XCTFail("the run went on with a full disk")
-    } catch let error as RunEndingError {
-      XCTAssertTrue(JobRunner.diskFull(error), "\(error)")
+    let error = try await prefetchUntilTheDiskFills {
+      $0.passes = [.expire, .trim]
+      $0.cleanup.maxDiskSize = 512 * 1024
     }
+    XCTAssertTrue(JobRunner.diskFull(error), "\(error)")
     let report = try RunReport.decode(
       XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("report.json"))))
     XCTAssertEqual(report.status, .failed, "the night's downloads did not all fit")

@@ -218,13 +218,18 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     XCTAssertEqual(server.requests("/slow.png").map(\.inFlight).max(), heldUnder + 2)
   }
 
-  func testAnOperatorListsAndForgetsARefusalAndTheNextRunAsksPastItAgain() throws {
-    // A first run meets the busy origin's knee; the state keeps it for a week.
-    let firstRun = try ImageCacheBinary.run([
-      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?a=\($0)") }),
+  /// A first run, which meets the busy origin's knee as it must (no sign comes before a
+  /// refusal); the state keeps it for a week. `tag` keeps its URLs apart from other runs'.
+  private func meetTheBusyOriginsKnee(_ tag: String) throws {
+    let run = try ImageCacheBinary.run([
+      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?\(tag)=\($0)") }),
       "--cache", cache!,
     ])
-    XCTAssertEqual(firstRun.status, 0, firstRun.stderr)
+    XCTAssertEqual(run.status, 0, run.stderr)
+  }
+
+  func testAnOperatorListsAndForgetsARefusalAndTheNextRunAsksPastItAgain() throws {
+    try meetTheBusyOriginsKnee("a")
     let origin = server.url("")
     let listed = try ImageCacheBinary.run(["refusals", "list", "--cache", cache!])
     XCTAssertEqual(listed.status, 0, listed.stderr)
@@ -268,11 +273,7 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
     XCTAssertEqual(wrong.status, 2, wrong.stderr)
     XCTAssertTrue(wrong.stderr.contains("\"ftp://x\" is not an http or https origin"), wrong.stderr)
     // `clear` forgets every origin's.
-    let secondRun = try ImageCacheBinary.run([
-      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?b=\($0)") }),
-      "--cache", cache!,
-    ])
-    XCTAssertEqual(secondRun.status, 0, secondRun.stderr)
+    try meetTheBusyOriginsKnee("b")
     let cleared = try ImageCacheBinary.run(["refusals", "clear", "--cache", cache!])
     XCTAssertEqual(cleared.status, 0, cleared.stderr)
     XCTAssertTrue(cleared.stderr.contains("forgot the refusals of 1 origins"), cleared.stderr)
@@ -280,12 +281,7 @@ final class AdaptiveConcurrencyCommandTests: LoopbackTestCase {
   }
 
   func testAnOriginThatRefusesAtRandomForgetsTheKneeAnEarlierRunKept() throws {
-    // A first run meets the busy origin's knee, and the state keeps it.
-    let firstRun = try ImageCacheBinary.run([
-      "prefetch", try temporary.manifest((0..<150).map { server.url("/busy.png?a=\($0)") }),
-      "--cache", cache!,
-    ])
-    XCTAssertEqual(firstRun.status, 0, firstRun.stderr)
+    try meetTheBusyOriginsKnee("a")
     // The next run, held under it, finds the same origin refusing at random: with fewer under
     // way than it served. Nothing of it is a knee, the earlier run's refusal included.
     let flaky = temporary.appending("flaky.json")
