@@ -459,6 +459,24 @@ final class DownloaderTests: DownloaderTestCase {
     for result in results { XCTAssertEqual(try? result.get().body, Fixtures.png) }
   }
 
+  /// The same under the total limit (`concurrency`): a download to another host waits for
+  /// room, its deadline not started, while the first is served.
+  func testTheDeadlineCountsFromTheStartUnderTheTotalLimitToo() async throws {
+    let (slow, downloader) = try slowServer(answeringAfter: .milliseconds(1200)) {
+      $0.concurrency = 1
+      $0.deadline = 2
+    }
+    defer { slow.shutdown() }
+    let urls = [
+      "http://127.0.0.1:\(slow.port)/slow.png?n=0", "http://localhost:\(slow.port)/slow.png?n=1",
+    ]
+    let results = try await startAll(urls, on: downloader)
+    for (url, result) in zip(urls, results) {
+      XCTAssertEqual(try? result.get().body, Fixtures.png, url)
+    }
+    XCTAssertEqual(slow.peakConcurrency, 1)
+  }
+
   func testAStartAfterShutdownFailsAsCancelled() async throws {
     let downloader = Downloader()
     await downloader.shutdown()

@@ -164,4 +164,27 @@ final class HostTableTests: XCTestCase {
     hosts.answered(small, failure, at: 0, log: &log)
     XCTAssertTrue(hosts.isOpen)
   }
+
+  /// Waits that overlap hold the host once: a shorter wait inside one under way adds nothing,
+  /// a longer one what it adds past it. Every answer that asked is a pause, and a wait not
+  /// over when the run ends counts up to the end only.
+  func testOverlappingBackoffsCountTheTimeHeldOnce() {
+    var hosts = table { $0.maxRetryDelay = 60 }
+    var log: [String: HostTable.Record] = [:]
+    let second: UInt64 = 1_000_000_000
+    func refused(wait: TimeInterval, at now: UInt64) {
+      let failure = DownloadFailure(.invalidDownloadStatusCode(429), retryAfter: wait)
+      hosts.answered(cdn, failure, at: now, log: &log)
+    }
+    refused(wait: 10, at: 0)  // held until 10 s
+    refused(wait: 3, at: 2 * second)  // until 5 s: inside the first
+    refused(wait: 10, at: 4 * second)  // until 14 s: 4 s more
+    var wake = UInt64.max
+    XCTAssertFalse(hosts.allows(cdn, gated: true, at: 13 * second, wake: &wake))
+    XCTAssertEqual(wake, 14 * second)
+    XCTAssertEqual(
+      HostTable.report(log, at: 20 * second),
+      [HostBackoff(host: "cdn.example", pauses: 3, seconds: 14)])
+    XCTAssertEqual(HostTable.report(log, at: 12 * second).map(\.seconds), [12])
+  }
 }

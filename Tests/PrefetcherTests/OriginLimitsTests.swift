@@ -22,6 +22,12 @@ final class OriginLimitsTests: DownloaderTestCase {
           ? ServerResponse(status: 429, headers: [("Retry-After", "1")])
           : .image(Fixtures.png, type: "image/png")
       },
+      // 60,000 bytes in six pieces, 50 ms apart: several reads, each waiting for the budget.
+      "/dripped.jpg": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/jpeg")], body: Fixtures.paddedJPEG(count: 60_000),
+          dripInterval: .milliseconds(50), dripChunk: 10_000)
+      },
       "/gone-for-an-hour.png": { _ in
         ServerResponse(status: 503, headers: [("Retry-After", "3600")])
       },
@@ -102,6 +108,21 @@ final class OriginLimitsTests: DownloaderTestCase {
     XCTAssertEqual(throughput, 1_000_000, accuracy: 100_000, "not within 10% of 1 MB/s")
   }
 
+  /// A download paused by the bandwidth cap waits for the run's budget, not for its server:
+  /// the idle timeout does not count the pause. At 20 kB/s, each read of a body sent in
+  /// 10 kB pieces waits a quarter second or more for the budget, past a 0.3 s idle timeout
+  /// once in debt, and the download still arrives.
+  func testAPauseForTheBandwidthCapIsNoIdleTimeout() async throws {
+    let report = try await run([server.url("/dripped.jpg")]) {
+      $0.maxBytesPerSecond = 20_000
+      $0.timeout = 0.3
+      $0.retries = 0
+      $0.validation = .none
+    }
+    XCTAssertEqual(report.failures.map(\.name), [])
+    XCTAssertEqual(report.downloaded, 1)
+  }
+
   func testA429WithRetryAfterHoldsBackEveryURLOfItsHost() async throws {
     // One connection to the host: the others are queued when the 429 comes.
     let urls = [server.url("/busy.png")] + (0..<5).map { server.url("/image.png?n=\($0)") }
@@ -121,6 +142,26 @@ final class OriginLimitsTests: DownloaderTestCase {
     XCTAssertEqual(backoff.host, "127.0.0.1")
     XCTAssertEqual(backoff.pauses, 1)
     XCTAssertEqual(backoff.seconds, 1, accuracy: 0.05)
+  }
+
+  /// The host that asked to wait is the one held back and reported: a redirect's target's 429
+  /// holds the target, not the host whose URL led there.
+  func testARedirectTargetThatAsksToWaitIsTheHostHeldBack() async throws {
+    let target = try LoopbackServer(routes: [
+      "/busy.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 429, headers: [("Retry-After", "1")])
+          : .image(Fixtures.png, type: "image/png")
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { _ in .redirect(to: "http://127.0.0.1:\(target.port)/busy.png") }
+    ])
+    defer { start.shutdown() }
+    let report = try await run(["http://localhost:\(start.port)/moved.png"]) { _ in }
+    XCTAssertEqual(report.downloaded, 1, "\(report.failures)")
+    XCTAssertEqual(report.hostBackoffs.map(\.host), ["127.0.0.1"])
   }
 
   func testARetryAfterOverTheCapHoldsTheHostBackForTheCapOnly() async throws {

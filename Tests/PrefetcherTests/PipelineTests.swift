@@ -46,6 +46,12 @@ final class PipelineTests: DownloaderTestCase {
           : .image(Fixtures.png, type: "image/png")
       },
       "/always-503.png": { _ in ServerResponse(status: 503) },
+      "/etag-once.png": { request in
+        request.attempt == 1
+          ? ServerResponse(
+            headers: [("ETag", "\"once\""), ("Content-Type", "image/png")], body: Fixtures.png)
+          : .image(Fixtures.png, type: "image/png")
+      },
       "/etag.png": { request in
         request.header("If-None-Match") == etag
           ? ServerResponse(status: 304, headers: [("ETag", etag)])
@@ -165,6 +171,20 @@ final class PipelineTests: DownloaderTestCase {
     XCTAssertEqual(request.header("Authorization"), "Bearer t")
   }
 
+  /// A header the job sets replaces SD's default of the same name, in any case: the request
+  /// carries one `User-Agent` and one `Accept`, the job's.
+  func testAJobsHeaderReplacesTheDefaultOfTheSameName() async throws {
+    var context = ImageContext()
+    context.headers = ["user-agent": "nightly-bot/2", "ACCEPT": "image/webp"]
+    _ = try await load("/echo.png", context: context)
+    let request = try XCTUnwrap(server.requests("/echo.png").first)
+    func values(_ name: String) -> [String] {
+      request.headers.filter { $0.0.lowercased() == name }.map(\.1)
+    }
+    XCTAssertEqual(values("user-agent"), ["nightly-bot/2"])
+    XCTAssertEqual(values("accept"), ["image/webp"])
+  }
+
   func testStatusFailuresAreNotBlacklisted() async throws {
     try assertFailure(
       try await load("/missing.png"), name: "invalidDownloadStatusCode", blacklisted: false)
@@ -243,6 +263,30 @@ final class PipelineTests: DownloaderTestCase {
     XCTAssertEqual(hit, .diskHit)
     try again.flush()
     XCTAssertEqual(namespaces.store(location).storedURL(forFileName: name), stored)
+  }
+
+  /// A refreshed download whose answer has no validators forgets the old ones: the next
+  /// revalidation is unconditional, not one with a stale ETag.
+  func testARefreshAnsweredWithoutValidatorsForgetsTheOldOnes() async throws {
+    let manager = try manager()
+    for options: Set<ImageOption> in [[], [.refreshCached], [.refreshCached]] {
+      guard case .downloaded = try await load("/etag-once.png", options, manager: manager) else {
+        return XCTFail()
+      }
+    }
+    XCTAssertEqual(
+      server.requests("/etag-once.png").map { $0.header("If-None-Match") }, [nil, "\"once\"", nil])
+  }
+
+  /// A URL blacklisted during a run is refused for the rest of it: a later line of it sends
+  /// nothing.
+  func testAURLBlacklistedInARunIsRefusedLaterInTheSameRun() async throws {
+    let manager = try manager()
+    try assertFailure(
+      try await load("/page.jpg", manager: manager), name: "badImageData", blacklisted: true)
+    let again = try await load("/page.jpg", manager: manager)
+    XCTAssertEqual(again, .blacklisted)
+    XCTAssertEqual(server.requestCount("/page.jpg"), 1)
   }
 
   func testRevalidationWith304KeepsTheFile() async throws {

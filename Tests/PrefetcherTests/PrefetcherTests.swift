@@ -36,6 +36,28 @@ final class PrefetcherTests: DownloaderTestCase {
       "/until-a-date.png": { request in
         Self.busyOnce(request, retryAfter: Self.httpDate(Date().addingTimeInterval(3)))
       },
+      // 1 MB of zeros, about 1 KB on the wire.
+      "/gzip-bomb.png": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "image/png"), ("Content-Encoding", "gzip")],
+          body: Fixtures.gzip(Data(count: 1_000_000)))
+      },
+      // Error pages past the 64 KiB of an error's body that is read.
+      "/big-503-once.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 503, body: Data(repeating: 0x20, count: 200_000))
+          : .image(Fixtures.png, type: "image/png")
+      },
+      "/always-304.png": { _ in ServerResponse(status: 304) },
+      "/hang.jpg": { _ in ServerResponse(body: Fixtures.jpeg, headDelay: .seconds(10)) },
+      "/slow-page.jpg": { _ in
+        ServerResponse(
+          headers: [("Content-Type", "text/html")], body: Data("<html></html>".utf8),
+          headDelay: .milliseconds(300))
+      },
+      "/big-404.png": { _ in
+        ServerResponse(status: 404, body: Data(repeating: 0x20, count: 200_000))
+      },
     ]
   }
 
@@ -88,6 +110,45 @@ final class PrefetcherTests: DownloaderTestCase {
       items([server.url("/photo.jpg") + "?again"]))
     XCTAssertEqual(over.failures.map(\.name), ["responseTooLarge"])
     XCTAssertEqual(try DiskCache(location: location).usage().fileCount, 1, "only the first")
+  }
+
+  /// SPEC section 5: the limit counts the body as decoded: a gzip body far under it on the
+  /// wire that decodes past it fails as responseTooLarge, blacklisted as any body over the
+  /// limit (not as bytes after a compressed body, which are not), and nothing is stored.
+  func testACompressedBodyIsHeldToTheLimitOnceDecoded() async throws {
+    let report = try await prefetcher { $0.maxResponseSize = 100_000 }.run(
+      items([server.url("/gzip-bomb.png")]))
+    XCTAssertEqual(report.failures.map(\.name), ["responseTooLarge"])
+    XCTAssertEqual(report.failures.map(\.blacklisted), [true])
+    XCTAssertEqual(try DiskCache(location: location).usage().fileCount, 0)
+  }
+
+  /// `Retry-After: 0` asks for no wait: the host is not held back, and the report lists no
+  /// pause of it.
+  func testARetryAfterOfZeroIsNoPauseOfTheHost() async throws {
+    let report = try await prefetcher().run(items([server.url("/flaky.png")]))
+    XCTAssertEqual(server.requestCount("/flaky.png"), 2)
+    XCTAssertEqual(report.downloaded, 1)
+    XCTAssertEqual(report.hostBackoffs, [])
+  }
+
+  /// A 304 answers a conditional request only: to one that sent no validators (nothing was
+  /// cached) it is a failed status, never "not modified" with nothing stored.
+  func testA304ToARequestWithoutValidatorsFails() async throws {
+    let report = try await prefetcher().run(items([server.url("/always-304.png")]))
+    XCTAssertEqual(report.notModified, 0)
+    XCTAssertEqual(report.failures.map(\.httpStatus), [304])
+  }
+
+  /// An error's body is read up to 64 KiB, to keep the connection, and dropped past it: the
+  /// answer is still its status's. A 503 with a large page is retried and then stored; a 404
+  /// with one fails as the 404 it is.
+  func testAnErrorWithALargeBodyIsJudgedByItsStatus() async throws {
+    let report = try await prefetcher { $0.hostBackoff = false }.run(
+      items([server.url("/big-503-once.png"), server.url("/big-404.png")]))
+    XCTAssertEqual(server.requestCount("/big-503-once.png"), 2)
+    XCTAssertEqual(report.downloaded, 1, "\(report.failures)")
+    XCTAssertEqual(report.failures.map(\.httpStatus), [404])
   }
 
   /// `date` as an HTTP date (RFC 9110's IMF-fixdate): `Sun, 06 Nov 1994 08:49:37 GMT`.
@@ -169,6 +230,16 @@ final class PrefetcherTests: DownloaderTestCase {
     XCTAssertEqual(report.failed, 0)
   }
 
+  /// Lines of one URL that fails share its one download's failure: each is a failure of its
+  /// own in the report, with its one attempt (the report's schema wants at least one).
+  func testTheSameFailingURLManyTimesAtOnceIsAFailureOfEachLine() async throws {
+    let report = try await prefetcher().run(
+      items(Array(repeating: server.url("/slow-page.jpg"), count: 3)))
+    XCTAssertEqual(server.requestCount("/slow-page.jpg"), 1)
+    XCTAssertEqual(report.failed, 3)
+    XCTAssertEqual(report.failures.map(\.attempts), [1, 1, 1])
+  }
+
   /// Issue 32, item 1: loads are one download only when everything that changes what is sent
   /// or stored is the same; another header or another store is another download.
   func testTheSameURLWithOtherHeadersOrAnotherStoreIsNotCoalesced() async throws {
@@ -217,6 +288,22 @@ final class PrefetcherTests: DownloaderTestCase {
 
   /// A signal during a back-off ends the wait at once: the run does not sit out the server's
   /// `Retry-After`, and the URL's last failure is its result.
+  /// A download cancelled with the run (a signal) was not tried to its end: it counts as
+  /// skipped, not failed, and the counts add up to the URLs.
+  func testADownloadCancelledWithTheRunIsSkippedNotFailed() async throws {
+    let prefetcher = try prefetcher()
+    let urls = items([server.url("/hang.jpg")])
+    let run = Task { await prefetcher.run(urls) }
+    _ = await waitUntil(timeout: 10, "the download to be under way") { () async in
+      server.requestCount("/hang.jpg") > 0
+    }
+    run.cancel()
+    let report = await run.value
+    XCTAssertEqual(report.total, 1)
+    XCTAssertEqual(report.skipped, 1)
+    XCTAssertEqual(report.failed, 0)
+  }
+
   func testCancellingTheRunEndsABackOffAtOnceWithTheLastFailure() async throws {
     // One download at a time: the second URL is asked for only once the 503 has come back (and
     // at once: the host is not held back as a whole).

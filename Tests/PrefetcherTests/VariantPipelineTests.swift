@@ -204,6 +204,21 @@ final class VariantPipelineTests: DownloaderTestCase {
     XCTAssertTrue(try disk.containsData(forKey: server.url("/p/lossy.webp")))
   }
 
+  /// A run counts as derived the variants it made, not those it skipped (a WebP original gets
+  /// none): both are in the report's list, one is counted.
+  func testOnlyTheVariantsMadeAreCountedAsDerived() async throws {
+    let context = try context(##"{"imageThumbnailPixelSize": [10, 10]}"##)
+    let manager = try ImageManager(location: location, namespaces: MemoryNamespaces())
+    let report = await Prefetcher(manager: manager, downloader: downloader).run(
+      ["/p/large.jpg", "/p/lossy.webp"].map {
+        .success(PrefetchItem(url: server.url($0), context: context))
+      })
+    XCTAssertEqual(report.downloaded, 2, "\(report.failures)")
+    XCTAssertEqual(report.variants.count, 2)
+    XCTAssertEqual(report.variants.filter { $0.skipped == nil }.count, 1)
+    XCTAssertEqual(report.derived, 1)
+  }
+
   func testBadVariantContextsNameTheirField() {
     for (json, field) in [
       (##"{"imageThumbnailPixelSize": "big"}"##, "context.imageThumbnailPixelSize"),

@@ -49,4 +49,23 @@ final class HTTP2FaultTests: TemporaryFolderTestCase {
     XCTAssertTrue(failure.message.contains("REFUSED_STREAM"), failure.message)
     XCTAssertEqual(try server.stats().paths["/busy.jpg"], 3, "one request per attempt")
   }
+
+  /// A refused stream holds its host back a moment, as a 429 with `Retry-After` does: every
+  /// refusal is a pause of the host in the report (SPEC section 5).
+  func testEachRefusedStreamIsAPauseOfItsHost() throws {
+    let server = try HTTP2LoopbackServer(
+      body: Fixtures.jpeg, delay: 0, root: temporary.appending("h2"), refuses: "/busy.jpg")
+    defer { server.shutdown() }
+    let result = try ImageCacheBinary.run(
+      [
+        "prefetch", try temporary.manifest([server.url("/busy.jpg")]),
+        "--cache", temporary.appending("cache"), "--cacert", Fixtures.directory + "/tls/cert.pem",
+        "--retries", "2", "--per-host-concurrency", "1", "--json",
+      ])
+    XCTAssertEqual(result.status, 1, result.stderr)
+    let prefetch = try XCTUnwrap(try RunReport.decode(Data(result.stdout.utf8)).prefetch)
+    XCTAssertEqual(prefetch.failures.first?.attempts, 3, result.stderr)
+    XCTAssertEqual(prefetch.hostBackoffs.map(\.host), ["127.0.0.1"])
+    XCTAssertEqual(prefetch.hostBackoffs.map(\.pauses), [3], "one pause per refusal")
+  }
 }
