@@ -165,4 +165,123 @@ final class ReportMergeStatusTests: TemporaryFolderTestCase {
       XCTAssertNotEqual(merged.allowURLFailures, true, "\(shards): the merged file")
     }
   }
+
+  /// A report of `ReportFixture.json(counts:maintenance:)`, changed by `edit`, as
+  /// `name.json`.
+  private func shardReport(
+    _ name: String, counts: [String: Any] = [:], maintenance: [String: Any]? = nil,
+    _ edit: (inout [String: Any], inout [String: Any]) -> Void = { _, _ in }
+  ) throws -> String {
+    var json =
+      try JSONSerialization.jsonObject(
+        with: ReportFixture.json(counts: counts, maintenance: maintenance)) as! [String: Any]
+    var prefetch = json["prefetch"] as! [String: Any]
+    edit(&json, &prefetch)
+    json["prefetch"] = prefetch
+    let path = temporary.appending("\(name).json")
+    try JSONSerialization.data(withJSONObject: json).write(to: URL(fileURLWithPath: path))
+    return path
+  }
+
+  /// Every shard reads every input, and lists what the blacklist refused: the merged report
+  /// lists a blacklisted URL and a failed input once each, and counts that input once, in the
+  /// report and for the exit code.
+  func testWhatSeveralShardsListIsInTheMergedReportOnce() throws {
+    let paths = try (0..<3).map { index in
+      try shardReport(
+        "lists-\(index)",
+        counts: ["inputsFailed": 1, "inputFailures": ["night.txt: cannot be read"]]
+      ) { _, prefetch in
+        prefetch["blacklistedURLs"] = ["https://cdn.example/gone.jpg"]
+      }
+    }
+    let output = temporary.appending("merged-lists.json")
+    let outcome = try ReportMerge.merge(paths, into: [output], standardOutput: false)
+    let merged = try XCTUnwrap(try RunReport.load(path: output).prefetch)
+    XCTAssertEqual(merged.blacklistedURLs, ["https://cdn.example/gone.jpg"])
+    XCTAssertEqual(merged.inputFailures, ["night.txt: cannot be read"])
+    XCTAssertEqual(merged.inputsFailed, 1)
+    XCTAssertEqual(outcome.failedInputs, 1)
+  }
+
+  /// The run starts at its earliest shard's start and ends at its latest shard's end.
+  func testTheMergedRunSpansItsShards() throws {
+    let paths = try [("00:10", "00:40"), ("00:00", "00:20"), ("00:05", "00:50")].enumerated()
+      .map { index, times in
+        try shardReport("span-\(index)") { json, _ in
+          json["startedAt"] = "2026-01-01T\(times.0):00.000Z"
+          json["finishedAt"] = "2026-01-01T\(times.1):00.000Z"
+        }
+      }
+    let output = temporary.appending("merged-span.json")
+    _ = try ReportMerge.merge(paths, into: [output], standardOutput: false)
+    let merged = try RunReport.load(path: output)
+    let start = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01T00:00:00Z
+    XCTAssertEqual(merged.startedAt, start)
+    XCTAssertEqual(merged.finishedAt, start.addingTimeInterval(50 * 60))
+  }
+
+  /// Shards wait side by side: a host's pauses are every shard's, its wait the longest one's.
+  func testAHostsPausesAddUpAndItsWaitIsTheLongestShardsOne() throws {
+    let paths = try [(2, 3.0), (1, 5.0)].enumerated().map { index, backoff in
+      try shardReport(
+        "backoff-\(index)",
+        counts: [
+          "hostBackoffs": [["host": "cdn.example", "pauses": backoff.0, "seconds": backoff.1]]
+        ])
+    }
+    let output = temporary.appending("merged-backoffs.json")
+    _ = try ReportMerge.merge(paths, into: [output], standardOutput: false)
+    XCTAssertEqual(
+      try RunReport.load(path: output).prefetch?.hostBackoffs,
+      [HostBackoff(host: "cdn.example", pauses: 3, seconds: 5)])
+  }
+
+  /// The whole run's blacklist refused every URL when every shard's refused all of its own
+  /// (exit 1, as in one run); one shard that fetched anything makes it a run that worked.
+  func testTheMergeRefusedEverythingOnlyWhenEveryShardDid() throws {
+    let refused = try (0..<2).map {
+      try shardReport("refused-\($0)", counts: ["total": 2, "blacklisted": 2])
+    }
+    let worked = try shardReport("worked", counts: ["total": 2, "blacklisted": 1, "diskHits": 1])
+    func outcome(_ paths: [String]) throws -> ReportMerge.Outcome {
+      try ReportMerge.merge(
+        paths, into: [temporary.appending("merged-refused.json")], standardOutput: false)
+    }
+    XCTAssertTrue(try outcome(refused).refusedEverything)
+    XCTAssertFalse(try outcome(refused + [worked]).refusedEverything)
+  }
+
+  /// A dry run removes nothing, so it fails to remove nothing: what its passes could not
+  /// have removed does not make the merge exit 1; what a real pass could not remove does.
+  func testOnlyARealPassLeavesFilesNotRemoved() throws {
+    func outcome(dryRun: Bool) throws -> ReportMerge.Outcome {
+      let paths = try (0..<2).map {
+        try shardReport(
+          "pass-\(dryRun)-\($0)", maintenance: ["dryRun": dryRun, "filesNotRemoved": 2])
+      }
+      return try ReportMerge.merge(
+        paths, into: [temporary.appending("merged-pass-\(dryRun).json")], standardOutput: false)
+    }
+    XCTAssertEqual(try outcome(dryRun: false).filesNotRemoved, 4)
+    XCTAssertEqual(try outcome(dryRun: true).filesNotRemoved, 0)
+  }
+
+  /// The merge names the shards that ran more than once, and only those.
+  func testTheMergeNamesOnlyTheShardsThatRanAgain() throws {
+    let once = try shardReport("once")
+    let twice = try shardReport("twice") { json, _ in
+      json["previousAttempts"] = [
+        [
+          "status": "interrupted", "startedAt": "2026-01-01T00:00:00.000Z",
+          "finishedAt": "2026-01-01T00:00:30.000Z", "downloaded": 3, "bytesDownloaded": 300,
+        ]
+      ]
+    }
+    let outcome = try ReportMerge.merge(
+      [once, twice], into: [temporary.appending("merged-rerun.json")], standardOutput: false)
+    XCTAssertEqual(outcome.rerun.count, 1, "\(outcome.rerun)")
+    XCTAssertTrue(
+      outcome.rerun.first?.hasSuffix("twice.json: 2 attempts") == true, "\(outcome.rerun)")
+  }
 }

@@ -42,6 +42,15 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     try RunReport.decode(XCTUnwrap(FileManager.default.contents(atPath: path)))
   }
 
+  /// `imagecache_verify_repaired_files{action="quarantine"}` of the metrics file at `path`.
+  func quarantined(_ path: String) throws -> Double? {
+    let text = try String(contentsOfFile: path, encoding: .utf8)
+    let sample = text.split(separator: "\n").first {
+      $0.hasPrefix("imagecache_verify_repaired_files{") && $0.contains("action=\"quarantine\"")
+    }
+    return sample?.split(separator: " ").last.flatMap { Double($0) }
+  }
+
   var namespaceFiles: [String] {
     (try? FileManager.default.contentsOfDirectory(atPath: location.diskCachePath))?
       .filter { !$0.hasPrefix(".") }.sorted() ?? []
@@ -170,7 +179,9 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     let before = namespaceFiles
     let planPath = temporary.appending("plan.json")
 
-    let plan = try verify(["--repair", "quarantine", "--dry-run", "--report", planPath])
+    let metricsPath = temporary.appending("verify.prom")
+    let plan = try verify(
+      ["--repair", "quarantine", "--dry-run", "--report", planPath, "--metrics", metricsPath])
 
     XCTAssertEqual(plan.status, 1, plan.stderr)
     XCTAssertEqual(namespaceFiles, before, "a dry run changes nothing")
@@ -183,9 +194,12 @@ final class VerifyCommandTests: TemporaryFolderTestCase {
     for name in damaged.keys {
       XCTAssertTrue(plan.stdout.contains("repair: would move \(name) -> "), plan.stdout)
     }
+    XCTAssertEqual(try quarantined(metricsPath), 0, "a plan is no repair in the metrics")
 
     let reportPath = temporary.appending("verify.json")
-    let result = try verify(["--repair", "quarantine", "--report", reportPath])
+    let result = try verify(
+      ["--repair", "quarantine", "--report", reportPath, "--metrics", metricsPath])
+    XCTAssertEqual(try quarantined(metricsPath), 2)
 
     XCTAssertEqual(result.status, 1, "bad files were found: \(result.stderr)")
     XCTAssertEqual(namespaceFiles, valid.sorted(), "the bad files are gone, the valid ones stay")
