@@ -120,7 +120,8 @@ final class AddressRulesTests: DownloaderTestCase {
       XCTAssertEqual(
         rules.rule(refusing: try XCTUnwrap(AddressRange.bytes(of: address))), "private", address)
     }
-    for address in ["172.32.0.1", "100.128.0.1", "8.8.8.8", "2001:db8::1"] {
+    // A block is of one family: 0a00::1 begins as 10.0.0.0/8 does, 252.0.0.1 as fc00::/7.
+    for address in ["172.32.0.1", "100.128.0.1", "8.8.8.8", "2001:db8::1", "a00::1", "252.0.0.1"] {
       XCTAssertNil(rules.rule(refusing: try XCTUnwrap(AddressRange.bytes(of: address))), address)
     }
     XCTAssertThrowsError(try AddressRules.parse(["10.0.0.0/33"]).get())
