@@ -183,27 +183,41 @@ public struct CacheMigrator: Sendable {
       report.recordMove(from: relativeName, to: target, bytes: attributes.size)
       return
     }
-    let aside = asideRelativePath(relativeName, now)
+    let aside = try asideRelativePath(relativeName, now, dryRun: dryRun)
     if attributes.modificationTime > existing.modificationTime {
       // The incoming file is newer: the one in place goes aside, the incoming takes its name.
       if !dryRun {
         try move(from: to, to: location.diskCachePath + "/" + aside)
         try move(from: from, to: to)
       }
+      if dryRun { plan.set(aside, existing) }
       report.recordKeptAside(path: target, aside: aside, bytes: existing.size)
       report.recordMove(from: relativeName, to: target, bytes: attributes.size)
     } else {
       if !dryRun { try move(from: from, to: location.diskCachePath + "/" + aside) }
+      if dryRun { plan.set(aside, attributes) }
       report.recordKeptAside(path: relativeName, aside: aside, bytes: attributes.size)
     }
   }
 
-  /// `.imagecache/collisions/<UTC time>/<relative path>`, relative to the disk cache path.
-  private func asideRelativePath(_ relativeName: String, _ now: Date) -> String {
+  /// `.imagecache/collisions/<UTC time>/<relative path>`, relative to the disk cache path, or
+  /// that with `.1`, `.2`... when a file of the same name went there already: one run's passes
+  /// share one time, and a name can collide in several of them (in both of SD's legacy
+  /// folders): a file kept aside is never replaced.
+  private func asideRelativePath(_ relativeName: String, _ now: Date, dryRun: Bool) throws
+    -> String
+  {
     let time = UTCTime(now)
     // ISO 8601's basic form (`20261118T110640`): no colon in a folder name.
     let stamp = time.dateText.replacingOccurrences(of: "-", with: "") + "T" + time.compactTimeText
-    return ".imagecache/collisions/\(stamp)/\(relativeName)"
+    let path = ".imagecache/collisions/\(stamp)/\(relativeName)"
+    var candidate = path
+    var suffix = 1
+    while try attributes(of: candidate, dryRun: dryRun) != nil {
+      candidate = path + ".\(suffix)"
+      suffix += 1
+    }
+    return candidate
   }
 
   private func relative(_ path: String) -> String {

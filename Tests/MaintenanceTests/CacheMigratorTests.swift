@@ -231,6 +231,181 @@ final class CacheMigratorTests: TemporaryFolderTestCase {
     let keptSizes = aside.map { contents(location.diskCachePath + "/" + $0.destination!)?.count }
     XCTAssertEqual(Set(keptSizes), [10, 30])
   }
+  /// `migrate --from` the cache itself, however the path is written: nothing to merge, and no
+  /// file is moved aside as its own collision.
+  func testMergeFromTheCacheItselfChangesNothing() throws {
+    try cache.file("a", size: 1, accessTime: 100)
+    try cache.file("sub/b", size: 2, accessTime: 100)
+    let migrator = CacheMigrator(location: location)
+    for source in [
+      location.diskCachePath, location.diskCachePath + "/",
+      location.directory + "/./" + location.namespace,
+    ] {
+      for dryRun in [true, false] {
+        let report = try migrator.mergeDirectory(from: source, dryRun: dryRun, now: now)
+        XCTAssertEqual(report.actions, [], source)
+        XCTAssertEqual(report.errors, [], source)
+      }
+    }
+    XCTAssertEqual(try cache.remainingFiles(), ["a", "sub/b"])
+    XCTAssertFalse(FileManager.default.fileExists(atPath: location.stateDirectory))
+  }
+
+  /// Two files modified at the same moment: the one in place stays (nothing newer comes in)
+  /// and the incoming one is kept aside. A dry run plans exactly what the run does, for the
+  /// passes after a tie too: the file that stayed is the one a later collision puts aside.
+  func testATieKeepsTheFileInPlaceAndADryRunPlansItSo() throws {
+    let older = CacheBuilder(root: CacheMigrator(location: location).legacyDirectories[1])
+    try cache.file("x", size: 10, accessTime: 100, modificationTime: 200)
+    try legacy.file("x", size: 20, accessTime: 100, modificationTime: 200)
+    try older.file("x", size: 30, accessTime: 100, modificationTime: 300)
+    let key = "https://example.com/img/photo.jpg?size=large"
+    let md5 = CacheFileName.md5Hex(key)
+    try cache.file(md5 + ".jpg", size: 40, accessTime: 100, modificationTime: 200)
+    try cache.file(md5, size: 50, accessTime: 100, modificationTime: 200)
+    try cache.file(md5 + ".jpg?size=large", size: 60, accessTime: 100, modificationTime: 300)
+
+    /// Both merges, then the renames, as one run does them.
+    func migrate(dryRun: Bool) throws -> [MaintenanceAction] {
+      let migrator = CacheMigrator(location: location)
+      var actions: [MaintenanceAction] = []
+      for source in migrator.legacyDirectories {
+        actions += try migrator.mergeDirectory(from: source, dryRun: dryRun, now: now).actions
+      }
+      return actions + migrator.renameLegacyFileNames(keys: [key], dryRun: dryRun, now: now).actions
+    }
+    let plan = try migrate(dryRun: true)
+    let done = try migrate(dryRun: false)
+    XCTAssertEqual(plan, done)
+    XCTAssertEqual(
+      done.map { "\($0.kind.rawValue) \($0.path) \($0.bytes)" },
+      [
+        "keptAside x 20", "keptAside x 10", "move x 30",
+        "keptAside \(md5) 50", "keptAside \(md5).jpg 40", "move \(md5).jpg?size=large 60",
+      ])
+    XCTAssertEqual(try cache.remainingFiles(), [md5 + ".jpg", "x"])
+    XCTAssertEqual(contents(cache.root + "/x")?.count, 30)
+    XCTAssertEqual(contents(cache.root + "/" + md5 + ".jpg")?.count, 60)
+    // Nothing lost: every loser is where the report says, with its own contents.
+    for action in done where action.kind == .keptAside {
+      XCTAssertEqual(
+        contents(location.diskCachePath + "/" + action.destination!)?.count, Int(action.bytes),
+        "\(action)")
+    }
+    XCTAssertEqual(Set(done.compactMap(\.destination)).count, done.count, "\(done)")
+  }
+
+  /// Only a regular file under a legacy name is a legacy cache file: a folder or a symbolic
+  /// link of that name is left where it is.
+  func testARenameLeavesAFolderOrALinkUnderALegacyName() throws {
+    let folderKey = "https://example.com/a.png"
+    let linkKey = "https://example.com/b.png"
+    let md5 = CacheFileName.md5Hex
+    try cache.file(md5(folderKey) + "/inside", size: 1, accessTime: 100)
+    try cache.file("target", size: 2, accessTime: 100)
+    try FileManager.default.createSymbolicLink(
+      atPath: cache.root + "/" + md5(linkKey), withDestinationPath: "target")
+
+    let report = CacheMigrator(location: location).renameLegacyFileNames(
+      keys: [folderKey, linkKey], dryRun: false, now: now)
+    XCTAssertEqual(report.actions, [])
+    XCTAssertEqual(report.errors, [])
+    XCTAssertTrue(FileManager.default.fileExists(atPath: cache.root + "/" + md5(folderKey) + "/inside"))
+    XCTAssertNotNil(try FileSystem.attributes(atPath: cache.root + "/" + md5(linkKey)))
+    XCTAssertNil(try FileSystem.attributes(atPath: cache.root + "/" + md5(linkKey) + ".png"))
+    XCTAssertNil(try FileSystem.attributes(atPath: cache.root + "/" + md5(folderKey) + ".png"))
+  }
+
+  /// On a shard, the renames are of the shard's own keys only (SPEC section 9): another
+  /// shard's run renames the rest, and the shards together rename every key once.
+  func testRenamesOnAShardAreOfItsOwnKeysOnly() throws {
+    let keys = (0..<12).map { "https://example.com/\($0).png" }
+    for key in keys { try cache.file(CacheFileName.md5Hex(key), accessTime: 100) }
+    var renamed: [String] = []
+    for index in 0..<3 {
+      let shard = try XCTUnwrap(Shard(index: index, count: 3))
+      let own = keys.filter { shard.owns(cacheKey: $0) }
+      XCTAssertFalse(own.isEmpty)
+      let report = CacheMigrator(location: location, shard: shard).renameLegacyFileNames(
+        keys: keys, dryRun: false, now: now)
+      XCTAssertEqual(
+        report.actions.map(\.destination), own.map { CacheFileName.fileName(forKey: $0) },
+        "shard \(index)")
+      renamed += own
+    }
+    XCTAssertEqual(renamed.sorted(), keys.sorted())
+    XCTAssertEqual(
+      try cache.remainingFiles(), keys.map { CacheFileName.fileName(forKey: $0) }.sorted())
+  }
+
+  /// A merged folder goes once it is empty, with every folder in it however deep.
+  func testMergeRemovesTheEmptiedFolderWithItsNestedFolders() throws {
+    try legacy.file("a/b/c/deep", accessTime: 100)
+    try legacy.file("a/shallow", accessTime: 100)
+    try legacy.file("top", accessTime: 100)
+    let migrator = CacheMigrator(location: location)
+    let report = try migrator.mergeDirectory(
+      from: migrator.legacyDirectories[0], dryRun: false, now: now)
+    XCTAssertEqual(report.filesMoved, 3)
+    XCTAssertEqual(try cache.remainingFiles(), ["a/b/c/deep", "a/shallow", "top"])
+    XCTAssertFalse(FileManager.default.fileExists(atPath: legacy.root), "emptied and removed")
+  }
+
+  /// What a merge left in the folder it kept, and why, as the run says it: hidden entries (a
+  /// hidden folder's files too), what is not a regular file, another shard's files, and the
+  /// files it did not move; only the reasons that hold a file are named.
+  func testTheLeftoversOfAKeptFolderAreSortedByWhyTheyStayed() throws {
+    let names = (0..<8).map { CacheFileName.md5Hex("https://example.com/\($0).png") + ".png" }
+    let shard = try XCTUnwrap(Shard(index: 0, count: 2))
+    let other = try XCTUnwrap(names.first { shard.owns(fileName: $0) == false })
+    let own = try XCTUnwrap(names.first { shard.owns(fileName: $0) == true })
+    try legacy.file(".DS_Store", size: 100, accessTime: 100)
+    try legacy.file(".git/objects/ab", size: 200, accessTime: 100)
+    try legacy.file(other, size: 300, accessTime: 100)
+    try legacy.file("sub/" + own, size: 400, accessTime: 100)
+    try FileManager.default.createSymbolicLink(
+      atPath: legacy.root + "/link", withDestinationPath: own)
+
+    let left = CacheMigrator(location: location, shard: shard).leftovers(in: legacy.root)
+    XCTAssertEqual([left.hidden.files, left.notRegularFiles.files], [2, 1])
+    XCTAssertEqual([left.otherShards.files, left.notMoved.files], [1, 1])
+    XCTAssertEqual(left.hidden.bytes, 300)
+    XCTAssertEqual(left.notRegularFiles.bytes, UInt64(own.utf8.count), "the link's own size")
+    XCTAssertEqual([left.otherShards.bytes, left.notMoved.bytes], [300, 400])
+    XCTAssertEqual(left.total.files, 5)
+    XCTAssertEqual(left.total.bytes, 1000 + UInt64(own.utf8.count))
+    XCTAssertEqual(
+      left.description,
+      "5 file(s) (1.0 KB) remain: 2 hidden (never migrated), 1 not a regular file (links, "
+        + "FIFOs and devices are not cache files), 1 another shard's (its own run merges them), "
+        + "1 not moved (see the pass's errors, or the run stopped before them)")
+
+    try FileManager.default.removeItem(atPath: legacy.root)
+    try legacy.file(".DS_Store", size: 100, accessTime: 100)
+    XCTAssertEqual(
+      CacheMigrator(location: location).leftovers(in: legacy.root).description,
+      "1 file(s) (100 B) remain: 1 hidden (never migrated)")
+  }
+
+  /// With no manifest to rename by, the run counts the files that keep a legacy name: a dry
+  /// run counts those its merge would bring in too (a real run has merged them already), and a
+  /// shard its own.
+  func testTheLegacyNameCountIsOfTheCacheAndWhatADryRunWouldMerge() throws {
+    let names = (0..<8).map { CacheFileName.md5Hex("https://example.com/\($0).png") }
+    for name in names.prefix(4) { try cache.file(name, accessTime: 100) }
+    for name in names.dropFirst(4) { try legacy.file(name, accessTime: 100) }
+    try cache.file(names[0] + ".png", accessTime: 100)
+    try cache.file("notes", accessTime: 100)
+    let migrator = CacheMigrator(location: location)
+    XCTAssertEqual(try migrator.legacyNameCount(mergedFrom: [legacy.root], dryRun: true), 8)
+    XCTAssertEqual(try migrator.legacyNameCount(mergedFrom: [legacy.root], dryRun: false), 4)
+    let shard = try XCTUnwrap(Shard(index: 1, count: 2))
+    XCTAssertEqual(
+      try CacheMigrator(location: location, shard: shard).legacyNameCount(
+        mergedFrom: [legacy.root], dryRun: true),
+      names.filter { shard.owns(fileName: $0) == true }.count)
+  }
+
 }
 
 /// Keeps a pass's actions, and calls `onFirstAction` with the first.
