@@ -141,6 +141,62 @@ final class BoundedTrimTests: TemporaryFolderTestCase {
     XCTAssertEqual(try FileManager.default.contentsOfDirectory(atPath: small), [], "nothing left")
   }
 
+  /// A stop (a signal) ends the trim after the file in hand, whichever way it goes through the
+  /// survivors: a sort of a few dates at a time, or, for one date holding more files than may
+  /// be sorted, the walk's order. What was deleted is recorded, the rest stays, and the run
+  /// says it stopped (no sizes: the report is `interrupted`, not a finished trim). A stop
+  /// during the walk stops before the trim.
+  func testAStopEndsTheTrimAfterTheFileInHandOnEveryPath() throws {
+    for (label, oneDate) in [("sorted", false), ("walk order", true)] {
+      try? FileManager.default.removeItem(atPath: builder.root)
+      for i in 0..<12 {
+        try builder.file(
+          "f\(i)", size: 4096, accessTime: now - 500 + (oneDate ? 0 : Int64(i)))
+      }
+      var cleaner = CacheCleaner(
+        diskCachePath: builder.root,
+        configuration: CleanupConfiguration(maxDiskAge: -1, maxDiskSize: 4096))
+      cleaner.trimLimits = TrimLimits(sortBudget: 4, buckets: 2, spillBuffer: 1 << 20)
+      for stopAfter in [3, 0] {
+        var expire = MaintenancePassReport(pass: .expire, dryRun: true)
+        var trim = MaintenancePassReport(pass: .trim, dryRun: true)
+        var asked = 0
+        // Asked once a file by the walk (12), then once a delete.
+        let sizes = try cleaner.run(
+          now: nowDate, dryRun: true, expire: &expire, trim: &trim,
+          stop: {
+            asked += 1
+            return asked > 12 + stopAfter
+          })
+        XCTAssertNil(sizes, "\(label), stopped after \(stopAfter)")
+        XCTAssertEqual(trim.actions.count, stopAfter, "\(label)")
+      }
+      var expire = MaintenancePassReport(pass: .expire, dryRun: false)
+      var trim = MaintenancePassReport(pass: .trim, dryRun: false)
+      var asked = 0
+      let sizes = try cleaner.run(
+        now: nowDate, dryRun: false, expire: &expire, trim: &trim,
+        stop: {
+          asked += 1
+          return asked > 15
+        })
+      XCTAssertNil(sizes, label)
+      XCTAssertEqual(trim.actions.count, 3, label)
+      XCTAssertEqual(try builder.remainingFiles().count, 9, label)
+      // Stopped during the walk: no trim at all.
+      asked = 0
+      trim = MaintenancePassReport(pass: .trim, dryRun: true)
+      XCTAssertNil(
+        try cleaner.run(
+          now: nowDate, dryRun: true, expire: &expire, trim: &trim,
+          stop: {
+            asked += 1
+            return asked > 5
+          }), label)
+      XCTAssertEqual(trim.actions.count, 0, label)
+    }
+  }
+
   /// The trim `cleaner` plans, and what it warned of.
   private func plan(_ cleaner: CacheCleaner) throws -> (
     trimmed: [String], warnings: [MaintenanceWarning]

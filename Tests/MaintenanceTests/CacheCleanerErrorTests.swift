@@ -44,4 +44,33 @@ final class CacheCleanerErrorTests: TemporaryFolderTestCase {
       trim.filesRemoved, 4, "the failed delete subtracted nothing, so every other file went")
     XCTAssertEqual(try builder.remainingFiles(), ["a-oldest"])
   }
+
+  /// A file the expire pass could not delete is still in the cache: the trim counts it (and
+  /// deletes the others oldest first to make up for it), and the sizes the report states
+  /// include it.
+  func testAFileExpireCouldNotDeleteStillCountsTowardsTheTrim() throws {
+    let stuck = try builder.file("stuck", size: 40_000, accessTime: now - 10_000)
+    try fileSystems.makeImmutable(stuck)
+    try builder.file("young", size: 4096, accessTime: now)
+    let sizes = try CacheScanner(root: builder.root).files().reduce(into: [String: UInt64]()) {
+      $0[$1.relativePath] = $1.attributes.allocatedSize
+    }
+    let total = sizes.values.reduce(0, +)
+    var expire = MaintenancePassReport(pass: .expire, dryRun: false)
+    var trim = MaintenancePassReport(pass: .trim, dryRun: false)
+    // Over the limit only with the stuck file.
+    let limit = try XCTUnwrap(sizes["stuck"]) - 1
+    XCTAssertLessThan(try XCTUnwrap(sizes["young"]), limit)
+    let done = try CacheCleaner(
+      diskCachePath: builder.root,
+      configuration: CleanupConfiguration(maxDiskAge: 100, maxDiskSize: limit)
+    ).run(
+      now: Date(timeIntervalSince1970: TimeInterval(now)), dryRun: false, expire: &expire,
+      trim: &trim)
+    XCTAssertEqual(expire.filesNotRemoved, 1)
+    XCTAssertEqual(done?.afterExpire, total, "the stuck file is still there")
+    XCTAssertEqual(trim.errors, [], "the expire pass has reported it")
+    XCTAssertEqual(trim.actions.map(\.path), ["young"])
+    XCTAssertEqual(try builder.remainingFiles(), ["stuck"])
+  }
 }

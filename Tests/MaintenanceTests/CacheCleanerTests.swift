@@ -317,6 +317,98 @@ final class CacheCleanerTests: TemporaryFolderTestCase {
     XCTAssertEqual(report.expire.filesRemoved + report.trim.filesRemoved, 0)
   }
 
+  /// On a shard (SPEC section 9) the expire pass deletes only the shard's own files, by the MD5
+  /// their names start with: another shard's, and a file no shard owns, stay, and the shards
+  /// together expire every cache file once. A trim, which needs the whole cache, is refused
+  /// before anything is deleted.
+  func testOnAShardExpireTakesOnlyItsOwnFilesAndATrimIsRefused() throws {
+    let names = (0..<12).map { CacheFileName.md5Hex("https://example.com/\($0).png") + ".png" }
+    for name in names { try builder.file(name, accessTime: now - 10_000) }
+    try builder.file("notes.txt", accessTime: now - 10_000)
+    var expired: [String] = []
+    for index in 0..<3 {
+      let shard = try XCTUnwrap(Shard(index: index, count: 3))
+      let own = names.filter { shard.owns(fileName: $0) == true }
+      XCTAssertFalse(own.isEmpty)
+      let trimming = CacheCleaner(
+        diskCachePath: builder.root,
+        configuration: CleanupConfiguration(maxDiskAge: 100, maxDiskSize: 1), shard: shard)
+      XCTAssertThrowsError(try trimming.run(now: nowDate, dryRun: false)) {
+        XCTAssertEqual($0 as? MaintenanceError, .trimOnShard)
+      }
+      XCTAssertEqual(
+        try builder.remainingFiles().count, 13 - expired.count, "a refused trim deletes nothing")
+      let (expire, trim) = try CacheCleaner(
+        diskCachePath: builder.root, configuration: CleanupConfiguration(maxDiskAge: 100),
+        shard: shard
+      ).run(now: nowDate, dryRun: false)
+      XCTAssertEqual(expire.actions.map(\.path).sorted(), own.sorted(), "shard \(index)")
+      XCTAssertEqual(trim.actions, [])
+      expired += own
+    }
+    XCTAssertEqual(expired.sorted(), names.sorted())
+    XCTAssertEqual(try builder.remainingFiles(), ["notes.txt"])
+  }
+
+  /// What `--max-delete` is checked against (the plan: every file the passes look at, and what
+  /// they would delete) and what the report states of the cache (its allocated bytes before,
+  /// after the expire pass and after the trim) are counts of the real files.
+  func testThePlanCountsEveryFileAndTheSizesAreTheCachesBeforeAndAfterEachPass() throws {
+    // Read 1000 to 500 s ago, one every 100 s.
+    for i in 0..<6 { try builder.file("f\(i)", size: 4096, accessTime: now - 1000 + Int64(i) * 100) }
+    let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
+    let each = try XCTUnwrap(sizes.first)
+    XCTAssertTrue(each > 0 && sizes.allSatisfy { $0 == each }, "\(sizes)")
+    // Expire f0, f1 and f2; the other three are over the limit: trim f3 and f4 to get below
+    // half of it.
+    let cleaner = CacheCleaner(
+      diskCachePath: builder.root,
+      configuration: CleanupConfiguration(
+        maxDiskAge: 750, maxDiskSize: 3 * each - 1, expireType: .accessDate))
+
+    let plan = try cleaner.plan(now: nowDate)
+    XCTAssertEqual(plan.files, 6)
+    XCTAssertEqual(plan.deletions, 5)
+    XCTAssertTrue(DeletionLimit.files(5).allows(deletions: plan.deletions, of: plan.files))
+    XCTAssertFalse(DeletionLimit.files(4).allows(deletions: plan.deletions, of: plan.files))
+    XCTAssertFalse(DeletionLimit.percent(80).allows(deletions: plan.deletions, of: plan.files))
+    XCTAssertTrue(DeletionLimit.percent(90).allows(deletions: plan.deletions, of: plan.files))
+    // A limit is the most allowed: exactly at it is within it.
+    XCTAssertTrue(DeletionLimit.percent(50).allows(deletions: 3, of: 6))
+    XCTAssertFalse(DeletionLimit.percent(50).allows(deletions: 4, of: 6))
+    XCTAssertEqual(try builder.remainingFiles().count, 6, "a plan deletes nothing")
+
+    for dryRun in [true, false] {
+      var expire = MaintenancePassReport(pass: .expire, dryRun: dryRun)
+      var trim = MaintenancePassReport(pass: .trim, dryRun: dryRun)
+      let done = try cleaner.run(now: nowDate, dryRun: dryRun, expire: &expire, trim: &trim)
+      XCTAssertEqual(done?.before, 6 * each, "\(dryRun)")
+      XCTAssertEqual(done?.afterExpire, 3 * each, "\(dryRun)")
+      XCTAssertEqual(done?.afterTrim, each, "\(dryRun)")
+      XCTAssertEqual(expire.actions.map(\.path).sorted(), ["f0", "f1", "f2"])
+      XCTAssertEqual(trim.actions.map(\.path), ["f3", "f4"])
+    }
+    XCTAssertEqual(try builder.remainingFiles(), ["f5"])
+  }
+
+  /// `--max-delete` and `cache.maxDelete`: a number of files (0 included: delete nothing) or a
+  /// percentage from 0 to 100 of the files looked at; the refusal states it back as given.
+  func testAMaxDeleteIsAFileCountOrAPercentAndIsStatedBackAsGiven() {
+    XCTAssertEqual(DeletionLimit(parsing: "0"), .files(0))
+    XCTAssertEqual(DeletionLimit(parsing: " 500 "), .files(500))
+    XCTAssertEqual(DeletionLimit(parsing: "0%"), .percent(0))
+    XCTAssertEqual(DeletionLimit(parsing: "100%"), .percent(100))
+    XCTAssertEqual(DeletionLimit(parsing: "12.5%"), .percent(12.5))
+    for bad in ["-1", "-1%", "100.5%", "101%", "1000%", "ten", "5%%", "inf%", "nan%", ""] {
+      XCTAssertNil(DeletionLimit(parsing: bad), bad)
+    }
+    XCTAssertTrue(DeletionLimit.files(0).allows(deletions: 0, of: 10))
+    XCTAssertFalse(DeletionLimit.files(0).allows(deletions: 1, of: 10))
+    XCTAssertEqual(DeletionLimit.files(500).description, "500 files")
+    XCTAssertEqual(DeletionLimit.percent(10).description, "10% of the files")
+    XCTAssertEqual(DeletionLimit.percent(12.5).description, "12.5% of the files")
+  }
+
   /// Compares the pass with a deliberately simple implementation (sort everything) on random
   /// caches: random sizes, distinct random dates, random limits.
   func testMatchesASimpleImplementationOnRandomCaches() throws {

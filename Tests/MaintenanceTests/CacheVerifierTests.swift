@@ -183,4 +183,83 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
       reasons[CacheFileName.fileName(forKey: "https://a.example/secret.jpg")]??.contains(
         "password") == true, "\(reasons)")
   }
+
+  /// A temporary file of an atomic store is noted with its age in the unit a person reads
+  /// (seconds below two minutes, then minutes, hours, days) and, from `staleTemporaryAge` on,
+  /// as left by a killed run.
+  func testATemporaryFileIsNotedWithItsAgeAndAsStaleFromTheStaleAge() throws {
+    let name = FileSystem.temporaryPrefix + "abc"
+    try store(Data([1]), as: name)
+    // Whole seconds, so that the ages below are exact.
+    let written: Int64 = 1_700_000_000
+    try FileSystem.setTimes(
+      path: root + "/" + name, accessTime: written * 1_000_000_000,
+      modificationTime: written * 1_000_000_000)
+    let modified = Date(timeIntervalSince1970: TimeInterval(written))
+    let verifier = verifier()
+    XCTAssertEqual(verifier.configuration.staleTemporaryAge, 3600)
+    for (age, said, stale) in [
+      (90.0, "90 s old", false), (150, "2 min old", false), (3599, "59 min old", false),
+      (3600, "60 min old", true), (7200, "2 h old", true), (200_000, "2 d old", true),
+    ] {
+      var notes: [String] = []
+      _ = try verifier.run(
+        now: modified.addingTimeInterval(age), record: { notes += $0.notes },
+        recordError: { XCTFail($0) })
+      XCTAssertEqual(notes.count, 1, "\(notes)")
+      XCTAssertTrue(notes.first?.contains(", \(said):") == true, "\(age): \(notes)")
+      XCTAssertEqual(notes.first?.contains("left by a killed run") == true, stale, "\(age): \(notes)")
+    }
+  }
+
+  /// A repair acts on a bad file only as it was checked: a change of its size alone (a write
+  /// that kept the time) or of its modification time alone (a store of the same length) is a
+  /// change, and leaves it alone; an unchanged file is repaired.
+  func testARepairLeavesAFileWhoseSizeOrTimeAloneChanged() async throws {
+    let name = CacheFileName.fileName(forKey: "https://a.example/x.jpg")
+    let path = root + "/" + name
+    let bad = DamagedImage.truncatedJPEG.data
+    for change in ["size", "time", "nothing"] {
+      try store(bad, as: name)
+      let checked = try XCTUnwrap(FileSystem.attributes(atPath: path))
+      let verifier = verifier(repair: .delete)
+      let (_, findings) = try run(verifier)
+      XCTAssertEqual(findings.counts.bad, 1)
+      switch change {
+      case "size":
+        try store(bad + Data([0]), as: name)
+        try FileSystem.setTimes(
+          path: path, accessTime: checked.accessTime, modificationTime: checked.modificationTime)
+      case "time":
+        try FileSystem.setTimes(
+          path: path, accessTime: checked.accessTime,
+          modificationTime: checked.modificationTime - 1_000_000_000)
+      default:
+        break
+      }
+      var pass = MaintenancePassReport(pass: .repair, dryRun: false)
+      try await verifier.repair(findings, dryRun: false, into: &pass)
+      let repaired = change == "nothing"
+      XCTAssertEqual(pass.filesRemoved, repaired ? 1 : 0, change)
+      XCTAssertEqual(pass.errors.count, repaired ? 0 : 1, "\(change): \(pass.errors)")
+      XCTAssertEqual(try FileSystem.attributes(atPath: path) == nil, repaired, change)
+    }
+  }
+
+  /// SD 5 names a key with up to 222 UTF-16 units of extension (longer ones it drops, SD 4.2
+  /// kept them: legacy), after 32 lowercase hex digits: any other letter is not a digest.
+  /// HEIC and HEIF name one container, so either extension fits either brand without a note.
+  func testTheLongestExtensionSD5WritesIsCurrentAndOnlyHexDigitsMakeADigest() {
+    let digest = CacheFileName.md5Hex("https://a.example/x.jpg")
+    let longest = String(repeating: "e", count: CacheFileName.maxExtensionLength)
+    XCTAssertEqual(FileNameKind(digest + "." + longest), .key(legacy: false, ext: longest))
+    for letter in ["g", "z"] {
+      guard case .foreign = FileNameKind(letter + digest.dropFirst() + ".jpg") else {
+        return XCTFail("\(letter) is no hex digit")
+      }
+    }
+    XCTAssertTrue(CacheVerifier.sameFamily(.heic, .heif))
+    XCTAssertTrue(CacheVerifier.sameFamily(.heif, .heic))
+    XCTAssertFalse(CacheVerifier.sameFamily(.heic, .avif))
+  }
 }
