@@ -195,6 +195,20 @@ final class BoundedTrimTests: TemporaryFolderTestCase {
           }), label)
       XCTAssertEqual(trim.actions.count, 0, label)
     }
+    // Without a trim, a stop during the walk is a stop all the same.
+    var asked = 0
+    var expire = MaintenancePassReport(pass: .expire, dryRun: true)
+    var trim = MaintenancePassReport(pass: .trim, dryRun: true)
+    XCTAssertNil(
+      try CacheCleaner(
+        diskCachePath: builder.root, configuration: CleanupConfiguration(maxDiskAge: 0)
+      ).run(
+        now: nowDate, dryRun: true, expire: &expire, trim: &trim,
+        stop: {
+          asked += 1
+          return asked > 5
+        }))
+    XCTAssertEqual(expire.actions.count, 5)
   }
 
   /// The trim `cleaner` plans, and what it warned of.
