@@ -113,4 +113,32 @@ final class CacheFileNameTests: XCTestCase {
       CacheFileName.fileName(forKey: long, scheme: .uncappedURLExtension),
       "571333d059d7a87a40cd086cec552e8b." + String(repeating: "x", count: 223))
   }
+
+  /// A key without an extension has one name in every scheme, the digest alone (never
+  /// `digest.`): there is no legacy name to migrate it from.
+  func testAKeyWithoutAnExtensionHasNoLegacyName() {
+    let key = "https://example.com/noext"
+    let digest = "e53566be7e08af71a1135ac4a1830724"
+    for scheme in LegacyScheme.allCases {
+      XCTAssertEqual(CacheFileName.fileName(forKey: key, scheme: scheme), digest, "\(scheme)")
+    }
+    XCTAssertEqual(CacheFileName.legacyFileNames(forKey: key), [])
+  }
+
+  /// The names `migrate` and `stats` count as legacy, which SD 5 never writes: the digest
+  /// alone, or an extension holding query text (`?`, `&`, `=`) or a colon. SD 5's names are
+  /// not, nor is anything without 32 lowercase hex digits first.
+  func testLegacyNamesAreTheBareDigestOrAnExtensionWithQueryTextOrAColon() {
+    let digest = "4d71d9e1d36571b22d5dd89b751927a9"
+    XCTAssertTrue(CacheFileName.isLegacyName(digest))
+    for ext in ["jpg?size=large", "p:ng", "a&b", "v=2"] {
+      XCTAssertTrue(CacheFileName.isLegacyName(digest + "." + ext), ext)
+    }
+    for name in [
+      digest + ".jpg", digest + ".jpeg", digest.uppercased(), digest.uppercased() + ".jpg?v=1",
+      "notes.txt", String(digest.dropLast()),
+    ] {
+      XCTAssertFalse(CacheFileName.isLegacyName(name), name)
+    }
+  }
 }

@@ -249,4 +249,12 @@ final class DerivedKeyTests: XCTestCase {
       XCTAssertFalse(CacheFileName.isURLStringBeforeiOS17(refused), refused)
     }
   }
+
+  /// SD's `SDImageScaleFactorForKey` looks at keys of 8 UTF-16 units or more (its comment:
+  /// `a@2x.png -> 8`): the shortest key with a scale has it, a shorter one is 1.
+  func testTheShortestKeyWithAScaleIsEightUnits() {
+    XCTAssertEqual(imageScaleFactor(forKey: "a@2x.png"), 2)
+    XCTAssertEqual(imageScaleFactor(forKey: "a@3x.png"), 3)
+    XCTAssertEqual(imageScaleFactor(forKey: "@2x.png"), 1)
+  }
 }

@@ -265,6 +265,19 @@ final class DiskCacheTests: TemporaryFolderTestCase {
       XCTAssertEqual(try cache.usage().fileCount, 1, "round \(round)")
     }
   }
+
+  /// Only a regular file holds a key's data: a folder of its name is no hit (a prefetch stores
+  /// the key), and a legacy file beside it is found instead.
+  func testAFolderUnderAKeysNameIsNotItsData() throws {
+    let key = "https://example.com/img/photo.jpg?size=large"
+    let cache = DiskCache(location: location)
+    try FileSystem.createDirectory(path: cache.cachePath(forKey: key))
+    XCTAssertFalse(try cache.containsData(forKey: key))
+    XCTAssertNil(try cache.existingPath(forKey: key))
+    let legacy = temporary.appending("default/4d71d9e1d36571b22d5dd89b751927a9")
+    XCTAssertTrue(FileManager.default.createFile(atPath: legacy, contents: Fixtures.png))
+    XCTAssertEqual(try cache.existingPath(forKey: key), legacy)
+  }
 }
 
 /// Kills `writer` and waits until it is gone; the signal that ended it, `nil` when Foundation

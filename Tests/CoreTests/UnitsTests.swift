@@ -163,6 +163,18 @@ final class UnitsTests: XCTestCase {
     XCTAssertEqual(formatDuration(0.25), "250ms")
     XCTAssertEqual(formatDuration(1e308), "1e+308s")
   }
+
+  /// A size is said in the largest decimal unit it reaches, from exactly 1000 of the one
+  /// below; a duration of zero is `0s`.
+  func testSizesTakeTheNextUnitFromExactlyAThousand() {
+    XCTAssertEqual(formatBytes(0), "0 B")
+    XCTAssertEqual(formatBytes(999), "999 B")
+    XCTAssertEqual(formatBytes(1000), "1.0 KB")
+    XCTAssertEqual(formatBytes(999_949), "999.9 KB")
+    XCTAssertEqual(formatBytes(1_000_000), "1.0 MB")
+    XCTAssertEqual(formatBytes(1_000_000_000), "1.0 GB")
+    XCTAssertEqual(formatDuration(0), "0s")
+  }
 }
 
 /// Issue 29, item 4: request rates and bandwidths as users write them.

@@ -262,4 +262,17 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
     XCTAssertTrue(CacheVerifier.sameFamily(.heif, .heic))
     XCTAssertFalse(CacheVerifier.sameFamily(.heic, .avif))
   }
+
+  /// The counts are of every file looked at: each is ok, noted or bad, and `files` is all of
+  /// them.
+  func testTheCountsAddUpToEveryFileLookedAt() throws {
+    try store(Fixtures.jpeg, as: CacheFileName.fileName(forKey: "https://a.example/ok.jpg"))
+    try store(
+      DamagedImage.truncatedJPEG.data,
+      as: CacheFileName.fileName(forKey: "https://a.example/bad.jpg"))
+    try store(Data([1]), as: "notes.txt")
+    let (_, findings) = try run(verifier())
+    XCTAssertEqual(findings.counts.files, 3)
+    XCTAssertEqual([findings.counts.ok, findings.counts.note, findings.counts.bad], [1, 1, 1])
+  }
 }
