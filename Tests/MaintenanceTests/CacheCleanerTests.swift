@@ -355,7 +355,9 @@ final class CacheCleanerTests: TemporaryFolderTestCase {
   /// after the expire pass and after the trim) are counts of the real files.
   func testThePlanCountsEveryFileAndTheSizesAreTheCachesBeforeAndAfterEachPass() throws {
     // Read 1000 to 500 s ago, one every 100 s.
-    for i in 0..<6 { try builder.file("f\(i)", size: 4096, accessTime: now - 1000 + Int64(i) * 100) }
+    for i in 0..<6 {
+      try builder.file("f\(i)", size: 4096, accessTime: now - 1000 + Int64(i) * 100)
+    }
     let sizes = try CacheScanner(root: builder.root).files().map(\.attributes.allocatedSize)
     let each = try XCTUnwrap(sizes.first)
     XCTAssertTrue(each > 0 && sizes.allSatisfy { $0 == each }, "\(sizes)")

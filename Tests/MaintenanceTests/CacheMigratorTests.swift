@@ -314,7 +314,8 @@ final class CacheMigratorTests: TemporaryFolderTestCase {
       keys: [folderKey, linkKey], dryRun: false, now: now)
     XCTAssertEqual(report.actions, [])
     XCTAssertEqual(report.errors, [])
-    XCTAssertTrue(FileManager.default.fileExists(atPath: cache.root + "/" + md5(folderKey) + "/inside"))
+    XCTAssertTrue(
+      FileManager.default.fileExists(atPath: cache.root + "/" + md5(folderKey) + "/inside"))
     XCTAssertNotNil(try FileSystem.attributes(atPath: cache.root + "/" + md5(linkKey)))
     XCTAssertNil(try FileSystem.attributes(atPath: cache.root + "/" + md5(linkKey) + ".png"))
     XCTAssertNil(try FileSystem.attributes(atPath: cache.root + "/" + md5(folderKey) + ".png"))

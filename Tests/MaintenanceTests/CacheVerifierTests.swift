@@ -208,7 +208,8 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
         recordError: { XCTFail($0) })
       XCTAssertEqual(notes.count, 1, "\(notes)")
       XCTAssertTrue(notes.first?.contains(", \(said):") == true, "\(age): \(notes)")
-      XCTAssertEqual(notes.first?.contains("left by a killed run") == true, stale, "\(age): \(notes)")
+      XCTAssertEqual(
+        notes.first?.contains("left by a killed run") == true, stale, "\(age): \(notes)")
     }
   }
 
