@@ -141,4 +141,17 @@ final class CacheFileNameTests: XCTestCase {
       XCTAssertFalse(CacheFileName.isLegacyName(name), name)
     }
   }
+
+  /// A variant is written under each name an app looks for it by: one name when SD before
+  /// iOS 17 names the key as iOS 17 does, both when they differ (raw braces: the older NSURL
+  /// refused the key, and its raw string's extension, query and all, names it).
+  func testAVariantIsWrittenUnderEachNameOnce() {
+    XCTAssertEqual(
+      CacheFileName.variantFileNames(forKey: "https://example.com/a.png"),
+      ["8c11d92f07c76baf29e49afd2301deb2.png"])
+    let braces = "https://example.com/a.png?v={1}"
+    let digest = CacheFileName.md5Hex(braces)
+    XCTAssertEqual(
+      CacheFileName.variantFileNames(forKey: braces), [digest + ".png", digest + ".png?v={1}"])
+  }
 }

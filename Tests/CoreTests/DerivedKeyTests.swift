@@ -257,4 +257,33 @@ final class DerivedKeyTests: XCTestCase {
     XCTAssertEqual(imageScaleFactor(forKey: "a@3x.png"), 3)
     XCTAssertEqual(imageScaleFactor(forKey: "@2x.png"), 1)
   }
+
+  /// A tint's blend mode is a CGBlendMode: by name, or a whole number from 0 (normal) to 27
+  /// (plusLighter); any other number is refused, naming the field.
+  func testATintsBlendModeIsAWholeNumberUpToPlusLighter() throws {
+    let red = ImageTransformer.Color(argb: 0xFFFF_0000)
+    for (given, mode) in [("27", 27), ("0", 0), ("\"plusLighter\"", 27), ("\"sourceIn\"", 18)] {
+      XCTAssertEqual(
+        try parse(##"{"tint": {"color": "#ff0000", "blendMode": \##(given)}}"##),
+        [.tint(color: red, blendMode: mode)], given)
+    }
+    for given in ["28", "-1", "2.5", "\"plus\"", "true"] {
+      XCTAssertThrowsError(
+        try parse(##"{"tint": {"color": "#ff0000", "blendMode": \##(given)}}"##), given
+      ) {
+        XCTAssertEqual(
+          ($0 as? TransformerError)?.message,
+          "tint.blendMode: expected a CGBlendMode name or number 0-27", given)
+      }
+    }
+  }
+
+  /// A request derives a key of its own when it names a thumbnail or a transformer list, even
+  /// an empty one (SD's empty pipeline); only a request of neither is the original.
+  func testARequestOfTransformersAloneIsAVariant() {
+    XCTAssertTrue(VariantRequest().isEmpty)
+    XCTAssertFalse(VariantRequest(transformers: [.blur(radius: 1)]).isEmpty)
+    XCTAssertFalse(VariantRequest(transformers: []).isEmpty)
+    XCTAssertFalse(VariantRequest(thumbnail: ThumbnailSize(width: 0, height: 0)).isEmpty)
+  }
 }

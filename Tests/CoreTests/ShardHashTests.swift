@@ -56,4 +56,24 @@ final class ShardHashTests: TemporaryFolderTestCase {
       }
     }
   }
+
+  /// `--shard K/N` is exactly two whole numbers with `0 <= K < N`; and a file whose name is not
+  /// 32 hex digits first (a digest, then its extension) is no shard's, whatever its start.
+  func testAShardIsKOfNAndANameWithoutThirtyTwoHexDigitsIsNoShards() throws {
+    XCTAssertEqual(Shard("2/3"), Shard(index: 2, count: 3))
+    for text in ["1/2/3", "1/2/", "/2", "1/", "3/3", "-1/3", "1", "1:2", "a/b", ""] {
+      XCTAssertNil(Shard(text), text)
+    }
+    let digest = "0123456789abcdef0123456789abcdef"
+    for count in [1, 2, 3] {
+      let shard = try XCTUnwrap(Shard(index: 0, count: count))
+      XCTAssertNotNil(shard.owns(fileName: digest + ".png"), "N = \(count)")
+      for name in [
+        String(digest.prefix(16)) + "0123456789abcdeg.png", String(digest.prefix(31)) + ".png",
+        String(digest.prefix(16)) + "-notes.txt-----.png",
+      ] {
+        XCTAssertNil(shard.owns(fileName: name), "\(name), N = \(count)")
+      }
+    }
+  }
 }

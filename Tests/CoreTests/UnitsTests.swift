@@ -175,6 +175,14 @@ final class UnitsTests: XCTestCase {
     XCTAssertEqual(formatBytes(1_000_000_000), "1.0 GB")
     XCTAssertEqual(formatDuration(0), "0s")
   }
+
+  /// A size with a fraction is the nearest whole number of bytes, not the one below it.
+  func testAFractionalSizeRoundsToTheNearestByte() throws {
+    XCTAssertEqual(try parseByteCount("0.6B"), 1)
+    XCTAssertEqual(try parseByteCount("0.0019KB"), 2)
+    XCTAssertEqual(try parseByteCount("1.4B"), 1)
+    XCTAssertEqual(try parseByteCount("2.5e-3MB"), 2500)
+  }
 }
 
 /// Issue 29, item 4: request rates and bandwidths as users write them.

@@ -276,4 +276,28 @@ final class CacheVerifierTests: TemporaryFolderTestCase {
     XCTAssertEqual(findings.counts.files, 3)
     XCTAssertEqual([findings.counts.ok, findings.counts.note, findings.counts.bad], [1, 1, 1])
   }
+
+  /// A file quarantined where one of its name already is (quarantined earlier the same day)
+  /// goes beside it as `name.1`, then `name.2`: nothing in the quarantine is replaced.
+  func testAQuarantineOfTheSameNameTheSameDayKeepsEveryCopy() async throws {
+    let name = CacheFileName.fileName(forKey: "https://a.example/x.jpg")
+    let day = Date(timeIntervalSince1970: 1_800_000_000)
+    let verifier = verifier(repair: .quarantine)
+    let bad = DamagedImage.truncatedJPEG.data
+    var destinations: [String] = []
+    for copy in 0..<3 {
+      try store(bad + Data(repeating: 1, count: copy), as: name)
+      let (_, findings) = try run(verifier)
+      XCTAssertEqual(findings.counts.bad, 1)
+      var pass = MaintenancePassReport(pass: .repair, dryRun: false)
+      try await verifier.repair(findings, dryRun: false, now: day, into: &pass)
+      destinations += pass.actions.compactMap(\.destination)
+    }
+    let first = ".imagecache/quarantine/" + CacheVerifier.day(day) + "/" + name
+    XCTAssertEqual(destinations, [first, first + ".1", first + ".2"])
+    for (copy, destination) in destinations.enumerated() {
+      XCTAssertEqual(
+        FileManager.default.contents(atPath: root + "/" + destination)?.count, bad.count + copy)
+    }
+  }
 }
