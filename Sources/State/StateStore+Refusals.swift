@@ -43,9 +43,7 @@ extension StateStore {
               Self.databaseText(refusal.since),
             ])
         } else {
-          try db.execute(
-            sql: "DELETE FROM refusals WHERE scheme = ? AND host = ? AND port = ?",
-            arguments: [origin.scheme, origin.host, origin.port])
+          try Self.forget(origin, in: db)
         }
       }
       try db.execute(
@@ -58,21 +56,24 @@ extension StateStore {
   }
 
   /// Forgets the refusals of `origins`, or every origin's (`nil`), so that the next run asks
-  /// those origins for more again; returns how many of them were still remembered at `now`.
-  public func forgetRefusals(of origins: [Origin]? = nil, at now: Date) throws -> Int {
+  /// those origins for more again; returns those of them still remembered at `now`.
+  public func forgetRefusals(of origins: [Origin]? = nil, at now: Date) throws -> Set<Origin> {
     let remembered = Set(try refusals(at: now).map(\.origin))
     return try write { db in
-      guard try db.tableExists("refusals") else { return 0 }
+      guard try db.tableExists("refusals") else { return [] }
       guard let origins else {
         try db.execute(sql: "DELETE FROM refusals")
-        return remembered.count
+        return remembered
       }
-      for origin in origins {
-        try db.execute(
-          sql: "DELETE FROM refusals WHERE scheme = ? AND host = ? AND port = ?",
-          arguments: [origin.scheme, origin.host, origin.port])
-      }
-      return Set(origins).intersection(remembered).count
+      for origin in origins { try Self.forget(origin, in: db) }
+      return remembered.intersection(origins)
     }
+  }
+
+  /// Deletes `origin`'s row.
+  private static func forget(_ origin: Origin, in db: Database) throws {
+    try db.execute(
+      sql: "DELETE FROM refusals WHERE scheme = ? AND host = ? AND port = ?",
+      arguments: [origin.scheme, origin.host, origin.port])
   }
 }

@@ -113,7 +113,7 @@ struct RefusalsCommand: ParsableCommand {
         saying: { "forgot the refusal of \($0.text)" },
         missing: { "no refusal remembered for \($0.text)" }
       ) { origin in
-        try stores.reduce(0) { try $0 + $1.forgetRefusals(of: [origin], at: now) } > 0
+        try stores.reduce(false) { try !$1.forgetRefusals(of: [origin], at: now).isEmpty || $0 }
       }
     }
   }
@@ -126,12 +126,9 @@ struct RefusalsCommand: ParsableCommand {
     func run() throws {
       try cacheOptions.requireExistingCache()
       let now = Date()
-      let origins = try Set(
-        openStates(cacheOptions.location).flatMap { store in
-          let remembered = try store.refusals(at: now).map(\.origin)
-          _ = try store.forgetRefusals(at: now)
-          return remembered
-        })
+      let origins = try openStates(cacheOptions.location).reduce(into: Set<Origin>()) {
+        $0.formUnion(try $1.forgetRefusals(at: now))
+      }
       Console.standard.say("forgot the refusals of \(origins.count) origins")
     }
   }

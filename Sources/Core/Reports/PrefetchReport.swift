@@ -102,6 +102,11 @@ public struct PrefetchCounts: Sendable, Codable, Equatable {
   /// With `--per-host-concurrency auto`: the limit each host settled at, and its spread.
   package var hostLimits: [HostLimit] = []
 
+  /// The manifests listed no URL to try (none, or every line skipped), and none failed as a
+  /// whole: a night that did nothing, though nothing failed (a shard may own no URL of a short
+  /// list: its caller judges that).
+  package var listedNothing: Bool { total == skipped && inputsFailed == 0 }
+
   package init() {}
 
   private enum CodingKeys: String, CodingKey {

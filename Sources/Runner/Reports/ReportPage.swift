@@ -116,9 +116,7 @@ public enum ReportPage {
     html += "<h3>Failures by host</h3>\n" + chart(byHost)
     html += "<h3>Failures by error</h3>\n" + chart(byError)
     html += failureTable(prefetch.failures)
-    if prefetch.failures.count > maxRows {
-      html += "<p>and \(prefetch.failures.count - maxRows) more, in the JSON report.</p>\n"
-    }
+    html += moreInTheJSON(than: prefetch.failures.count)
     return html + blacklist(prefetch)
   }
 
@@ -156,8 +154,8 @@ public enum ReportPage {
     // Manifests that listed nothing to try (an export that came out empty): nothing failed,
     // and nothing was done either. A shard may own none of a short list's URLs.
     let nothingListed =
-      report.prefetch != nil && counts.total == counts.skipped && counts.inputsFailed == 0
-      && report.shard == nil && report.mergedFrom == nil
+      report.prefetch != nil && counts.listedNothing && report.shard == nil
+      && report.mergedFrom == nil
     if nothingListed { text += ", nothing tried: the manifests listed no URL" }
     let notRemoved = report.maintenance.reduce(0) { $0 + ($1.dryRun ? 0 : $1.filesNotRemoved ?? 0) }
     if notRemoved > 0 { text += ", \(notRemoved) file\(notRemoved == 1 ? "" : "s") not removed" }
@@ -290,9 +288,7 @@ public enum ReportPage {
         html += "\(cell((file.reason ?? "") + url))</tr>\n"
       }
       html += "</table>\n</div>\n"
-      if bad.count > maxRows {
-        html += "<p>and \(bad.count - maxRows) more, in the JSON report.</p>\n"
-      }
+      html += moreInTheJSON(than: bad.count)
     }
     if !verify.errors.isEmpty {
       html += "<h3>Not read (\(verify.errors.count))</h3>\n<ul>\n"
@@ -378,9 +374,7 @@ public enum ReportPage {
         html += "<td class=\"n\">\(limit.heldUnder.map(String.init) ?? "")</td></tr>\n"
       }
       html += "</table></div>\n"
-      if limits.count > maxRows {
-        html += "<p>and \(limits.count - maxRows) more, in the JSON report.</p>\n"
-      }
+      html += moreInTheJSON(than: limits.count)
     }
     if !prefetch.hostBackoffs.isEmpty {
       let held = prefetch.hostBackoffs.sorted {
@@ -396,11 +390,14 @@ public enum ReportPage {
         html += "<td class=\"n\">\(String(format: "%.1f s", backoff.seconds))</td></tr>\n"
       }
       html += "</table></div>\n"
-      if held.count > maxRows {
-        html += "<p>and \(held.count - maxRows) more, in the JSON report.</p>\n"
-      }
+      html += moreInTheJSON(than: held.count)
     }
     return html
+  }
+
+  /// What a list of `count` rows cut at ``maxRows`` leaves out, and where it is.
+  static func moreInTheJSON(than count: Int) -> String {
+    count > maxRows ? "<p>and \(count - maxRows) more, in the JSON report.</p>\n" : ""
   }
 
   static func blacklist(_ prefetch: PrefetchReport) -> String {

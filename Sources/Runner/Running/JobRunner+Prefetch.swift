@@ -135,9 +135,7 @@ extension JobRunner {
     if let refusal { warnings.keep(.blacklistRefused(refusal)) }
     // A night's work not done, though nothing failed: said, and the page is amber. (A shard
     // may own none of a short list's URLs; a stopped run says so itself.)
-    if counts.total - counts.skipped == 0 && counts.inputsFailed == 0 && job.shard == nil
-      && failure == nil && !signals.interrupted
-    {
+    if counts.listedNothing && job.shard == nil && failure == nil && !signals.interrupted {
       warnings.add(.nothingListed(skipped: counts.skipped))
     }
     return (counts, failure, refusal)

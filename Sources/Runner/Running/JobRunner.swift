@@ -176,22 +176,8 @@ public struct JobRunner: Sendable {
   /// Writes the report and metrics of a run that a signal stopped while it waited for the
   /// cache's lock, marked `interrupted` with nothing done, and returns its outcome.
   private func reportStoppedWaiting(_ signals: SignalScope, clock: RunClock) -> RunOutcome {
-    let warnings = RunWarnings(console: console)
-    warnings.keep(.stoppedWaitingForLock)
-    var files: [String] = []
-    do {
-      let writer = try reportWriter(startedAt: clock.startedAt)
-      files = writer.files
-      let finish = finish(clock, warnings: warnings)
-      let metrics = stageMetrics(
-        writer: writer, status: .interrupted, finish: finish, counts: nil, warnings: warnings)
-      try writer.finish(
-        status: .interrupted, finishedAt: finish.finishedAt, prefetch: nil,
-        warnings: warnings.messages, error: nil, metricsErrors: warnings.metricsErrors,
-        plan: nil)
-      putInPlace(metrics)
-    } catch let reportError {
-      console.report(.reportNotWritten(job: job.name, error: reportError))
+    let files = reportNothingDone(.interrupted, error: nil, clock: clock) {
+      $0.keep(.stoppedWaitingForLock)
     }
     if let signal = signals.signal { console.report(.interrupted(job: job.name, signal: signal)) }
     return RunOutcome(
@@ -220,19 +206,32 @@ public struct JobRunner: Sendable {
   /// `says`: the console says the error too (where the caller does not).
   private func reportNotStarted(_ error: any Error, clock: RunClock, says: Bool = true) {
     if says { console.report(.runFailed(job: job.name, error: error)) }
+    _ = reportNothingDone(.failed, error: "\(error)", clock: clock)
+  }
+
+  /// Writes the report and metrics of a run that did nothing, with `status`, `error` and the
+  /// warnings `warn` keeps, wherever they can be written (what cannot be is said on the
+  /// console); returns the report files written.
+  private func reportNothingDone(
+    _ status: RunReport.Status, error: String?, clock: RunClock,
+    warn: (RunWarnings) -> Void = { _ in }
+  ) -> [String] {
     let warnings = RunWarnings(console: console)
+    warn(warnings)
     do {
       let writer = try reportWriter(startedAt: clock.startedAt)
       let finish = finish(clock, warnings: warnings)
       let metrics = stageMetrics(
-        writer: writer, status: .failed, finish: finish, counts: nil, warnings: warnings)
+        writer: writer, status: status, finish: finish, counts: nil, warnings: warnings)
       try writer.finish(
-        status: .failed, finishedAt: finish.finishedAt, prefetch: nil,
-        warnings: warnings.messages, error: "\(error)", metricsErrors: warnings.metricsErrors,
+        status: status, finishedAt: finish.finishedAt, prefetch: nil,
+        warnings: warnings.messages, error: error, metricsErrors: warnings.metricsErrors,
         plan: nil)
       putInPlace(metrics)
+      return writer.files
     } catch let reportError {
       console.report(.reportNotWritten(job: job.name, error: reportError))
+      return []
     }
   }
 
@@ -329,11 +328,10 @@ public struct JobRunner: Sendable {
         if Self.diskFull(failure), !signals.interrupted {
           do {
             try clean(into: writer, stop: signals.stop, warnings: warnings)
-            notRun.removeAll { $0 == .expire || $0 == .trim }
           } catch {
             warnings.add(.cleaningAfterFullDiskFailed("\(error)"))
-            notRun.removeAll { $0 == .expire || $0 == .trim }
           }
+          notRun.removeAll { $0 == .expire || $0 == .trim }
         }
         if !notRun.isEmpty { warnings.add(.passesNotRun(notRun, failed: true)) }
         throw failure
