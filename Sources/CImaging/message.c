@@ -13,7 +13,8 @@ int ic_fail(char *message, size_t message_size, const char *format, ...) {
 
 int ic_fail_over_max_pixels(char *message, size_t message_size, unsigned long long width,
                             unsigned long long height, unsigned long long max_pixels) {
-  return ic_fail(message, message_size,
-                 "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded", width,
-                 height, width * height, max_pixels);
+  ic_fail(message, message_size,
+          "%llux%llu is %llu pixels, over the limit of %llu (maxPixels); not decoded", width,
+          height, width * height, max_pixels);
+  return IC_OVER_MAX_PIXELS;
 }

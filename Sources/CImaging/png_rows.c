@@ -58,8 +58,8 @@ int ic_png_decode_rows(const unsigned char *data, size_t size, unsigned long lon
   unsigned long long width = png_get_image_width(png, info);
   unsigned long long height = png_get_image_height(png, info);
   if (width * height > max_pixels) {
-    ic_fail_over_max_pixels(message, message_size, width, height, max_pixels);
-    png_error(png, message);
+    png_destroy_read_struct(&png, &info, NULL);
+    return ic_fail_over_max_pixels(message, message_size, width, height, max_pixels);
   }
   int passes = png_set_interlace_handling(png);
   png_read_update_info(png, info);

@@ -72,10 +72,12 @@ public struct ContentCheck: Sendable {
           default: break
           }
         } catch {
-          guard case .badImageData(let reason) = error else {
+          switch error {
+          case .badImageData(let reason), .overPixelLimit(let reason):
+            return .failure(ContentProblem("\(reason) (full decode)"))
+          default:
             return .failure(ContentProblem("\(format.rawValue): \(error)"))
           }
-          return .failure(ContentProblem("\(reason) (full decode)"))
         }
       }
       return .success(info)

@@ -44,7 +44,7 @@ public struct ImageValidator: Sendable {
       width.multipliedReportingOverflow(by: height).partialValue > maxPixels
         || width.multipliedReportingOverflow(by: height).overflow
     {
-      throw .badImageData(
+      throw .overPixelLimit(
         reason:
           "\(format.rawValue): \(width)x\(height) is over the limit of \(maxPixels) pixels "
           + "(maxPixels); not decoded")
@@ -191,8 +191,11 @@ enum WebPDecoder {
 }
 
 /// A decode in C (CImaging) that returns 0, or 1 and a message: the reason of a
-/// `badImageData`, after the format's name.
+/// `badImageData`, after the format's name (2: of an `overPixelLimit`).
 enum CDecoder {
+  /// CImaging's `IC_OVER_MAX_PIXELS`.
+  static let overMaxPixels: Int32 = 2
+
   static func run(
     _ check: (UnsafePointer<UInt8>?, Int, UInt64, UnsafeMutablePointer<CChar>?, Int) -> Int32,
     _ format: ImageFormat, _ data: Data, maxPixels: Int
@@ -206,7 +209,9 @@ enum CDecoder {
     guard status != 0 else { return }
     let text = String(
       decoding: message.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-    throw .badImageData(reason: "\(format.rawValue): \(text)")
+    let reason = "\(format.rawValue): \(text)"
+    throw status == Self.overMaxPixels
+      ? .overPixelLimit(reason: reason) : .badImageData(reason: reason)
   }
 }
 

@@ -228,15 +228,18 @@ extension ImageManager {
       endRun(said)
       return LoadResult(outcome: .failed(said, blacklisted: false))
     }
-    if case .network(.serverCertificateUntrusted, let message) = error, ownCertificateAuthorities {
-      let said = ImageCacheError.network(
-        .serverCertificateUntrusted,
-        message: message + " (not blacklisted: the CA certificates are the run's own, from "
-          + "--cacert, prefetch.caBundle, CURL_CA_BUNDLE, SSL_CERT_FILE or SSL_CERT_DIR)")
+    if case .network(.serverCertificateUntrusted, _) = error, ownCertificateAuthorities {
+      let said = error.adding(
+        " (not blacklisted: the CA certificates are the run's own, from --cacert, "
+          + "prefetch.caBundle, CURL_CA_BUNDLE, SSL_CERT_FILE or SSL_CERT_DIR)")
       return LoadResult(outcome: .failed(said, blacklisted: false))
     }
     guard error.blacklistsURL else {
-      return LoadResult(outcome: .failed(error, blacklisted: false))
+      // SD has neither of the run's own limits: a run with a higher one asks again.
+      let said = error.runsOwnLimit.map {
+        error.adding(" (not blacklisted: the limit is the run's own, \($0))")
+      }
+      return LoadResult(outcome: .failed(said ?? error, blacklisted: false))
     }
     let now = Date()
     do {

@@ -162,16 +162,45 @@ final class FrameDecodeTests: XCTestCase {
   }
 
   /// The decoders refuse a screen or canvas over `maxPixels` before any frame, as the
-  /// validator does before calling them.
+  /// validator does before calling them, as the run's own limit (`overPixelLimit`, never
+  /// blacklisted), not as bad data.
   func testTheDecodersRefuseAnImageOverMaxPixels() {
     let over = "3072 pixels, over the limit of 3071 (maxPixels)"
-    XCTAssertTrue(
-      reason { () throws(ImageCacheError) in
-        try GIFDecoder.decode(Fixtures.animatedGIF, maxPixels: 64 * 48 - 1)
-      }?.contains(over) == true)
-    XCTAssertTrue(
-      reason { () throws(ImageCacheError) in
-        try WebPDecoder.decode(Fixtures.animatedWebP, maxPixels: 64 * 48 - 1)
-      }?.contains(over) == true)
+    let decodes: [(String, () throws(ImageCacheError) -> Void)] = [
+      (
+        "gif",
+        { () throws(ImageCacheError) in try GIFDecoder.decode(Fixtures.animatedGIF, maxPixels: 3071)
+        }
+      ),
+      (
+        "webp",
+        { () throws(ImageCacheError) in
+          try WebPDecoder.decode(Fixtures.animatedWebP, maxPixels: 3071)
+        }
+      ),
+      (
+        "png rows",
+        { () throws(ImageCacheError) in try PNGDecoder.decode(Fixtures.png, maxPixels: 3071) }
+      ),
+      (
+        "png data",
+        { () throws(ImageCacheError) in try PNGDecoder.checkData(Fixtures.png, maxPixels: 3071) }
+      ),
+    ]
+    for (name, decode) in decodes {
+      do throws(ImageCacheError) {
+        try decode()
+        XCTFail("\(name): decoded")
+      } catch {
+        guard case .overPixelLimit(let reason) = error else {
+          XCTFail("\(name): \(error)")
+          continue
+        }
+        XCTAssertTrue(reason.contains(over), "\(name): \(reason)")
+      }
+    }
+    XCTAssertEqual(
+      reason { () throws(ImageCacheError) in try PNGDecoder.decode(Fixtures.png, maxPixels: 3072) },
+      nil, "exactly the limit decodes")
   }
 }

@@ -244,8 +244,40 @@ final class PipelineTests: DownloaderTestCase {
     XCTAssertLessThan(Date().timeIntervalSince(started), 6, "stopped by the deadline, not the end")
   }
 
-  func testOversizeBodyFails() async throws {
-    try assertFailure(try await load("/big.png"), name: "responseTooLarge", blacklisted: true)
+  /// The response size limit is the run's own (SD has none): a body over it fails, and is
+  /// not blacklisted, so the next run (with a higher limit, or the origin mended) asks again.
+  func testOversizeBodyFailsAndIsNotBlacklisted() async throws {
+    let manager = try manager()
+    for _ in 1...2 {
+      let outcome = try await load("/big.png", manager: manager)
+      try assertFailure(outcome, name: "responseTooLarge", blacklisted: false)
+      guard case .failed(let error, _) = outcome else { continue }
+      XCTAssertTrue(
+        error.message.contains(
+          "(not blacklisted: the limit is the run's own, --max-response-size, "
+            + "prefetch.maxResponseSize)"), error.message)
+    }
+    XCTAssertEqual(server.requestCount("/big.png"), 2, "asked again, not refused")
+    XCTAssertNil(namespaces.store(location).blacklistEntry(url: server.url("/big.png")))
+  }
+
+  /// `maxPixels` is the run's own limit too: an image over it fails as SD's `badImageData`
+  /// (1001), is not blacklisted, and a run with a higher limit stores it.
+  func testAnImageOverTheRunsPixelLimitIsNotBlacklistedAndAHigherLimitStoresIt() async throws {
+    var low = PipelineConfiguration()
+    low.maxPixels = 64 * 48 - 1  // Fixtures.png is 64 x 48
+    let outcome = try await load("/image.png", manager: try manager(low))
+    try assertFailure(outcome, name: "badImageData", blacklisted: false)
+    guard case .failed(let error, _) = outcome else { return }
+    XCTAssertEqual(error.code, 1001)
+    XCTAssertTrue(
+      error.message.contains(
+        "over the limit of 3071 pixels (maxPixels); not decoded (not blacklisted: the limit is "
+          + "the run's own, --max-pixels, prefetch.maxPixels)"), error.message)
+    XCTAssertNil(namespaces.store(location).blacklistEntry(url: server.url("/image.png")))
+    guard case .downloaded = try await load("/image.png", manager: try manager()) else {
+      return XCTFail("the default limit stores it")
+    }
   }
 
   /// Issue 45: a stored download's file learns its URL (in the validators' batches, written

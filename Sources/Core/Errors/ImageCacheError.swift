@@ -73,9 +73,11 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
   }
 
   /// SD 5's rule, every failure that is not transient puts the URL on the blacklist, but for
-  /// ours alone: a body libcurl refuses where SD's URL loading takes it.
+  /// ours alone: a body libcurl refuses where SD's URL loading takes it, and the run's own
+  /// rules (its addresses, its size limit), which SD has not and a later run may change.
   package var blacklistsURL: Bool {
     !isTransient && self != .trailingDataAfterCompressedBody && self != .addressDenied
+      && self != .responseTooLarge
   }
 
   /// URLError-style numeric codes, so that every failure in a report carries a number.
@@ -107,6 +109,10 @@ public enum NetworkFailure: String, Sendable, Codable, CaseIterable {
 public enum ImageCacheError: Error, Sendable, Equatable {
   case invalidURL(String, reason: String)
   case badImageData(reason: String)
+  /// An image with more pixels than the run's `maxPixels`, refused before it is decoded: SD's
+  /// `badImageData` by code and name, but the run's own limit, not the URL's fault, so never
+  /// blacklisted (a run with a higher limit asks again).
+  case overPixelLimit(reason: String)
   case blackListed(String)
   case invalidDownloadStatusCode(Int)
   case invalidDownloadResponse(reason: String)
@@ -130,7 +136,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
   package var sdCode: SDErrorCode? {
     switch self {
     case .invalidURL: .invalidURL
-    case .badImageData: .badImageData
+    case .badImageData, .overPixelLimit: .badImageData
     case .blackListed: .blackListed
     case .invalidDownloadStatusCode: .invalidDownloadStatusCode
     case .invalidDownloadResponse: .invalidDownloadResponse
@@ -179,13 +185,33 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     }
   }
 
+  /// The run's own limit this failure met, as its flag and job key, when it is one: SD has
+  /// neither, so a URL over one is not blacklisted for it (SPEC section 2).
+  package var runsOwnLimit: String? {
+    switch self {
+    case .network(.responseTooLarge, _): "--max-response-size, prefetch.maxResponseSize"
+    case .overPixelLimit: "--max-pixels, prefetch.maxPixels"
+    default: nil
+    }
+  }
+
+  /// This network or pixel-limit failure with `text` added to its message (another, as it is).
+  package func adding(_ text: String) -> ImageCacheError {
+    switch self {
+    case .network(let failure, let message): .network(failure, message: message + text)
+    case .overPixelLimit(let reason): .overPixelLimit(reason: reason + text)
+    default: self
+    }
+  }
+
   /// SD 5's blacklist rule: invalid URLs, bad image data and non-transient network errors put a
-  /// URL on the failed-URL blacklist; HTTP status failures and transient errors do not.
+  /// URL on the failed-URL blacklist; HTTP status failures and transient errors do not, nor do
+  /// the run's own limits (``runsOwnLimit``).
   package var blacklistsURL: Bool {
     switch self {
     case .invalidURL, .badImageData: true
     case .network(let failure, _): failure.blacklistsURL
-    case .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
+    case .overPixelLimit, .blackListed, .invalidDownloadStatusCode, .invalidDownloadResponse,
       .invalidDownloadContentType, .cancelled, .storeFailed, .stateFailed, .namespaceLocked,
       .localFailure:
       false
@@ -231,6 +257,7 @@ public enum ImageCacheError: Error, Sendable, Equatable {
     switch self {
     case .invalidURL(let url, let reason): "invalid URL \(url.debugDescription): \(reason)"
     case .badImageData(let reason): "not a valid image: \(reason)"
+    case .overPixelLimit(let reason): "not stored: \(reason)"
     case .blackListed(let url): "\(url) is on the failed-URL blacklist (use retryFailed)"
     case .invalidDownloadStatusCode(let status): "unacceptable HTTP status \(status)"
     case .invalidDownloadResponse(let reason): "invalid response: \(reason)"

@@ -261,7 +261,8 @@ public enum JobSetting: String, Sendable, CaseIterable {
       return Declaration(
         flag: "--max-response-size", kind: .size,
         defaultValue: .value("\(defaults.maxResponseSize / (1024 * 1024))MiB"),
-        summary: "A larger response fails and is not kept", valueName: "size")
+        summary: "A larger response fails and is not kept",
+        more: "Not blacklisted: a run with a higher limit asks again.", valueName: "size")
     case .retries:
       return Declaration(
         flag: "--retries", kind: .count(PrefetchConfiguration.retriesRange),
@@ -280,7 +281,7 @@ public enum JobSetting: String, Sendable, CaseIterable {
         defaultValue: .value("\(defaults.maxPixels)"),
         summary:
           "A larger image (width x height) fails as badImageData, refused before decoding",
-        valueName: "count")
+        more: "Not blacklisted: a run with a higher limit asks again.", valueName: "count")
     case .blacklistTTL:
       return Declaration(
         flag: "--blacklist-ttl", kind: .duration(.positive), defaultValue: .unset("never"),
