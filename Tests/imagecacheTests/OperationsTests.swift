@@ -35,6 +35,47 @@ final class OperationsTests: LoopbackTestCase {
       created.stderr.contains("(new: it did not exist and was created)"), created.stderr)
   }
 
+  /// A `--cache` (or a job's `cache: directory`) that names a FIFO or a file, or lies under a
+  /// file, is the user's mistake: exit 2 naming it and what it is, never exit 4 "Not a
+  /// directory"; nothing is read or written, and the FIFO stays a FIFO.
+  func testACacheThatIsNotAFolderIsAUsageErrorNamingItForEveryCommand() throws {
+    let fifo = temporary.appending("fifo")
+    XCTAssertEqual(mkfifo(fifo, 0o644), 0)
+    let file = temporary.appending("file")
+    XCTAssertTrue(FileManager.default.createFile(atPath: file, contents: Data("x".utf8)))
+    let urls = temporary.appending("urls.txt")
+    try "http://127.0.0.1:9/a.png\n".write(toFile: urls, atomically: true, encoding: .utf8)
+    let commands = [
+      ["stats"], ["blacklist", "list"], ["blacklist", "remove", "http://127.0.0.1:9/a.png"],
+      ["blacklist", "clear"], ["refusals", "list"], ["refusals", "remove", "http://127.0.0.1:9"],
+      ["refusals", "clear"], ["maintain", "--max-age", "7d"], ["migrate"], ["verify"],
+      ["prefetch", urls], ["prefetch", urls, "--dry-run"],
+    ]
+    for (cache, named, what) in [
+      (fifo, fifo, "a FIFO"), (file, file, "a file"), (file + "/cache", file, "a file"),
+    ] {
+      for command in commands {
+        let result = try run(command + ["--cache", cache])
+        XCTAssertEqual(result.status, 2, "\(command) --cache \(cache): \(result.stderr)")
+        XCTAssertTrue(
+          result.stderr.contains("use \(named): \(what) where "), "\(command): \(result.stderr)")
+        XCTAssertFalse(result.stderr.contains("Not a directory"), result.stderr)
+      }
+      let job = temporary.appending("job.yaml")
+      try "cache:\n  directory: \(cache)\nmanifests: [\(urls)]\n".write(
+        toFile: job, atomically: true, encoding: .utf8)
+      for extra in [[], ["--dry-run"]] {
+        let result = try run(["run", job] + extra)
+        XCTAssertEqual(result.status, 2, "run \(extra) \(cache): \(result.stderr)")
+        XCTAssertTrue(result.stderr.contains("use \(named): \(what) where "), result.stderr)
+      }
+    }
+    var info = stat()
+    XCTAssertEqual(lstat(fifo, &info), 0)
+    XCTAssertEqual(info.st_mode & S_IFMT, S_IFIFO, "the FIFO is left as it was")
+    XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "x")
+  }
+
   func testAJobNamedByARelativePathReportsAnAbsoluteCache() throws {
     try "cache:\n  directory: ./cache\nmaintenance: []\nmanifests: [urls.txt]\n".write(
       toFile: temporary.appending("job.yaml"), atomically: true, encoding: .utf8)

@@ -34,11 +34,20 @@ extension FileSystem {
   /// it (exit 2), before anything is read or written: following a namespace linked to
   /// `/some/folder` would expire, trim and store in that folder instead. The cache directory
   /// itself is the user's to place, and may be a link.
+  ///
+  /// A cache directory (or a folder above it, or the namespace) that is something else, a
+  /// FIFO or a file, is the user's mistake, not an I/O failure: refused naming it and what it
+  /// is (exit 2), where `lstat` alone would say "Not a directory" (exit 4).
   package static func checkCacheFolders(_ location: CacheLocation) throws(FileSystemError) {
+    try checkIsFolder(
+      location.directory, what: "the cache directory (--cache, or a job's cache: directory)")
     for path in [location.diskCachePath, location.stateDirectory] {
       var info = stat()
       guard lstat(path, &info) == 0 else {
         if errno == ENOENT { return }
+        if errno == ENOTDIR {
+          try checkIsFolder(folderOf(path), what: "a folder of the cache")
+        }
         throw FileSystemError("look at", path: path, errno: errno)
       }
       let type = info.st_mode & S_IFMT
@@ -53,6 +62,35 @@ extension FileSystem {
           because: "\(describe(type)) where a cache folder is expected; \(why)")
       }
     }
+  }
+
+  /// Refuses `path` (links followed: the cache directory may be one), or the nearest folder
+  /// above it that exists, when it is not a folder, naming it and what it is (exit 2). A
+  /// missing path is no error here; nor is one that cannot be looked at for another reason.
+  private static func checkIsFolder(_ path: String, what: String) throws(FileSystemError) {
+    var current = path
+    while !current.isEmpty {
+      var info = stat()
+      if stat(current, &info) == 0 {
+        let type = info.st_mode & S_IFMT
+        guard type == S_IFDIR else {
+          let expected = current == path ? what : "a folder above the cache directory \(path)"
+          throw .refused(
+            "use", path: current,
+            because: "\(describe(type)) where \(expected) is expected, not a folder; "
+              + "imagecache read and wrote nothing")
+        }
+        return
+      }
+      // Only a missing path or a file in its way says to look further up.
+      guard errno == ENOENT || errno == ENOTDIR, current != "/" else { return }
+      current = folderOf(current)
+    }
+  }
+
+  private static func folderOf(_ path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "" }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
   }
 
   /// The content of `path`, an input the user named (a report to merge or render), which must
