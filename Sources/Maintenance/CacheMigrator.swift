@@ -99,7 +99,8 @@ public struct CacheMigrator: Sendable {
         stopped = true
         return false
       }
-      if let shard, shard.owns(fileName: file.name) != true { return true }
+      // A name of no digest is shard 0's: left to every shard, it was merged by none.
+      if let shard, !shard.ownsFile(named: file.name) { return true }
       if let cacheInSource, file.relativePath.hasPrefix(cacheInSource) { return true }
       let from = sourcePath + "/" + file.relativePath
       let to = disk.path + "/" + file.relativePath

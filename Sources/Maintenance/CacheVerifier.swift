@@ -101,7 +101,7 @@ public struct CacheVerifier: Sendable {
   /// Whether this walk judges the file at `relativePath` (``shard``).
   func judges(_ relativePath: String) -> Bool {
     guard let shard else { return true }
-    return shard.owns(fileName: relativePath) ?? (shard.index == 0)
+    return shard.ownsFile(named: relativePath)
   }
 
   /// What the walk found: the counts, and the bad files for a repair.

@@ -64,7 +64,7 @@ extension CacheMigrator {
         leftovers.hidden.add(attributes.size)
       } else if !attributes.isRegularFile {
         leftovers.notRegularFiles.add(attributes.size)
-      } else if let shard, shard.owns(fileName: name) != true {
+      } else if let shard, !shard.ownsFile(named: name) {
         leftovers.otherShards.add(attributes.size)
       } else {
         leftovers.notMoved.add(attributes.size)
@@ -81,7 +81,7 @@ extension CacheMigrator {
     for root in roots {
       try CacheScanner(root: root).forEachFile { file in
         if CacheFileName.isLegacyName(file.name),
-          shard.map({ $0.owns(fileName: file.name) == true }) ?? true
+          shard.map({ $0.ownsFile(named: file.name) }) ?? true
         {
           count += 1
         }

@@ -201,6 +201,38 @@ final class ShardTests: LoopbackTestCase {
     XCTAssertTrue(remaining.contains("notes.txt"))
   }
 
+  /// A legacy SD 3/4 folder merged by a sharded `migrate`: the files whose names start with no
+  /// digest (`notes.txt`, `sub/photo.png`) are shard 0's, so that the shards together merge
+  /// every file once. Owned by no shard, they stayed in the legacy folder forever, each shard
+  /// calling them "another shard's".
+  func testAShardedMigrateMergesTheLegacyFilesOfNoDigestOnce() throws {
+    let cache = temporary.appending("cache")
+    let legacy = temporary.appending("legacy")
+    try FileManager.default.createDirectory(
+      atPath: legacy + "/sub", withIntermediateDirectories: true)
+    let digests = (0..<12).map { CacheFileName.fileName(forKey: "https://example.com/\($0).jpg") }
+    let foreign = ["notes.txt", "sub/photo.png", "IMG_0001.JPG"]
+    for name in digests + foreign {
+      XCTAssertTrue(
+        FileManager.default.createFile(atPath: legacy + "/" + name, contents: Data(name.utf8)))
+    }
+    var moved = 0
+    for index in [1, 2, 0] {
+      let result = try ImageCacheBinary.run([
+        "migrate", "--cache", cache, "--from", legacy, "--shard", "\(index)/3", "--json",
+      ])
+      XCTAssertEqual(result.status, 0, result.stderr)
+      let report = try RunReport.decode(Data(result.stdout.utf8))
+      moved += report.maintenance.reduce(0) { $0 + $1.filesMoved }
+    }
+    XCTAssertEqual(moved, digests.count + foreign.count, "each file merged once")
+    for name in digests + foreign {
+      XCTAssertEqual(
+        try String(contentsOfFile: cache + "/default/" + name, encoding: .utf8), name, name)
+    }
+    XCTAssertFalse(FileManager.default.fileExists(atPath: legacy), "nothing left behind")
+  }
+
   func testShardsShareTheCacheLockAndHoldTheirOwn() throws {
     let cache = temporary.appending("cache")
     try FileManager.default.createDirectory(

@@ -60,6 +60,15 @@ public struct Shard: Sendable, Equatable, Hashable, CustomStringConvertible {
   }
 }
 
+extension Shard {
+  /// Whether the file `name` is this shard's to merge, count or check: the shard its digest
+  /// names, and shard 0 for a name that starts with no digest (a legacy SD 3/4 folder's own
+  /// files, anything else put in a cache), so that exactly one shard of a fleet owns each file.
+  package func ownsFile(named name: String) -> Bool {
+    owns(fileName: name) ?? (index == 0)
+  }
+}
+
 extension UInt8 {
   fileprivate var isHexDigit: Bool {
     (0x30...0x39).contains(self) || (0x61...0x66).contains(self) || (0x41...0x46).contains(self)
