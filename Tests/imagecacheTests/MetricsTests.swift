@@ -41,6 +41,45 @@ final class MetricsTests: LoopbackTestCase {
       try JSONSerialization.jsonObject(with: Data(parsed.stdout.utf8)) as? [String: Double])
   }
 
+  /// A shard's `imagecache_cache_files` and `imagecache_cache_bytes` count the files it owns
+  /// (by their digest; shard 0 also those of no digest), so that summed across the fleet
+  /// (`sum by (imagecache_job)`) they are the cache's, as an unsharded run counts it; each
+  /// shard counting the whole cache made the sum N times the cache.
+  func testTheShardsCacheFiguresSumToTheWholeCache() throws {
+    let cache = temporary.appending("cache")
+    let builder = CacheBuilder(root: cache + "/default")
+    let now = Int64(Date().timeIntervalSince1970)
+    for index in 0..<30 {
+      try builder.file(
+        CacheFileName.fileName(forKey: "https://example.com/\(index).jpg"), size: 1000 + index,
+        accessTime: now)
+    }
+    try builder.file("notes.txt", size: 5000, accessTime: now)
+    /// The unlabelled-by-outcome sample `name` of a metrics file, read as text.
+    func figure(_ name: String, in path: String) throws -> Double {
+      let text = try String(contentsOfFile: path, encoding: .utf8)
+      let line = try XCTUnwrap(
+        text.split(separator: "\n").first { $0.hasPrefix(name + "{") }, "\(name) in \(path)")
+      return try XCTUnwrap(Double(line.split(separator: " ").last ?? ""), String(line))
+    }
+    func figures(_ arguments: [String], _ file: String) throws -> (files: Double, bytes: Double) {
+      let metrics = temporary.appending(file)
+      let result = try ImageCacheBinary.run(
+        ["maintain", "--cache", cache, "--max-age", "3650d", "--metrics", metrics] + arguments)
+      XCTAssertEqual(result.status, 0, result.stderr)
+      return (
+        try figure("imagecache_cache_files", in: metrics),
+        try figure("imagecache_cache_bytes", in: metrics)
+      )
+    }
+    let whole = try figures([], "whole.prom")
+    XCTAssertEqual(whole.files, 31)
+    let shards = try (0..<3).map { try figures(["--shard", "\($0)/3"], "shard-\($0).prom") }
+    XCTAssertEqual(shards.map(\.files).reduce(0, +), whole.files, "\(shards)")
+    XCTAssertEqual(shards.map(\.bytes).reduce(0, +), whole.bytes, "\(shards)")
+    for shard in shards { XCTAssertLessThan(shard.files, whole.files, "\(shards)") }
+  }
+
   func testTheMetricsFileParsesAndMatchesTheReport() throws {
     let manifest = temporary.appending("urls.txt")
     try [server.url("/a.jpg"), server.url("/b.png"), server.url("/gone.jpg"), "not a url"]

@@ -218,9 +218,12 @@ public struct DiskCache: Sendable {
   }
 
   /// File count and logical and allocated bytes of every regular, non-hidden file.
-  package func usage() throws -> DiskUsage {
+  /// With `shard`, only the files that shard owns (``Shard/ownsFile(named:)``): the shards of a
+  /// fleet count each file once, so that their figures add up to the cache's.
+  package func usage(shard: Shard? = nil) throws -> DiskUsage {
     var usage = DiskUsage()
     try CacheScanner(root: path).forEachFile { file in
+      if let shard, !shard.ownsFile(named: file.name) { return true }
       usage.fileCount += 1
       usage.logicalBytes += file.attributes.size
       usage.allocatedBytes += file.attributes.allocatedSize

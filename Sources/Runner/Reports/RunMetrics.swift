@@ -19,6 +19,7 @@ public struct RunMetrics: Sendable {
   public var durationSeconds: TimeInterval
   public var prefetch: PrefetchCounts?
   public var passes: [PassSummary]
+  /// The cache's files after the run; a shard's: those it owns (``Shard/ownsFile(named:)``).
   public var cache: DiskUsage?
   /// The files `imagecache verify` looked at, by outcome.
   public var verify: VerifyCounts?
@@ -112,10 +113,12 @@ public struct RunMetrics: Sendable {
     }
     if let cache {
       gauge(
-        "imagecache_cache_files", labels, "Files in the cache after the run",
+        "imagecache_cache_files", labels,
+        "Files in the cache after the run (a shard's own: the shards' sum is the cache)",
         Double(cache.fileCount))
       gauge(
-        "imagecache_cache_bytes", labels, "Allocated bytes of the cache after the run",
+        "imagecache_cache_bytes", labels,
+        "Allocated bytes of the cache after the run (a shard's own: the shards' sum is the cache)",
         Double(cache.allocatedBytes))
     }
     var buffer: [UInt8] = []

@@ -430,7 +430,8 @@ public struct JobRunner: Sendable {
     guard !files.isEmpty else { return result }
     let usage: DiskUsage?
     do {
-      usage = try DiskCache(location: job.location).usage()
+      // A shard's own files only: summed across the fleet, the shards' figures are the cache.
+      usage = try DiskCache(location: job.location).usage(shard: job.shard)
     } catch {
       // The metrics go without the cache's size, and the report says why.
       usage = nil
