@@ -316,11 +316,13 @@ public enum FileSystem {
   }
 
   /// Creates a new hidden file in `folder` for one that will be renamed to `name`, closed on
-  /// exec (`mkstemp(3)`); returns its descriptor and path.
-  package static func makeTemporaryFile(in folder: String, for name: String)
+  /// exec (`mkstemp(3)`); returns its descriptor and path. `tag`, when given, goes in the name
+  /// before the random part: who wrote it (an output's writer, ``OutputLeftovers``).
+  package static func makeTemporaryFile(in folder: String, for name: String, tag: String? = nil)
     throws(FileSystemError) -> (descriptor: Int32, path: String)
   {
-    let path = (folder == "/" ? "" : folder) + "/" + temporaryName(for: name, suffix: "XXXXXX")
+    let suffix = tag.map { $0 + ".XXXXXX" } ?? "XXXXXX"
+    let path = (folder == "/" ? "" : folder) + "/" + temporaryName(for: name, suffix: suffix)
     var template = Array(path.utf8CString)
     let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
     let created = String(

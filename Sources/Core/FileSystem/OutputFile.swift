@@ -213,7 +213,7 @@ public final class OutputWriter: @unchecked Sendable {
     }
     do {
       (fd, path) = try FileSystem.makeTemporaryFile(
-        in: folder, for: OutputFile.lastComponent(of: target))
+        in: folder, for: OutputFile.lastComponent(of: target), tag: OutputLeftovers.tag)
     } catch {
       throw output.failure(
         error,
@@ -283,7 +283,121 @@ public final class OutputWriter: @unchecked Sendable {
         throw FileSystemError("rename into place", path: target, errno: errno)
           .namingWorkingDirectory()
       }
+      // What killed runs left of this output, now that it is in place.
+      OutputLeftovers.sweep(
+        folder: OutputFile.folder(of: target), target: OutputFile.lastComponent(of: target))
     }
     committed = true
+  }
+}
+
+/// The temporary files of outputs (a report, a metrics file, a page) that killed runs left
+/// beside them: a run killed (SIGKILL, the OOM killer, a power cut) between opening its output
+/// and renaming it into place leaves `.imagecache-tmp.NAME.TAG.XXXXXX` in the output's folder,
+/// which no later rename replaces. Each writer of an output removes its own output's leftovers
+/// once it has put its own in place, but never the temporary file of a writer that may still be
+/// writing: report folders are shared by jobs, shards and hosts (NFS).
+///
+/// `TAG` is `PID@HOST~BOOT~PIDNS`: the writer's process, its host name (for people), and what
+/// makes a process id mean one process: the kernel's boot (`/proc/sys/kernel/random/boot_id`)
+/// and the PID namespace (a container). A leftover goes when:
+/// - its tag names this boot and PID namespace, and no process has that id (`kill(pid, 0)`
+///   fails with `ESRCH`): its writer is dead. While a process has the id (its writer, however
+///   long it runs, or one that reused the id) it stays;
+/// - or, from another host, boot or container, or untagged (an older version's), it was last
+///   modified more than ``OutputLeftovers/age`` ago: a writer's temporary file is made when
+///   its run starts and written when it ends, so this is far past any nightly run.
+enum OutputLeftovers {
+  /// How old a leftover that no process check can clear must be: a week.
+  static let age: TimeInterval = 7 * 24 * 3600
+
+  /// This process's tag, made once.
+  static let tag: String = {
+    var buffer = [CChar](repeating: 0, count: 256)
+    let host =
+      gethostname(&buffer, buffer.count - 1) == 0
+      ? String(cString: buffer) : "unknown"
+    let hostPart = String(
+      host.prefix(32).map { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") ? $0 : "-" })
+    return "\(getpid())@\(hostPart)~\(machine ?? "0~0")"
+  }()
+
+  /// The boot and PID namespace of this process, as the tag writes them: `BOOT~PIDNS`; `nil`
+  /// when either cannot be read (no `/proc`), and then no process check clears a leftover.
+  static let machine: String? = {
+    let boot =
+      (try? String(contentsOfFile: "/proc/sys/kernel/random/boot_id", encoding: .utf8))
+      .map { String($0.filter(\.isHexDigit).prefix(12)) } ?? ""
+    let namespace =
+      OutputFile.readLink("/proc/self/ns/pid").map {
+        String($0.filter(\.isNumber))
+      } ?? ""
+    return boot.isEmpty || namespace.isEmpty ? nil : boot + "~" + namespace
+  }()
+
+  /// What a leftover's name says of its writer.
+  enum Writer: Equatable {
+    /// An older version's temporary file, without a tag.
+    case untagged
+    case tagged(pid: Int32, machine: String)
+  }
+
+  /// The writer of `name` when it is a temporary file of the output named `target` (the last
+  /// part of its path), else `nil`: another output's, or not the tool's.
+  static func writer(of name: String, target: String) -> Writer? {
+    guard name.hasPrefix(FileSystem.temporaryPrefix) else { return nil }
+    let rest = name.dropFirst(FileSystem.temporaryPrefix.count)
+    guard let lastDot = rest.lastIndex(of: "."),
+      rest[rest.index(after: lastDot)...].count == 6
+    else { return nil }
+    let body = rest[..<lastDot]
+    // A name cut short to fit NAME_MAX keeps only the start of the target's.
+    let full = name.utf8.count >= FileSystem.maxNameLength - 3
+    func isTarget(_ kept: Substring) -> Bool {
+      kept == target || (full && !kept.isEmpty && target.hasPrefix(kept))
+    }
+    if let dot = body.lastIndex(of: "."), isTarget(body[..<dot]),
+      let writer = tagged(body[body.index(after: dot)...])
+    {
+      return writer
+    }
+    return isTarget(body) ? .untagged : nil
+  }
+
+  /// `PID@HOST~BOOT~PIDNS` read back.
+  private static func tagged(_ tag: Substring) -> Writer? {
+    guard let at = tag.firstIndex(of: "@"), let pid = Int32(tag[..<at]), pid > 0 else {
+      return nil
+    }
+    let parts = tag[tag.index(after: at)...].split(separator: "~", omittingEmptySubsequences: false)
+    guard parts.count == 3 else { return nil }
+    return .tagged(pid: pid, machine: parts[1] + "~" + parts[2])
+  }
+
+  /// Whether the leftover `name`, of `writer`, last modified at `modified`, is safe to remove
+  /// at `now`.
+  static func isAbandoned(writer: Writer, modified: Date, now: Date) -> Bool {
+    if case .tagged(let pid, let machine) = writer, let own = Self.machine, machine == own {
+      // Its writer may be looked at: alive (or an id reused since) it stays, however old.
+      return kill(pid, 0) != 0 && errno == ESRCH
+    }
+    return modified < now.addingTimeInterval(-age)
+  }
+
+  /// Removes the leftovers of the output `target` in `folder` (see the type). Housekeeping
+  /// nobody asked for: one that cannot be read or removed (another user's, in a shared folder)
+  /// is left, and the output that was written stays written. Returns the names removed.
+  @discardableResult
+  static func sweep(folder: String, target: String, now: Date = Date()) -> [String] {
+    guard let files = try? FileSystem.temporaryFiles(in: folder) else { return [] }
+    var removed: [String] = []
+    for (name, attributes) in files {
+      guard let writer = writer(of: name, target: target),
+        isAbandoned(writer: writer, modified: attributes.modificationDate, now: now),
+        unlink(folder + "/" + name) == 0
+      else { continue }
+      removed.append(name)
+    }
+    return removed
   }
 }
