@@ -242,8 +242,9 @@ public struct CacheCleaner: Sendable {
         stopped = true
         return false
       }
-      // Another shard's file, or one no shard owns: not this shard's to expire.
-      if let shard, shard.owns(fileName: file.name) != true { return true }
+      // Another shard's file: not this shard's to expire (one whose name is no digest is
+      // shard 0's, so that the fleet expires what one run would).
+      if let shard, !shard.ownsFile(named: file.name) { return true }
       filesSeen += 1
       guard let date = Self.dateNanoseconds(of: file.attributes, expireType) else {
         throw MaintenanceError.creationDateUnavailable(

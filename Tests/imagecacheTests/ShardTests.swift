@@ -171,6 +171,8 @@ final class ShardTests: LoopbackTestCase {
     XCTAssertEqual(figures["stateFiles"] as? Int, 7, "three shards' files and four's")
   }
 
+  /// `trim` needs the whole cache; `expire` on a shard takes its own files, shard 0 also those
+  /// whose names are not digests, so that the shards together expire what one run would.
   func testTrimOnAShardIsRefusedAndExpireTakesOnlyItsOwnFiles() throws {
     let cache = temporary.appending("cache")
     let builder = CacheBuilder(root: cache + "/default")
@@ -199,6 +201,18 @@ final class ShardTests: LoopbackTestCase {
     XCTAssertTrue(remaining.isDisjoint(with: owned), "the shard's own files expired")
     XCTAssertEqual(remaining.count, 61 - owned.count, "the others' and unowned files stay")
     XCTAssertTrue(remaining.contains("notes.txt"))
+
+    // A name of no digest is shard 0's to expire, as one run over the whole cache would.
+    let first = try ImageCacheBinary.run([
+      "maintain", "--cache", cache, "--shard", "0/3", "--max-age", "7d",
+    ])
+    XCTAssertEqual(first.status, 0, first.stderr)
+    let last = Set(try builder.remainingFiles())
+    XCTAssertFalse(last.contains("notes.txt"), "expired by shard 0")
+    XCTAssertFalse(last.isEmpty)
+    XCTAssertTrue(
+      last.allSatisfy { Shard(index: 2, count: 3)!.owns(fileName: $0) == true },
+      "only shard 2's files are left: \(last.sorted())")
   }
 
   /// A legacy SD 3/4 folder merged by a sharded `migrate`: the files whose names start with no
