@@ -36,6 +36,13 @@ public struct StartQueue<Element> {
     stored += 1
   }
 
+  /// Puts `element` first among those of its priority: one that was under way goes on before
+  /// those that were not.
+  @inlinable public mutating func prepend(_ element: Element, priority: DownloadPriority) {
+    queues[priority.rawValue].prepend(element)
+    stored += 1
+  }
+
   /// Removes and returns the first element of the best priority that `canStart` (usually the
   /// head of a queue), or `nil` when none can.
   @inlinable public mutating func takeFirst(where canStart: (Element) -> Bool) -> Element? {

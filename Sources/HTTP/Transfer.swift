@@ -14,9 +14,12 @@ final class Transfer: @unchecked Sendable {
   /// it, not while it waits for room in the limits.
   private var deadline: UInt64 = .max
   /// The origin (scheme, host and port) the loop's per-host limits, rate and back-off count
-  /// it against: its first hop's, for every hop. Keyed as libcurl and NSURLSession key their
-  /// connections, so that a stalling port of a host does not hold back another.
-  let origin: Origin
+  /// its current hop against: each hop waits for room under the limits of the origin it goes
+  /// to, as NSURLSession's per-host limit holds for every host a load reaches (a redirect's
+  /// target is limited as itself, however many origins lead there). Keyed as libcurl and
+  /// NSURLSession key their connections, so that a stalling port of a host does not hold back
+  /// another.
+  var origin: Origin
   /// The addresses its connections may not be opened to.
   let addressRules: AddressRules
   /// The CA certificates and proxy its requests use: failures name the proxy.
@@ -49,7 +52,8 @@ final class Transfer: @unchecked Sendable {
   var refusedStream = false
   /// The address a connection of the current hop was refused, and the rule that refused it.
   var deniedAddress: (address: String, rule: String)?
-  /// Its origin's adaptive limit's epoch when it started: what its answer says of that limit.
+  /// Its origin's adaptive limit's epoch when its hop started: what its answer says of that
+  /// limit.
   var epoch = 0
   /// How long, at the least, its last hop's first byte waited in the kernel before the loop
   /// read it (``ReadLag``), nanoseconds: the client's lag, not the origin's time.
@@ -146,6 +150,10 @@ final class Transfer: @unchecked Sendable {
     connection = configuration.connection
     refusalBackoff = configuration.retryBaseDelay
   }
+
+  /// Whether its first request was sent: a transfer waiting with a handle waits to send a
+  /// redirect's next hop.
+  var hasStarted: Bool { easy != nil }
 
   /// Starts the deadline's clock: the loop is sending the first request.
   func startClock() {

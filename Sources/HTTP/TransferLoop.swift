@@ -54,8 +54,8 @@ final class TransferLoop: @unchecked Sendable {
   private var idle: [EasyHandle] = []
   /// Transfers waiting for room in the limits.
   private var waiting = StartQueue<Transfer>()
-  /// Transfers under way (a redirect keeps its place between hops), in all; per host, the
-  /// table says.
+  /// Transfers under way, in all (a redirect's next hop waits for its turn as a transfer
+  /// not yet sent does, first in line); per host, the table says.
   private var running = 0
   private let maxRunning: Int
   /// Set by the write callbacks when a perform delivered data: see ``stallGuardMilliseconds``.
@@ -281,7 +281,7 @@ final class TransferLoop: @unchecked Sendable {
         hosts.allows($0.origin, gated: gated, at: now, wake: &wake)
       })
     {
-      if let startsIf = transfer.startsIf, !startsIf() {
+      if !transfer.hasStarted, let startsIf = transfer.startsIf, !startsIf() {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
       }
@@ -333,7 +333,13 @@ final class TransferLoop: @unchecked Sendable {
   }
 
   private func dropWaiting() {
-    for transfer in waiting.removeAll() { finish(transfer, .failure(.cancelledBeforeStart)) }
+    for transfer in waiting.removeAll() { finish(transfer, .failure(Self.unsent(transfer))) }
+  }
+
+  /// How a waiting transfer ends when it is cancelled: before its start, or, waiting to send
+  /// a redirect's next hop, as one cancelled under way.
+  private static func unsent(_ transfer: Transfer) -> DownloadFailure {
+    transfer.hasStarted ? .init(.cancelled) : .cancelledBeforeStart
   }
 
   private func start(_ transfer: Transfer, at now: UInt64) {
@@ -345,6 +351,8 @@ final class TransferLoop: @unchecked Sendable {
     if hosts.connectionCap != cap {
       ic_multi_setopt_long(multi, CURLMOPT_MAX_HOST_CONNECTIONS, hosts.connectionCap)
     }
+    // A redirect's next hop: the same download goes on, on its handle, within its deadline.
+    if transfer.hasStarted { return send(transfer) }
     transfer.startClock()
     transfer.bandwidth = bandwidth
     transfer.activity = received
@@ -381,7 +389,7 @@ final class TransferLoop: @unchecked Sendable {
       transfer.phase = .unseen(cancelRequested: true)
     case .waiting:
       _ = waiting.takeFirst { $0 === transfer }
-      finish(transfer, .failure(.cancelledBeforeStart))
+      finish(transfer, .failure(Self.unsent(transfer)))
     case .running:
       if let easy = transfer.easy, active.removeValue(forKey: easy.handle) != nil {
         curl_multi_remove_handle(multi, easy.handle)
@@ -403,10 +411,24 @@ final class TransferLoop: @unchecked Sendable {
       guard let transfer = active.removeValue(forKey: handle) else { continue }
       learnProtocol(of: transfer)
       switch transfer.conclude(code) {
-      case .redirect, .again: send(transfer)
+      case .redirect: redirected(transfer)
+      case .again: send(transfer)
       case .done(let result): finish(transfer, result)
       }
     }
+  }
+
+  /// A hop answered with a redirect: an answer of the origin that sent it (a sample of its
+  /// adaptive limit), and the end of the transfer's turn there. The next hop waits for room
+  /// under the limits, rate and back-off of the origin it goes to, ahead of the downloads not
+  /// yet started: many origins that lead to one host do not open more than its limit to it.
+  private func redirected(_ transfer: Transfer) {
+    running -= 1
+    hosts.ended(transfer.origin)
+    if hosts.adaptiveCeiling != nil { _ = sample(transfer, .answered) }
+    transfer.origin = Origin(transfer.url)
+    transfer.phase = .waiting
+    waiting.prepend(transfer, priority: transfer.request.priority)
   }
 
   /// Notes how long the transfer's first byte waited unread (``ReadLag``): the loop's own lag,
@@ -435,34 +457,33 @@ final class TransferLoop: @unchecked Sendable {
     hosts.learned(Origin(transfer.url), multiplexes: version >= ic_http_version_2_0)
   }
 
-  /// What an ended transfer says of its origin's adaptive limit: an answer's time to first
-  /// byte (over the first hop's origin only), a refusal or a timeout. Error answers say
-  /// nothing. Returns whether it was a refusal that answered a probe of the limit (the host
-  /// is not held for it).
-  private func sample(_ transfer: Transfer, _ result: Result<DownloadResponse, DownloadFailure>)
-    -> Bool
-  {
-    let origin: Origin
+  /// How a hop ended, for its origin's adaptive limit.
+  private enum HopEnd {
+    /// An image, a 304 or a redirect: the origin's time to first byte is a sample.
+    case answered
+    case failed(DownloadFailure)
+  }
+
+  /// What an ended hop says of its origin's adaptive limit (the origin it was sent to, under
+  /// whose limit it went): an answer's time to first byte, a refusal or a timeout. Error
+  /// answers say nothing. Returns whether it was a refusal that answered a probe of the limit
+  /// (the host is not held for it).
+  private func sample(_ transfer: Transfer, _ end: HopEnd) -> Bool {
+    let origin = transfer.origin
+    let epoch = transfer.epoch
     let changed: Bool
-    // What the transfer says of the limit it was sent under: its first hop's origin's only.
-    let epoch = Origin(transfer.url) == transfer.origin ? transfer.epoch : nil
     var probe = false
-    switch result {
-    case .success:
-      origin = transfer.origin
-      guard let epoch, let nanoseconds = transfer.easy?.firstByteNanoseconds else { return false }
+    switch end {
+    case .answered:
+      guard let nanoseconds = transfer.easy?.firstByteNanoseconds else { return false }
       // The origin's time: without what the answer waited for the loop to read it.
       let answered = nanoseconds - min(nanoseconds, transfer.unread)
       changed = hosts.answered(origin, after: answered, sentIn: epoch)
-    case .failure(let failure):
-      origin = Origin(transfer.url)
+    case .failed(let failure):
       if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {
-        // What was under way when it was sent counts for its first hop's origin only.
-        let sentWith = epoch.map { _ in transfer.sentWith }
-        if let epoch, let sentWith {
-          probe = hosts.refusalIsProbe(origin, sentIn: epoch, with: sentWith)
-        }
-        changed = hosts.cut(origin, .refused, sentIn: epoch, probe: probe, inFlight: sentWith)
+        probe = hosts.refusalIsProbe(origin, sentIn: epoch, with: transfer.sentWith)
+        changed = hosts.cut(
+          origin, .refused, sentIn: epoch, probe: probe, inFlight: transfer.sentWith)
       } else if case .network(.timedOut, _) = failure.error {
         changed = hosts.cut(origin, .timeout, sentIn: epoch)
       } else {
@@ -509,16 +530,20 @@ final class TransferLoop: @unchecked Sendable {
     if case .running = transfer.phase {
       running -= 1
       hosts.ended(transfer.origin)
-      let probed = hosts.adaptiveCeiling != nil && sample(transfer, result)
+      let probed: Bool
+      switch result {
+      case _ where hosts.adaptiveCeiling == nil: probed = false
+      case .success: probed = sample(transfer, .answered)
+      case .failure(let failure): probed = sample(transfer, .failed(failure))
+      }
       if probed, case .failure(var failure) = result {
         failure.refusedProbe = true
         result = .failure(failure)
       }
       if case .failure(let failure) = result, failure.retryAfter != nil, !probed {
         // The host that answered (a redirect's target's, after a redirect).
-        let origin = Origin(transfer.url)
         let now = DispatchTime.now().uptimeNanoseconds
-        backoffLog.withLock { hosts.answered(origin, failure, at: now, log: &$0) }
+        backoffLog.withLock { hosts.answered(transfer.origin, failure, at: now, log: &$0) }
       }
     }
     transfer.phase = .finished

@@ -173,6 +173,111 @@ final class OriginLimitsTests: DownloaderTestCase {
     XCTAssertEqual(report.hostBackoffs.map(\.host), ["127.0.0.1"])
   }
 
+  /// A redirect's target is limited as itself, as NSURLSession's per-host limit holds for every
+  /// host a load reaches: two origins (127.0.0.1 and localhost) that send every image to one
+  /// host open no more than that host's 2 to it, not 2 each.
+  func testOriginsThatRedirectToOneHostOpenNoMoreThanItsLimitToIt() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { _ in
+        var response = ServerResponse.image(Fixtures.png, type: "image/png")
+        response.headDelay = .milliseconds(50)
+        return response
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+      }
+    ])
+    defer { start.shutdown() }
+    let urls = (0..<12).flatMap {
+      [
+        "http://127.0.0.1:\(start.port)/moved.png?a=\($0)",
+        "http://localhost:\(start.port)/moved.png?b=\($0)",
+      ]
+    }
+    let report = try await run(urls) { $0.perHostConcurrency = 2 }
+    XCTAssertEqual(report.downloaded, 24, "\(report.failures)")
+    XCTAssertEqual(target.requestCount("/img.png"), 24)
+    XCTAssertEqual(target.peakConcurrency, 2, "the target's own limit, not 2 for each origin")
+  }
+
+  /// A redirect's next hop waits for its turn first in line: a download under way goes on
+  /// before those not started, which a full run would otherwise make it wait behind (within
+  /// its deadline). One download at a time, so the servers see each download whole.
+  func testARedirectsNextHopGoesBeforeTheDownloadsNotStarted() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+      }
+    ])
+    defer { start.shutdown() }
+    let urls = (0..<4).map { "http://127.0.0.1:\(start.port)/moved.png?\($0)" }
+    let report = try await run(urls) { $0.concurrency = 1 }
+    XCTAssertEqual(report.downloaded, 4, "\(report.failures)")
+    let arrivals = (start.allRequests + target.allRequests).sorted { $0.arrivedAt < $1.arrivedAt }
+    XCTAssertEqual(
+      arrivals.map { "\($0.path)?\($0.query ?? "")" },
+      (0..<4).flatMap { ["/moved.png?\($0)", "/img.png?\($0)"] })
+  }
+
+  /// The deadline is the whole download's, redirects and their waits for a turn included:
+  /// two hops of 0.6 s each are over a deadline of 1 s.
+  func testTheDeadlineCountsEveryHopOfARedirect() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { _ in
+        var response = ServerResponse.image(Fixtures.png, type: "image/png")
+        response.headDelay = .milliseconds(600)
+        return response
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { _ in
+        var response = ServerResponse.redirect(to: "http://127.0.0.1:\(target.port)/img.png")
+        response.headDelay = .milliseconds(600)
+        return response
+      }
+    ])
+    defer { start.shutdown() }
+    let report = try await run(["http://127.0.0.1:\(start.port)/moved.png"]) {
+      $0.deadline = 1
+      $0.retries = 0
+    }
+    XCTAssertEqual(report.downloaded, 0)
+    XCTAssertEqual(report.failures.map(\.name), ["timedOut"])
+  }
+
+  /// An origin whose every answer is a redirect (`http://` to `https://`, to a CDN) has its
+  /// own adaptive limit, sampled from its own answers: it grows past the first 4 while they
+  /// come in time, where it stayed at 4 all night when only images were samples.
+  func testAnOriginThatOnlyRedirectsGrowsItsAdaptiveLimitOnItsOwnAnswers() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        var response = ServerResponse.redirect(
+          to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+        response.headDelay = .milliseconds(20)
+        return response
+      }
+    ])
+    defer { start.shutdown() }
+    let urls = (0..<200).map { "http://127.0.0.1:\(start.port)/moved.png?\($0)" }
+    let report = try await run(urls) { $0.concurrency = 64 }
+    XCTAssertEqual(report.downloaded, 200, "\(report.failures)")
+    XCTAssertGreaterThan(start.peakConcurrency, 4, "grown on its redirects' times")
+    let limit = report.hostLimits.first { $0.host.hasSuffix(":\(start.port)") }
+    XCTAssertGreaterThan(limit?.max ?? 0, 4, "reported: \(report.hostLimits)")
+  }
+
   func testARetryAfterOverTheCapHoldsTheHostBackForTheCapOnly() async throws {
     let urls =
       [server.url("/gone-for-an-hour.png")]
