@@ -86,4 +86,31 @@ final class CronWrapperRunTests: LoopbackTestCase {
     XCTAssertTrue(reports.allSatisfy { $0.hasPrefix("nightly-2") }, "\(reports)")
     XCTAssertEqual(files(state + "/logs").count, 1, "\(files(state + "/logs"))")
   }
+
+  func testAJSONJobsOwnDatedReportsAreWrittenOnceARunAndPruned() throws {
+    // A JSON job (YAML reads it too), its keys over several lines, its name not its file's,
+    // and a / escaped as JSON may escape it: the wrapper reads `name` and `report` from it as
+    // imagecache does.
+    let manifest = try temporary.manifest([server.url("/a.jpg")])
+    let job = temporary.appending("nightly-job.json")
+    try """
+    {
+      "cache": {"directory": "\(temporary.appending("cache"))"},
+      "manifests": ["\(manifest)"],
+      "name": "nightly",
+      "report":
+        "own\\/{job}-{date}-{time}.json"
+    }
+    """.write(toFile: job, atomically: true, encoding: .utf8)
+    for _ in 0..<3 {
+      let result = try runWrapper([job, state, "1"])
+      XCTAssertEqual(result.status, 0, result.stderr)
+    }
+    let reports = files(temporary.appending("own"))
+    XCTAssertEqual(reports.count, 1, "KEEP 1 of the job's own reports: \(reports)")
+    XCTAssertTrue(reports.allSatisfy { $0.hasPrefix("nightly-2") }, "\(reports)")
+    XCTAssertEqual(
+      files(state + "/reports"), [], "one report a run: the job's own, none beside it")
+    XCTAssertEqual(files(state + "/logs").count, 1, "\(files(state + "/logs"))")
+  }
 }
