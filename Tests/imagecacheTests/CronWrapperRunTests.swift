@@ -30,17 +30,20 @@ final class CronWrapperRunTests: LoopbackTestCase {
   }
 
   /// The wrapper under `env -i`: only the PATH and the binary cron's line would give it.
-  private func startWrapper(_ arguments: [String]) throws -> (Process, Pipe, Pipe) {
+  /// `environment` is added to it, as the crontab's lines or the unit's `EnvironmentFile=` add.
+  private func startWrapper(_ arguments: [String], environment: [String] = []) throws -> (
+    Process, Pipe, Pipe
+  ) {
     try Command.start(
       "/usr/bin/env",
-      [
-        "-i", "PATH=/usr/local/bin:/usr/bin:/bin", "IMAGECACHE=\(ImageCacheBinary.path)",
-        "/bin/bash", CronWrapperTests.wrapper,
-      ] + arguments)
+      ["-i", "PATH=/usr/local/bin:/usr/bin:/bin", "IMAGECACHE=\(ImageCacheBinary.path)"]
+        + environment + ["/bin/bash", CronWrapperTests.wrapper] + arguments)
   }
 
-  private func runWrapper(_ arguments: [String]) throws -> CommandResult {
-    let (process, stdout, stderr) = try startWrapper(arguments)
+  private func runWrapper(_ arguments: [String], environment: [String] = []) throws
+    -> CommandResult
+  {
+    let (process, stdout, stderr) = try startWrapper(arguments, environment: environment)
     return ImageCacheBinary.finish(process, stdout, stderr)
   }
 
@@ -112,5 +115,26 @@ final class CronWrapperRunTests: LoopbackTestCase {
     XCTAssertEqual(
       files(state + "/reports"), [], "one report a run: the job's own, none beside it")
     XCTAssertEqual(files(state + "/logs").count, 1, "\(files(state + "/logs"))")
+  }
+
+  func testAGoodNightWhoseMetricsCannotBeWrittenIsMailed() throws {
+    // node_exporter's folder read-only, as systemd's ProtectSystem=strict makes a folder the
+    // unit does not list: the run succeeds (exit 0), and the alerts would never hear of it.
+    let textfiles = temporary.appending("textfile_collector")
+    try fileSystems.bindReadOnly(textfiles)
+    let job = try writeJob(["/a.jpg"])
+    let metrics = "IMAGECACHE_METRICS=\(textfiles)/imagecache-nightly.prom"
+    let result = try runWrapper([job, state, "1"], environment: [metrics])
+    XCTAssertEqual(result.status, 0, "the night's work is done: \(result.stderr)")
+    XCTAssertTrue(
+      result.stderr.contains(
+        "warning: metrics not written to \(textfiles)/imagecache-nightly.prom"),
+      "cron mails what it prints: \(result.stderr)")
+    XCTAssertTrue(result.stderr.contains("log: \(state)/logs/nightly-"), result.stderr)
+
+    let written = try runWrapper(
+      [job, state, "1"], environment: ["IMAGECACHE_METRICS=\(temporary.appending("m.prom"))"])
+    XCTAssertEqual(written.status, 0, written.stderr)
+    XCTAssertEqual(written.stderr, "", "a good night with its metrics written is silent")
   }
 }
