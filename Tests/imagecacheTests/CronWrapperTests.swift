@@ -310,4 +310,33 @@ final class CronWrapperTests: TemporaryFolderTestCase {
       XCTAssertTrue(passed.contains("--wait"), "\(passed)")
     }
   }
+
+  /// Every node_exporter textfile folder the docs tell an operator to name in `IMAGECACHE_METRICS`
+  /// (upstream's usual one, Debian's `prometheus-node-exporter`'s) is one the unit may write:
+  /// under `ProtectSystem=strict` any other is read-only, and the metrics would never be written.
+  func testTheSystemdUnitMayWriteEveryTextfileFolderTheDocsName() throws {
+    let unit = try String(
+      contentsOfFile: Self.repository.appendingPathComponent("cron/imagecache-nightly.service")
+        .path, encoding: .utf8)
+    let writable = Set(
+      unit.split(separator: "\n").filter { $0.hasPrefix("ReadWritePaths=") }.flatMap {
+        $0.dropFirst("ReadWritePaths=".count).split(separator: " ").map {
+          String($0.hasPrefix("-") ? $0.dropFirst() : $0)
+        }
+      })
+    let operations = try String(
+      contentsOfFile: Self.repository.appendingPathComponent("docs/operations.md").path,
+      encoding: .utf8)
+    let section = try XCTUnwrap(
+      operations.components(separatedBy: "## Metrics and alerts").dropFirst().first)
+    let named = Set(
+      section.matches(of: /\/var\/lib\/[A-Za-z0-9_\/.-]*node[-_]exporter[A-Za-z0-9_\/.-]*/).map {
+        let path = String($0.output)
+        return path.hasSuffix(".prom") ? (path as NSString).deletingLastPathComponent : path
+      })
+    XCTAssertTrue(named.contains("/var/lib/prometheus/node-exporter"), "\(named)")
+    for folder in named {
+      XCTAssertTrue(writable.contains(folder), "\(folder) is not in ReadWritePaths: \(writable)")
+    }
+  }
 }
