@@ -247,7 +247,7 @@ final class MetricsTests: LoopbackTestCase {
 
   /// The alerting rules load, pass their unit tests (`cron/imagecache.rules.test.yml`, series
   /// as a scrape stores them) and read only metrics that a run writes: a prefetch, a
-  /// maintenance pass or an audit.
+  /// maintenance pass or an audit, whose files `promtool check metrics` passes.
   func testTheAlertRulesPassTheirUnitTestsAndReadWhatARunWrites() throws {
     let promtool = "/usr/bin/promtool"
     guard FileManager.default.isExecutableFile(atPath: promtool) else {
@@ -278,6 +278,13 @@ final class MetricsTests: LoopbackTestCase {
       "verify", "--cache", temporary.appending("cache"), "--metrics", audited,
     ])
     XCTAssertEqual(verify.status, 0, verify.stderr)
+    // What node_exporter's textfile collector will read: Prometheus' own linter finds nothing.
+    for file in [metricsFile, maintained, audited] {
+      let lint = try Command.run(
+        "/bin/sh", ["-c", "\"$0\" check metrics < \"$1\"", promtool, file])
+      XCTAssertEqual(lint.status, 0, "\(file): \(lint.stdout)\(lint.stderr)")
+      XCTAssertEqual(lint.stdout + lint.stderr, "", file)
+    }
     let written =
       try String(contentsOfFile: metricsFile, encoding: .utf8)
       + String(contentsOfFile: maintained, encoding: .utf8)
