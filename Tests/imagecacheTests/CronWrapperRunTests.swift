@@ -137,4 +137,22 @@ final class CronWrapperRunTests: LoopbackTestCase {
     XCTAssertEqual(written.status, 0, written.stderr)
     XCTAssertEqual(written.stderr, "", "a good night with its metrics written is silent")
   }
+
+  func testUnderCronsOwnPathTheWrapperRunsTheBinaryInstalledBesideIt() throws {
+    // scripts/install's layout, /usr/local/bin/imagecache-cron beside /usr/local/bin/imagecache,
+    // and a crontab line without PATH=: cron gives /usr/bin:/bin.
+    let bin = temporary.appending("local/bin")
+    try FileManager.default.createDirectory(atPath: bin, withIntermediateDirectories: true)
+    try FileManager.default.copyItem(
+      atPath: CronWrapperTests.wrapper, toPath: bin + "/imagecache-cron")
+    try FileManager.default.createSymbolicLink(
+      atPath: bin + "/imagecache", withDestinationPath: ImageCacheBinary.path)
+    let job = try writeJob(["/a.jpg"])
+    let (process, stdout, stderr) = try Command.start(
+      "/usr/bin/env", ["-i", "PATH=/usr/bin:/bin", bin + "/imagecache-cron", job, state])
+    let result = ImageCacheBinary.finish(process, stdout, stderr)
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1)
+    XCTAssertEqual(files(state + "/reports").count, 1, "\(files(state + "/reports"))")
+  }
 }
