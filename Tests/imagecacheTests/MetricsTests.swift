@@ -297,6 +297,16 @@ final class MetricsTests: LoopbackTestCase {
     for name in read {
       XCTAssertTrue(written.contains("\n\(name){"), "\(name) is read by a rule: \(written)")
     }
+    // And every label value a rule matches (`outcome="failed"`, `status=~"failed|..."`): a
+    // value the binary never writes is an alert that can never fire.
+    let matchers = rules.matches(of: /([a-z_]+)(=|=~|!=|!~)"([^"]*)"/)
+    XCTAssertFalse(matchers.isEmpty)
+    for matcher in matchers {
+      for value in matcher.output.3.split(separator: "|") {
+        let label = "\(matcher.output.1)=\"\(value)\""
+        XCTAssertTrue(written.contains(label), "\(label) is matched by a rule: \(written)")
+      }
+    }
   }
 
   func testMetricsThatCannotBeWrittenAreAWarningAndTheRunKeepsItsWorkAndExitStatus() throws {
