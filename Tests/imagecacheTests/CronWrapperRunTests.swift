@@ -1,3 +1,4 @@
+import Core
 import Foundation
 import NIOCore
 import TestSupport
@@ -49,6 +50,45 @@ final class CronWrapperRunTests: LoopbackTestCase {
 
   private func files(_ folder: String) -> [String] {
     ((try? FileManager.default.contentsOfDirectory(atPath: folder)) ?? []).sorted()
+  }
+
+  /// The systemd unit fails a night that needs someone, not an ordinary one. Under the unit's
+  /// own `Environment=`, a night whose only failures are URLs (a 404, counted in the report and
+  /// the metrics) exits 0, a success of the unit; a night whose manifest could not be fetched at
+  /// all exits 1, which the unit does not count as a success (no `SuccessExitStatus=` for it).
+  func testTheUnitPassesANightOfFailedURLsAndFailsOneWhoseManifestFailed() throws {
+    let unit = try String(
+      contentsOfFile: CronWrapperTests.repository.appendingPathComponent(
+        "cron/imagecache-nightly.service"
+      ).path, encoding: .utf8)
+    let lines = unit.split(separator: "\n").map(String.init)
+    let environment = lines.filter { $0.hasPrefix("Environment=") }.map {
+      $0.dropFirst("Environment=".count).trimmingCharacters(in: CharacterSet(charactersIn: "\""))
+    }
+    let successes = Set(
+      [0]
+        + lines.filter { $0.hasPrefix("SuccessExitStatus=") }.flatMap {
+          $0.dropFirst("SuccessExitStatus=".count).split(separator: " ").compactMap { Int32($0) }
+        })
+
+    let urls = try runWrapper(
+      [try writeJob(["/a.jpg", "/gone.jpg"]), state], environment: environment)
+    XCTAssertEqual(urls.status, 0, urls.stderr)
+    XCTAssertTrue(successes.contains(urls.status))
+    let report = try XCTUnwrap(
+      files(state + "/reports").last.map { state + "/reports/" + $0 }, "the night's report")
+    XCTAssertEqual(
+      try RunReport.decode(Data(contentsOf: URL(fileURLWithPath: report))).prefetch?.failed, 1)
+
+    let job = temporary.appending("remote.yaml")
+    try """
+    cache:
+      directory: \(temporary.appending("cache"))
+    manifests: [\(server.url("/no-such-list.txt"))]
+    """.write(toFile: job, atomically: true, encoding: .utf8)
+    let manifest = try runWrapper([job, state], environment: environment)
+    XCTAssertEqual(manifest.status, 1, manifest.stderr)
+    XCTAssertFalse(successes.contains(manifest.status), "a failed unit: \(successes)")
   }
 
   func testAWrapperLockedOutPrunesNothingAndTheRunningRunKeepsItsLog() throws {
