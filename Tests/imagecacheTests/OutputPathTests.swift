@@ -117,6 +117,21 @@ final class OutputPathTests: LoopbackTestCase {
     XCTAssertEqual(server.requestCount("/a.jpg"), 0, "the run started before the refusal")
   }
 
+  /// An output path that runs through a file (`out.json/night.prom`) is the user's mistake,
+  /// refused before the run as a folder is (exit 2, naming it), not an I/O failure (4).
+  func testAnOutputUnderAFileIsRefusedBeforeTheRunNamingIt() throws {
+    let file = temporary.appending("out.json")
+    try Data("kept".utf8).write(to: URL(fileURLWithPath: file))
+    for option in ["--report", "--metrics"] {
+      let result = try prefetch([option, file + "/night.out"])
+      XCTAssertEqual(result.status, 2, result.stderr)
+      XCTAssertTrue(result.stderr.contains(file + "/night.out"), result.stderr)
+      XCTAssertTrue(result.stderr.contains("is a file, not a folder"), result.stderr)
+    }
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0, "the run started before the refusal")
+    XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "kept")
+  }
+
   func testReportHTMLAndReportMergeWriteToDevicesAndRefuseFolders() throws {
     let report = temporary.appending("run.json")
     XCTAssertEqual(try prefetch(["--report", report]).status, 0)

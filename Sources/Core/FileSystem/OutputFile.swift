@@ -70,6 +70,13 @@ public struct OutputFile: Sendable, Equatable, CustomStringConvertible {
       }
       var info = stat()
       guard lstat(current, &info) == 0 else {
+        // A file where the path needs a folder: the user's mistake, as a folder named as the
+        // output is, not an I/O failure.
+        if errno == ENOTDIR {
+          throw FileSystemError.refused(
+            "write to", path: path,
+            because: "a part of the path before its name is a file, not a folder")
+        }
         guard errno == ENOENT else { throw FileSystemError("look at", path: path, errno: errno) }
         return .replace(target: followedLink ? current : path)
       }
