@@ -9,6 +9,9 @@
 #          time in that queue is logged ($queue_ms), so a setting past the knee shows as queueing.
 #   busy   answers 503 with `Retry-After: 1` when more than BUSY_LIMIT (16) requests are in
 #          flight, else holds the image LATENCY_MS and sends it.
+#   redirect  answers every image with a 302 to the cdn's copy after LATENCY_MS (an `http://`
+#          origin that sends its clients to `https://`, or to its CDN): not in the default
+#          ORIGINS. Its log counts the redirects; the images come from the cdn.
 #
 # For each origin (ORIGINS) and each setting (SETTINGS, default "6 8 16 64 auto auto-next default
 # default-next": numbers, `auto`, `default`: neither --concurrency nor --per-host-concurrency
@@ -29,7 +32,7 @@
 #   BIN=/path/to/imagecache ORIGINS=small SETTINGS="8 64 auto" bash Benchmarks/adaptive.sh
 #
 # BIN: the binary to measure (default: build_release, as the other benchmarks). Ports: CDN_PORT,
-# SMALL_PORT, BUSY_PORT (18281-18283). FLAGS: further prefetch flags for every run (none).
+# SMALL_PORT, BUSY_PORT, REDIRECT_PORT (18281-18284). FLAGS: further prefetch flags for every run (none).
 # The origins: LATENCY_MS, SLOTS, BUSY_LIMIT. WORK: the tmpfs mount point (Benchmarks/work/adaptive).
 # LOGS: a folder that keeps each run's origin log and imagecache's stderr (ORIGIN-SETTING-RUN.log,
 # .stderr; with FLAGS=-v the limit each host settled at), for a closer look than the medians.
@@ -51,6 +54,7 @@ FLAGS=${FLAGS:-}
 CDN_PORT=${CDN_PORT:-18281}
 SMALL_PORT=${SMALL_PORT:-18282}
 BUSY_PORT=${BUSY_PORT:-18283}
+REDIRECT_PORT=${REDIRECT_PORT:-18284}
 WORK=${WORK:-$PWD/Benchmarks/work/adaptive}
 BIN=${BIN:-}
 LOGS=${LOGS:-}
@@ -58,8 +62,8 @@ BASELINE=${BASELINE:-}
 
 for origin in $ORIGINS; do
   case $origin in
-    cdn | small | busy) ;;
-    *) echo "unknown origin '$origin' in ORIGINS (cdn small busy)" >&2; exit 2 ;;
+    cdn | small | busy | redirect) ;;
+    *) echo "unknown origin '$origin' in ORIGINS (cdn small busy redirect)" >&2; exit 2 ;;
   esac
 done
 for setting in $SETTINGS; do
@@ -74,7 +78,10 @@ for setting in $SETTINGS; do
   fi
 done
 port_of() {
-  case $1 in cdn) echo "$CDN_PORT" ;; small) echo "$SMALL_PORT" ;; busy) echo "$BUSY_PORT" ;; esac
+  case $1 in
+    cdn) echo "$CDN_PORT" ;; small) echo "$SMALL_PORT" ;; busy) echo "$BUSY_PORT" ;;
+    redirect) echo "$REDIRECT_PORT" ;;
+  esac
 }
 
 bash scripts/install-system-packages nginx libnginx-mod-http-lua curl
@@ -151,6 +158,13 @@ function M.busy(limit, latency)
   ngx.sleep(latency)
 end
 
+-- After `latency`, the same image on the cdn (port `port`), as a 302.
+function M.redirect(latency, port)
+  enter("redirect")
+  ngx.sleep(latency)
+  return ngx.redirect("http://127.0.0.1:" .. port .. ngx.var.uri, 302)
+end
+
 return M
 LUA
 chmod -R a+rX "$WORK/nginx/lua"
@@ -185,6 +199,7 @@ load_module /usr/lib/nginx/modules/ngx_http_lua_module.so;" start_nginx 2 4096 <
 $(origin_server cdn "cdn($latency)")
 $(origin_server small "small($SLOTS, $latency)")
 $(origin_server busy "busy($BUSY_LIMIT, $latency)")
+$(origin_server redirect "redirect($latency, $CDN_PORT)")
 CONF
 for origin in $ORIGINS; do
   curl -s -o /dev/null -w "$origin (port $(port_of $origin)): HTTP %{http_code}, first byte %{time_starttransfer} s\n" \
@@ -331,6 +346,7 @@ titles = {
     "cdn": f"(a) cdn: {latency} ms per image, no queue",
     "small": f"(b) small: {slots} at a time, {latency} ms each, the rest queued",
     "busy": f"(c) busy: 503 + Retry-After: 1 above {busy_limit} in flight, else {latency} ms",
+    "redirect": f"redirect: a 302 to the cdn's copy after {latency} ms (its log: the redirects)",
 }
 adaptive = ("auto", "auto-next", "default", "default-next")
 def order(setting):
