@@ -37,4 +37,14 @@ final class ExitStatusTests: XCTestCase {
       RunEndingError(failure: .storeFailed(reason: "full", cause: .errno(ENOSPC))).exitStatus,
       .fatalIO)
   }
+
+  /// A cache over its user's disk quota (EDQUOT) is as full as a full disk (ENOSPC): the
+  /// job's expire and trim, which free room, still run after the store that failed. Any other
+  /// store failure (a folder replaced, no permission) is not one.
+  func testADiskOverQuotaCountsAsFullAndOtherStoreFailuresDoNot() {
+    for (errno, full) in [(ENOSPC, true), (EDQUOT, true), (ENOTDIR, false), (EACCES, false)] {
+      let error = RunEndingError(failure: .storeFailed(reason: "r", cause: .errno(errno)))
+      XCTAssertEqual(JobRunner.diskFull(error), full, String(cString: strerror(errno)))
+    }
+  }
 }

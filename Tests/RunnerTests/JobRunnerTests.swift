@@ -121,6 +121,29 @@ final class JobRunnerTests: LoopbackTestCase {
     XCTAssertEqual(try builder.remainingFiles(), ["old"])
   }
 
+  /// A dry run reads the manifests as the run would: one that cannot be read as a whole (a
+  /// manifest URL the server does not have) is a failed input of the dry run too, which then
+  /// does not end as a success (exit 1).
+  func testADryRunCountsAManifestThatFailedAsAWhole() async throws {
+    var job = Job(name: "nightly", location: location)
+    job.manifests = [try manifest(["/a.jpg"]), server.url("/no-such-list.txt")]
+    let (outcome, _) = try await run(job, dryRun: true)
+    XCTAssertEqual(outcome.failedInputs, 1)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0)
+  }
+
+  /// Only a run that did not get through its URLs counts what its manifests list
+  /// (`urlsListed`, for the URLs not tried, docs/reports.md): a completed run's report has
+  /// none, and its manifests are not read a second time to count them.
+  func testACompletedRunsReportCountsNoURLsListed() async throws {
+    var job = Job(name: "nightly", location: location)
+    job.manifests = [try manifest(["/a.jpg", "/b.png"])]
+    let (outcome, report) = try await run(job)
+    XCTAssertEqual(outcome.status, .completed)
+    XCTAssertEqual(report.prefetch?.total, 2)
+    XCTAssertNil(report.urlsListed)
+  }
+
   func testOnlyTheListedPassesRun() async throws {
     try builder.file("old", accessTime: 1_000)
     var job = Job(name: "trim-only", location: location)
@@ -128,6 +151,168 @@ final class JobRunnerTests: LoopbackTestCase {
     let (_, report) = try await run(job)
     XCTAssertEqual(report.maintenance.map(\.pass), [.trim])
     XCTAssertEqual(try builder.remainingFiles(), ["old"], "no expire pass, no size limit")
+  }
+
+  /// A fleet's per-host budget M is shared: each of N shards takes M / N (rounded down, at
+  /// least 1) in place of the job's own fixed per-host limit, and the run warns only when M is
+  /// below N (each shard still opens one connection); at M = N each takes one, as asked.
+  func testEachShardTakesItsShareOfTheFleetsPerHostBudgetAndOnlyTooSmallABudgetIsWarned()
+    async throws
+  {
+    var job = Job(name: "fleet", location: location)
+    job.shard = Shard(index: 0, count: 4)
+    job.prefetch.perHostConcurrency = 6
+    job.prefetch.fleetPerHostConcurrency = 13
+    XCTAssertEqual(
+      JobRunner(job: job, console: RecordingConsole()).job.prefetch.perHostConcurrency, 3)
+    for (fleet, warned) in [(4, false), (3, true)] {
+      job.prefetch.fleetPerHostConcurrency = fleet
+      let (_, report) = try await run(job)
+      XCTAssertEqual(
+        report.warnings.contains { $0.hasPrefix("fleetPerHostConcurrency \(fleet) is less than") },
+        warned, "fleet \(fleet): \(report.warnings)")
+    }
+  }
+
+  /// A shard may not trim to a size limit (each shard sees only its own files), but a shard's
+  /// job that lists trim with no size limit trims nothing and runs.
+  func testAShardsTrimIsRefusedOnlyWithASizeLimit() async throws {
+    var job = Job(name: "shard", location: location)
+    job.shard = Shard(index: 0, count: 2)
+    job.passes = [.trim]
+    let (outcome, _) = try await run(job)
+    XCTAssertEqual(outcome.status, .completed)
+    job.cleanup.maxDiskSize = 1_000_000
+    do {
+      _ = try await run(job)
+      XCTFail("a shard trimmed to a size limit")
+    } catch {
+      XCTAssertEqual(error as? MaintenanceError, .trimOnShard, "\(error)")
+    }
+  }
+
+  /// The mirror of the above: a job that lists expire and not trim never trims, whatever its
+  /// `cache.maxDiskSize` says; the size limit is for a trim pass the job lists.
+  func testASizeLimitWithoutTheTrimPassTrimsNothing() async throws {
+    let now = Int64(Date().timeIntervalSince1970)
+    try builder.file("recent-1", size: 4096, accessTime: now)
+    try builder.file("recent-2", size: 4096, accessTime: now)
+    var job = Job(name: "expire-only", location: location)
+    job.passes = [.expire]
+    job.cleanup.maxDiskAge = 7 * 24 * 3600
+    job.cleanup.maxDiskSize = 1
+    let (_, report) = try await run(job)
+    XCTAssertEqual(report.maintenance.map(\.pass), [.expire])
+    XCTAssertEqual(try builder.remainingFiles(), ["recent-1", "recent-2"])
+  }
+
+  /// `cache.maxDelete` guards a real run: over it, the run deletes nothing and fails. A dry
+  /// run over it shows the whole plan all the same, with a warning: it is how an operator
+  /// checks the limits before the night.
+  func testADryRunOverTheDeletionLimitShowsTheWholePlanAndARealRunDeletesNothing() async throws {
+    for index in 0..<3 { try builder.file("old-\(index)", accessTime: 1_000) }
+    var job = Job(name: "guarded", location: location)
+    job.passes = [.expire]
+    job.cleanup.maxDiskAge = 24 * 3600
+    job.cleanup.maxDelete = .files(1)
+    let (outcome, report) = try await run(job, dryRun: true)
+    XCTAssertEqual(outcome.status, .completed)
+    XCTAssertEqual(report.maintenance.first?.actions.count, 3, "the whole plan is shown")
+    do {
+      _ = try await run(job)
+      XCTFail("the real run went over its deletion limit")
+    } catch {
+      guard case .overDeletionLimit(let planned, _, _) = error as? MaintenanceError else {
+        return XCTFail("\(error)")
+      }
+      XCTAssertEqual(planned, 3)
+    }
+    XCTAssertEqual(try builder.remainingFiles(), ["old-0", "old-1", "old-2"])
+  }
+
+  /// A job file that lists no expire or trim pass says so (its author may have expected SD's
+  /// own expiry); a `prefetch` of manifests, which is no job file, does not.
+  func testOnlyAJobFileWithoutCleaningPassesIsToldItHasNone() async throws {
+    var job = Job(name: "nightly", location: location)
+    for file in [nil, temporary.appending("nightly.yaml")] {
+      job.file = file
+      let console = RecordingConsole()
+      _ = try await run(job, console: console)
+      let told = console.reported.contains {
+        if case .noCleaningPasses = $0 { return true }
+        return false
+      }
+      XCTAssertEqual(told, file != nil, "job file \(file ?? "none")")
+    }
+  }
+
+  /// A run that finds earlier runs still marked running (killed with -9, a power loss) marks
+  /// them abandoned and says so, in its report too.
+  func testARunSaysItFoundEarlierRunsThatDiedWithoutFinishing() async throws {
+    let store = try StateStore(location: location)
+    _ = try store.beginRun(job: "killed", at: Date().addingTimeInterval(-3600))
+    var job = Job(name: "nightly", location: location)
+    job.manifests = [try manifest(["/a.jpg"])]
+    let (_, report) = try await run(job)
+    XCTAssertTrue(
+      report.warnings.contains { $0.hasPrefix("marked 1 earlier run(s) abandoned") },
+      "\(report.warnings)")
+    let (_, next) = try await run(job)
+    XCTAssertFalse(next.warnings.contains { $0.contains("abandoned") }, "\(next.warnings)")
+  }
+
+  /// The console says the first 20 failed URLs, then that the others are in the report only:
+  /// a night of thousands of failures does not bury the summary.
+  func testTheConsoleSaysTheFirstTwentyFailuresAndTheReportListsThemAll() async throws {
+    var job = Job(name: "nightly", location: location)
+    job.manifests = [try manifest((0..<23).map { "/page.jpg?n=\($0)" })]
+    let console = RecordingConsole()
+    let (outcome, report) = try await run(job, console: console)
+    XCTAssertEqual(outcome.failedURLs, 23)
+    XCTAssertEqual(report.prefetch?.failures.count, 23)
+    let said = console.reported.filter {
+      if case .urlFailed = $0 { return true }
+      return false
+    }
+    let further = console.reported.filter {
+      if case .furtherFailuresInReportOnly = $0 { return true }
+      return false
+    }
+    XCTAssertEqual(said.count, 20)
+    XCTAssertEqual(further.count, 1)
+  }
+
+  /// A failure whose cause is the run's set-up (a host that cannot be reached) has its message
+  /// said in full once for all its URLs; each URL's failure is still said by name.
+  func testTheCauseOfAFailureIsSaidOnceForAllItsURLs() async throws {
+    // A port of the loopback address that nothing listens on: bound, then closed.
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    var address = sockaddr_in()
+    address.sin_family = sa_family_t(AF_INET)
+    address.sin_addr.s_addr = inet_addr("127.0.0.1")
+    var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+    let port = withUnsafeMutablePointer(to: &address) { pointer in
+      pointer.withMemoryRebound(to: sockaddr.self, capacity: 1) { raw -> UInt16 in
+        guard bind(fd, raw, length) == 0, getsockname(fd, raw, &length) == 0 else { return 0 }
+        return UInt16(bigEndian: pointer.pointee.sin_port)
+      }
+    }
+    close(fd)
+    XCTAssertNotEqual(port, 0)
+    let path = temporary.appending("unreachable.txt")
+    try (0..<3).map { "http://127.0.0.1:\(port)/\($0).jpg" }.joined(separator: "\n").write(
+      toFile: path, atomically: true, encoding: .utf8)
+    var job = Job(name: "nightly", location: location)
+    job.manifests = [path]
+    job.prefetch.retries = 0
+    let console = RecordingConsole()
+    let (outcome, _) = try await run(job, console: console)
+    XCTAssertEqual(outcome.failedURLs, 3)
+    let causes = console.reported.filter {
+      if case .failureCause = $0 { return true }
+      return false
+    }
+    XCTAssertEqual(causes.count, 1, "\(console.reported)")
   }
 
   func testTwoJobsOnOneCacheRunOneAfterTheOther() async throws {

@@ -277,6 +277,94 @@ final class JobTests: TemporaryFolderTestCase {
       containing: "vacuum")
     try assertError("cache: [unclosed\n", line: 2, field: nil, containing: "not valid YAML")
   }
+
+  /// A job's namespace becomes a folder of the cache: a name that would leave it, or be no
+  /// folder at all, is refused naming the line and the field.
+  func testAJobsNamespaceIsOneFolderNameNamingTheLineAndField() throws {
+    for name in ["a/b", ".."] {
+      try assertError(
+        "cache:\n  directory: c\n  namespace: \(name)\n", line: 3, field: "cache.namespace",
+        containing: "single folder name")
+    }
+  }
+
+  /// An empty text (`directory: ""`, `report: ''`) is a mistake named by its field, not the job
+  /// file's folder: taken as a path, it would make the job folder the cache (or the report).
+  func testAnEmptyTextIsRefusedNamingTheField() throws {
+    try assertError(
+      "cache:\n  directory: \"\"\n", line: 2, field: "cache.directory", containing: "expected text")
+    try assertError(
+      "cache:\n  directory: c\nreport: ''\n", line: 3, field: "report", containing: "expected text")
+  }
+
+  /// `prefetch FILE` takes a file for a job file only when its first line is a job key with its
+  /// colon: a manifest's first line that is a bare word (`cache`, `name`) is a manifest's bad
+  /// line, said as such, not a job file's YAML error.
+  func testOnlyAJobKeyWithItsColonMakesAFileAJobFile() throws {
+    for (text, isJob) in [
+      ("cache:\n  directory: c\n", true), ("# nightly\n{\"cache\": {}}\n", true),
+      ("cache\nhttps://x/a.png\n", false), ("name\n", false), ("https://x/a.png\n", false),
+    ] {
+      XCTAssertEqual(Job.looksLikeJobFile(path: try write(text, name: "input")), isJob, text)
+    }
+  }
+
+  /// A manifest that can be read only once (standard input) is refused before anything runs
+  /// when the job's migrate pass and its prefetch would both read it: the second read would
+  /// find nothing and say nothing.
+  func testStandardInputIsRefusedWhenTheMigratePassAndThePrefetchBothReadIt() throws {
+    var job = Job(
+      name: "j", location: CacheLocation(directory: temporary.appending("c"), namespace: "default"))
+    job.manifests = ["-"]
+    job.passes = [.migrate, .expire]
+    XCTAssertThrowsError(try job.checkManifests(what: "manifest")) {
+      XCTAssertTrue("\($0)".contains("can be read only once"), "\($0)")
+    }
+    job.passes = [.expire]
+    XCTAssertNoThrow(try job.checkManifests(what: "manifest"), "read once by the prefetch alone")
+  }
+
+  /// A manifest URL without a host (`https:///list.txt`, a templated host left empty) is
+  /// refused before anything runs, naming it.
+  func testAManifestURLWithoutAHostIsRefusedBeforeTheRun() throws {
+    for url in ["https:///list.txt", "http://", "http://:80/list.txt"] {
+      XCTAssertThrowsError(try Job.checkManifest(url, what: "manifest"), url) {
+        XCTAssertEqual("\($0)", "manifest \(url): not a valid URL")
+      }
+    }
+    XCTAssertNoThrow(try Job.checkManifest("https://x/list.txt", what: "manifest"))
+  }
+
+  /// A job file of up to 1 MiB is read; one byte more is refused, saying the limit.
+  func testAJobFileOfExactlyTheLimitIsReadAndOneByteMoreIsNot() throws {
+    let head = "cache:\n  directory: c\n"
+    let padding = Job.maxFileSize - head.utf8.count - 1
+    let text = head + "#" + String(repeating: "x", count: padding - 1) + "\n"
+    XCTAssertEqual(text.utf8.count, Job.maxFileSize)
+    XCTAssertEqual(try Job.load(path: try write(text)).location.namespace, "default")
+    try assertError(text + "\n", line: nil, field: nil, containing: "a job file is small")
+  }
+
+  /// `-` among a job's manifests is standard input, as on the command line, not a file named
+  /// `-` beside the job file; a URL stays a URL and a relative path is the job folder's.
+  func testADashAmongAJobsManifestsIsStandardInput() throws {
+    let job = try Job.load(
+      path: try write(
+        "cache:\n  directory: c\nmanifests: [\"-\", \"https://x/list.txt\", list.txt]\n"))
+    XCTAssertEqual(
+      job.manifests, ["-", "https://x/list.txt", temporary.appending("list.txt")])
+  }
+
+  /// The verify pass's repairs are held to the job's `cache.maxDelete`, as expire and trim are:
+  /// a verify pass that may delete is never unguarded by a limit the job file sets.
+  func testAJobsVerifyPassIsHeldToItsCachesMaxDelete() throws {
+    let job = try Job.load(
+      path: try write(
+        "cache:\n  directory: c\n  maxDelete: 5\nmaintenance: [verify]\n"
+          + "verify:\n  repair: delete\n"))
+    XCTAssertEqual(job.verify?.repair, .delete)
+    XCTAssertEqual(job.verify?.maxDelete, .files(5))
+  }
 }
 
 /// Issue 26, item 6: a job's name becomes part of paths (`{job}`), so it is checked as one.

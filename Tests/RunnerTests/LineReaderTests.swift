@@ -47,6 +47,43 @@ final class LineReaderTests: TemporaryFolderTestCase {
     XCTAssertEqual(entries.map { $0?.line }, [1, 2])
   }
 
+  /// A host and port without a scheme (`localhost:8080/a.jpg`, which URL parsers read with
+  /// `localhost` as its scheme) is a line error that says the URL likely meant, never sent on;
+  /// a URL with a scheme of its own (`data:`, `ftp:`) goes on, for the pipeline to refuse as
+  /// SD does.
+  func testAHostAndPortWithoutASchemeIsALineErrorNamingTheURLMeant() throws {
+    let path = try file(
+      Array(
+        "localhost:8080/a.jpg\ncdn.example.com:8443/b.png\nhttp://localhost:8080/c.jpg\n"
+          .utf8) + Array("data:image/png;base64,iVBORw0KGgo=\nftp://example.com/d.gif\n".utf8))
+    let results = Array(ManifestReader(path: path))
+    XCTAssertEqual(results.count, 5)
+    for (index, meant) in [(0, "localhost:8080/a.jpg"), (1, "cdn.example.com:8443/b.png")] {
+      guard case .failure(let error) = results[index] else {
+        return XCTFail("line \(index + 1) was taken: \(results[index])")
+      }
+      XCTAssertEqual(error.message, "no scheme: did you mean https://\(meant)?")
+    }
+    XCTAssertEqual(
+      results.dropFirst(2).map { try? $0.get().url },
+      [
+        "http://localhost:8080/c.jpg", "data:image/png;base64,iVBORw0KGgo=",
+        "ftp://example.com/d.gif",
+      ])
+  }
+
+  /// The duplicate-key check of a JSON line reads escaped quotes as JSON does: a duplicate
+  /// key after a value holding `\"` is still refused, not left for the decoder to keep one
+  /// of the two silently.
+  func testAnEscapedQuoteDoesNotHideADuplicateKey() throws {
+    let line = #"{"url": "https://x/a.jpg?q=\"", "url": "https://x/b.jpg"}"#
+    let results = Array(ManifestReader(path: try file(Array((line + "\n").utf8))))
+    XCTAssertEqual(results.count, 1)
+    guard case .failure(let duplicate) = results.first else { return XCTFail("\(results)") }
+    XCTAssertEqual(duplicate.field, "url")
+    XCTAssertTrue(duplicate.message.contains("duplicate key"), duplicate.message)
+  }
+
   /// A lone CR inside a line (old Mac endings, or an injected header) is no line break: the
   /// line holds a control character and is refused, never split into two requests.
   func testACarriageReturnInsideALineIsAControlCharacterNotALineBreak() throws {

@@ -22,6 +22,17 @@ final class ManifestPrefetchTests: LoopbackTestCase {
     ]
   }
 
+  /// A manifest whose first lines mention `<svg` (an inline SVG's `data:` URL) is still a
+  /// manifest, read line by line: only an image or binary data given as the manifest is
+  /// refused as none (exit 2).
+  func testAManifestThatMentionsSVGIsStillAManifest() {
+    let text = "data:image/svg+xml,<svg/>\nhttps://x/a.jpg\n"
+    XCTAssertNil(ManifestItems.notAManifest(ArraySlice(Array(text.utf8))))
+    let image = ManifestItems.notAManifest(ArraySlice(Array(Fixtures.png)))
+    XCTAssertTrue(
+      image?.hasPrefix("this is an image (PNG), not a manifest") ?? false, "\(image as Any)")
+  }
+
   func testManifestsInBothFormatsWithBadLinesSkippedAndReported() async throws {
     let text = temporary.appending("urls.txt")
     let jsonl = temporary.appending("urls.jsonl")

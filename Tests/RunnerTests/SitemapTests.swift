@@ -397,6 +397,21 @@ final class SitemapTests: LoopbackTestCase {
     XCTAssertEqual(report.downloads.map(\.url), ["/a.jpg", "/b.png"].map(server.url))
   }
 
+  /// `<lastmod>` as W3C Datetime: a zone's minutes count (`+05:30`, India's); a day or month
+  /// no calendar has, or text after the date, is no date (the entry has no lastmod), not a
+  /// day of the next month or the date before the text.
+  func testALastmodZonesMinutesCountAndAnImpossibleDayIsNoDate() {
+    let newYear = Date(timeIntervalSince1970: 1_735_689_600)  // 2025-01-01T00:00:00Z
+    XCTAssertEqual(W3CDate.parse("2025-01-01T05:30+05:30"), newYear)
+    XCTAssertEqual(W3CDate.parse("2024-12-31T23:15:00-00:45"), newYear)
+    XCTAssertEqual(W3CDate.parse("2025-01-31"), newYear.addingTimeInterval(30 * 86_400))
+    for impossible in [
+      "2025-01-32", "2025-01-00", "2025-13-01", "2025-00-10", "2025-01-01x", "2025-01-01T00:00Z+",
+    ] {
+      XCTAssertNil(W3CDate.parse(impossible), impossible)
+    }
+  }
+
   func testAFiftyThousandURLSitemapIsStreamed() throws {
     // Read through the manifest iterator: memory is measured by Benchmarks/sitemap.sh; here,
     // every entry arrives, in order, with its line.

@@ -102,6 +102,54 @@ final class StateStoreTests: TemporaryFolderTestCase {
     XCTAssertEqual(merged.first?.lastFailedAt, date.addingTimeInterval(60))
   }
 
+  /// `blacklist list` lists every state file's entries in the order of their URLs, whichever
+  /// shard's file holds each: the same listing every time, that two nights' lists can be
+  /// compared line by line.
+  func testTheBlacklistOfEveryStateFileIsInTheOrderOfItsURLs() throws {
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    for (index, url) in ["https://x/b.png", "https://x/c.png", "https://x/a.png"].enumerated() {
+      let shard = try XCTUnwrap(Shard(index: index, count: 3))
+      try StateStore(location: location, shard: shard).recordFailure(
+        url: url, code: 1001, name: "badImageData", reason: "r", at: date)
+    }
+    XCTAssertEqual(
+      try StateStore.blacklistOfEveryStateFile(location: location).map(\.url),
+      ["https://x/a.png", "https://x/b.png", "https://x/c.png"])
+  }
+
+  /// A blacklist with a time-to-live lists only the entries still active, as a URL's own
+  /// look-up finds only those: an expired entry is neither refused nor listed.
+  func testTheBlacklistWithATimeToLiveListsOnlyTheEntriesStillActive() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    try store.recordFailure(url: "old", code: 1001, name: "badImageData", reason: "r", at: date)
+    try store.recordFailure(
+      url: "new", code: 1001, name: "badImageData", reason: "r", at: date.addingTimeInterval(30))
+    let now = date.addingTimeInterval(60)
+    XCTAssertEqual(try store.blacklist(now: now, timeToLive: 60).map(\.url), ["new"])
+    XCTAssertEqual(try store.blacklist(now: now).map(\.url), ["old", "new"])
+    XCTAssertEqual(
+      try StateStore.blacklistOfEveryStateFile(location: location, timeToLive: 1e9).map(\.url),
+      ["new", "old"])
+  }
+
+  /// The blacklist keeps a URL with its password masked (SPEC section 11), and finds it
+  /// whatever password a later request carries: a rotated password does not make a
+  /// blacklisted URL new.
+  func testABlacklistedURLIsKeptWithoutItsPasswordAndFoundWhateverPasswordItCarries() throws {
+    let store = try StateStore(location: location)
+    let date = Date(timeIntervalSince1970: 1_700_000_000)
+    try store.recordFailure(
+      url: "https://user:secret@x/a.png", code: 1001, name: "badImageData",
+      reason: "https://user:secret@x/a.png is no image", at: date)
+    XCTAssertEqual(try store.blacklist().map(\.url), ["https://user:***@x/a.png"])
+    let entry = try store.blacklistEntry(url: "https://user:rotated@x/a.png", now: date)
+    XCTAssertEqual(entry?.url, "https://user:***@x/a.png")
+    XCTAssertFalse(entry?.reason.contains("secret") ?? true, entry?.reason ?? "")
+    let text = try String(contentsOfFile: store.path + "-wal", encoding: .isoLatin1)
+    XCTAssertFalse(text.contains("secret"), "no password reaches the disk")
+  }
+
   /// Validators' dates are written as text made by hand, not by GRDB's formatter: it must be
   /// GRDB's text to the character, or reading them back as dates would fail.
   func testValidatorDatesAreStoredAsGRDBStoresADate() throws {

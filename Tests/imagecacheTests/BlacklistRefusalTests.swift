@@ -42,7 +42,11 @@ final class BlacklistRefusalTests: LoopbackTestCase {
   }
 
   func testTheSummaryAndReportSayHowManyTheBlacklistRefusedSinceWhenAndHowToRetry() throws {
-    try blacklist(["/a.jpg", "/b.png"])
+    try blacklist(["/a.jpg"])
+    // A later failure: the summary says the age of the oldest.
+    try StateStore(location: location).recordFailure(
+      url: server.url("/b.png"), code: 1001, name: "badImageData", reason: "was broken",
+      at: Date().addingTimeInterval(-3600))
     let (result, report) = try prefetch(["/a.jpg", "/b.png", "/c.gif"].map(server.url))
     XCTAssertEqual(result.status, 0, "one URL was downloaded: \(result.stderr)")
     let summary = try XCTUnwrap(

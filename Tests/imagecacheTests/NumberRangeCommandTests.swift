@@ -50,6 +50,10 @@ final class NumberRangeCommandTests: LoopbackTestCase {
       (prefetch + ["--wait-timeout", "1e308"], "--wait-timeout", "36500d"),
       (prefetch + ["--concurrency", "4611686018427387904"], "--concurrency", "1 to 10000"),
       (prefetch + ["--per-host-concurrency", "0"], "--per-host-concurrency", "1 to 10000"),
+      (
+        prefetch + ["--max-per-host-concurrency", "0"], "--max-per-host-concurrency",
+        "1 to 10000"
+      ),
       (prefetch + ["--retries", "1000"], "--retries", "0 to 100"),
       (prefetch + ["--max-response-size", "1e30GB"], "--max-response-size", "2^63-1"),
     ]

@@ -69,13 +69,26 @@ final class RunCommandTests: LoopbackTestCase {
     XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0)
   }
 
+  /// `--wait-timeout` alone waits (it implies `--wait`), and gives up after its time with
+  /// exit 3, saying how long it waited.
+  func testAWaitTimeoutAloneWaitsForTheLockThenExitsThree() throws {
+    let path = try job(urls: [server.url("/slow.jpg")])
+    let (first, out, err) = try ImageCacheBinary.start(["run", path])
+    waitUntil(timeout: 10, "the first run's request") { server.requestCount("/slow.jpg") > 0 }
+    let second = try ImageCacheBinary.run(["run", path, "--wait-timeout", "1s"])
+    XCTAssertEqual(second.status, 3, second.stderr)
+    XCTAssertTrue(second.stderr.contains("after 1 s of waiting"), second.stderr)
+    XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0)
+  }
+
   /// `run a.yaml b.yaml`: a job whose cache another run holds is no reason to skip the next
   /// job, on a cache of its own; the command ends with the most serious status (3 here).
   func testAJobWhoseCacheIsLockedDoesNotSkipTheNextJob() throws {
     let path = try job(urls: [server.url("/slow.jpg")])
     let (first, out, err) = try ImageCacheBinary.start(["run", path])
     waitUntil(timeout: 10, "the first run's request") { server.requestCount("/slow.jpg") > 0 }
-    try server.url("/a.jpg").write(
+    // The other job fails a URL (exit 1): the lock (exit 3) is the more serious status.
+    try (server.url("/a.jpg") + "\n" + server.url("/missing.jpg")).write(
       toFile: temporary.appending("other.txt"), atomically: true, encoding: .utf8)
     let other = temporary.appending("other.yaml")
     try "name: other\ncache: {directory: other-cache}\nmanifests: [other.txt]\nreport: other.json\n"
@@ -87,7 +100,28 @@ final class RunCommandTests: LoopbackTestCase {
       XCTUnwrap(FileManager.default.contents(atPath: temporary.appending("other.json"))))
     XCTAssertEqual(report.status, .completed)
     XCTAssertEqual(report.prefetch?.downloaded, 1, "the next job ran")
+    XCTAssertEqual(report.prefetch?.failed, 1)
     XCTAssertEqual(ImageCacheBinary.finish(first, out, err).status, 0)
+  }
+
+  /// With several jobs, a `--report` path without `{job}` gets `-<job>` before its extension,
+  /// also when it holds another placeholder (`{shard}`): one report per job, named by it, none
+  /// written over another's.
+  func testSeveralJobsWriteOneReportEachNamedByTheJob() throws {
+    var jobs: [String] = []
+    for name in ["first", "second"] {
+      let path = temporary.appending("\(name).yaml")
+      try "name: \(name)\ncache: {directory: \(name)-cache}\n".write(
+        toFile: path, atomically: true, encoding: .utf8)
+      jobs.append(path)
+    }
+    let folder = temporary.appending("reports")
+    let result = try ImageCacheBinary.run(
+      ["run"] + jobs + ["--report", folder + "/night-{shard}.json"])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertEqual(
+      try FileManager.default.contentsOfDirectory(atPath: folder).sorted(),
+      ["night-all-first.json", "night-all-second.json"])
   }
 
   /// A run waiting for another's lock (`--wait`) and stopped meanwhile (a unit's start
@@ -231,6 +265,33 @@ final class RunCommandTests: LoopbackTestCase {
     XCTAssertEqual(result.status, 1, "the job's 30 s would wait for the answer at 5 s")
     let failures = try XCTUnwrap(RunReport.decode(Data(result.stdout.utf8)).prefetch).failures
     XCTAssertEqual(failures.map(\.name), ["timedOut"], result.stderr)
+  }
+
+  /// `--deadline` sets the deadline and nothing else: the job's own 1 s timeout still fails
+  /// the answer that comes after 5 s.
+  func testAnOverriddenDeadlineLeavesTheJobsTimeout() throws {
+    let path = try job(
+      urls: [server.url("/slow.jpg")], extra: "prefetch: {timeout: 1s, retries: 0}\n")
+    let result = try ImageCacheBinary.run(["run", path, "--deadline", "60s", "--json"])
+    XCTAssertEqual(result.status, 1, "the job's 1 s timeout fails the answer at 5 s")
+    let failures = try XCTUnwrap(RunReport.decode(Data(result.stdout.utf8)).prefetch).failures
+    XCTAssertEqual(failures.map(\.name), ["timedOut"], result.stderr)
+  }
+
+  /// A proxy given on the command line is said, on the console and in the report's
+  /// `commandLineSettings`, with its password masked (SPEC section 11).
+  func testAProxyFlagIsSaidWithItsPasswordMasked() throws {
+    let path = try job(urls: [server.url("/a.jpg")])
+    let result = try ImageCacheBinary.run([
+      "run", path, "--dry-run", "--proxy", "http://user:secret@127.0.0.1:9", "--json",
+    ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertTrue(
+      result.stderr.contains("prefetch.proxy http://user:***@127.0.0.1:9"), result.stderr)
+    XCTAssertEqual(
+      try RunReport.decode(Data(result.stdout.utf8)).commandLineSettings,
+      ["prefetch.proxy": "http://user:***@127.0.0.1:9"])
+    XCTAssertFalse((result.stdout + result.stderr).contains("secret"))
   }
 
   /// Every flag that docs/jobs.md gives for a `prefetch.` setting is one `run` takes.

@@ -53,6 +53,29 @@ final class ShardTests: LoopbackTestCase {
     reports.reduce(0) { $0 + $1.counts[keyPath: count] }
   }
 
+  /// A negative `--first-task` (the first task ID of the fleet's array is 0 or more),
+  /// `--shards 0` and a `--run-id` with a control character are mistakes in the command (exit 2) naming the flag, not a shard worked out
+  /// from them.
+  func testANegativeFirstTaskOrNoShardsIsAUsageErrorAndNothingIsFetched() throws {
+    let urls = temporary.appending("urls.txt")
+    try server.url("/i/0.jpg").write(toFile: urls, atomically: true, encoding: .utf8)
+    for (flags, said) in [
+      (["--shards", "4", "--first-task=-1"], "--first-task -1: a task ID is 0 or more"),
+      (["--shards", "0"], "--shards must be at least 1"),
+      (
+        ["--shard", "0/2", "--run-id", "night\u{1B}[31m"],
+        "--run-id must be non-empty text without control characters"
+      ),
+    ] {
+      let result = try ImageCacheBinary.run(
+        ["prefetch", urls, "--cache", temporary.appending("cache")] + flags,
+        environment: ["SLURM_ARRAY_TASK_ID": "0", "SLURM_ARRAY_TASK_COUNT": "4"])
+      XCTAssertEqual(result.status, 2, "\(flags): \(result.stderr)")
+      XCTAssertTrue(result.stderr.contains(said), result.stderr)
+    }
+    XCTAssertEqual(server.requestCount("/i/0.jpg"), 0)
+  }
+
   func testTheShardHashIsFixedForever() {
     // The first 8 bytes of MD5(key), big-endian, mod N: these must never change.
     XCTAssertEqual(Shard.index(ofCacheKey: "https://example.com/a.jpg", count: 7), 0)

@@ -34,6 +34,18 @@ final class SlipTests: LoopbackTestCase {
         result.stderr)
       XCTAssertFalse(result.stderr.contains("no such file"), result.stderr)
     }
+    // Two edits from --retries is still a slip (up to a third of the name, at least 2); a
+    // name further from every option gets no guess.
+    for (option, said) in [
+      ("--retrys", "unknown option '--retrys', did you mean '--retries'?"),
+      ("--qqqqqqq", "unknown option '--qqqqqqq'\n"),
+    ] {
+      let result = try ImageCacheBinary.run([
+        "prefetch", urls, "--cache", location.directory, option, "3",
+      ])
+      XCTAssertEqual(result.status, 2, result.stderr)
+      XCTAssertTrue(result.stderr.contains(said), result.stderr)
+    }
     let nested = try ImageCacheBinary.run(["blacklist", "list", "--cach", location.directory])
     XCTAssertEqual(nested.status, 2, nested.stderr)
     XCTAssertTrue(
@@ -60,6 +72,28 @@ final class SlipTests: LoopbackTestCase {
     XCTAssertEqual(cluster.status, 2, cluster.stderr)
     XCTAssertTrue(cluster.stderr.contains("unknown option '-x'"), cluster.stderr)
     XCTAssertEqual(server.requestCount("/a.jpg"), 0)
+  }
+
+  /// A negative number is a value, not a cluster of short options: `--max-age -1` and
+  /// `--max-age -.5d` (negative: never expire) are taken as they are written.
+  func testANegativeValueIsNoShortOption() throws {
+    try FileManager.default.createDirectory(
+      atPath: location.diskCachePath, withIntermediateDirectories: true)
+    for age in ["-1", "-.5d"] {
+      let result = try ImageCacheBinary.run([
+        "maintain", "--cache", location.directory, "--max-age", age, "--dry-run",
+      ])
+      XCTAssertEqual(result.status, 0, "\(age): \(result.stderr)")
+      let said = result.stdout + result.stderr
+      XCTAssertTrue(said.contains("expire: off (negative max age)"), said)
+    }
+    // Beside a misspelt option, the misspelt option is named, not the negative value.
+    let slip = try ImageCacheBinary.run([
+      "maintain", "--cache", location.directory, "--max-age", "-.5d", "--dry-rn",
+    ])
+    XCTAssertEqual(slip.status, 2, slip.stderr)
+    XCTAssertTrue(
+      slip.stderr.contains("unknown option '--dry-rn', did you mean '--dry-run'?"), slip.stderr)
   }
 
   func testLimitRateIsMaxBandwidthUnderCurlsAndWgetsName() throws {
