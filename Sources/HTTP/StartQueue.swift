@@ -55,6 +55,21 @@ public struct StartQueue<Element> {
     return nil
   }
 
+  /// Removes and returns the elements that `removes` says to (asked once of each), best
+  /// priority first, keeping the others in order.
+  @inlinable public mutating func remove(where removes: (Element) -> Bool) -> [Element] {
+    var removed: [Element] = []
+    for priority in queues.indices {
+      var kept = Deque<Element>()
+      for element in queues[priority] {
+        if removes(element) { removed.append(element) } else { kept.append(element) }
+      }
+      queues[priority] = kept
+    }
+    stored -= removed.count
+    return removed
+  }
+
   /// Removes and returns every element, best priority first.
   @inlinable public mutating func removeAll() -> [Element] {
     let all = queues.flatMap { $0 }

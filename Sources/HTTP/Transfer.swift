@@ -11,8 +11,8 @@ final class Transfer: @unchecked Sendable {
   let idleTimeout: TimeInterval
   private let deadlineSeconds: TimeInterval
   /// When the whole download must be over, on the monotonic clock: set when the loop starts
-  /// it, not while it waits for room in the limits.
-  private var deadline: UInt64 = .max
+  /// it, not while it waits for room in the limits (a redirect's next hop waits within it).
+  private(set) var deadline: UInt64 = .max
   /// The origin (scheme, host and port) the loop's per-host limits, rate and back-off count
   /// its current hop against: each hop waits for room under the limits of the origin it goes
   /// to, as NSURLSession's per-host limit holds for every host a load reaches (a redirect's

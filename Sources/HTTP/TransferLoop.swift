@@ -87,6 +87,10 @@ final class TransferLoop: @unchecked Sendable {
   /// The soonest a transfer under way can have been idle for its timeout: when the loop next
   /// looks for idle ones (an earlier time than the true one only makes it look early).
   private var idleCheckDue = UInt64.max
+  /// The soonest deadline of a redirect's next hop waiting for its turn: then it ends as timed
+  /// out, held back however long its target's limit, rate or back-off would hold it (an
+  /// earlier time than the true one only makes the loop look early).
+  private var hopDeadlineDue = UInt64.max
 
   /// The longest wait in `curl_multi_poll` after performs that delivered data. libcurl 7.88
   /// (Debian 12's) can leave HTTP/2 data it has already read from the socket unprocessed, with
@@ -214,6 +218,7 @@ final class TransferLoop: @unchecked Sendable {
       collectFinished()
       let now = DispatchTime.now().uptimeNanoseconds
       if now >= idleCheckDue { endIdle(at: now) }
+      if now >= hopDeadlineDue { endOverdueHops(at: now) }
       // What ended made room: the next ones are sent by the next perform, before any wait.
       if startWaiting() { continue }
       // A perform that delivered data may have read more than it handed over (see
@@ -235,9 +240,9 @@ final class TransferLoop: @unchecked Sendable {
         deliveredSinceWait
         ? min(idleWaitMilliseconds, Self.stallGuardMilliseconds) : idleWaitMilliseconds
       deliveredSinceWait = false
-      // A transfer held back by the rate, a back-off or the bandwidth cap is due then, and
-      // one under way may reach its idle timeout.
-      let due = min(gateWake, unpaused ?? .max, idleCheckDue)
+      // A transfer held back by the rate, a back-off or the bandwidth cap is due then, one
+      // under way may reach its idle timeout, and a redirect's hop waiting its deadline.
+      let due = min(gateWake, unpaused ?? .max, idleCheckDue, hopDeadlineDue)
       if due != .max {
         let now = DispatchTime.now().uptimeNanoseconds
         let untilDue = due > now ? (due - now + 999_999) / 1_000_000 : 0
@@ -285,6 +290,12 @@ final class TransferLoop: @unchecked Sendable {
         finish(transfer, .failure(.cancelledBeforeStart))
         continue
       }
+      // A hop whose deadline passed while it waited is not sent, nor counted against its
+      // target (a start, a sample of its limit): the wait was the loop's.
+      if transfer.hasStarted, transfer.remainingMilliseconds == nil {
+        finish(transfer, .failure(transfer.deadlineFailure))
+        continue
+      }
       start(transfer, at: now)
       started = true
     }
@@ -330,6 +341,20 @@ final class TransferLoop: @unchecked Sendable {
       curl_multi_remove_handle(multi, handle)
       finish(transfer, .failure(transfer.idleFailure))
     }
+  }
+
+  /// Ends the redirects' next hops whose deadline passed while they waited for their turn, as
+  /// timed out: unsent, they say nothing of their targets. Notes when the next may be due.
+  private func endOverdueHops(at now: UInt64) {
+    var soonest = UInt64.max
+    let overdue = waiting.remove { transfer in
+      guard transfer.hasStarted else { return false }
+      guard transfer.deadline > now else { return true }
+      soonest = min(soonest, transfer.deadline)
+      return false
+    }
+    hopDeadlineDue = soonest
+    for transfer in overdue { finish(transfer, .failure(transfer.deadlineFailure)) }
   }
 
   private func dropWaiting() {
@@ -429,6 +454,7 @@ final class TransferLoop: @unchecked Sendable {
     transfer.origin = Origin(transfer.url)
     transfer.phase = .waiting
     waiting.prepend(transfer, priority: transfer.request.priority)
+    hopDeadlineDue = min(hopDeadlineDue, transfer.deadline)
   }
 
   /// Notes how long the transfer's first byte waited unread (``ReadLag``): the loop's own lag,

@@ -253,6 +253,42 @@ final class OriginLimitsTests: DownloaderTestCase {
     XCTAssertEqual(report.failures.map(\.name), ["timedOut"])
   }
 
+  /// A redirect's next hop that waits for its target, held back by a `Retry-After`, ends at
+  /// the download's deadline, as a timeout of the download: not when the target opens again,
+  /// and no timeout of the target, which was never asked (its adaptive limit was halved for
+  /// each such hop, one after another, for the loop's own queue).
+  func testARedirectsHopThatWaitsPastItsDeadlineEndsThenAndIsNoTimeoutOfItsTarget()
+    async throws
+  {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 429, headers: [("Retry-After", "4")])
+          : .image(Fixtures.png, type: "image/png")
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+      }
+    ])
+    defer { start.shutdown() }
+    let urls = (0..<8).map { "http://localhost:\(start.port)/moved.png?\($0)" }
+    let report = try await run(urls) {
+      $0.deadline = 1
+      $0.retries = 0
+    }
+    XCTAssertGreaterThan(report.failed, 1, "\(report.failures)")
+    XCTAssertEqual(Set(report.failures.map(\.name)), ["timedOut", "invalidDownloadStatusCode"])
+    XCTAssertEqual(target.requestCount("/img.png"), 8 - report.failed + 1)
+    let limit = try XCTUnwrap(report.hostLimits.first { $0.host == "127.0.0.1" })
+    XCTAssertNil(limit.cuts["timeout"], "the hops that waited are no timeouts of it: \(limit)")
+    // The run ended with the hops' deadline, while the target was still held (for 4 s).
+    let backoff = try XCTUnwrap(report.hostBackoffs.first)
+    XCTAssertLessThan(backoff.seconds, 3, "the hops waited past their 1 s deadline")
+  }
+
   /// An origin whose every answer is a redirect (`http://` to `https://`, to a CDN) has its
   /// own adaptive limit, sampled from its own answers: it grows past the first 4 while they
   /// come in time, where it stayed at 4 all night when only images were samples.
