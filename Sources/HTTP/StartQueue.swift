@@ -21,8 +21,9 @@ public enum DownloadPriority: Int, Sendable, CaseIterable {
 /// unspecialized across the module boundary (9% on a 1,000,000-line manifest).
 @frozen
 public struct StartQueue<Element> {
+  /// Those that go ahead of every priority (``appendAhead(_:)``), then one queue a priority.
   @usableFromInline var queues = [Deque<Element>](
-    repeating: [], count: DownloadPriority.allCases.count)
+    repeating: [], count: DownloadPriority.allCases.count + 1)
   @usableFromInline var stored = 0
 
   @inlinable public var count: Int { stored }
@@ -32,14 +33,16 @@ public struct StartQueue<Element> {
   @inlinable public var isEmpty: Bool { stored == 0 }
 
   @inlinable public mutating func append(_ element: Element, priority: DownloadPriority) {
-    queues[priority.rawValue].append(element)
+    queues[priority.rawValue + 1].append(element)
     stored += 1
   }
 
-  /// Puts `element` first among those of its priority: one that was under way goes on before
-  /// those that were not.
-  @inlinable public mutating func prepend(_ element: Element, priority: DownloadPriority) {
-    queues[priority.rawValue].prepend(element)
+  /// Queues `element` ahead of every priority, behind those queued so before it: one that was
+  /// under way (a redirect's next hop) goes on before every one that was not, whatever their
+  /// priorities, and in the order they came (put first, each such one passed those before it,
+  /// which waited until their deadline while others kept coming).
+  @inlinable public mutating func appendAhead(_ element: Element) {
+    queues[0].append(element)
     stored += 1
   }
 

@@ -446,14 +446,15 @@ final class TransferLoop: @unchecked Sendable {
   /// A hop answered with a redirect: an answer of the origin that sent it (a sample of its
   /// adaptive limit), and the end of the transfer's turn there. The next hop waits for room
   /// under the limits, rate and back-off of the origin it goes to, ahead of the downloads not
-  /// yet started: many origins that lead to one host do not open more than its limit to it.
+  /// yet started whatever their priority, behind the hops that waited before it: many origins
+  /// that lead to one host do not open more than its limit to it.
   private func redirected(_ transfer: Transfer) {
     running -= 1
     hosts.ended(transfer.origin)
     if hosts.adaptiveCeiling != nil { _ = sample(transfer, .answered) }
     transfer.origin = Origin(transfer.url)
     transfer.phase = .waiting
-    waiting.prepend(transfer, priority: transfer.request.priority)
+    waiting.appendAhead(transfer)
     hopDeadlineDue = min(hopDeadlineDue, transfer.deadline)
   }
 

@@ -418,6 +418,38 @@ final class DownloaderTests: DownloaderTestCase {
       slow.requests("/slow.png").map(\.query), ["first", "high", "normal-1", "normal-2", "low"])
   }
 
+  /// A redirect's next hop goes before every download not yet started, whatever their
+  /// priority: a `lowPriority` download under way is not held behind the normal ones queued
+  /// since (they kept the run full until its deadline failed it), as SD's queue's priority
+  /// orders only the starts and NSURLSession follows a redirect at once.
+  func testARedirectsNextHopGoesBeforeDownloadsOfABetterPriorityNotYetStarted() async throws {
+    let (slow, downloader) = try slowServer(answeringAfter: .milliseconds(100)) {
+      $0.concurrency = 1
+    }
+    defer { slow.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { _ in
+        var response = ServerResponse.redirect(to: slow.url("/slow.png?low"))
+        response.headDelay = .milliseconds(300)
+        return response
+      }
+    ])
+    defer { start.shutdown() }
+    let ended = expectation(description: "every download ends")
+    ended.expectedFulfillmentCount = 4
+    var low = DownloadRequest(url: URL(string: start.url("/moved.png"))!)
+    low.priority = .low
+    _ = downloader.start(low) { _ in ended.fulfill() }
+    // Under way (its redirect comes in 0.3 s) before the others are queued behind it.
+    await waitUntil(timeout: 10, "the low download") { start.requestCount("/moved.png") > 0 }
+    for n in 0..<3 {
+      let request = DownloadRequest(url: URL(string: slow.url("/slow.png?n=\(n)"))!)
+      _ = downloader.start(request) { _ in ended.fulfill() }
+    }
+    await fulfillment(of: [ended], timeout: 30)
+    XCTAssertEqual(slow.requests("/slow.png").map(\.query), ["low", "n=0", "n=1", "n=2"])
+  }
+
   /// A download that waits for room is never sent once its start condition says no (the run
   /// stopped), nor once it is cancelled: it ends as cancelled, `notStarted`. The one under way
   /// finishes.

@@ -253,6 +253,31 @@ final class OriginLimitsTests: DownloaderTestCase {
     XCTAssertEqual(report.failures.map(\.name), ["timedOut"])
   }
 
+  /// Redirects' next hops waiting for one target go to it in the order their redirects came:
+  /// the first to wait is the first sent, not passed by each hop that came after it (which
+  /// held the first ones until their deadline while the redirects kept coming).
+  func testRedirectsNextHopsWaitingForOneTargetGoInTheOrderTheyCame() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { _ in
+        var response = ServerResponse.image(Fixtures.png, type: "image/png")
+        response.headDelay = .milliseconds(100)
+        return response
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+      }
+    ])
+    defer { start.shutdown() }
+    let urls = (0..<8).map { "http://localhost:\(start.port)/moved.png?\($0)" }
+    let report = try await run(urls) { $0.perHostConcurrency = 1 }
+    XCTAssertEqual(report.downloaded, 8, "\(report.failures)")
+    XCTAssertEqual(
+      target.requests("/img.png").map(\.query), start.requests("/moved.png").map(\.query))
+  }
+
   /// A redirect's next hop that waits for its target, held back by a `Retry-After`, ends at
   /// the download's deadline, as a timeout of the download: not when the target opens again,
   /// and no timeout of the target, which was never asked (its adaptive limit was halved for
