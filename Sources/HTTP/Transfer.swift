@@ -151,6 +151,9 @@ final class Transfer: @unchecked Sendable {
     refusalBackoff = configuration.retryBaseDelay
   }
 
+  /// Whether its current hop is a redirect's.
+  var followedRedirect: Bool { redirects.count > 0 }
+
   /// Whether its first request was sent: a transfer waiting with a handle waits to send a
   /// redirect's next hop.
   var hasStarted: Bool { easy != nil }

@@ -512,6 +512,9 @@ final class TransferLoop: @unchecked Sendable {
         changed = hosts.cut(
           origin, .refused, sentIn: epoch, probe: probe, inFlight: transfer.sentWith)
       } else if case .network(.timedOut, _) = failure.error {
+        // The deadline is the whole download's: a redirect's hop that ran out of it had what
+        // the earlier hops and its wait for a turn left it, and says nothing of its origin.
+        if transfer.followedRedirect, transfer.remainingMilliseconds == nil { return false }
         changed = hosts.cut(origin, .timeout, sentIn: epoch)
       } else {
         return false

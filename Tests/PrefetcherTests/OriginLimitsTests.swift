@@ -314,6 +314,38 @@ final class OriginLimitsTests: DownloaderTestCase {
     XCTAssertLessThan(backoff.seconds, 3, "the hops waited past their 1 s deadline")
   }
 
+  /// A redirect's next hop that waited for its turn and then ran out of the download's
+  /// deadline at its target is no timeout of the target: what was left of the deadline was
+  /// spent in the loop's queue, not waiting on the target, which answers each in 0.6 s (its
+  /// limit was halved for each, and the next hops waited longer still).
+  func testADeadlineSpentWaitingForATargetIsNoTimeoutOfIt() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { _ in
+        var response = ServerResponse.image(Fixtures.png, type: "image/png")
+        response.headDelay = .milliseconds(600)
+        return response
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+      }
+    ])
+    defer { start.shutdown() }
+    // The target takes its first 4 at once; the next 4 wait 0.6 s for them, and are sent with
+    // 0.4 s of their 1 s left.
+    let urls = (0..<8).map { "http://localhost:\(start.port)/moved.png?\($0)" }
+    let report = try await run(urls) {
+      $0.deadline = 1
+      $0.retries = 0
+    }
+    XCTAssertGreaterThanOrEqual(report.downloaded, 4, "\(report.failures)")
+    XCTAssertEqual(Set(report.failures.map(\.name)).subtracting(["timedOut"]), [])
+    let limit = try XCTUnwrap(report.hostLimits.first { $0.host == "127.0.0.1" })
+    XCTAssertNil(limit.cuts["timeout"], "its answers all came in 0.6 s: \(limit)")
+  }
+
   /// An origin whose every answer is a redirect (`http://` to `https://`, to a CDN) has its
   /// own adaptive limit, sampled from its own answers: it grows past the first 4 while they
   /// come in time, where it stayed at 4 all night when only images were samples.
