@@ -170,6 +170,21 @@ final class Transfer: @unchecked Sendable {
     return max(1, Int((deadline - now) / 1_000_000))
   }
 
+  /// What was left of the deadline when the current hop was sent, milliseconds: libcurl's
+  /// timeout of the hop.
+  var hopTimeoutMilliseconds = Int.max
+  /// Whether the current hop ended as the deadline ran out: unsent, or timed out by libcurl on
+  /// the deadline's time, not on the idle timeout's (connecting, or receiving nothing).
+  var ranOutOfDeadline = false
+
+  /// Whether libcurl's timeout of the current hop was the deadline's: what was left of it was
+  /// under the idle timeout, which the connect and low-speed timeouts take, so neither could
+  /// fire first; or it has passed (libcurl's timer can fire some milliseconds early, so the
+  /// clock alone does not tell).
+  private var timedOutOnDeadline: Bool {
+    Double(hopTimeoutMilliseconds) < idleTimeout * 1000 || remainingMilliseconds == nil
+  }
+
   /// When the transfer is idle for its ``idleTimeout``, on the monotonic clock; `.max` while
   /// the bandwidth cap holds it.
   var idleDeadline: UInt64 {
@@ -401,7 +416,8 @@ final class Transfer: @unchecked Sendable {
     }
     guard code == CURLE_OK || abort == .drainedEnough else {
       var message = easy.errorMessage
-      if code == CURLE_OPERATION_TIMEDOUT && remainingMilliseconds == nil {
+      if code == CURLE_OPERATION_TIMEDOUT && timedOutOnDeadline {
+        ranOutOfDeadline = true
         message = deadlineFailure.error.message + " (\(message))"
       }
       var error = CurlFailure.error(

@@ -396,8 +396,11 @@ final class TransferLoop: @unchecked Sendable {
   private func send(_ transfer: Transfer) {
     guard let easy = transfer.easy else { return }
     guard let remaining = transfer.remainingMilliseconds else {
+      transfer.ranOutOfDeadline = true
       return finish(transfer, .failure(transfer.deadlineFailure))
     }
+    transfer.ranOutOfDeadline = false
+    transfer.hopTimeoutMilliseconds = remaining
     easy.setHop(for: transfer, timeoutMilliseconds: remaining)
     transfer.lastProgress = DispatchTime.now().uptimeNanoseconds
     transfer.pausedForBandwidth = false
@@ -514,7 +517,7 @@ final class TransferLoop: @unchecked Sendable {
       } else if case .network(.timedOut, _) = failure.error {
         // The deadline is the whole download's: a redirect's hop that ran out of it had what
         // the earlier hops and its wait for a turn left it, and says nothing of its origin.
-        if transfer.followedRedirect, transfer.remainingMilliseconds == nil { return false }
+        if transfer.followedRedirect, transfer.ranOutOfDeadline { return false }
         changed = hosts.cut(origin, .timeout, sentIn: epoch)
       } else {
         return false
