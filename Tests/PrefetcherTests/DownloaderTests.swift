@@ -450,6 +450,53 @@ final class DownloaderTests: DownloaderTestCase {
     XCTAssertEqual(slow.requests("/slow.png").map(\.query), ["low", "n=0", "n=1", "n=2"])
   }
 
+  /// A redirect's next hop waiting for its target (held back by a `Retry-After`) was sent: a
+  /// cancel ends it as cancelled under way, not `notStarted` (which the scheduler drops as if
+  /// never tried), and so does the loop's stop for those still waiting; none is sent.
+  func testARedirectsHopCancelledOrStoppedWhileItWaitsEndsAsCancelledUnderWay() async throws {
+    let target = try LoopbackServer(routes: [
+      "/img.png": { request in
+        request.attempt == 1
+          ? ServerResponse(status: 429, headers: [("Retry-After", "30")])
+          : .image(Fixtures.png, type: "image/png")
+      }
+    ])
+    defer { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        .redirect(to: target.url("/img.png?\(request.query ?? "")"))
+      }
+    ])
+    defer { start.shutdown() }
+    var configuration = PrefetchConfiguration()
+    configuration.maxRetryDelay = 60
+    let downloader = makeDownloader(configuration.http)
+    _ = try await startAll([target.url("/img.png?first")], on: downloader)
+    let urls = (0..<3).map { start.url("/moved.png?\($0)") }
+    let results = Mutex<[Int: Result<DownloadResponse, DownloadFailure>]>([:])
+    let ended = expectation(description: "every download ends")
+    ended.expectedFulfillmentCount = urls.count
+    let handles = urls.enumerated().map { index, url in
+      downloader.start(DownloadRequest(url: URL(string: url)!)) { result in
+        results.withLock { $0[index] = result }
+        ended.fulfill()
+      }
+    }
+    await waitUntil(timeout: 10, "the redirects") { start.requestCount("/moved.png") == 3 }
+    downloader.cancel(try XCTUnwrap(handles[0]))
+    await waitUntil(timeout: 10, "the cancel") { results.withLock { $0[0] != nil } }
+    await downloader.shutdown()
+    await fulfillment(of: [ended], timeout: 10)
+    for index in urls.indices {
+      guard case .failure(let failure)? = results.withLock({ $0[index] }) else {
+        return XCTFail("\(index): \(String(describing: results.withLock { $0[index] }))")
+      }
+      XCTAssertEqual(failure.error.name, "cancelled", "\(index)")
+      XCTAssertFalse(failure.notStarted, "\(index)")
+    }
+    XCTAssertEqual(target.requestCount("/img.png"), 1, "only the first, which asked to wait")
+  }
+
   /// A download that waits for room is never sent once its start condition says no (the run
   /// stopped), nor once it is cancelled: it ends as cancelled, `notStarted`. The one under way
   /// finishes.
