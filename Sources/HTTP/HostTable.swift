@@ -22,6 +22,9 @@ struct HostState {
   /// every epoch of the dropped limit, and before every epoch of one made anew, which so takes
   /// nothing sent before it for its own.
   var droppedEpoch = 0
+  /// Whether it answered a download (2xx or 304) in this run: its redirects are then no
+  /// samples of its adaptive limit.
+  var servedAnswer = false
 }
 
 /// The one home of what is per host, kept by the transfer thread where downloads start: each
@@ -213,13 +216,22 @@ struct HostTable {
     }
   }
 
-  /// `origin` answered (2xx or 304) `nanoseconds` after the request was sent, in its adaptive
-  /// limit's `epoch` (`nil`: the current one): a sample of that limit. Error answers are none:
-  /// a fast failure never raises a limit. Returns whether what the report says of it changed.
-  mutating func answered(_ origin: Origin, after nanoseconds: UInt64, sentIn epoch: Int? = nil)
-    -> Bool
-  {
-    hosts[origin]?.adaptive?.answered(after: nanoseconds, sentIn: epoch) ?? false
+  /// `origin` answered (2xx or 304; or, `redirect`, a redirect) `nanoseconds` after the request
+  /// was sent, in its adaptive limit's `epoch` (`nil`: the current one): a sample of that limit.
+  /// Error answers are none: a fast failure never raises a limit. A redirect is one only while
+  /// the origin has served no image in the run: an origin that only redirects (`http://` to
+  /// `https://`) has no other, and one that serves images is judged by them, its redirects (a
+  /// path's, some to a CDN) taking another time that would move a round's median with their
+  /// share. Returns whether what the report says of it changed.
+  mutating func answered(
+    _ origin: Origin, after nanoseconds: UInt64, sentIn epoch: Int? = nil, redirect: Bool = false
+  ) -> Bool {
+    if redirect {
+      guard hosts[origin]?.servedAnswer != true else { return false }
+    } else {
+      hosts[origin]?.servedAnswer = true
+    }
+    return hosts[origin]?.adaptive?.answered(after: nanoseconds, sentIn: epoch) ?? false
   }
 
   /// `origin` refused (429, 503, a refused stream) or timed out a transfer sent in its adaptive

@@ -454,7 +454,7 @@ final class TransferLoop: @unchecked Sendable {
   private func redirected(_ transfer: Transfer) {
     running -= 1
     hosts.ended(transfer.origin)
-    if hosts.adaptiveCeiling != nil { _ = sample(transfer, .answered) }
+    if hosts.adaptiveCeiling != nil { _ = sample(transfer, .redirected) }
     transfer.origin = Origin(transfer.url)
     transfer.phase = .waiting
     waiting.appendAhead(transfer)
@@ -489,8 +489,10 @@ final class TransferLoop: @unchecked Sendable {
 
   /// How a hop ended, for its origin's adaptive limit.
   private enum HopEnd {
-    /// An image, a 304 or a redirect: the origin's time to first byte is a sample.
+    /// An image or a 304: the origin's time to first byte is a sample.
     case answered
+    /// A redirect: a sample too, while the origin has served no image or 304 in the run.
+    case redirected
     case failed(DownloadFailure)
   }
 
@@ -504,11 +506,13 @@ final class TransferLoop: @unchecked Sendable {
     let changed: Bool
     var probe = false
     switch end {
-    case .answered:
+    case .answered, .redirected:
       guard let nanoseconds = transfer.easy?.firstByteNanoseconds else { return false }
       // The origin's time: without what the answer waited for the loop to read it.
       let answered = nanoseconds - min(nanoseconds, transfer.unread)
-      changed = hosts.answered(origin, after: answered, sentIn: epoch)
+      var redirect = false
+      if case .redirected = end { redirect = true }
+      changed = hosts.answered(origin, after: answered, sentIn: epoch, redirect: redirect)
     case .failed(let failure):
       if failure.refusedStream || [429, 503].contains(failure.error.httpStatus) {
         probe = hosts.refusalIsProbe(origin, sentIn: epoch, with: transfer.sentWith)

@@ -662,6 +662,27 @@ final class AdaptiveLimitTests: XCTestCase {
       "by default adaptive, up to --concurrency")
   }
 
+  /// A redirect is a sample of the origin that sent it while that origin has served no image:
+  /// an origin that only redirects grows on its redirects' times; one that serves images is
+  /// judged by them, and its redirects (another time) are no samples once it has served one.
+  func testARedirectIsASampleOnlyOfAnOriginThatHasServedNoImage() {
+    var configuration = DownloaderConfiguration()
+    configuration.concurrency = 64
+    configuration.perHostConcurrency = nil
+    var hosts = HostTable(configuration: configuration)
+    let redirecting = Origin(URL(string: "http://www.example/a.jpg")!)
+    let serving = Origin(URL(string: "https://img.example/a.jpg")!)
+    hosts.started(redirecting, at: 0)
+    hosts.started(serving, at: 0)
+    for _ in 0..<200 { _ = hosts.answered(redirecting, after: service, redirect: true) }
+    XCTAssertEqual(hosts.limit(for: redirecting), 64, "grown on its redirects alone")
+    _ = hosts.answered(serving, after: service)
+    let served = hosts.limit(for: serving)
+    for _ in 0..<200 { _ = hosts.answered(serving, after: service / 10, redirect: true) }
+    XCTAssertEqual(hosts.limit(for: serving), served, "its redirects moved nothing")
+    XCTAssertEqual(hosts.hostLimit(serving)?.max, served)
+  }
+
   func testTheHostTableKeepsEachOriginUnderItsOwnRememberedRefusal() {
     var configuration = DownloaderConfiguration()
     configuration.concurrency = 64
