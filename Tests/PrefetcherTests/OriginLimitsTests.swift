@@ -1,6 +1,7 @@
 import Core
 import Foundation
 import HTTP
+import NIOCore
 import Pipeline
 import Prefetcher
 import TestSupport
@@ -51,6 +52,33 @@ final class OriginLimitsTests: DownloaderTestCase {
     }
     defer { deadline.cancel() }
     return await run.value
+  }
+
+  /// A target serving `/img.png` (`image`; by default the PNG, after `imageDelay`), and a
+  /// start whose `/moved.png?Q` redirects to the target's `/img.png?Q` after `redirectDelay`;
+  /// both shut down when the test ends.
+  private func redirectingPair(
+    imageDelay: TimeAmount? = nil, redirectDelay: TimeAmount? = nil, image: Route? = nil
+  ) throws -> (target: LoopbackServer, start: LoopbackServer) {
+    let target = try LoopbackServer(routes: [
+      "/img.png": image
+        ?? { _ in
+          var response = ServerResponse.image(Fixtures.png, type: "image/png")
+          response.headDelay = imageDelay
+          return response
+        }
+    ])
+    addTeardownBlock { target.shutdown() }
+    let start = try LoopbackServer(routes: [
+      "/moved.png": { request in
+        var response = ServerResponse.redirect(
+          to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
+        response.headDelay = redirectDelay
+        return response
+      }
+    ])
+    addTeardownBlock { start.shutdown() }
+    return (target, start)
   }
 
   /// Requests a second between the first and the last arrival of `requests`.
@@ -177,20 +205,7 @@ final class OriginLimitsTests: DownloaderTestCase {
   /// host a load reaches: two origins (127.0.0.1 and localhost) that send every image to one
   /// host open no more than that host's 2 to it, not 2 each.
   func testOriginsThatRedirectToOneHostOpenNoMoreThanItsLimitToIt() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { _ in
-        var response = ServerResponse.image(Fixtures.png, type: "image/png")
-        response.headDelay = .milliseconds(50)
-        return response
-      }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-      }
-    ])
-    defer { start.shutdown() }
+    let (target, start) = try redirectingPair(imageDelay: .milliseconds(50))
     let urls = (0..<12).flatMap {
       [
         "http://127.0.0.1:\(start.port)/moved.png?a=\($0)",
@@ -207,16 +222,7 @@ final class OriginLimitsTests: DownloaderTestCase {
   /// before those not started, which a full run would otherwise make it wait behind (within
   /// its deadline). One download at a time, so the servers see each download whole.
   func testARedirectsNextHopGoesBeforeTheDownloadsNotStarted() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-      }
-    ])
-    defer { start.shutdown() }
+    let (target, start) = try redirectingPair()
     let urls = (0..<4).map { "http://127.0.0.1:\(start.port)/moved.png?\($0)" }
     let report = try await run(urls) { $0.concurrency = 1 }
     XCTAssertEqual(report.downloaded, 4, "\(report.failures)")
@@ -229,22 +235,8 @@ final class OriginLimitsTests: DownloaderTestCase {
   /// The deadline is the whole download's, redirects and their waits for a turn included:
   /// two hops of 0.6 s each are over a deadline of 1 s.
   func testTheDeadlineCountsEveryHopOfARedirect() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { _ in
-        var response = ServerResponse.image(Fixtures.png, type: "image/png")
-        response.headDelay = .milliseconds(600)
-        return response
-      }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { _ in
-        var response = ServerResponse.redirect(to: "http://127.0.0.1:\(target.port)/img.png")
-        response.headDelay = .milliseconds(600)
-        return response
-      }
-    ])
-    defer { start.shutdown() }
+    let (_, start) = try redirectingPair(
+      imageDelay: .milliseconds(600), redirectDelay: .milliseconds(600))
     let report = try await run(["http://127.0.0.1:\(start.port)/moved.png"]) {
       $0.deadline = 1
       $0.retries = 0
@@ -257,20 +249,7 @@ final class OriginLimitsTests: DownloaderTestCase {
   /// the first to wait is the first sent, not passed by each hop that came after it (which
   /// held the first ones until their deadline while the redirects kept coming).
   func testRedirectsNextHopsWaitingForOneTargetGoInTheOrderTheyCame() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { _ in
-        var response = ServerResponse.image(Fixtures.png, type: "image/png")
-        response.headDelay = .milliseconds(100)
-        return response
-      }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-      }
-    ])
-    defer { start.shutdown() }
+    let (target, start) = try redirectingPair(imageDelay: .milliseconds(100))
     let urls = (0..<8).map { "http://localhost:\(start.port)/moved.png?\($0)" }
     let report = try await run(urls) { $0.perHostConcurrency = 1 }
     XCTAssertEqual(report.downloaded, 8, "\(report.failures)")
@@ -285,20 +264,11 @@ final class OriginLimitsTests: DownloaderTestCase {
   func testARedirectsHopThatWaitsPastItsDeadlineEndsThenAndIsNoTimeoutOfItsTarget()
     async throws
   {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { request in
-        request.attempt == 1
-          ? ServerResponse(status: 429, headers: [("Retry-After", "4")])
-          : .image(Fixtures.png, type: "image/png")
-      }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-      }
-    ])
-    defer { start.shutdown() }
+    let (target, start) = try redirectingPair(image: { request in
+      request.attempt == 1
+        ? ServerResponse(status: 429, headers: [("Retry-After", "4")])
+        : .image(Fixtures.png, type: "image/png")
+    })
     let urls = (0..<8).map { "http://localhost:\(start.port)/moved.png?\($0)" }
     let report = try await run(urls) {
       $0.deadline = 1
@@ -319,20 +289,7 @@ final class OriginLimitsTests: DownloaderTestCase {
   /// spent in the loop's queue, not waiting on the target, which answers each in 0.6 s (its
   /// limit was halved for each, and the next hops waited longer still).
   func testADeadlineSpentWaitingForATargetIsNoTimeoutOfIt() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { _ in
-        var response = ServerResponse.image(Fixtures.png, type: "image/png")
-        response.headDelay = .milliseconds(600)
-        return response
-      }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        .redirect(to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-      }
-    ])
-    defer { start.shutdown() }
+    let (_, start) = try redirectingPair(imageDelay: .milliseconds(600))
     // The target takes its first 4 at once; the next 4 wait 0.6 s for them, and are sent with
     // 0.4 s of their 1 s left.
     let urls = (0..<8).map { "http://localhost:\(start.port)/moved.png?\($0)" }
@@ -350,19 +307,7 @@ final class OriginLimitsTests: DownloaderTestCase {
   /// own adaptive limit, sampled from its own answers: it grows past the first 4 while they
   /// come in time, where it stayed at 4 all night when only images were samples.
   func testAnOriginThatOnlyRedirectsGrowsItsAdaptiveLimitOnItsOwnAnswers() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { _ in .image(Fixtures.png, type: "image/png") }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        var response = ServerResponse.redirect(
-          to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-        response.headDelay = .milliseconds(20)
-        return response
-      }
-    ])
-    defer { start.shutdown() }
+    let (_, start) = try redirectingPair(redirectDelay: .milliseconds(20))
     let urls = (0..<200).map { "http://127.0.0.1:\(start.port)/moved.png?\($0)" }
     let report = try await run(urls) { $0.concurrency = 64 }
     XCTAssertEqual(report.downloaded, 200, "\(report.failures)")
