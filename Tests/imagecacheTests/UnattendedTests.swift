@@ -254,13 +254,14 @@ final class UnattendedTests: LoopbackTestCase {
       merge.stderr.contains("shard-1.json (relative to \(workingDirectory)): No such file"),
       merge.stderr)
 
-    // A file where the report's folder would be.
+    // A file where the report's folder would be: the path's mistake (exit 2), said with the
+    // folder it was resolved against.
     try Data().write(to: URL(fileURLWithPath: home + "/reports"))
     let urls = try temporary.manifest([server.url("/photo.jpg")])
     let report = try run([
       "prefetch", urls, "--cache", location.directory, "--report", "reports/nightly.json",
     ])
-    XCTAssertEqual(report.status, 4, report.stderr)
+    XCTAssertEqual(report.status, 2, report.stderr)
     XCTAssertTrue(
       report.stderr.contains("reports/nightly.json (relative to \(workingDirectory)): "),
       report.stderr)
