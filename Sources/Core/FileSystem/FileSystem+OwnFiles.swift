@@ -46,7 +46,7 @@ extension FileSystem {
       guard lstat(path, &info) == 0 else {
         if errno == ENOENT { return }
         if errno == ENOTDIR {
-          try checkIsFolder(folderOf(path), what: "a folder of the cache")
+          try checkIsFolder(OutputFile.folder(of: path), what: "a folder of the cache")
         }
         throw FileSystemError("look at", path: path, errno: errno)
       }
@@ -69,7 +69,7 @@ extension FileSystem {
   /// missing path is no error here; nor is one that cannot be looked at for another reason.
   private static func checkIsFolder(_ path: String, what: String) throws(FileSystemError) {
     var current = path
-    while !current.isEmpty {
+    while true {
       var info = stat()
       if stat(current, &info) == 0 {
         let type = info.st_mode & S_IFMT
@@ -82,15 +82,13 @@ extension FileSystem {
         }
         return
       }
-      // Only a missing path or a file in its way says to look further up.
-      guard errno == ENOENT || errno == ENOTDIR, current != "/" else { return }
-      current = folderOf(current)
+      // Only a missing path or a file in its way says to look further up: to "/", or to the
+      // working directory (".") for a relative path.
+      let failure = errno
+      let folder = OutputFile.folder(of: current)
+      guard failure == ENOENT || failure == ENOTDIR, folder != current else { return }
+      current = folder
     }
-  }
-
-  private static func folderOf(_ path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "" }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
   }
 
   /// The content of `path`, an input the user named (a report to merge or render), which must
