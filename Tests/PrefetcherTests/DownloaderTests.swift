@@ -454,20 +454,11 @@ final class DownloaderTests: DownloaderTestCase {
   /// cancel ends it as cancelled under way, not `notStarted` (which the scheduler drops as if
   /// never tried), and so does the loop's stop for those still waiting; none is sent.
   func testARedirectsHopCancelledOrStoppedWhileItWaitsEndsAsCancelledUnderWay() async throws {
-    let target = try LoopbackServer(routes: [
-      "/img.png": { request in
-        request.attempt == 1
-          ? ServerResponse(status: 429, headers: [("Retry-After", "30")])
-          : .image(Fixtures.png, type: "image/png")
-      }
-    ])
-    defer { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        .redirect(to: target.url("/img.png?\(request.query ?? "")"))
-      }
-    ])
-    defer { start.shutdown() }
+    let (target, start) = try redirectingPair(image: { request in
+      request.attempt == 1
+        ? ServerResponse(status: 429, headers: [("Retry-After", "30")])
+        : .image(Fixtures.png, type: "image/png")
+    })
     var configuration = PrefetchConfiguration()
     configuration.maxRetryDelay = 60
     let downloader = makeDownloader(configuration.http)

@@ -54,33 +54,6 @@ final class OriginLimitsTests: DownloaderTestCase {
     return await run.value
   }
 
-  /// A target serving `/img.png` (`image`; by default the PNG, after `imageDelay`), and a
-  /// start whose `/moved.png?Q` redirects to the target's `/img.png?Q` after `redirectDelay`;
-  /// both shut down when the test ends.
-  private func redirectingPair(
-    imageDelay: TimeAmount? = nil, redirectDelay: TimeAmount? = nil, image: Route? = nil
-  ) throws -> (target: LoopbackServer, start: LoopbackServer) {
-    let target = try LoopbackServer(routes: [
-      "/img.png": image
-        ?? { _ in
-          var response = ServerResponse.image(Fixtures.png, type: "image/png")
-          response.headDelay = imageDelay
-          return response
-        }
-    ])
-    addTeardownBlock { target.shutdown() }
-    let start = try LoopbackServer(routes: [
-      "/moved.png": { request in
-        var response = ServerResponse.redirect(
-          to: "http://127.0.0.1:\(target.port)/img.png?\(request.query ?? "")")
-        response.headDelay = redirectDelay
-        return response
-      }
-    ])
-    addTeardownBlock { start.shutdown() }
-    return (target, start)
-  }
-
   /// Requests a second between the first and the last arrival of `requests`.
   private func measuredRate(_ requests: [ServerRequest]) throws -> Double {
     let first = try XCTUnwrap(requests.first?.arrivedAt)
