@@ -33,6 +33,30 @@ final class ManifestPrefetchTests: LoopbackTestCase {
       image?.hasPrefix("this is an image (PNG), not a manifest") ?? false, "\(image as Any)")
   }
 
+  /// A manifest that names a UI-only option on every line keeps the first warnings, each
+  /// with its line, and counts the rest in one: ten million lines must not hold (and say) ten
+  /// million warnings.
+  func testUIOnlyOptionsOnEveryLineKeepTheFirstWarningsAndCountTheRest() throws {
+    let jsonl = temporary.appending("every-line.jsonl")
+    let lines = (1...5_000).map {
+      "{\"url\": \"https://cdn.example.com/\($0).jpg\", \"options\": [\"progressiveLoad\"]}"
+    }
+    try lines.joined(separator: "\n").write(toFile: jsonl, atomically: true, encoding: .utf8)
+    let manifests = ManifestItems(paths: [jsonl])
+    XCTAssertEqual(
+      manifests.reduce(0) { count, item in count + ((try? item.get()) != nil ? 1 : 0) }, 5_000)
+    let warnings = manifests.warnings
+    XCTAssertEqual(warnings.count, 101)
+    XCTAssertEqual(
+      warnings[0].description,
+      "\(jsonl):1: field 'options': option progressiveLoad only matters to a UI; ignored")
+    XCTAssertEqual(warnings[99].line, 100)
+    XCTAssertEqual(
+      warnings[100].description,
+      "\(jsonl):101: 4900 more warnings like these (UI-only options, ignored) from this line on, "
+        + "not listed one by one: only the first 100 are")
+  }
+
   func testManifestsInBothFormatsWithBadLinesSkippedAndReported() async throws {
     let text = temporary.appending("urls.txt")
     let jsonl = temporary.appending("urls.jsonl")

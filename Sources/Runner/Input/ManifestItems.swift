@@ -305,13 +305,50 @@ public struct ManifestItems: Sequence, Sendable {
   }
 }
 
-/// Warnings gathered while a sequence is read, shared by its copies.
+/// Warnings gathered while a sequence is read, shared by its copies: the first
+/// ``maxKept``, then a count of the rest. A manifest that names a UI-only option on every one
+/// of its ten million lines would otherwise hold ten million warnings until the run's end, then
+/// say each on the console and in the report (SPEC section 5: memory does not follow the
+/// manifest's size).
 final class WarningList: Sendable {
-  private let list = Mutex<[ConfigurationError]>([])
-  func append(_ warnings: [ConfigurationError]) {
-    if !warnings.isEmpty { list.withLock { $0.append(contentsOf: warnings) } }
+  /// The most warnings kept one by one, each with its file, line and field.
+  static let maxKept = 100
+
+  private struct Kept {
+    var list: [ConfigurationError] = []
+    /// The first warning not kept, and how many were not.
+    var firstDropped: ConfigurationError?
+    var dropped = 0
   }
-  var all: [ConfigurationError] { list.withLock { $0 } }
+
+  private let kept = Mutex(Kept())
+
+  func append(_ warnings: [ConfigurationError]) {
+    guard !warnings.isEmpty else { return }
+    kept.withLock { kept in
+      for warning in warnings {
+        if kept.list.count < Self.maxKept {
+          kept.list.append(warning)
+        } else {
+          kept.firstDropped = kept.firstDropped ?? warning
+          kept.dropped += 1
+        }
+      }
+    }
+  }
+
+  /// The warnings kept, then one that counts the others from where the first of them was.
+  var all: [ConfigurationError] {
+    kept.withLock { kept in
+      guard let first = kept.firstDropped else { return kept.list }
+      return kept.list + [
+        ConfigurationError(
+          source: first.source, line: first.line,
+          message: "\(kept.dropped) more warnings like these (UI-only options, ignored) from "
+            + "this line on, not listed one by one: only the first \(Self.maxKept) are")
+      ]
+    }
+  }
 }
 
 extension Job {
