@@ -433,6 +433,27 @@ final class SitemapTests: LoopbackTestCase {
     XCTAssertEqual(count, 50_000)
   }
 
+  /// `--sitemap-order lastmod` holds at most the protocol's 50,000 URLs of a sitemap to sort
+  /// them: a 50 MB sitemap of short entries (two million URLs, from a gzip of a few hundred KB)
+  /// held each of them, 340 bytes a URL. Past the limit the next URLs are sorted as a block of
+  /// their own, after the first: the newest URL, last of 50,001, comes last, and none is lost.
+  func testOrderLastmodSortsAtMostTheProtocolsLimitOfURLsAtATime() throws {
+    var xml = Self.header + "\n"
+    for index in 0..<SitemapManifest.maxSorted {
+      xml += "<url><lastmod>2020-01-01</lastmod><image:image><image:loc>"
+      xml += "https://example.invalid/i/\(index).jpg</image:loc></image:image></url>\n"
+    }
+    xml += "<url><lastmod>2025-01-01</lastmod><image:image><image:loc>"
+    xml += "https://example.invalid/newest.jpg</image:loc></image:image></url>\n</urlset>\n"
+    let path = try write(Fixtures.gzip(Data(xml.utf8)), "over-the-limit.xml.gz")
+    let urls = try ManifestItems(paths: [path], sitemap: SitemapSettings(order: .lastmod)).map {
+      try $0.get().url
+    }
+    XCTAssertEqual(urls.count, SitemapManifest.maxSorted + 1)
+    XCTAssertEqual(urls.first, "https://example.invalid/i/0.jpg")
+    XCTAssertEqual(urls.last, "https://example.invalid/newest.jpg")
+  }
+
   /// A `<url>` may name any number of images: they are handed on a batch at a time as they are
   /// read, never held whole, and every one arrives in order, after its page.
   func testTheImagesOfOneURLAreHandedOnABatchAtATime() throws {

@@ -24,7 +24,9 @@ public enum SitemapOrder: String, Sendable, CaseIterable {
   case document
   /// Newest `<lastmod>` first (those without one last, in document order), within each
   /// sitemap; an index's children newest first too. Each sitemap's entries are then held in
-  /// memory to be sorted (at most 50,000 URLs, by the sitemap protocol's own limit).
+  /// memory to be sorted: at most ``SitemapManifest/maxSorted`` (the sitemap protocol's own
+  /// limit on a sitemap's URLs and an index's sitemaps); a sitemap past it is sorted that many
+  /// at a time, in document order from one block to the next.
   case lastmod
 }
 
@@ -44,7 +46,15 @@ final class SitemapManifest {
     var depth: Int
     /// An index's children still to read, in the order they will be read.
     var children: Deque<(SitemapLocation, Date?)>?
+    /// Read to its end or its problem (`--sitemap-order lastmod` reads it a block at a time).
+    var exhausted = false
   }
+
+  /// The most URLs (or an index's sitemaps) of one sitemap held to be sorted newest first: the
+  /// sitemap protocol's own limit, which nothing enforces. A 50 MB sitemap of short entries is
+  /// two million URLs, 340 bytes each held to be sorted; past this many, the next ones are
+  /// sorted as a block of their own once these are handed on.
+  static let maxSorted = 50_000
 
   private let settings: SitemapSettings
   private let limit: UInt64
@@ -90,7 +100,8 @@ final class SitemapManifest {
       // Taken from the frame in place: a copy of the list for each child read is a copy of
       // up to a million children, a million times.
       guard let (location, _) = stack[top].children?.popFirst() else {
-        stack.removeLast()
+        // An index sorted a block at a time: its next block, if it has one.
+        if stack[top].exhausted { stack.removeLast() } else { stack[top].children = nil }
         return
       }
       openChild(location, of: stack[top])
@@ -114,20 +125,24 @@ final class SitemapManifest {
     }
   }
 
-  /// Reads the whole document at `index` of the stack, to sort it newest first: an index's
-  /// children (then read one at a time), or a urlset's entries.
+  /// Reads the document at `index` of the stack, to sort it newest first: an index's
+  /// children (then read one at a time), or a urlset's entries; at most ``maxSorted`` of them,
+  /// the next ones on the next call.
   private func readWhole(_ index: Int) {
     let frame = stack[index]
     var children: [(SitemapLocation, Date?)] = []
     var dated: [(entry: ManifestEntry, date: Date?)] = []
     var problem: SitemapProblem?
-    while let result = frame.document.next() {
-      switch result {
-      case .failure(let error): problem = error
+    var exhausted = false
+    while !exhausted, children.count + dated.count < Self.maxSorted {
+      switch frame.document.next() {
+      case nil: exhausted = true
+      case .failure(let error):
+        problem = error
+        exhausted = true
       case .success(.child(let location, let date)): children.append((location, date))
       case .success(let event): dated += entries(of: event, in: frame.name)
       }
-      if problem != nil { break }
     }
     children = stableSortedNewestFirst(children, by: \.1)
     dated = stableSortedNewestFirst(dated, by: \.date)
@@ -135,7 +150,8 @@ final class SitemapManifest {
     if let problem { ready.append(.failure(lineError(frame.name, problem))) }
     if frame.document.kind == .index {
       stack[index].children = Deque(children)
-    } else {
+      stack[index].exhausted = exhausted
+    } else if exhausted {
       stack.removeLast()
     }
   }
