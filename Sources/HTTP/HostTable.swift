@@ -40,6 +40,15 @@ struct HostState {
 /// already waits for room in the limits; other hosts go on.
 struct HostTable {
   private var hosts: [Origin: HostState] = [:]
+  /// The origins known past which a new one first makes the table forget the idle ones
+  /// (``forgetIdleHosts(at:)``).
+  private var forgetsPast = HostTable.idleHostsKept
+  /// How many origins the table keeps before it forgets those with nothing under way, held
+  /// back or waiting for the rate: a manifest or sitemap of ten million URLs on as many hosts
+  /// (one origin's wildcard subdomains) kept each one's state, some 1 KB, to the run's end.
+  /// A host forgotten and met again starts anew, as in the next run: its limit at its start,
+  /// under the refusals remembered from earlier runs.
+  static let idleHostsKept = 10_000
   /// Transfers at once to a host not known to multiplex: one a connection.
   let connectionsPerHost: Int
   /// libcurl's cap on the connections to any one host (`CURLMOPT_MAX_HOST_CONNECTIONS`, one
@@ -180,6 +189,7 @@ struct HostTable {
   /// adaptive limit's epoch.
   @discardableResult
   mutating func started(_ origin: Origin, at now: UInt64) -> Int {
+    if hosts[origin] == nil, hosts.count >= forgetsPast { forgetIdleHosts(at: now) }
     add(origin)
     hosts[origin]?.running += 1
     if let interval { hosts[origin]?.nextStart = now + interval }
@@ -193,6 +203,19 @@ struct HostTable {
 
   /// Transfers under way to `origin`.
   func running(_ origin: Origin) -> Int { hosts[origin]?.running ?? 0 }
+
+  /// The origins the table holds state of.
+  var count: Int { hosts.count }
+
+  /// Forgets the origins with nothing under way, not held back and not waiting for the rate
+  /// at `now` (0 when no clock was read: no rate, and nothing held); the next forgetting comes
+  /// once as many again are known, so that each costs a new origin a constant share.
+  private mutating func forgetIdleHosts(at now: UInt64) {
+    hosts = hosts.filter { origin, host in
+      host.running > 0 || host.heldUntil > now || host.nextStart > now || held.contains(origin)
+    }
+    forgetsPast = max(Self.idleHostsKept, hosts.count * 2)
+  }
 
   /// A transfer to `origin` that was under way ended.
   mutating func ended(_ origin: Origin) {

@@ -176,7 +176,13 @@ final class PrefetchScheduler {
   /// Gives back the place `item` took in the limits.
   private func release(_ item: PrefetchItem) {
     running -= 1
-    perHost[item.origin, default: 1] -= 1
+    // An origin with nothing under way is forgotten: a manifest of as many hosts as URLs
+    // would otherwise keep an entry for each.
+    if perHost[item.origin, default: 1] <= 1 {
+      perHost[item.origin] = nil
+    } else {
+      perHost[item.origin, default: 1] -= 1
+    }
   }
 
   /// Takes slot `id` out of the table, the load keys and the limits.

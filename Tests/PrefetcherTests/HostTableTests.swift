@@ -145,6 +145,28 @@ final class HostTableTests: XCTestCase {
     XCTAssertTrue(hosts.allows(cdn, gated: true, at: 100_001_000, wake: &wake))
   }
 
+  /// Ten million URLs on as many hosts (one origin's wildcard subdomains) must not keep as
+  /// many hosts' state to the run's end: past ``HostTable/idleHostsKept`` origins, the idle
+  /// ones are forgotten, while one with a transfer under way or held back by its `Retry-After`
+  /// keeps its own.
+  func testIdleHostsAreForgottenPastTheBoundAndBusyOrHeldOnesKept() {
+    var hosts = table()
+    var log: [String: HostTable.Record] = [:]
+    hosts.started(cdn, at: 1_000)
+    let failure = DownloadFailure(.invalidDownloadStatusCode(503), retryAfter: 60)
+    hosts.answered(small, failure, at: 1_000, log: &log)
+    for index in 0..<(HostTable.idleHostsKept * 3) {
+      let origin = Origin(URL(string: "http://h\(index).example/a.jpg")!)
+      hosts.started(origin, at: 2_000)
+      hosts.ended(origin)
+    }
+    XCTAssertLessThanOrEqual(hosts.count, HostTable.idleHostsKept)
+    XCTAssertEqual(hosts.running(cdn), 1, "under way: kept")
+    var wake = UInt64.max
+    XCTAssertFalse(hosts.allows(small, gated: true, at: 3_000, wake: &wake), "held: kept")
+    XCTAssertEqual(wake, 60_000_001_000)
+  }
+
   func testABackoffHoldsItsHostUntilRetryAfterAndThenOpens() {
     var hosts = table()
     XCTAssertTrue(hosts.isOpen, "no rate and no back-off: no clock is read")
