@@ -79,7 +79,9 @@ struct ReportCommand: ParsableCommand {
         manifest entries read. Otherwise nothing is written and the merge exits 2 naming \
         what is missing, repeated or inconsistent; with --partial it merges them anyway \
         with the status incomplete (exit 1, or worse when a shard failed or was \
-        interrupted). Unsharded reports are merged as they are.
+        interrupted). Unsharded reports are merged as they are. A maintenance pass's \
+        cacheBytesBefore and cacheBytesAfter (each shard's of its own files) are summed when \
+        the reports are one whole run's shards and each has them, else left out.
 
         A shard rerun with the same run ID and report path counts its earlier attempts \
         (previousAttempts in its report): the merged report's counts and URLs are each \

@@ -267,6 +267,47 @@ final class ReportMergeStatusTests: TemporaryFolderTestCase {
     XCTAssertEqual(try outcome(dryRun: true).filesNotRemoved, 0)
   }
 
+  /// Each shard's `cacheBytesBefore`/`After` are of its own files: the merged pass has their
+  /// sum, the whole cache's, when the reports are one whole run's shards that all have them,
+  /// and none (not a wrong number) when a shard lacks one, when the merge is partial, or when
+  /// unsharded runs each measured the whole cache. The limits every shard ran with are kept.
+  func testAMergedPassSumsTheShardsCacheSizesOnlyWhenTheyAreTheWholeCache() throws {
+    let limits: [String: Any] = [
+      "maxDiskAge": 604_800, "maxDiskSize": 0, "expireType": "accessDate",
+    ]
+    func merged(
+      _ name: String, shards: [Int?], count: Int = 2, after: [Int?] = [10, 20],
+      partial: Bool = false
+    ) throws -> MaintenancePassReport {
+      let paths = try zip(shards, after).enumerated().map { index, shard in
+        var pass: [String: Any] = ["cacheBytesBefore": [100, 1000][index], "limits": limits]
+        if let after = shard.1 { pass["cacheBytesAfter"] = after }
+        return try shardReport("\(name)-\(index)", maintenance: pass) { json, _ in
+          if let index = shard.0 {
+            json["shard"] = ["index": index, "count": count]
+            json["runID"] = "night-1"
+          }
+        }
+      }
+      let output = temporary.appending("merged-\(name).json")
+      _ = try ReportMerge.merge(paths, into: [output], standardOutput: false, partial: partial)
+      return try XCTUnwrap(try RunReport.load(path: output).maintenance.first)
+    }
+    let whole = try merged("whole", shards: [0, 1])
+    XCTAssertEqual(whole.cacheBytesBefore, 1100)
+    XCTAssertEqual(whole.cacheBytesAfter, 30)
+    XCTAssertEqual(whole.limits?.maxDiskAge, 604_800)
+    let lacking = try merged("lacking", shards: [0, 1], after: [10, nil])
+    XCTAssertEqual(lacking.cacheBytesBefore, 1100)
+    XCTAssertNil(lacking.cacheBytesAfter, "a shard without the figure: no sum")
+    let partial = try merged("partial", shards: [0, 1], count: 3, partial: true)
+    XCTAssertNil(partial.cacheBytesBefore, "shard 2 of 3 is missing")
+    XCTAssertNil(partial.cacheBytesAfter)
+    let unsharded = try merged("unsharded", shards: [nil, nil])
+    XCTAssertNil(unsharded.cacheBytesBefore, "each measured the whole cache")
+    XCTAssertNil(unsharded.cacheBytesAfter)
+  }
+
   /// The merge names the shards that ran more than once, and only those.
   func testTheMergeNamesOnlyTheShardsThatRanAgain() throws {
     let once = try shardReport("once")

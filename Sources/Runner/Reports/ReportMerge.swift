@@ -126,6 +126,8 @@ public enum ReportMerge {
     // Every shard reads every input: one that failed is in each shard's report.
     var inputFailures: Set<String> = []
     var passes: [(key: String, sink: PassSink)] = []
+    // How many reports have each pass: a cache size is summed only from all of them.
+    var reportsWithPass: [String: Int] = [:]
     for path in paths {
       let report = try RunReport.load(path: path)
       if let prefetch = report.prefetch {
@@ -147,16 +149,31 @@ public enum ReportMerge {
       for pass in report.maintenance {
         let key = "\(pass.pass.rawValue) \(pass.dryRun)"
         let sink: PassSink
+        let field = "maintenance (\(pass.pass.rawValue))"
         if let known = passes.first(where: { $0.key == key }) {
           sink = known.sink
+          // Each shard's size is of its own files; a figure one report lacks leaves the sum out.
+          func added(_ sum: UInt64?, _ own: UInt64?, _ name: String) throws -> UInt64? {
+            guard let sum, let own else { return nil }
+            return try total(sum, own, "\(field).\(name)", adding: path)
+          }
+          sink.summary.cacheBytesBefore = try added(
+            sink.summary.cacheBytesBefore, pass.cacheBytesBefore, "cacheBytesBefore")
+          sink.summary.cacheBytesAfter = try added(
+            sink.summary.cacheBytesAfter, pass.cacheBytesAfter, "cacheBytesAfter")
+          // The limits the passes ran with, when they all ran with the same.
+          if sink.summary.limits != pass.limits { sink.summary.limits = nil }
         } else {
           sink = try writer.beginPass(pass.pass, dryRun: pass.dryRun, listsActions: true)
           passes.append((key, sink))
+          sink.summary.cacheBytesBefore = pass.cacheBytesBefore
+          sink.summary.cacheBytesAfter = pass.cacheBytesAfter
+          sink.summary.limits = pass.limits
         }
+        reportsWithPass[key, default: 0] += 1
         for action in pass.actions { sink.keep(action) }
         for error in pass.errors { sink.keep(error: error) }
         let summary = sink.summary
-        let field = "maintenance (\(pass.pass.rawValue))"
         sink.summary.filesRemoved = try total(
           summary.filesRemoved, pass.filesRemoved, "\(field).filesRemoved", adding: path)
         sink.summary.filesMoved = try total(
@@ -176,7 +193,18 @@ public enum ReportMerge {
           summary.errorCount, pass.errors.count, "\(field).errors", adding: path)
       }
     }
-    for (_, sink) in passes { writer.endPass(sink) }
+    // The shards' sizes add up to the cache's only when the reports are one whole fleet run's
+    // shards (or a single report), each with the pass: a partial merge, or runs that each
+    // measured the whole cache, would give a wrong number, so none is written.
+    let partitionsCache =
+      problems.isEmpty && (paths.count == 1 || members.allSatisfy { $0.shard != nil })
+    for (key, sink) in passes {
+      if !partitionsCache || reportsWithPass[key] != paths.count {
+        sink.summary.cacheBytesBefore = nil
+        sink.summary.cacheBytesAfter = nil
+      }
+      writer.endPass(sink)
+    }
     counts?.inputsFailed = inputFailures.count
     try writer.finish(
       status: status, finishedAt: finishedAt, prefetch: counts, warnings: warnings,
