@@ -15,7 +15,9 @@ struct KeyCommand: ParsableCommand {
       the file differently, lines marked "on iOS before 17" follow. A prefetch whose \
       context asks for a thumbnail or transformers (a job's context:, or a manifest line's) \
       renders the image and stores it under the derived key, and under both names when \
-      they differ, as SDWebImage would: this shows where an app looks for it.
+      they differ, as SDWebImage would: this shows where an app looks for it. Nothing in \
+      the cache is read and it need not exist yet, but a --cache that is a FIFO or a file, \
+      or lies under one, is exit 2, as for every command.
 
       Examples:
         imagecache key 'https://a.com/p/x.jpg?w=1' --thumbnail 100x100
@@ -50,6 +52,9 @@ struct KeyCommand: ParsableCommand {
     guard let parsed = URL(string: url) else {
       throw ValidationError("'\(url)' is not a URL")
     }
+    // Nothing is read in the cache, and it need not exist yet; but paths printed under a FIFO
+    // or a file are paths no app has: a wrong --cache is exit 2, as for every other command.
+    try FileSystem.checkCacheFolders(cacheOptions.location)
     // The same context keys, and the same checks, as a manifest line's.
     var object: [String: JSONValue] = [:]
     if let cacheKeyFilter {

@@ -50,6 +50,8 @@ final class OperationsTests: LoopbackTestCase {
       ["blacklist", "clear"], ["refusals", "list"], ["refusals", "remove", "http://127.0.0.1:9"],
       ["refusals", "clear"], ["maintain", "--max-age", "7d"], ["migrate"], ["verify"],
       ["prefetch", urls], ["prefetch", urls, "--dry-run"],
+      // Reads nothing there, but prints paths under it that no app has.
+      ["key", "http://127.0.0.1:9/a.png"],
     ]
     for (cache, named, what) in [
       (fifo, fifo, "a FIFO"), (file, file, "a file"), (file + "/cache", file, "a file"),
