@@ -58,15 +58,18 @@ struct CacheOptions: ParsableArguments {
 
 /// `--shard K/N` and `--shards N|auto`, on the subcommands that can run as one of N workers.
 struct ShardOptions: ParsableArguments {
+  // Each of the three takes the argument after it as its value, as --max-age does: `-1` is a
+  // wrong number to name (exit 2 by validate()), not an unknown option that leaves the flag
+  // without its value.
   @Option(
-    name: .long,
+    name: .long, parsing: .unconditional,
     help: ArgumentHelp(
       "Run as shard K (from 0) of N: only the URLs and files whose cache key hashes to K.",
       valueName: "K/N"))
   var shard: String?
 
   @Option(
-    name: .long,
+    name: .long, parsing: .unconditional,
     help: ArgumentHelp(
       "With no --shard: run as one of N shards, K from the engine: $JOB_COMPLETION_INDEX "
         + "(Kubernetes), else Slurm's or Grid Engine's array task (auto: N from the array too).",
@@ -79,7 +82,7 @@ struct ShardOptions: ParsableArguments {
   var shards: ShardCount?
 
   @Option(
-    name: .long,
+    name: .long, parsing: .unconditional,
     help: ArgumentHelp(
       "With --shards N: the first task ID of the fleet's array, so that a rerun of some of its "
         + "tasks (sbatch --array=2, qsub -t 3) runs exactly their shards (K = task ID - this).",
@@ -104,15 +107,15 @@ struct ShardOptions: ParsableArguments {
       }
       return value
     }
+    if let firstTask, firstTask < 0 {
+      throw ValidationError("--first-task \(firstTask): a task ID is 0 or more")
+    }
     guard let shards else {
       if firstTask != nil { throw ValidationError("--first-task goes with --shards N") }
       return nil
     }
-    if let firstTask, firstTask < 0 {
-      throw ValidationError("--first-task \(firstTask): a task ID is 0 or more")
-    }
     if case .fixed(let count) = shards, count < 1 {
-      throw ValidationError("--shards must be at least 1")
+      throw ValidationError("--shards \(count): must be at least 1")
     }
     let value: Shard?
     do {

@@ -53,15 +53,20 @@ final class ShardTests: LoopbackTestCase {
     reports.reduce(0) { $0 + $1.counts[keyPath: count] }
   }
 
-  /// A negative `--first-task` (the first task ID of the fleet's array is 0 or more),
-  /// `--shards 0` and a `--run-id` with a control character are mistakes in the command (exit 2) naming the flag, not a shard worked out
-  /// from them.
+  /// A negative `--first-task` (the first task ID of the fleet's array is 0 or more), a
+  /// negative `--shard` or `--shards`, `--shards 0` and a `--run-id` with a control character
+  /// are mistakes in the command (exit 2) naming the flag and its value, not a shard worked out
+  /// from them; a negative number after the flag is its value, not an unknown option.
   func testANegativeFirstTaskOrNoShardsIsAUsageErrorAndNothingIsFetched() throws {
     let urls = temporary.appending("urls.txt")
     try server.url("/i/0.jpg").write(toFile: urls, atomically: true, encoding: .utf8)
     for (flags, said) in [
       (["--shards", "4", "--first-task=-1"], "--first-task -1: a task ID is 0 or more"),
-      (["--shards", "0"], "--shards must be at least 1"),
+      (["--shards", "4", "--first-task", "-1"], "--first-task -1: a task ID is 0 or more"),
+      (["--first-task", "-2"], "--first-task -2: a task ID is 0 or more"),
+      (["--shard", "-1/4"], "--shard -1/4: expected K/N with 0 <= K < N"),
+      (["--shards", "-4"], "--shards -4: must be at least 1"),
+      (["--shards", "0"], "--shards 0: must be at least 1"),
       (
         ["--shard", "0/2", "--run-id", "night\u{1B}[31m"],
         "--run-id must be non-empty text without control characters"
