@@ -237,7 +237,8 @@ struct ReportOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "Write the JSON report to this file ({job} becomes the job's name, {shard} and {shards} "
-        + "the shard K and N, or all and 1 when unsharded).", valueName: "file"),
+        + "the shard K and N, or all and 1 when unsharded, {date} and {time} the run's start "
+        + "in UTC, YYYY-MM-DD and HHMMSS, as in a job's report:).", valueName: "file"),
     completion: .file())
   var report: String?
 
@@ -248,11 +249,13 @@ struct ReportOptions: ParsableArguments {
     name: .long,
     help: ArgumentHelp(
       "Write the run's figures here in Prometheus text format, for node_exporter's textfile "
-        + "collector ({job}, {shard} and {shards} as in --report).",
+        + "collector ({job}, {shard} and {shards} as in --report; not {date} or {time}: each "
+        + "run rewrites the one file).",
       discussion: """
         Written after the report. A file that cannot be written then (its folder not \
         creatable or not writable) is a warning, in the report too (metricsErrors), and the \
-        exit code stays the run's own.
+        exit code stays the run's own. A job file that run cannot read (exit 2) has its \
+        failure written here too, under the labels of the series the file holds.
         """, valueName: "file"),
     completion: .file())
   var metrics: String?
@@ -279,6 +282,9 @@ struct ReportOptions: ParsableArguments {
 
   func validate() throws {
     try waitTimeout?.check("--wait-timeout", allowed: .nonNegative)
+    if let metrics, let problem = Job.metricsPathProblem(metrics) {
+      throw ValidationError("--metrics \(metrics): \(problem)")
+    }
   }
 
   /// The run settings these flags give.

@@ -11,7 +11,8 @@ struct RunCommand: AsyncParsableCommand {
       For each job, under the cache's run lock: the migrate pass (if the job lists it), the \
       prefetch of the job's manifests, the expire, trim and verify passes it lists, then the JSON \
       report (to the job's 'report' path, --report and/or --json). A mistake in a job file is \
-      reported with its file, line and field, and nothing runs (exit 2). A signal stops the \
+      reported with its file, line and field, and nothing runs (exit 2); --metrics's file \
+      says the run failed, so that the alerts see that night. A signal stops the \
       job in hand after the work in hand, writes its report marked interrupted, and runs no \
       further job. A job that cannot run (its cache locked by another run, read-only or \
       full) does not stop the next ones: the command ends with the most serious status. With several jobs, --report FILE without {job} writes FILE-<job>.json per \
@@ -71,20 +72,32 @@ struct RunCommand: AsyncParsableCommand {
   func run() async throws {
     // Every job is read and checked before any runs; a mistake is exit 2, without a usage
     // block (the job file is wrong, not the command line).
-    var loaded: [Job] = []
-    for path in jobs {
-      var job = try Job.load(path: path)
-      job.commandLineSettings = try limits.apply(to: &job.prefetch)
-      try shardOptions.apply(to: &job)
-      fleetOptions.apply(to: &job, environment: ProcessInfo.processInfo.environment)
-      loaded.append(job)
-    }
     var settings = reportOptions.settings(dryRun: dryRun, verbose: verbose)
-    let several = loaded.count > 1
+    let several = jobs.count > 1
     if several {
       // One --report file per job, not one overwritten by each.
       settings.reportFiles = settings.reportFiles.map(Self.perJob)
       settings.metricsFiles = settings.metricsFiles.map(Self.perJob)
+    }
+    let environment = ProcessInfo.processInfo.environment
+    var loaded: [Job] = []
+    for path in jobs {
+      var job: Job
+      do {
+        job = try Job.load(path: path)
+      } catch {
+        // The alerts read the metrics: a night whose job file is broken says it failed in
+        // --metrics's file that night (its own metrics: is in the broken file).
+        UnreadableJobMetrics(
+          jobFile: path, shard: try? shardOptions.resolved(environment: environment),
+          metricsFiles: settings.metricsFiles
+        ).write(console: reportOptions.console)
+        throw error
+      }
+      job.commandLineSettings = try limits.apply(to: &job.prefetch)
+      try shardOptions.apply(to: &job)
+      fleetOptions.apply(to: &job, environment: environment)
+      loaded.append(job)
     }
     for (path, job) in zip(jobs, loaded) {
       do {

@@ -178,6 +178,44 @@ final class CronWrapperRunTests: LoopbackTestCase {
     XCTAssertEqual(written.stderr, "", "a good night with its metrics written is silent")
   }
 
+  /// A night whose job file was broken by an edit (exit 2) is a failed run in the metrics
+  /// that night, so the run-failed alert fires then, not the no-success alert a day later:
+  /// the job's own series (`imagecache-{job}.prom` from `IMAGECACHE_METRICS`), its last success
+  /// kept, in a file `promtool check metrics` passes; and cron mails the error.
+  func testABrokenJobFileIsAFailedRunInThatNightsMetrics() throws {
+    let textfiles = temporary.appending("textfile_collector")
+    let metrics = "IMAGECACHE_METRICS=\(textfiles)/imagecache-{job}.prom"
+    let job = try writeJob(["/a.jpg"])
+    let good = try runWrapper([job, state, "1"], environment: [metrics])
+    XCTAssertEqual(good.status, 0, good.stderr)
+    let file = textfiles + "/imagecache-nightly.prom"
+    func line(_ prefix: String) throws -> String? {
+      try String(contentsOfFile: file, encoding: .utf8).split(separator: "\n")
+        .first { $0.hasPrefix(prefix) }.map(String.init)
+    }
+    let labels = "imagecache_job=\"nightly\",namespace=\"default\""
+    let success = try XCTUnwrap(try line("imagecache_last_success_timestamp_seconds{\(labels)}"))
+
+    try String(contentsOfFile: job, encoding: .utf8).replacingOccurrences(of: "]", with: "")
+      .write(toFile: job, atomically: true, encoding: .utf8)
+    let broken = try runWrapper([job, state, "1"], environment: [metrics])
+    XCTAssertEqual(broken.status, 2, broken.stderr)
+    XCTAssertTrue(broken.stderr.contains("imagecache job \(job) exited 2"), broken.stderr)
+    XCTAssertEqual(
+      try line("imagecache_last_run_status{\(labels),status=\"failed\"}"),
+      "imagecache_last_run_status{\(labels),status=\"failed\"} 1.0")
+    XCTAssertEqual(
+      try line("imagecache_last_success_timestamp_seconds{\(labels)}"), success,
+      "the last success is kept: the no-success alert still counts from it")
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1)
+    let promtool = "/usr/bin/promtool"
+    if FileManager.default.isExecutableFile(atPath: promtool) {
+      let check = try Command.run(
+        "/bin/sh", ["-c", "\"$0\" check metrics < \"$1\"", promtool, file])
+      XCTAssertEqual(check.status, 0, check.stdout + check.stderr)
+    }
+  }
+
   func testUnderCronsOwnPathTheWrapperRunsTheBinaryInstalledBesideIt() throws {
     // scripts/install's layout, /usr/local/bin/imagecache-cron beside /usr/local/bin/imagecache,
     // and a crontab line without PATH=: cron gives /usr/bin:/bin.

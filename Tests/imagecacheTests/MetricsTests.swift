@@ -173,6 +173,53 @@ final class MetricsTests: LoopbackTestCase {
       try XCTUnwrap(after["imagecache_last_run_timestamp_seconds{\(labels)}"]), succeeded)
   }
 
+  /// A job file that cannot be read (exit 2) says the run failed in `--metrics`'s file, under
+  /// the labels of the series the file holds (the job's name and namespace are in the broken
+  /// file), the last success kept. A `{job}` path guessed from the file's name is written only
+  /// over an earlier run's file: a new one under a wrong name would fail forever.
+  func testABrokenJobFileWritesAFailedRunUnderTheLabelsTheMetricsFileHolds() throws {
+    let manifest = temporary.appending("urls.txt")
+    try server.url("/a.jpg").write(toFile: manifest, atomically: true, encoding: .utf8)
+    let job = temporary.appending("eu.yaml")
+    let text = """
+      name: europe
+      cache:
+        directory: \(temporary.appending("cache"))
+        namespace: shop
+      manifests: [\(manifest)]
+      """
+    try text.write(toFile: job, atomically: true, encoding: .utf8)
+    let metricsFile = temporary.appending("imagecache.prom")
+    let good = try ImageCacheBinary.run(["run", job, "--metrics", metricsFile])
+    XCTAssertEqual(good.status, 0, good.stderr)
+    let labels = "imagecache_job=\"europe\",namespace=\"shop\""
+    let succeeded = try XCTUnwrap(
+      try parse(metricsFile)["imagecache_last_success_timestamp_seconds{\(labels)}"])
+
+    // An edit that left a list open.
+    try text.replacingOccurrences(of: "]", with: "").write(
+      toFile: job, atomically: true, encoding: .utf8)
+    let broken = try ImageCacheBinary.run(["run", job, "--metrics", metricsFile])
+    XCTAssertEqual(broken.status, 2, broken.stderr)
+    XCTAssertTrue(broken.stderr.contains("\(job):"), broken.stderr)
+    let after = try parse(metricsFile)
+    XCTAssertEqual(after["imagecache_last_run_status{\(labels),status=\"failed\"}"], 1, "\(after)")
+    XCTAssertEqual(after["imagecache_last_run_status{\(labels),status=\"completed\"}"], 0)
+    XCTAssertEqual(after["imagecache_last_success_timestamp_seconds{\(labels)}"], succeeded)
+    XCTAssertEqual(Set(after.keys.filter { $0.contains("imagecache_job=\"eu\"") }), [])
+
+    let guessed = temporary.appending("imagecache-eu.prom")
+    let unknown = try ImageCacheBinary.run([
+      "run", job, "--metrics", temporary.appending("imagecache-{job}.prom"),
+    ])
+    XCTAssertEqual(unknown.status, 2, unknown.stderr)
+    XCTAssertTrue(
+      unknown.stderr.contains("warning: metrics not written to \(guessed): its {job}"),
+      unknown.stderr)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: guessed))
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1)
+  }
+
   /// A night whose manifest could not be fetched exits 1 with no URL in any outcome: the
   /// metrics say the input failed, and an alert reads it (the failure ratio has no URL to count).
   func testAManifestThatFailedAsAWholeIsCountedInTheMetrics() throws {

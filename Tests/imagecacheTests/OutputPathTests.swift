@@ -132,6 +132,47 @@ final class OutputPathTests: LoopbackTestCase {
     XCTAssertEqual(try String(contentsOfFile: file, encoding: .utf8), "kept")
   }
 
+  /// `{date}` and `{time}` in `--report` become the run's start, as in a job's `report:` (a
+  /// second run in the same second gets `-2`), never a file literally named `{date}`. A metrics
+  /// file is one file each run rewrites: `{date}` or `{time}` there, on the command line or in
+  /// a job, is refused before the run (exit 2) naming the path, or the job file, line and field.
+  func testDateAndTimeMakeADatedReportAndAreRefusedInAMetricsPath() throws {
+    let reports = temporary.appending("reports")
+    for _ in 0..<2 {
+      let result = try prefetch(["--report", reports + "/night-{date}-{time}.json"])
+      XCTAssertEqual(result.status, 0, result.stderr)
+    }
+    let names = try FileManager.default.contentsOfDirectory(atPath: reports).sorted()
+    XCTAssertEqual(names.count, 2, "one report a run: \(names)")
+    for name in names {
+      XCTAssertNotNil(
+        name.range(
+          of: #"^night-\d{4}-\d{2}-\d{2}-\d{6}(-2)?\.json$"#, options: .regularExpression),
+        name)
+    }
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1, "the second run found the image cached")
+
+    let dated = temporary.appending("imagecache-{date}.prom")
+    let refused = try prefetch(["--metrics", dated])
+    XCTAssertEqual(refused.status, 2, refused.stderr)
+    XCTAssertTrue(
+      refused.stderr.contains("--metrics \(dated): {date} and {time} are for reports"),
+      refused.stderr)
+    let job = temporary.appending("nightly.yaml")
+    try "cache:\n  directory: \(cache)\nmanifests: [\(manifest!)]\nmetrics: m-{time}.prom\n"
+      .write(toFile: job, atomically: true, encoding: .utf8)
+    let run = try ImageCacheBinary.run(["run", job])
+    XCTAssertEqual(run.status, 2, run.stderr)
+    XCTAssertTrue(
+      run.stderr.contains("\(job):4: field 'metrics': {date} and {time} are for reports"),
+      run.stderr)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 1, "neither refused run started")
+    XCTAssertEqual(
+      try FileManager.default.contentsOfDirectory(atPath: temporary.path).filter {
+        $0.contains("{")
+      }, [])
+  }
+
   func testReportHTMLAndReportMergeWriteToDevicesAndRefuseFolders() throws {
     let report = temporary.appending("run.json")
     XCTAssertEqual(try prefetch(["--report", report]).status, 0)

@@ -167,17 +167,41 @@ public struct Job: Sendable {
   /// number of shards N (`all` and `1` when the run is not sharded), so that every worker of a
   /// fleet writes its own file without the engine expanding variables in arguments.
   public func expandingPlaceholders(in path: String) -> String {
+    Self.expandingPlaceholders(in: path, name: name, shard: shard)
+  }
+
+  /// `path` with `{job}`, `{shard}` and `{shards}` filled in for a job named `name` run as
+  /// `shard`, as ``expandingPlaceholders(in:)`` does.
+  static func expandingPlaceholders(in path: String, name: String, shard: Shard?) -> String {
     path.replacingOccurrences(of: "{job}", with: name)
       .replacingOccurrences(of: "{shards}", with: shard.map { "\($0.count)" } ?? "1")
       .replacingOccurrences(of: "{shard}", with: shard.map { "\($0.index)" } ?? "all")
   }
 
+  /// Why `path` cannot be a metrics file (`metrics:`, `--metrics`), or `nil` when it can: a
+  /// metrics file is one file rewritten by each run (which keeps the last success time from
+  /// the one it replaces), so `{date}` and `{time}`, which name a new file each run, are
+  /// refused rather than written literally or left to fill the collector's folder.
+  public static func metricsPathProblem(_ path: String) -> String? {
+    guard path.contains("{date}") || path.contains("{time}") else { return nil }
+    return "{date} and {time} are for reports: a metrics file is one file that each run "
+      + "rewrites (node_exporter reads every file in its folder, and the last success time is "
+      + "kept from the file replaced); give a fixed name ({job}, {shard} and {shards} may be in it)"
+  }
+
   /// The largest job file read: with anchors refused, reading one costs a few times this.
   public static let maxFileSize = 1 << 20
 
-  /// The report path for a run started at `date`, placeholders filled in.
+  /// The job's own report path for a run started at `date`, placeholders filled in.
   public func reportPath(startedAt date: Date) -> String? {
-    guard let report = report.map(expandingPlaceholders) else { return nil }
+    report.map { reportPath($0, startedAt: date) }
+  }
+
+  /// The report path `pattern` (the job's `report:`, `--report`) for a run started at `date`:
+  /// `{job}`, `{shard}` and `{shards}` as in ``expandingPlaceholders(in:)``, `{date}` and
+  /// `{time}` the start's UTC date and time, the same for a job file and the command line.
+  public func reportPath(_ pattern: String, startedAt date: Date) -> String {
+    let report = expandingPlaceholders(in: pattern)
     let stamp = UTCTime(date)
     let (day, time) = (stamp.dateText, stamp.compactTimeText)
     let path = report.replacingOccurrences(of: "{date}", with: day).replacingOccurrences(

@@ -129,6 +129,9 @@ struct JobParser {
     }
     job.report = try string(top["report"], "report").map(resolve)
     job.metrics = try string(top["metrics"], "metrics").map(resolve)
+    if let metrics = job.metrics, let problem = Job.metricsPathProblem(metrics) {
+      throw fail(top["metrics"], "metrics", problem)
+    }
     return job
   }
 

@@ -34,7 +34,8 @@ public struct RunSettings: Sendable {
   public var wait = false
   /// With `wait`, give up after this long (exit 3); `nil`: wait as long as it takes.
   public var waitTimeout: TimeInterval?
-  /// Report files besides the job's own (`--report`); `{job}` becomes the job's name.
+  /// Report files besides the job's own (`--report`), placeholders filled in as the job's own
+  /// (``Job/reportPath(_:startedAt:)``).
   public var reportFiles: [String] = []
   /// Also print the report on stdout (`--json`).
   public var printsReport = false
@@ -524,7 +525,7 @@ public struct JobRunner: Sendable {
   /// sends it.
   private func reportFiles(startedAt: Date) -> [String] {
     let own = settings.dryRun ? [] : job.reportPath(startedAt: startedAt).map { [$0] } ?? []
-    return own + settings.reportFiles.map(job.expandingPlaceholders)
+    return own + settings.reportFiles.map { job.reportPath($0, startedAt: startedAt) }
   }
 
 }
