@@ -88,10 +88,16 @@ struct RunCommand: AsyncParsableCommand {
       } catch {
         // The alerts read the metrics: a night whose job file is broken says it failed in
         // --metrics's file that night (its own metrics: is in the broken file).
-        UnreadableJobMetrics(
+        let metrics = UnreadableJobMetrics(
           jobFile: path, shard: try? shardOptions.resolved(environment: environment),
-          metricsFiles: settings.metricsFiles
-        ).write(console: reportOptions.console)
+          metricsFiles: settings.metricsFiles)
+        metrics.write(console: reportOptions.console)
+        if settings.metricsFiles.isEmpty && metrics.mentionsOwnMetrics {
+          reportOptions.console.say(
+            "warning: metrics not written: the job's own metrics: file is named in \(path), "
+              + "which has the mistake below; --metrics FILE (the cron wrapper's IMAGECACHE_METRICS) "
+              + "is written even then", severity: .warning)
+        }
         throw error
       }
       job.commandLineSettings = try limits.apply(to: &job.prefetch)

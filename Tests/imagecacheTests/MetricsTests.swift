@@ -217,6 +217,18 @@ final class MetricsTests: LoopbackTestCase {
       unknown.stderr.contains("warning: metrics not written to \(guessed): its {job}"),
       unknown.stderr)
     XCTAssertFalse(FileManager.default.fileExists(atPath: guessed))
+
+    // A metrics file named only in the broken file: said, not written.
+    let own = temporary.appending("own.prom")
+    try (text.replacingOccurrences(of: "]", with: "") + "\nmetrics: \(own)\n").write(
+      toFile: job, atomically: true, encoding: .utf8)
+    let inFile = try ImageCacheBinary.run(["run", job])
+    XCTAssertEqual(inFile.status, 2, inFile.stderr)
+    XCTAssertTrue(
+      inFile.stderr.contains(
+        "warning: metrics not written: the job's own metrics: file is named in \(job)"),
+      inFile.stderr)
+    XCTAssertFalse(FileManager.default.fileExists(atPath: own))
     XCTAssertEqual(server.requestCount("/a.jpg"), 1)
   }
 

@@ -28,6 +28,16 @@ public struct UnreadableJobMetrics: Sendable {
     self.metricsFiles = metricsFiles
   }
 
+  /// Whether the job file names a metrics file of its own, as far as a file that cannot be
+  /// parsed can tell (the word `metrics` in it): that file is not written, and the command line
+  /// says so, and how to have such a night in the metrics.
+  public var mentionsOwnMetrics: Bool {
+    guard let data = try? FileSystem.existingContents(atPath: jobFile),
+      data.count <= Job.maxFileSize
+    else { return false }
+    return String(decoding: data, as: UTF8.self).contains("metrics")
+  }
+
   /// The job's name when its file sets none: the file name without its extension.
   var defaultName: String {
     ((jobFile as NSString).lastPathComponent as NSString).deletingPathExtension
