@@ -4,13 +4,20 @@ import HTTP
 import Synchronization
 
 extension ImageManager {
-  /// The state of one namespace: its cache, its stores, and the blacklist in memory (so that
-  /// checking a URL needs no store read).
+  /// The state of one namespace: its cache, its stores, and a hash of each blacklisted URL in
+  /// memory (so that checking a URL not on the blacklist needs no store read, and memory does
+  /// not follow the blacklist's size: 8 bytes an entry, not the entry).
   final class NamespaceState: Sendable {
     let cache: ImageCache
     let blacklistStore: any BlacklistStore
     let validatorStore: any ValidatorStore
-    let blacklist: Mutex<[String: Date]>
+    /// ``BlacklistRule/hash(ofURL:)`` of every URL blacklisted when the namespace was opened or
+    /// since: a superset of the blacklist, never taken from (another URL may share a hash).
+    let blacklistHashes: Mutex<Set<UInt64>>
+    let otherBlacklists: [any BlacklistLookup]
+    /// URLs this run took off the blacklist (a `retryFailed` success) that another state file
+    /// of the namespace (another shard's) still holds: not refused again by this run.
+    let unblacklisted = Mutex(Set<String>())
     /// What could not be read of the other state files, for people.
     let warnings: [String]
     /// Validators and stored files' URLs not yet written: one SQLite transaction per download
@@ -36,9 +43,18 @@ extension ImageManager {
       blacklistStore = opened.blacklist
       validatorStore = opened.validators
       warnings = opened.warnings
-      blacklist = Mutex(
-        Dictionary(
-          opened.blacklistEntries.map { ($0.url, $0.lastFailedAt) }, uniquingKeysWith: max))
+      blacklistHashes = Mutex(opened.blacklistHashes)
+      otherBlacklists = opened.otherBlacklists
+    }
+
+    /// When `url` last failed, if a state file of the namespace holds it: this run's store
+    /// (which it writes), else the latest of the others that can be read.
+    func lastFailure(ofURL url: String) throws -> Date? {
+      let own = try blacklistStore.lastFailure(ofURL: url)
+      return otherBlacklists.reduce(own) { latest, other in
+        guard let date = try? other.lastFailure(ofURL: url) else { return latest }
+        return max(latest ?? date, date)
+      }
     }
 
     /// Queues `validators` and `storedURL`, writing the queue once it is a batch.

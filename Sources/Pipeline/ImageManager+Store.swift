@@ -250,18 +250,33 @@ extension ImageManager {
       endRun(.stateFailed(stateError))
       return LoadResult(outcome: .failed(error, blacklisted: false))
     }
-    namespace.blacklist.withLock { $0[url] = now }
+    // Written at once: a later line of this run looks it up in the store.
+    namespace.blacklistHashes.withLock { _ = $0.insert(BlacklistRule.hash(ofURL: url)) }
+    namespace.unblacklisted.withLock { _ = $0.remove(url) }
     return LoadResult(outcome: .failed(error, blacklisted: true))
   }
 
-  func isBlacklisted(_ url: String, in namespace: NamespaceState) -> Bool {
-    guard let lastFailure = namespace.blacklist.withLock({ $0[url] }) else { return false }
+  /// Whether `url` is on the namespace's blacklist: no store read unless its hash is held,
+  /// then the entry itself, so that a hash shared with another URL refuses nothing.
+  /// `CancellationError`: the run was stopped before its state opened.
+  func isBlacklisted(_ url: String, in namespace: NamespaceState) throws -> Bool {
+    let hash = BlacklistRule.hash(ofURL: url)
+    guard namespace.blacklistHashes.withLock({ $0.contains(hash) }) else { return false }
+    guard !namespace.unblacklisted.withLock({ $0.contains(url) }),
+      let lastFailure = try namespace.lastFailure(ofURL: url)
+    else { return false }
     return BlacklistRule.isActive(
       lastFailedAt: lastFailure, at: Date(), timeToLive: configuration.blacklistTTL)
   }
 
   func unblacklist(_ url: String, in namespace: NamespaceState) throws {
-    guard namespace.blacklist.withLock({ $0.removeValue(forKey: url) }) != nil else { return }
+    let hash = BlacklistRule.hash(ofURL: url)
+    guard namespace.blacklistHashes.withLock({ $0.contains(hash) }) else { return }
     try namespace.blacklistStore.removeFromBlacklist(url: url)
+    // Another shard's file keeps its entry: this run refuses it no more, as it would not
+    // refuse it had it been in this run's own file.
+    if namespace.otherBlacklists.contains(where: { (try? $0.lastFailure(ofURL: url)) != nil }) {
+      namespace.unblacklisted.withLock { _ = $0.insert(url) }
+    }
   }
 }

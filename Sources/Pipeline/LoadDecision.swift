@@ -106,8 +106,16 @@ extension ImageManager {
     let parsed = (trimmed == rawURL ? parsed : nil) ?? URL(string: trimmed)
     // Kept with its password masked, as the state keeps it (SPEC section 11).
     let blacklistKey = (parsed?.absoluteString ?? trimmed).maskingURLPasswords
-    if !options.contains(.retryFailed) && isBlacklisted(blacklistKey, in: namespace) {
-      return finished(LoadResult(outcome: .blacklisted))
+    if !options.contains(.retryFailed) {
+      do {
+        if try isBlacklisted(blacklistKey, in: namespace) {
+          return finished(LoadResult(outcome: .blacklisted))
+        }
+      } catch is CancellationError {
+        return finished(LoadResult(outcome: .failed(.cancelled, blacklisted: false)))
+      } catch {
+        return finished(stateFailed(error))
+      }
     }
     let url: URL
     switch Self.fetchableURL(trimmed, parsed: parsed) {

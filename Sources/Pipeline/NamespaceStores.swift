@@ -2,9 +2,16 @@ import Core
 import Foundation
 import Synchronization
 
+/// A blacklist a run reads the entry of one URL from: the URLs whose hash it holds
+/// (``BlacklistRule/hash(ofURL:)``), to know whether they are on it.
+public protocol BlacklistLookup: Sendable {
+  /// When `url` last failed, if it is on the blacklist, active or not.
+  func lastFailure(ofURL url: String) throws -> Date?
+}
+
 /// SD's failed-URL blacklist of one namespace, kept across runs (the runner's is the state
 /// store's SQLite file). URLs arrive with their passwords masked already.
-public protocol BlacklistStore: Sendable {
+public protocol BlacklistStore: BlacklistLookup {
   func recordFailure(url: String, code: Int, name: String, reason: String, at date: Date)
     throws
   /// Takes `url` off the blacklist; returns whether it was there.
@@ -35,24 +42,34 @@ extension ValidatorStore {
 }
 
 /// One namespace as a run opened it: where its state goes, and the blacklist it starts with.
+///
+/// The blacklist has no bound (entries never expire without a time-to-live), so a run holds a
+/// 64-bit hash of each entry's URL, not the entries (SPEC section 5): a URL whose hash is not
+/// there is not blacklisted; one whose hash is there is looked up in `blacklist` and
+/// `otherBlacklists`.
 public struct OpenedNamespace: Sendable {
   public var blacklist: any BlacklistStore
   public var validators: any ValidatorStore
-  /// The entries active when it was opened, of every state file of the namespace: a sharded
-  /// cache keeps one per shard, and a run with another number of shards loses none of them
-  /// (SPEC section 9).
-  public var blacklistEntries: [BlacklistEntry]
+  /// ``BlacklistRule/hash(ofURL:)`` of the entries active when it was opened, of every state
+  /// file of the namespace: a sharded cache keeps one per shard, and a run with another number
+  /// of shards loses none of them (SPEC section 9).
+  public var blacklistHashes: Set<UInt64>
+  /// The namespace's state files other than `blacklist`'s (other shards'), read for the exact
+  /// look-up; one that cannot be read then holds no entry.
+  public var otherBlacklists: [any BlacklistLookup]
   /// What could not be read (another shard's state file), for the run to say: the loads go on
   /// without it.
   public var warnings: [String]
 
   public init(
     blacklist: any BlacklistStore, validators: any ValidatorStore,
-    blacklistEntries: [BlacklistEntry], warnings: [String] = []
+    blacklistHashes: Set<UInt64>, otherBlacklists: [any BlacklistLookup] = [],
+    warnings: [String] = []
   ) {
     self.blacklist = blacklist
     self.validators = validators
-    self.blacklistEntries = blacklistEntries
+    self.blacklistHashes = blacklistHashes
+    self.otherBlacklists = otherBlacklists
     self.warnings = warnings
   }
 }
@@ -90,9 +107,11 @@ public final class MemoryNamespaces: NamespaceProvider {
     -> OpenedNamespace
   {
     let store = store(location)
-    var entries: [BlacklistEntry] = []
-    try store.forEachBlacklisted(now: Date(), timeToLive: timeToLive) { entries.append($0) }
-    return OpenedNamespace(blacklist: store, validators: store, blacklistEntries: entries)
+    var hashes = Set<UInt64>()
+    try store.forEachBlacklisted(now: Date(), timeToLive: timeToLive) {
+      hashes.insert(BlacklistRule.hash(ofURL: $0.url))
+    }
+    return OpenedNamespace(blacklist: store, validators: store, blacklistHashes: hashes)
   }
 
   public func close() {}
@@ -144,6 +163,8 @@ public final class MemoryStateStore: BlacklistStore, ValidatorStore {
   public func blacklistEntry(url: String) -> BlacklistEntry? {
     blacklist.withLock { $0[url.maskingURLPasswords] }
   }
+
+  public func lastFailure(ofURL url: String) -> Date? { blacklistEntry(url: url)?.lastFailedAt }
 
   public func validators(forKey cacheKey: String) -> CacheValidators? {
     validatorsByKey.withLock { $0[cacheKey] }

@@ -37,6 +37,46 @@ extension StateStore {
     return entry
   }
 
+  /// When `url` last failed, if it is on the blacklist, active or not: the exact look-up of a
+  /// URL whose hash a run holds (``BlacklistRule/hash(ofURL:)``). One indexed read of one column.
+  public func lastFailure(ofURL url: String) throws -> Date? {
+    try read { db in
+      try Date.fetchOne(
+        db, sql: "SELECT lastFailedAt FROM blacklist WHERE url = ?",
+        arguments: [url.maskingURLPasswords])
+    }
+  }
+
+  /// Calls `body` with the URL of every active entry, reading them one at a time and only the
+  /// columns that say so (not the reasons): what a run keeps of the blacklist is a hash of each.
+  /// - Parameter runStartingAt: the entries are read as ``beginRun(job:at:)`` at that date
+  ///   leaves them (the file is read before its run begins).
+  public func forEachBlacklistedURL(
+    now: Date = Date(), timeToLive: TimeInterval? = nil, runStartingAt: Date? = nil,
+    _ body: (String) throws -> Void
+  ) throws {
+    try read { db in
+      // As in forEachBlacklisted: a file being created this moment has no table yet.
+      guard try db.tableExists("blacklist") else { return }
+      guard let timeToLive else {
+        // Every entry is active.
+        let cursor = try String.fetchCursor(db, sql: "SELECT url FROM blacklist")
+        while let url = try cursor.next() { try body(url) }
+        return
+      }
+      let cursor = try Row.fetchCursor(db, sql: "SELECT url, lastFailedAt FROM blacklist")
+      while let row = try cursor.next() {
+        var lastFailedAt: Date = try row.decode(atIndex: 1)
+        if let runStartingAt {
+          lastFailedAt = Self.date(lastFailedAt, asRunStartingAt: runStartingAt)
+        }
+        if BlacklistRule.isActive(lastFailedAt: lastFailedAt, at: now, timeToLive: timeToLive) {
+          try body(try row.decode(atIndex: 0))
+        }
+      }
+    }
+  }
+
   /// Every active entry, oldest failure first.
   public func blacklist(now: Date = Date(), timeToLive: TimeInterval? = nil) throws
     -> [BlacklistEntry]

@@ -124,6 +124,39 @@ public final class StateStore: Sendable {
     return byURL.values.sorted { $0.url < $1.url }
   }
 
+  /// What a run keeps of the blacklist of every state file of the cache at `location`: a hash
+  /// of each active entry's URL (``BlacklistRule/hash(ofURL:)``), not the entries, whose
+  /// number has no bound; and the files other than `opened`, opened for reading, for the exact
+  /// look-up of a URL whose hash is there. The entries are read one at a time. Otherwise as
+  /// ``blacklistOfEveryStateFile(location:leavingNoTrace:timeToLive:opened:runStartingAt:unreadable:)``.
+  public static func blacklistHashesOfEveryStateFile(
+    location: CacheLocation, leavingNoTrace: Bool = false, timeToLive: TimeInterval? = nil,
+    opened: StateStore? = nil, runStartingAt: Date? = nil,
+    unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
+  ) throws -> (hashes: Set<UInt64>, others: [StateStore]) {
+    var hashes = Set<UInt64>()
+    let now = Date()
+    func add(_ store: StateStore, runStartingAt: Date? = nil) throws {
+      try store.forEachBlacklistedURL(
+        now: now, timeToLive: timeToLive, runStartingAt: runStartingAt
+      ) { hashes.insert(BlacklistRule.hash(ofURL: $0)) }
+    }
+    if let opened { try add(opened, runStartingAt: runStartingAt) }
+    var others: [StateStore] = []
+    for path in try stateFiles(location: location) where path != opened?.path {
+      do {
+        guard let store = try openForReading(path: path, leavingNoTrace: leavingNoTrace) else {
+          continue
+        }
+        try add(store)
+        others.append(store)
+      } catch {
+        try unreadable(path, error)
+      }
+    }
+    return (hashes, others)
+  }
+
   /// Whether the file passes the check a run's opening makes (``init(location:shard:now:)``),
   /// which moves a file that fails it aside.
   public func isIntact() throws -> Bool {
@@ -251,13 +284,18 @@ public final class StateStore: Sendable {
   /// `entry` as ``beginRun(job:at:)`` at `date` leaves it: a date after `date` becomes `date`,
   /// compared and written as the database text they are stored as.
   static func entry(_ entry: BlacklistEntry, asRunStartingAt date: Date) -> BlacklistEntry {
-    let now = databaseText(date)
     var entry = entry
-    for dated in [\BlacklistEntry.firstFailedAt, \.lastFailedAt]
-    where databaseText(entry[keyPath: dated]) > now {
-      entry[keyPath: dated] = Date.fromDatabaseValue(now.databaseValue) ?? date
+    for dated in [\BlacklistEntry.firstFailedAt, \.lastFailedAt] {
+      entry[keyPath: dated] = Self.date(entry[keyPath: dated], asRunStartingAt: date)
     }
     return entry
+  }
+
+  /// A date of an entry as ``beginRun(job:at:)`` at `start` leaves it.
+  static func date(_ date: Date, asRunStartingAt start: Date) -> Date {
+    let now = databaseText(start)
+    guard databaseText(date) > now else { return date }
+    return Date.fromDatabaseValue(now.databaseValue) ?? start
   }
 
   /// Records the end of run `id` with its status and a short summary.

@@ -391,6 +391,43 @@ final class PipelineTests: DownloaderTestCase {
     XCTAssertNil(store.blacklistEntry(url: server.url("/image.png")))
   }
 
+  /// A `retryFailed` success takes the URL off the blacklist for the rest of its run too: a
+  /// later line of the run without the option loads it.
+  func testAURLARetryTookOffTheBlacklistIsNotRefusedLaterInTheSameRun() async throws {
+    namespaces.store(location).recordFailure(
+      url: server.url("/image.png"), code: 1001, name: "badImageData", reason: "r", at: Date())
+    let manager = try manager()
+    guard case .downloaded = try await load("/image.png", [.retryFailed], manager: manager) else {
+      return XCTFail()
+    }
+    let again = try await load("/image.png", manager: manager)
+    XCTAssertEqual(again, .memoryHit)
+  }
+
+  /// A run holds a hash of each blacklisted URL, not the URL: a URL whose hash it holds is
+  /// refused only once its entry is read, so a URL sharing a blacklisted URL's hash is loaded.
+  func testAURLWithTheHashOfABlacklistedURLIsLoaded() async throws {
+    final class Colliding: NamespaceProvider {
+      let inner: MemoryNamespaces
+      let url: String
+      init(_ inner: MemoryNamespaces, url: String) {
+        self.inner = inner
+        self.url = url
+      }
+      func open(_ location: CacheLocation, timeToLive: TimeInterval?) throws -> OpenedNamespace {
+        var opened = try inner.open(location, timeToLive: timeToLive)
+        opened.blacklistHashes.insert(BlacklistRule.hash(ofURL: url))
+        return opened
+      }
+      func close() {}
+    }
+    let manager = try ImageManager(
+      location: location, namespaces: Colliding(namespaces, url: server.url("/image.png")))
+    guard case .downloaded = try await load("/image.png", manager: manager) else {
+      return XCTFail()
+    }
+  }
+
   func testBlacklistTimeToLiveLetsTheURLThroughAgain() async throws {
     let store = namespaces.store(location)
     store.recordFailure(

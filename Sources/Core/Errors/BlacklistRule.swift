@@ -10,3 +10,16 @@ public enum BlacklistRule {
     return lastFailedAt.addingTimeInterval(timeToLive) > now
   }
 }
+
+extension BlacklistRule {
+  /// A 64-bit hash of a blacklist key (the URL with its password masked), the same in every
+  /// process: FNV-1a of its UTF-8 bytes. A run keeps this hash of each entry in memory, not the
+  /// entry, and reads the entry of a URL whose hash it holds (a collision refuses no URL).
+  public static func hash(ofURL url: String) -> UInt64 {
+    var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+    for byte in url.utf8 {
+      hash = (hash ^ UInt64(byte)) &* 0x0000_0100_0000_01b3
+    }
+    return hash
+  }
+}

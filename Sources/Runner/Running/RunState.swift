@@ -32,8 +32,8 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   /// intact); `nil` when the run's own file could not be read so.
   private let early:
     (
-      entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool,
-      refusals: [OriginRefusal]
+      blacklistHashes: Set<UInt64>, otherBlacklists: [StateStore], warnings: [String],
+      checkedOwn: Bool, refusals: [OriginRefusal]
     )?
   private let opening = DispatchGroup()
   private let result = Mutex<Result<Opened, any Error>?>(nil)
@@ -83,7 +83,8 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   private static func blacklistBeforeOpening(
     location: CacheLocation, shard: Shard?, startedAt: Date, timeToLive: TimeInterval?
   ) -> (
-    entries: [BlacklistEntry], warnings: [String], checkedOwn: Bool, refusals: [OriginRefusal]
+    blacklistHashes: Set<UInt64>, otherBlacklists: [StateStore], warnings: [String],
+    checkedOwn: Bool, refusals: [OriginRefusal]
   )? {
     let own = (location.stateDirectory as NSString).appendingPathComponent(
       StateStore.fileName(shard: shard))
@@ -91,12 +92,13 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
     do {
       let store = try StateStore.openForReading(path: own)
       guard try store?.isIntact() ?? true else { return nil }
-      let entries = try StateStore.blacklistOfEveryStateFile(
+      // The run's own file is looked up through the opened store, which the run writes.
+      let blacklist = try StateStore.blacklistHashesOfEveryStateFile(
         location: location, timeToLive: timeToLive, opened: store, runStartingAt: startedAt
       ) { path, error in warnings.append(StateNamespaces.notRead(path, error)) }
       // Only a help: a table that cannot be read leaves the run to find its limits afresh.
       let refusals = (try? store?.refusals(at: startedAt)) ?? []
-      return (entries, warnings, store != nil, refusals)
+      return (blacklist.hashes, blacklist.others, warnings, store != nil, refusals)
     } catch {
       return nil
     }
@@ -132,8 +134,8 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   func openNamespace(timeToLive: TimeInterval?) throws -> OpenedNamespace {
     if let early {
       return OpenedNamespace(
-        blacklist: self, validators: self, blacklistEntries: early.entries,
-        warnings: early.warnings)
+        blacklist: self, validators: self, blacklistHashes: early.blacklistHashes,
+        otherBlacklists: early.otherBlacklists, warnings: early.warnings)
     }
     return try StateNamespaces.opened(location, store: store, timeToLive: timeToLive)
   }
@@ -142,6 +144,12 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
     throws
   {
     try store.recordFailure(url: url, code: code, name: name, reason: reason, at: date)
+  }
+
+  /// Waits for the opening, as a write does: the entry is the one the run's store holds.
+  func lastFailure(ofURL url: String) throws -> Date? {
+    try waitUntilWritable()
+    return try store.lastFailure(ofURL: url)
   }
 
   func removeFromBlacklist(url: String) throws -> Bool {

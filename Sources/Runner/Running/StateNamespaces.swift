@@ -53,11 +53,12 @@ final class StateNamespaces: NamespaceProvider {
     timeToLive: TimeInterval?
   ) throws -> OpenedNamespace {
     var warnings = warnings
-    let entries = try StateStore.blacklistOfEveryStateFile(
+    let blacklist = try StateStore.blacklistHashesOfEveryStateFile(
       location: location, timeToLive: timeToLive, opened: store
     ) { path, error in warnings.append(Self.notRead(path, error)) }
     return OpenedNamespace(
-      blacklist: store, validators: store, blacklistEntries: entries, warnings: warnings)
+      blacklist: store, validators: store, blacklistHashes: blacklist.hashes,
+      otherBlacklists: blacklist.others, warnings: warnings)
   }
 
   /// The blacklists of a namespace's other state files (other shards', or the unsharded one)
@@ -114,16 +115,18 @@ final class PlanningNamespaces: NamespaceProvider {
   func open(_ location: CacheLocation, timeToLive: TimeInterval?) throws -> OpenedNamespace {
     let own = location.stateDirectory + "/" + StateStore.fileName(shard: shard)
     var warnings: [String] = []
-    let entries = try StateStore.blacklistOfEveryStateFile(
+    let blacklist = try StateStore.blacklistHashesOfEveryStateFile(
       location: location, leavingNoTrace: true, timeToLive: timeToLive
     ) { path, error in
       guard path == own else { return warnings.append(StateNamespaces.notRead(path, error)) }
       guard (error as? StateStoreError)?.isCorrupt == true else { throw error }
       warnings.append("\(error): a run would move it aside and start a fresh one")
     }
+    // Every state file is read as another's: the plan writes none.
     let unwritten = MemoryStateStore()
     return OpenedNamespace(
-      blacklist: unwritten, validators: unwritten, blacklistEntries: entries, warnings: warnings)
+      blacklist: unwritten, validators: unwritten, blacklistHashes: blacklist.hashes,
+      otherBlacklists: blacklist.others, warnings: warnings)
   }
 
   func close() {}
