@@ -47,13 +47,14 @@ extension ImageManager {
       otherBlacklists = opened.otherBlacklists
     }
 
-    /// When `url` last failed, if a state file of the namespace holds it: this run's store
-    /// (which it writes), else the latest of the others that can be read.
-    func lastFailure(ofURL url: String) throws -> Date? {
-      let own = try blacklistStore.lastFailure(ofURL: url)
-      return otherBlacklists.reduce(own) { latest, other in
-        guard let date = try? other.lastFailure(ofURL: url) else { return latest }
-        return max(latest ?? date, date)
+    /// Whether a state file of the namespace holds an entry of `url` active at `now`: this
+    /// run's store (which it writes), else one of the others that can be read.
+    func holdsEntry(ofURL url: String, at now: Date, timeToLive: TimeInterval?) throws -> Bool {
+      if try blacklistStore.isBlacklisted(url: url, at: now, timeToLive: timeToLive) {
+        return true
+      }
+      return otherBlacklists.contains {
+        (try? $0.isBlacklisted(url: url, at: now, timeToLive: timeToLive)) == true
       }
     }
 

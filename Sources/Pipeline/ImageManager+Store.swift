@@ -262,11 +262,9 @@ extension ImageManager {
   func isBlacklisted(_ url: String, in namespace: NamespaceState) throws -> Bool {
     let hash = BlacklistRule.hash(ofURL: url)
     guard namespace.blacklistHashes.withLock({ $0.contains(hash) }) else { return false }
-    guard !namespace.unblacklisted.withLock({ $0.contains(url) }),
-      let lastFailure = try namespace.lastFailure(ofURL: url)
-    else { return false }
-    return BlacklistRule.isActive(
-      lastFailedAt: lastFailure, at: Date(), timeToLive: configuration.blacklistTTL)
+    guard !namespace.unblacklisted.withLock({ $0.contains(url) }) else { return false }
+    return try namespace.holdsEntry(
+      ofURL: url, at: Date(), timeToLive: configuration.blacklistTTL)
   }
 
   func unblacklist(_ url: String, in namespace: NamespaceState) throws {
@@ -275,7 +273,10 @@ extension ImageManager {
     try namespace.blacklistStore.removeFromBlacklist(url: url)
     // Another shard's file keeps its entry: this run refuses it no more, as it would not
     // refuse it had it been in this run's own file.
-    if namespace.otherBlacklists.contains(where: { (try? $0.lastFailure(ofURL: url)) != nil }) {
+    let (now, timeToLive) = (Date(), configuration.blacklistTTL)
+    if namespace.otherBlacklists.contains(where: {
+      (try? $0.isBlacklisted(url: url, at: now, timeToLive: timeToLive)) == true
+    }) {
       namespace.unblacklisted.withLock { _ = $0.insert(url) }
     }
   }

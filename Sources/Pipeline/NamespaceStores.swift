@@ -5,8 +5,8 @@ import Synchronization
 /// A blacklist a run reads the entry of one URL from: the URLs whose hash it holds
 /// (``BlacklistRule/hash(ofURL:)``), to know whether they are on it.
 public protocol BlacklistLookup: Sendable {
-  /// When `url` last failed, if it is on the blacklist, active or not.
-  func lastFailure(ofURL url: String) throws -> Date?
+  /// Whether `url` has an entry active at `now`, given the time-to-live after its last failure.
+  func isBlacklisted(url: String, at now: Date, timeToLive: TimeInterval?) throws -> Bool
 }
 
 /// SD's failed-URL blacklist of one namespace, kept across runs (the runner's is the state
@@ -164,7 +164,9 @@ public final class MemoryStateStore: BlacklistStore, ValidatorStore {
     blacklist.withLock { $0[url.maskingURLPasswords] }
   }
 
-  public func lastFailure(ofURL url: String) -> Date? { blacklistEntry(url: url)?.lastFailedAt }
+  public func isBlacklisted(url: String, at now: Date, timeToLive: TimeInterval?) -> Bool {
+    blacklistEntry(url: url)?.isActive(at: now, timeToLive: timeToLive) ?? false
+  }
 
   public func validators(forKey cacheKey: String) -> CacheValidators? {
     validatorsByKey.withLock { $0[cacheKey] }

@@ -37,13 +37,25 @@ extension StateStore {
     return entry
   }
 
-  /// When `url` last failed, if it is on the blacklist, active or not: the exact look-up of a
-  /// URL whose hash a run holds (``BlacklistRule/hash(ofURL:)``). One indexed read of one column.
-  public func lastFailure(ofURL url: String) throws -> Date? {
-    try read { db in
-      try Date.fetchOne(
-        db, sql: "SELECT lastFailedAt FROM blacklist WHERE url = ?",
-        arguments: [url.maskingURLPasswords])
+  /// Whether `url` has an entry active at `now`: the exact look-up of a URL whose hash a run
+  /// holds (``BlacklistRule/hash(ofURL:)``). One indexed read; without a time-to-live, of no
+  /// column (every entry is active), so no date is parsed.
+  public func isBlacklisted(url: String, at now: Date, timeToLive: TimeInterval?) throws -> Bool {
+    let url = url.maskingURLPasswords
+    // One statement, which is atomic alone: no transaction around it (each refused URL of a
+    // run reads its entry), and prepared once.
+    return try readOutsideTransaction { db in
+      guard let timeToLive else {
+        return try Bool.fetchOne(
+          try db.cachedStatement(sql: "SELECT 1 FROM blacklist WHERE url = ?"), arguments: [url]
+        ) ?? false
+      }
+      guard
+        let lastFailedAt = try Date.fetchOne(
+          try db.cachedStatement(sql: "SELECT lastFailedAt FROM blacklist WHERE url = ?"),
+          arguments: [url])
+      else { return false }
+      return BlacklistRule.isActive(lastFailedAt: lastFailedAt, at: now, timeToLive: timeToLive)
     }
   }
 

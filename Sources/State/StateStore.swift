@@ -326,6 +326,15 @@ public final class StateStore: Sendable {
     }
   }
 
+  /// As ``read(_:)``, without the transaction: for one statement, which SQLite runs atomically.
+  func readOutsideTransaction<T>(_ body: (Database) throws -> T) throws -> T {
+    do {
+      return try database.unsafeRead(body)
+    } catch let error as DatabaseError {
+      throw StateStoreError(path: path, operation: "read", underlying: error)
+    }
+  }
+
   func write<T>(_ body: (Database) throws -> T) throws -> T {
     do {
       return try database.write(body)

@@ -147,9 +147,9 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   }
 
   /// Waits for the opening, as a write does: the entry is the one the run's store holds.
-  func lastFailure(ofURL url: String) throws -> Date? {
+  func isBlacklisted(url: String, at now: Date, timeToLive: TimeInterval?) throws -> Bool {
     try waitUntilWritable()
-    return try store.lastFailure(ofURL: url)
+    return try store.isBlacklisted(url: url, at: now, timeToLive: timeToLive)
   }
 
   func removeFromBlacklist(url: String) throws -> Bool {
