@@ -207,12 +207,16 @@ struct HostTable {
   /// The origins the table holds state of.
   var count: Int { hosts.count }
 
-  /// Forgets the origins with nothing under way, not held back and not waiting for the rate
-  /// at `now` (0 when no clock was read: no rate, and nothing held); the next forgetting comes
-  /// once as many again are known, so that each costs a new origin a constant share.
+  /// Forgets the origins with nothing under way, not held back, not waiting for the rate at
+  /// `now` (0 when no clock was read: no rate, and nothing held) and whose adaptive limit was
+  /// never cut in this run; the next forgetting comes once as many again are known, so that each
+  /// costs a new origin a constant share. An origin that refused or timed out keeps its cut
+  /// limit: made anew, it climbed past the knee it refused at again, and this run's refusal,
+  /// which the next run starts under, was forgotten at the new limit's first raise.
   private mutating func forgetIdleHosts(at now: UInt64) {
     hosts = hosts.filter { origin, host in
       host.running > 0 || host.heldUntil > now || host.nextStart > now || held.contains(origin)
+        || host.adaptive?.cuts.isEmpty == false
     }
     forgetsPast = max(Self.idleHostsKept, hosts.count * 2)
   }

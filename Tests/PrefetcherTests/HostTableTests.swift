@@ -167,6 +167,26 @@ final class HostTableTests: XCTestCase {
     XCTAssertEqual(wake, 60_000_001_000)
   }
 
+  /// An origin that refused in this run keeps its cut limit when the idle ones are forgotten:
+  /// made anew, its limit climbed past the knee it refused at again, hammering it, and the
+  /// refusal the next run starts under was dropped at the new limit's first raise.
+  func testAnIdleHostWhoseLimitWasCutIsNotForgotten() {
+    var hosts = HostTable(configuration: DownloaderConfiguration())
+    let sent = hosts.started(small, at: 0)
+    XCTAssertTrue(hosts.cut(small, .refused, sentIn: sent, inFlight: 4))
+    hosts.ended(small)
+    let cut = hosts.limit(for: small)
+    XCTAssertLessThan(cut, 4, "cut from its start")
+    for index in 0..<(HostTable.idleHostsKept * 3) {
+      let origin = Origin(URL(string: "http://h\(index).example/a.jpg")!)
+      hosts.started(origin, at: 0)
+      hosts.ended(origin)
+    }
+    XCTAssertLessThanOrEqual(hosts.count, HostTable.idleHostsKept, "the others forgotten")
+    XCTAssertEqual(hosts.limit(for: small), cut, "its cut limit kept, not its start again")
+    XCTAssertEqual(hosts.hostLimit(small)?.cuts, ["refused": 1])
+  }
+
   func testABackoffHoldsItsHostUntilRetryAfterAndThenOpens() {
     var hosts = table()
     XCTAssertTrue(hosts.isOpen, "no rate and no back-off: no clock is read")
