@@ -127,3 +127,30 @@ extension StateStore {
     try write { db in try BlacklistEntry.deleteAll(db) }
   }
 }
+
+/// Another state file of a namespace (another shard's, or one a run with another number of
+/// shards left), read for the exact look-up of a URL whose hash a run holds. The first
+/// ``keptOpen`` of a run stay open; the rest are opened for each look-up, so that a cache of
+/// hundreds of state files costs a run no descriptor (and no page cache) for each to its end.
+public final class OtherStateFile: Sendable {
+  /// The most other state files a run keeps open.
+  public static let keptOpen = 32
+
+  public let path: String
+  private let leavingNoTrace: Bool
+  /// The file, when kept open.
+  private let store: StateStore?
+
+  init(path: String, leavingNoTrace: Bool, store: StateStore?) {
+    self.path = path
+    self.leavingNoTrace = leavingNoTrace
+    self.store = store
+  }
+
+  /// As ``StateStore/isBlacklisted(url:at:timeToLive:)``; a file gone since holds no entry.
+  public func isBlacklisted(url: String, at now: Date, timeToLive: TimeInterval?) throws -> Bool {
+    let store =
+      try self.store ?? StateStore.openForReading(path: path, leavingNoTrace: leavingNoTrace)
+    return try store?.isBlacklisted(url: url, at: now, timeToLive: timeToLive) ?? false
+  }
+}

@@ -126,30 +126,45 @@ public final class StateStore: Sendable {
 
   /// What a run keeps of the blacklist of every state file of the cache at `location`: a hash
   /// of each active entry's URL (``BlacklistRule/hash(ofURL:)``), not the entries, whose
-  /// number has no bound; and the files other than `opened`, opened for reading, for the exact
-  /// look-up of a URL whose hash is there. The entries are read one at a time. Otherwise as
+  /// number has no bound; and the files other than `opened` that hold an active entry, for the
+  /// exact look-up of a URL whose hash is there (``OtherStateFile``: the first
+  /// ``OtherStateFile/keptOpen`` kept open, the rest opened for each look-up). The entries are
+  /// read one at a time. Otherwise as
   /// ``blacklistOfEveryStateFile(location:leavingNoTrace:timeToLive:opened:runStartingAt:unreadable:)``.
   public static func blacklistHashesOfEveryStateFile(
     location: CacheLocation, leavingNoTrace: Bool = false, timeToLive: TimeInterval? = nil,
     opened: StateStore? = nil, runStartingAt: Date? = nil,
     unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
-  ) throws -> (hashes: Set<UInt64>, others: [StateStore]) {
+  ) throws -> (hashes: Set<UInt64>, others: [OtherStateFile]) {
     var hashes = Set<UInt64>()
     let now = Date()
-    func add(_ store: StateStore, runStartingAt: Date? = nil) throws {
+    /// How many active entries `store` holds.
+    func add(_ store: StateStore, runStartingAt: Date? = nil) throws -> Int {
+      var count = 0
       try store.forEachBlacklistedURL(
         now: now, timeToLive: timeToLive, runStartingAt: runStartingAt
-      ) { hashes.insert(BlacklistRule.hash(ofURL: $0)) }
+      ) {
+        hashes.insert(BlacklistRule.hash(ofURL: $0))
+        count += 1
+      }
+      return count
     }
-    if let opened { try add(opened, runStartingAt: runStartingAt) }
-    var others: [StateStore] = []
+    if let opened { _ = try add(opened, runStartingAt: runStartingAt) }
+    var others: [OtherStateFile] = []
+    var keptOpen = 0
     for path in try stateFiles(location: location) where path != opened?.path {
       do {
         guard let store = try openForReading(path: path, leavingNoTrace: leavingNoTrace) else {
           continue
         }
-        try add(store)
-        others.append(store)
+        // A file with no active entry has nothing to look up: closed now. Each shard count a
+        // fleet ran with leaves its files, and a descriptor held for each to the run's end
+        // ran out of them (`ulimit -n`) in a run of a cache with hundreds.
+        guard try add(store) > 0 else { continue }
+        let kept = keptOpen < OtherStateFile.keptOpen
+        if kept { keptOpen += 1 }
+        others.append(
+          OtherStateFile(path: path, leavingNoTrace: leavingNoTrace, store: kept ? store : nil))
       } catch {
         try unreadable(path, error)
       }

@@ -65,4 +65,45 @@ final class BlacklistMemoryTests: LoopbackTestCase {
     }
     XCTAssertEqual(count, 200_001)
   }
+
+  /// Each shard count a fleet ran with leaves its state files, and a run reads them all: kept
+  /// open to the run's end, 300 of them took as many descriptors, and under `ulimit -n 128` the
+  /// run ran out (exit 4, the entries of the files it could not open not read). A URL
+  /// blacklisted only in the last of them is still refused.
+  func testHundredsOfOtherStateFilesCostNoDescriptorEachAndStillRefuse() throws {
+    func stateFile(_ name: String, url: String) throws -> String {
+      let location = CacheLocation(directory: temporary.appending(name))
+      // Closed at the end of the scope: its WAL is then in the file copied.
+      try StateStore(location: location).recordFailure(
+        url: url, code: 1001, name: "badImageData", reason: "not an image", at: Date())
+      return location.stateDirectory + "/" + StateStore.fileName
+    }
+    let other = try stateFile("other", url: "ftp://files.example.invalid/a.jpg")
+    let refusing = try stateFile("refusing", url: server.url("/a.jpg"))
+    let location = CacheLocation(directory: temporary.appending("cache"))
+    try FileSystem.createDirectory(path: location.stateDirectory)
+    let names = (0..<300).map { "state.shard-\($0)-of-300.sqlite" }.sorted()
+    for name in names {
+      try FileManager.default.copyItem(
+        atPath: name == names.last ? refusing : other,
+        toPath: location.stateDirectory + "/" + name)
+    }
+    let manifest = temporary.appending("urls.txt")
+    try [server.url("/a.jpg"), server.url("/b.png")].joined(separator: "\n")
+      .write(toFile: manifest, atomically: true, encoding: .utf8)
+    let reportPath = temporary.appending("report.json")
+    let result = try Command.run(
+      "/bin/bash",
+      [
+        "-c", "ulimit -n 128; exec \"$0\" \"$@\"", ImageCacheBinary.path, "prefetch", manifest,
+        "--cache", location.directory, "--report", reportPath, "--concurrency", "2",
+      ])
+    XCTAssertEqual(result.status, 0, result.stderr)
+    XCTAssertFalse(result.stderr.contains("Too many open files"), result.stderr)
+    let report = try XCTUnwrap(
+      FileManager.default.contents(atPath: reportPath).flatMap { try? RunReport.decode($0) })
+    XCTAssertEqual(report.prefetch?.blacklisted, 1)
+    XCTAssertEqual(report.prefetch?.downloaded, 1)
+    XCTAssertEqual(server.requestCount("/a.jpg"), 0, "refused by the last file's entry")
+  }
 }

@@ -32,7 +32,7 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   /// intact); `nil` when the run's own file could not be read so.
   private let early:
     (
-      blacklistHashes: Set<UInt64>, otherBlacklists: [StateStore], warnings: [String],
+      blacklistHashes: Set<UInt64>, otherBlacklists: [OtherStateFile], warnings: [String],
       checkedOwn: Bool, refusals: [OriginRefusal]
     )?
   private let opening = DispatchGroup()
@@ -83,7 +83,7 @@ final class RunState: BlacklistStore, ValidatorStore, Sendable {
   private static func blacklistBeforeOpening(
     location: CacheLocation, shard: Shard?, startedAt: Date, timeToLive: TimeInterval?
   ) -> (
-    blacklistHashes: Set<UInt64>, otherBlacklists: [StateStore], warnings: [String],
+    blacklistHashes: Set<UInt64>, otherBlacklists: [OtherStateFile], warnings: [String],
     checkedOwn: Bool, refusals: [OriginRefusal]
   )? {
     let own = (location.stateDirectory as NSString).appendingPathComponent(

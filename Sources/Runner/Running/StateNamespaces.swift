@@ -8,6 +8,7 @@ import Synchronization
 
 // The state store keeps what the pipeline's stores promise.
 extension StateStore: BlacklistStore, ValidatorStore {}
+extension OtherStateFile: BlacklistLookup {}
 
 /// A run's namespaces in the state store (SPEC sections 6 and 9): the default namespace's lock
 /// and store are the run's own, taken before it starts; another namespace's lock is taken and
