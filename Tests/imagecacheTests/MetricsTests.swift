@@ -232,6 +232,29 @@ final class MetricsTests: LoopbackTestCase {
     XCTAssertEqual(server.requestCount("/a.jpg"), 1)
   }
 
+  /// A `{job}` path is guessed from a broken job file's name, but one that names the job
+  /// otherwise is not that job: `eu/nightly.yaml` named `europe`, broken, must not write its
+  /// failure over `us/nightly.yaml`'s metrics (a job named `nightly` by its file), which would
+  /// page for the wrong job.
+  func testABrokenJobFileNamedOtherwiseLeavesTheMetricsOfTheJobItsFileNameGuesses() throws {
+    let metrics = temporary.appending("imagecache-nightly.prom")
+    let others =
+      "imagecache_last_run_status{imagecache_job=\"nightly\",namespace=\"default\","
+      + "status=\"completed\"} 1.0\n"
+    try others.write(toFile: metrics, atomically: true, encoding: .utf8)
+    try FileSystem.createDirectory(path: temporary.appending("eu"))
+    let job = temporary.appending("eu/nightly.yaml")
+    try "name: europe\nmanifests: [urls.txt\n".write(toFile: job, atomically: true, encoding: .utf8)
+    let broken = try ImageCacheBinary.run([
+      "run", job, "--metrics", temporary.appending("imagecache-{job}.prom"),
+    ])
+    XCTAssertEqual(broken.status, 2, broken.stderr)
+    XCTAssertTrue(
+      broken.stderr.contains("warning: metrics not written to \(metrics): its {job}"),
+      broken.stderr)
+    XCTAssertEqual(try String(contentsOfFile: metrics, encoding: .utf8), others)
+  }
+
   /// A night whose manifest could not be fetched exits 1 with no URL in any outcome: the
   /// metrics say the input failed, and an alert reads it (the failure ratio has no URL to count).
   func testAManifestThatFailedAsAWholeIsCountedInTheMetrics() throws {

@@ -12,8 +12,9 @@ import Foundation
 /// the alerts know. A file holding none gets the name the job has when it sets none (its file
 /// name), the default namespace and the command line's shard. A path whose `{job}` (or, with no
 /// shard on the command line, `{shard}` or `{shards}`) only the broken file could fill in is
-/// written only over a file already there: a new file under a guessed name would hold a failure
-/// that no later run replaces.
+/// written only over a file already there, and a guessed `{job}` not when the broken file has
+/// a `name:` other than its file name (``namesAnotherJob``): a new file under a guessed name
+/// would hold a failure that no later run replaces, and one there would be another job's.
 public struct UnreadableJobMetrics: Sendable {
   /// The job file that could not be read.
   public var jobFile: String
@@ -43,11 +44,37 @@ public struct UnreadableJobMetrics: Sendable {
     ((jobFile as NSString).lastPathComponent as NSString).deletingPathExtension
   }
 
+  /// Whether the job file, as far as a file that cannot be parsed can tell, names the job
+  /// otherwise than its file name (a `name:` key, YAML's or JSON's, with another value): a file
+  /// at a `{job}` path guessed from the file name is then another job's (`eu/nightly.yaml`
+  /// named `europe` beside `us/nightly.yaml`, named `nightly` by its file).
+  var namesAnotherJob: Bool {
+    guard let data = try? FileSystem.existingContents(atPath: jobFile),
+      data.count <= Job.maxFileSize
+    else { return false }
+    let text = String(decoding: data, as: UTF8.self)
+    let pattern = #"(?:^|[\s{,])["']?name["']?[ \t]*:[ \t]*["']?([^"'\n,}#]*)"#
+    guard let expression = try? NSRegularExpression(pattern: pattern) else { return true }
+    let matches = expression.matches(in: text, range: NSRange(text.startIndex..., in: text))
+    return matches.contains { match in
+      guard let range = Range(match.range(at: 1), in: text) else { return true }
+      return text[range].trimmingCharacters(in: .whitespacesAndNewlines) != defaultName
+    }
+  }
+
   /// A path whose placeholders only the broken file could fill in.
   private struct NameInBrokenFile: Error, CustomStringConvertible {
     var description: String {
       "its {job}, {shard} or {shards} is filled in from the job file, which could not be read, "
         + "and no earlier run's metrics are at the path guessed from its file name"
+    }
+  }
+
+  /// A `{job}` path guessed from the file name of a job file that names the job otherwise.
+  private struct OtherJobsFile: Error, CustomStringConvertible {
+    var description: String {
+      "its {job} is filled in from the job file, which could not be read and names the job "
+        + "otherwise than its file name: the file at the path guessed from that is another job's"
     }
   }
 
@@ -63,6 +90,7 @@ public struct UnreadableJobMetrics: Sendable {
         let output = try OutputFile(path: path)
         let previous = output.previousContents()
         guard !guessed || previous != nil else { throw NameInBrokenFile() }
+        if guessed, pattern.contains("{job}"), namesAnotherJob { throw OtherJobsFile() }
         let labels = previous.flatMap(Self.labels)
         let metrics = RunMetrics(
           job: labels?.job ?? defaultName,
