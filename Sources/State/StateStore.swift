@@ -87,13 +87,8 @@ public final class StateStore: Sendable {
   /// `leavingNoTrace` as in ``openForReading(path:leavingNoTrace:)``.
   /// - Parameters:
   ///   - timeToLive: as in ``blacklist(now:timeToLive:)``: only the entries still active.
-  ///   - opened: one of these files already open (a run's own store): read through it, and
-  ///     its failure thrown, not handed to `unreadable`.
-  ///   - runStartingAt: `opened` is read before its run began at this date: its entries are
-  ///     read as ``beginRun(job:at:)`` leaves them.
   public static func blacklistOfEveryStateFile(
     location: CacheLocation, leavingNoTrace: Bool = false, timeToLive: TimeInterval? = nil,
-    opened: StateStore? = nil, runStartingAt: Date? = nil,
     unreadable: (_ path: String, _ error: any Error) throws -> Void = { throw $1 }
   ) throws -> [BlacklistEntry] {
     var byURL: [String: BlacklistEntry] = [:]
@@ -103,16 +98,7 @@ public final class StateStore: Sendable {
         byURL[entry.url] = entry
       }
     }
-    if let opened, let runStartingAt {
-      let now = Date()
-      add(
-        try opened.blacklist().map { Self.entry($0, asRunStartingAt: runStartingAt) }.filter {
-          $0.isActive(at: now, timeToLive: timeToLive)
-        })
-    } else if let opened {
-      add(try opened.blacklist(timeToLive: timeToLive))
-    }
-    for path in try stateFiles(location: location) where path != opened?.path {
+    for path in try stateFiles(location: location) {
       do {
         add(
           try openForReading(path: path, leavingNoTrace: leavingNoTrace)?.blacklist(
@@ -130,7 +116,12 @@ public final class StateStore: Sendable {
   /// exact look-up of a URL whose hash is there (``OtherStateFile``: the first
   /// ``OtherStateFile/keptOpen`` kept open, the rest opened for each look-up). The entries are
   /// read one at a time. Otherwise as
-  /// ``blacklistOfEveryStateFile(location:leavingNoTrace:timeToLive:opened:runStartingAt:unreadable:)``.
+  /// ``blacklistOfEveryStateFile(location:leavingNoTrace:timeToLive:unreadable:)``, and:
+  /// - Parameters:
+  ///   - opened: one of these files already open (a run's own store): read through it, and
+  ///     its failure thrown, not handed to `unreadable`.
+  ///   - runStartingAt: `opened` is read before its run began at this date: its entries are
+  ///     read as ``beginRun(job:at:)`` leaves them.
   public static func blacklistHashesOfEveryStateFile(
     location: CacheLocation, leavingNoTrace: Bool = false, timeToLive: TimeInterval? = nil,
     opened: StateStore? = nil, runStartingAt: Date? = nil,
@@ -296,17 +287,8 @@ public final class StateStore: Sendable {
     }
   }
 
-  /// `entry` as ``beginRun(job:at:)`` at `date` leaves it: a date after `date` becomes `date`,
-  /// compared and written as the database text they are stored as.
-  static func entry(_ entry: BlacklistEntry, asRunStartingAt date: Date) -> BlacklistEntry {
-    var entry = entry
-    for dated in [\BlacklistEntry.firstFailedAt, \.lastFailedAt] {
-      entry[keyPath: dated] = Self.date(entry[keyPath: dated], asRunStartingAt: date)
-    }
-    return entry
-  }
-
-  /// A date of an entry as ``beginRun(job:at:)`` at `start` leaves it.
+  /// A date of an entry as ``beginRun(job:at:)`` at `start` leaves it: a date after `start`
+  /// becomes `start`, compared and written as the database text they are stored as.
   static func date(_ date: Date, asRunStartingAt start: Date) -> Date {
     let now = databaseText(start)
     guard databaseText(date) > now else { return date }

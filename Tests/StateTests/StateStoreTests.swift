@@ -430,7 +430,9 @@ final class StateStoreTests: TemporaryFolderTestCase {
   }
 
   /// A run reads its blacklist before its state is open and its start recorded (issue 46):
-  /// what it reads is what that start leaves, an entry dated ahead of it included.
+  /// what it reads is what that start leaves, an entry dated ahead of it included. Under a
+  /// time-to-live shorter than the time since the start, every entry the start leaves has
+  /// expired, and one dated ten years ahead, read as it is, would still be active.
   func testTheBlacklistReadBeforeARunBeginsIsTheOneItsBeginningLeaves() throws {
     let start = Date(timeIntervalSince1970: 1_763_870_400.123_4)
     let written = try StateStore(location: location)
@@ -440,13 +442,18 @@ final class StateStoreTests: TemporaryFolderTestCase {
     ] {
       try written.recordFailure(url: url, code: 1001, name: "badImageData", reason: "r", at: date)
     }
-    let readBefore = try StateStore.blacklistOfEveryStateFile(
-      location: location, opened: try XCTUnwrap(try StateStore.openForReading(location: location)),
+    let timeToLive: TimeInterval = 30 * 86_400
+    XCTAssertLessThan(start + timeToLive, Date())
+    let readBefore = try StateStore.blacklistHashesOfEveryStateFile(
+      location: location, timeToLive: timeToLive,
+      opened: try XCTUnwrap(try StateStore.openForReading(location: location)),
       runStartingAt: start)
     _ = try written.beginRun(job: "nightly", at: start)
-    let leftByTheStart = try StateStore.blacklistOfEveryStateFile(
-      location: location, opened: written)
-    XCTAssertEqual(readBefore, leftByTheStart)
-    XCTAssertEqual(readBefore.filter { $0.lastFailedAt > start }, [])
+    let leftByTheStart = try StateStore.blacklistHashesOfEveryStateFile(
+      location: location, timeToLive: timeToLive, opened: written)
+    XCTAssertEqual(readBefore.hashes, leftByTheStart.hashes)
+    XCTAssertEqual(readBefore.hashes, [])
+    XCTAssertEqual(
+      try written.blacklist().filter { $0.lastFailedAt > start || $0.firstFailedAt > start }, [])
   }
 }
