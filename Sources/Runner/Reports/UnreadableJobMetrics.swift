@@ -33,10 +33,15 @@ public struct UnreadableJobMetrics: Sendable {
   /// parsed can tell (the word `metrics` in it): that file is not written, and the command line
   /// says so, and how to have such a night in the metrics.
   public var mentionsOwnMetrics: Bool {
+    text?.contains("metrics") ?? false
+  }
+
+  /// The broken job file's text, when it can be read and is not over ``Job/maxFileSize``.
+  private var text: String? {
     guard let data = try? FileSystem.existingContents(atPath: jobFile),
       data.count <= Job.maxFileSize
-    else { return false }
-    return String(decoding: data, as: UTF8.self).contains("metrics")
+    else { return nil }
+    return String(decoding: data, as: UTF8.self)
   }
 
   /// The job's name when its file sets none: the file name without its extension.
@@ -49,10 +54,7 @@ public struct UnreadableJobMetrics: Sendable {
   /// at a `{job}` path guessed from the file name is then another job's (`eu/nightly.yaml`
   /// named `europe` beside `us/nightly.yaml`, named `nightly` by its file).
   var namesAnotherJob: Bool {
-    guard let data = try? FileSystem.existingContents(atPath: jobFile),
-      data.count <= Job.maxFileSize
-    else { return false }
-    let text = String(decoding: data, as: UTF8.self)
+    guard let text else { return false }
     let pattern = #"(?:^|[\s{,])["']?name["']?[ \t]*:[ \t]*["']?([^"'\n,}#]*)"#
     guard let expression = try? NSRegularExpression(pattern: pattern) else { return true }
     let matches = expression.matches(in: text, range: NSRange(text.startIndex..., in: text))
